@@ -1,0 +1,1 @@
+"""Embedders behind one port: local MiniLM (ONNX, default) and Bedrock Titan v2."""

@@ -1,0 +1,26 @@
+"""The Embedder port."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    #: Recorded by every index; a query or migration with another id is refused.
+    model_id: str
+    dimension: int
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        """(len(texts), dimension) float32, rows L2-normalised."""
+        ...
+
+    def embed_query(self, text: str) -> Matrix:
+        """(dimension,) float32, L2-normalised."""
+        ...

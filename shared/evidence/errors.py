@@ -1,0 +1,100 @@
+"""Typed errors. Each carries the HTTP status and error code it maps to.
+
+Handlers, the CLI and the local server translate them in one place each
+(`evidence.api.errors` for HTTP, `evidence.cli` for exit codes); nothing else
+inspects them.
+"""
+
+from __future__ import annotations
+
+
+class EvidenceError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, object]:
+        body: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return {"error": body}
+
+
+class BadRequestError(EvidenceError):
+    status = 400
+    code = "bad_request"
+
+
+class RequestValidationError(EvidenceError):
+    """A field is present but out of range or of the wrong shape."""
+
+    status = 422
+    code = "validation_error"
+
+
+class NotFoundError(EvidenceError):
+    status = 404
+    code = "not_found"
+
+
+class IndexNotFoundError(NotFoundError):
+    code = "index_not_found"
+
+    def __init__(self, index: str) -> None:
+        super().__init__(
+            f"index {index!r} does not exist; index a document into it first", field="index"
+        )
+        self.index = index
+
+
+class DocumentNotFoundError(NotFoundError):
+    code = "document_not_found"
+
+
+class PayloadTooLargeError(EvidenceError):
+    status = 413
+    code = "payload_too_large"
+
+
+class DocumentParseError(EvidenceError):
+    """A document could not be parsed; names the file and the reason."""
+
+    status = 422
+    code = "unparseable_document"
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}", field="content")
+        self.source = source
+        self.reason = reason
+
+
+class EmbedderMismatchError(EvidenceError):
+    """A query or a migration uses another embedder than the one the index was built with."""
+
+    status = 409
+    code = "embedder_mismatch"
+
+
+class ConfigurationError(EvidenceError):
+    status = 500
+    code = "configuration_error"
+
+
+class BackendError(EvidenceError):
+    """The search backend failed for a reason that is not the caller's fault."""
+
+    status = 502
+    code = "backend_error"
+
+
+class UpstreamError(EvidenceError):
+    """A remote model (reranker, LLM, embedder) failed; callers usually degrade instead."""
+
+    status = 502
+    code = "upstream_error"

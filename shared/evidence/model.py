@@ -1,0 +1,210 @@
+"""Pydantic models at the edges: HTTP API, Lambda events, CLI JSON output.
+
+Bounds here are the contract (DESIGN.md §2-3); a value out of range is a 422
+naming the field and its range.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+INDEX_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_QUERY_CHARS = 4096
+
+MetaScalar = str | int | float | bool
+Metadata = dict[str, MetaScalar | list[str] | None]
+
+
+def validate_index_name(name: str) -> str:
+    if not INDEX_NAME_RE.fullmatch(name):
+        raise ValueError(
+            "index names are 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
+        )
+    return name
+
+
+class _Edge(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- indexing -------------------------------------------------------------------------------
+
+
+class IndexDocumentRequest(_Edge):
+    """POST /v1/indexes/{index}/documents."""
+
+    document_id: str | None = Field(default=None, min_length=1, max_length=1024)
+    filename: str = Field(min_length=1, max_length=1024)
+    text: str | None = None
+    content_base64: str | None = None
+    content_type: str | None = Field(default=None, max_length=255)
+    metadata: Metadata = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_content(self) -> IndexDocumentRequest:
+        if (self.text is None) == (self.content_base64 is None):
+            raise ValueError("give exactly one of 'text' or 'content_base64'")
+        return self
+
+
+class IndexDocumentResponse(_Edge):
+    index: str
+    document_id: str
+    status: Literal["created", "updated", "unchanged"]
+    chunks: int
+    spans: int
+
+
+class DeleteDocumentResponse(_Edge):
+    index: str
+    document_id: str
+    deleted_chunks: int
+
+
+# --- retrieval ------------------------------------------------------------------------------
+
+
+class Overrides(_Edge):
+    """Per-request overrides of a profile's defaults (DESIGN.md §2, "Scores and the seeds' knobs")."""
+
+    first_stage_k: int | None = Field(default=None, ge=1, le=1000)
+    rerank_k: int | None = Field(default=None, ge=1, le=1000)
+    top_k: int | None = Field(default=None, ge=1, le=200)
+    rerank_cutoff: float | None = Field(default=None, ge=0.0, le=1.0)
+    followup_max_rounds: int | None = Field(default=None, ge=0, le=50)
+    followup_boost: float | None = Field(default=None, ge=1.0, le=10.0)
+    followup_boost_cap: float | None = Field(default=None, ge=0.0, le=100.0)
+    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    max_chars: int | None = Field(default=None, ge=0, le=10_000_000)
+    mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)
+    max_chunks_per_document: int | None = Field(default=None, ge=1, le=1000)
+
+
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(Overrides.model_fields)
+
+
+class ConversationTurn(_Edge):
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(max_length=MAX_QUERY_CHARS)
+
+
+class RetrieveRequest(Overrides):
+    """POST /v1/indexes/{index}/retrieve."""
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    profile: str = Field(default="default", max_length=64)
+    filters: dict[str, MetaScalar | list[str]] | None = None
+    explain: bool = False
+    conversation: list[ConversationTurn] | None = Field(default=None, max_length=50)
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query must contain non-whitespace text")
+        return v
+
+    def overrides(self) -> dict[str, Any]:
+        """Only the override fields the caller actually set."""
+        return {k: getattr(self, k) for k in OVERRIDE_FIELDS if getattr(self, k) is not None}
+
+
+class Citation(_Edge):
+    index: int
+    document_id: str
+    source: str
+    section: str | None = None
+    page: int | None = None
+    char_start: int
+    char_end: int
+
+
+class Hit(_Edge):
+    rank: int
+    chunk_id: str
+    document_id: str
+    text: str
+    source: str
+    metadata: dict[str, Any]
+    score: float
+    scores: dict[str, float] | None = None
+    citation: Citation
+    explain: list[str] | None = None
+
+
+class Followup(_Edge):
+    chunk_id: str
+    document_id: str
+    text: str
+    source: str
+    round_number: int | None = None
+    question: str | None = None
+    answer: str | None = None
+    metadata: dict[str, Any]
+    question_similarity_score: float | None = None
+
+
+class StageTelemetry(_Edge):
+    name: str
+    candidates_in: int
+    candidates_out: int
+    ms: float
+    detail: dict[str, Any] | None = None
+
+
+class Telemetry(_Edge):
+    stages: list[StageTelemetry]
+    path_used: str
+    degraded: list[str] = Field(default_factory=list)
+    total_ms: float
+
+
+class Plan(_Edge):
+    """A retrieval plan: rules first, an optional LLM, always a safe fallback (seed 002)."""
+
+    query: str
+    normalized_query: str
+    criterion_hash: str | None = None
+    profile: str
+    query_mode: Literal["SECTION", "ATTRIBUTE", "MULTI_SECTION", "GENERIC", "GLOBAL"] = "GLOBAL"
+    entity: str | None = None
+    attribute: str | None = None
+    candidate_sections: list[str] = Field(default_factory=list)
+    search_phrases: list[str] = Field(default_factory=list)
+    extraction_level: Literal["sentence", "block"] = "block"
+    filters: dict[str, MetaScalar | list[str]] = Field(default_factory=dict)
+    planner: Literal["rules", "llm", "fallback"] = "rules"
+
+
+class RetrieveResponse(_Edge):
+    hits: list[Hit]
+    followups: list[Followup]
+    evidence_xml: str
+    valid_indexes: list[int]
+    plan: Plan
+    telemetry: Telemetry
+    can_answer: bool
+    confidence: float
+    needs_clarification: bool
+
+
+class PlanRequest(_Edge):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    profile: str = Field(default="default", max_length=64)
+    filters: dict[str, MetaScalar | list[str]] | None = None
+
+
+class FormatRequest(_Edge):
+    hits: list[Hit]
+    followups: list[Followup] = Field(default_factory=list)
+
+
+class FormatResponse(_Edge):
+    evidence_xml: str
+    valid_indexes: list[int]
+    output_schema: dict[str, Any] | None = None

@@ -1,0 +1,1 @@
+"""The ranking layer: fusion, rerankers, stages and profiles."""

@@ -1,0 +1,1 @@
+"""Search backends behind one port: embedded (default) and OpenSearch."""

@@ -1,0 +1,97 @@
+"""The SearchBackend port. Both adapters pass one contract-test suite (tests/contract/).
+
+Scores: `lexical` returns BM25 scores (OpenSearch's scale; the embedded
+backend divides tantivy's by (k1 + 1) so both agree), `dense` returns cosine
+similarity in [-1, 1]. Fusion of the two legs happens in the ranking layer,
+except for OpenSearch's server-side hybrid mode (`hybrid`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from evidence.records import ChunkKind, DocumentChunks, SearchHit
+
+Vector = npt.NDArray[np.float32]
+
+#: Filters: `{"type": "followup_document"}` is a term filter, `{"type": ["a", "b"]}` a terms
+#: filter (any of). Keys are metadata keys or the built-in fields `document_id`, `kind`,
+#: `span_type`, `section`, `criterion_question_hash`.
+Filters = Mapping[str, str | int | bool | Sequence[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexInfo:
+    name: str
+    embedder_id: str
+    dimension: int
+    documents: int = 0
+    chunks: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertResult:
+    document_id: str
+    status: str  # "created" | "updated" | "unchanged"
+    passages: int
+    spans: int
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """What the ranking layer needs from a search engine."""
+
+    def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
+        """Create the index if missing; if it exists, verify the embedder (EmbedderMismatchError)."""
+        ...
+
+    def get_index(self, index: str) -> IndexInfo:
+        """IndexNotFoundError if missing."""
+        ...
+
+    def list_indexes(self) -> list[IndexInfo]: ...
+
+    def delete_index(self, index: str) -> None: ...
+
+    def document_hash(self, index: str, document_id: str) -> str | None:
+        """Content hash of the stored version of a document, None if absent."""
+        ...
+
+    def upsert(
+        self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
+    ) -> list[UpsertResult]:
+        """Replace each document's chunks atomically. `vectors[i]` is a (n_chunks, dim)
+        float32 array in chunk order for documents[i], or None for lexical-only indexing."""
+        ...
+
+    def delete_document(self, index: str, document_id: str) -> int:
+        """Remove every chunk of the document; returns how many were removed (0 if none)."""
+        ...
+
+    def lexical(
+        self, index: str, text: str, *, k: int, filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> list[SearchHit]: ...
+
+    def dense(
+        self, index: str, vector: Vector, *, k: int, filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> list[SearchHit]: ...
+
+    def lookup(
+        self, index: str, filters: Filters, *, limit: int = 100, kind: ChunkKind | None = None
+    ) -> list[SearchHit]:
+        """Chunks matching filters only (no query), e.g. follow-ups by criterion hash. score = 0."""
+        ...
+
+    def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored embeddings by chunk id (for MMR); missing ids are left out."""
+        ...
+
+    def close(self) -> None: ...
