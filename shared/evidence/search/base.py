@@ -75,12 +75,22 @@ class SearchBackend(Protocol):
         ...
 
     def lexical(
-        self, index: str, text: str, *, k: int, filters: Filters | None = None,
+        self,
+        index: str,
+        text: str,
+        *,
+        k: int,
+        filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> list[SearchHit]: ...
 
     def dense(
-        self, index: str, vector: Vector, *, k: int, filters: Filters | None = None,
+        self,
+        index: str,
+        vector: Vector,
+        *,
+        k: int,
+        filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> list[SearchHit]: ...
 

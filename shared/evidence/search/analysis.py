@@ -1,0 +1,139 @@
+"""OpenSearch's `english` analyzer, reproduced so local BM25 rankings match the cloud's.
+
+Chain (as OpenSearch builds it): standard tokenizer (Unicode word boundaries,
+UAX #29) → english_possessive_stemmer → lowercase → english stop words →
+porter_stem. The tokenizer here implements the UAX #29 rules that matter for
+Latin-script text (letters and digits joined across `.`, `'`, `:` between
+letters and `.`, `,`, `;`, `'` between digits; `_` joins; ideographs are
+single tokens; tokens longer than 255 characters are split) — the same
+segments Lucene's StandardTokenizer emits for such text.
+
+Stemming is Lucene's own PorterStemmer (see `porter.py` for why not Snowball).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from evidence.search.porter import PorterStemmer
+
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET: what OpenSearch's `english` analyzer removes.
+ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+
+_LETTER = r"[^\W\d_]"
+_TOKEN = re.compile(
+    rf"""
+    \w+
+    (?:
+        (?: (?<={_LETTER}) [:.'\u2018\u2019\uFE52\uFF07\uFF0E] (?={_LETTER})   # MidLetter / MidNumLet
+          | (?<=\d) [.,;'\u2019\u066C\uFE50\uFE54\uFF0C\uFF1B] (?=\d)           # MidNum / MidNumLet
+        )
+        \w+
+    )*
+    """,
+    re.VERBOSE,
+)
+# Ideographs and kana are emitted one character at a time by the standard tokenizer.
+_IDEOGRAPHIC = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_MAX_TOKEN = 255
+_POSSESSIVE = ("'s", "'S", "\u2019s", "\u2019S", "\uff07s", "\uff07S")
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzerConfig:
+    """The `english` analyzer's knobs; defaults are OpenSearch's."""
+
+    stopwords: frozenset[str] = ENGLISH_STOP_WORDS
+    stem: bool = True
+
+
+def standard_tokenize(text: str) -> list[str]:
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        tok = match.group()
+        if _IDEOGRAPHIC.search(tok):
+            out.extend(_split_ideographic(tok))
+        elif len(tok) > _MAX_TOKEN:
+            out.extend(tok[i : i + _MAX_TOKEN] for i in range(0, len(tok), _MAX_TOKEN))
+        else:
+            out.append(tok)
+    return out
+
+
+def _split_ideographic(tok: str) -> Iterable[str]:
+    buf = ""
+    for ch in tok:
+        if _IDEOGRAPHIC.match(ch):
+            if buf:
+                yield buf
+                buf = ""
+            yield ch
+        else:
+            buf += ch
+    if buf:
+        yield buf
+
+
+class EnglishAnalyzer:
+    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+        self.config = config or AnalyzerConfig()
+        self._stemmer = PorterStemmer()
+
+    def analyze(self, text: str) -> list[str]:
+        words: list[str] = []
+        stop = self.config.stopwords
+        for tok in standard_tokenize(text):
+            # Possessive removal runs before lowercasing in OpenSearch's chain.
+            if tok.endswith(_POSSESSIVE):
+                tok = tok[:-2]
+            low = tok.lower()
+            if low and low not in stop:
+                words.append(low)
+        if not self.config.stem:
+            return words
+        stem = self._stemmer.stem
+        return [stem(w) for w in words]
+
+
+@lru_cache(maxsize=4)
+def get_analyzer(config: AnalyzerConfig | None = None) -> EnglishAnalyzer:
+    return EnglishAnalyzer(config)
