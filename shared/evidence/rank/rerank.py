@@ -1,0 +1,307 @@
+"""Rerankers behind one port: Cohere (v2 API), Bedrock `Rerank`, or none.
+
+Relevance scores are in [0, 1]. An adapter raises `RerankError` (with a short `reason`:
+"timeout", "throttled", "unavailable", "error", "bad_response") and never anything else; the
+rerank stage turns that into first-stage order plus `degraded: ["rerank:<reason>"]`, so a
+reranker outage never fails a request. SDKs are imported inside methods and clients are built on
+first use, so importing this module costs nothing (Lambda cold start).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, Protocol, runtime_checkable
+
+from evidence.config import RerankerKind, Settings
+from evidence.errors import ConfigurationError, UpstreamError
+
+log = logging.getLogger(__name__)
+
+RerankResult = list[tuple[int, float]]
+
+#: Both Cohere's v2 API and Bedrock's Rerank accept at most 1,000 documents per call.
+MAX_DOCUMENTS = 1000
+
+
+class RerankError(UpstreamError):
+    code = "rerank_error"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """`rerank` returns (index into `texts`, relevance in [0, 1]), best first, at most top_n."""
+
+    name: str
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult: ...
+
+
+def _validated(results: RerankResult, n_texts: int, top_n: int) -> RerankResult:
+    seen: set[int] = set()
+    for index, score in results:
+        if not 0 <= index < n_texts or index in seen:
+            raise RerankError(f"reranker returned an invalid index {index}", reason="bad_response")
+        if math.isnan(score):
+            raise RerankError("reranker returned a NaN score", reason="bad_response")
+        seen.add(index)
+    return sorted(results, key=lambda r: (-r[1], r[0]))[:top_n]
+
+
+class CohereReranker:
+    """Cohere's `POST /v2/rerank` through `cohere.ClientV2`.
+
+    The SDK's own retries are switched off so that ours decide: 429 and 5xx are retried with
+    exponential backoff and jitter (honouring a short Retry-After), other 4xx fail at once, and a
+    timeout is not retried because the request's latency budget is already spent.
+    """
+
+    name = "cohere"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str = "rerank-v3.5",
+        base_url: str | None = None,
+        timeout_s: float = 5.0,
+        retries: int = 2,
+        max_tokens_per_doc: int = 4096,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not api_key:
+            raise ConfigurationError("the Cohere reranker needs an API key (EVIDENCE_COHERE_API_KEY)")
+        if timeout_s <= 0 or retries < 0 or max_tokens_per_doc < 1 or backoff_s < 0:
+            raise ConfigurationError("Cohere reranker: timeout > 0, retries >= 0, max_tokens_per_doc >= 1")
+        self.model = model
+        self._api_key = api_key
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._max_tokens_per_doc = max_tokens_per_doc
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._sleep = sleep
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import cohere
+
+                kwargs: dict[str, Any] = {"timeout": self._timeout_s, "max_retries": 0}
+                if self._base_url:
+                    kwargs["base_url"] = self._base_url
+                self._client = cohere.ClientV2(self._api_key, **kwargs)
+            return self._client
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(float(retry_after), float(self._max_backoff_s))
+            except ValueError:
+                pass
+        base = min(self._backoff_s * float(2**attempt), self._max_backoff_s)
+        return base * (0.5 + random.random() / 2)
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
+        if not texts:
+            return []
+        if len(texts) > MAX_DOCUMENTS:
+            raise RerankError(f"at most {MAX_DOCUMENTS} documents per rerank call", reason="error")
+        n = len(texts) if top_n is None else max(1, min(top_n, len(texts)))
+        import httpx
+        from cohere.core.api_error import ApiError
+
+        client = self._get_client()
+        attempt = 0
+        while True:
+            try:
+                response = client.rerank(
+                    model=self.model,
+                    query=query,
+                    documents=list(texts),
+                    top_n=n,
+                    max_tokens_per_doc=self._max_tokens_per_doc,
+                )
+                results = [(int(r.index), float(r.relevance_score)) for r in response.results]
+                return _validated(results, len(texts), n)
+            except ApiError as exc:
+                status = exc.status_code or 0
+                retryable = status == 429 or status >= 500
+                if not retryable or attempt >= self._retries:
+                    reason = "throttled" if status == 429 else "unavailable" if status >= 500 else "error"
+                    raise RerankError(f"Cohere rerank failed with HTTP {status}", reason=reason) from exc
+                headers = exc.headers or {}
+                delay = self._delay(attempt, headers.get("retry-after") or headers.get("Retry-After"))
+                log.warning("Cohere rerank HTTP %s, retry %d in %.2fs", status, attempt + 1, delay)
+                self._sleep(delay)
+                attempt += 1
+            except httpx.TimeoutException as exc:
+                raise RerankError(
+                    f"Cohere rerank timed out after {self._timeout_s}s", reason="timeout"
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise RerankError(f"Cohere rerank transport error: {exc}", reason="unavailable") from exc
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise RerankError(f"Cohere rerank: malformed response: {exc}", reason="bad_response") from exc
+
+
+def bedrock_model_arn(model: str, region: str) -> str:
+    """Bedrock Rerank wants a foundation-model ARN; a bare model id is expanded."""
+    if model.startswith("arn:"):
+        return model
+    return f"arn:aws:bedrock:{region}::foundation-model/{model}"
+
+
+class BedrockReranker:
+    """Amazon Bedrock `Rerank` (bedrock-agent-runtime), e.g. `cohere.rerank-v3-5:0`.
+
+    botocore's "standard" retry mode retries throttling and 5xx with backoff; we only map its
+    final errors to `RerankError`.
+    """
+
+    name = "bedrock"
+
+    def __init__(
+        self,
+        *,
+        region: str,
+        model: str = "cohere.rerank-v3-5:0",
+        timeout_s: float = 5.0,
+        retries: int = 2,
+        client: Any = None,
+    ) -> None:
+        if not region:
+            raise ConfigurationError("the Bedrock reranker needs a region (EVIDENCE_AWS_REGION)")
+        self.model_arn = bedrock_model_arn(model, region)
+        self._region = region
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._client = client
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import boto3
+                from botocore.config import Config
+
+                self._client = boto3.client(
+                    "bedrock-agent-runtime",
+                    region_name=self._region,
+                    config=Config(
+                        connect_timeout=self._timeout_s,
+                        read_timeout=self._timeout_s,
+                        retries={"max_attempts": self._retries + 1, "mode": "standard"},
+                    ),
+                )
+            return self._client
+
+    def request(self, query: str, texts: Sequence[str], top_n: int) -> dict[str, Any]:
+        return {
+            "queries": [{"type": "TEXT", "textQuery": {"text": query}}],
+            "sources": [
+                {"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": t}}}
+                for t in texts
+            ],
+            "rerankingConfiguration": {
+                "type": "BEDROCK_RERANKING_MODEL",
+                "bedrockRerankingConfiguration": {
+                    "numberOfResults": top_n,
+                    "modelConfiguration": {"modelArn": self.model_arn},
+                },
+            },
+        }
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
+        if not texts:
+            return []
+        if len(texts) > MAX_DOCUMENTS:
+            raise RerankError(f"at most {MAX_DOCUMENTS} documents per rerank call", reason="error")
+        n = len(texts) if top_n is None else max(1, min(top_n, len(texts)))
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            ReadTimeoutError,
+        )
+
+        try:
+            response = self._get_client().rerank(**self.request(query, texts, n))
+            results = [(int(r["index"]), float(r["relevanceScore"])) for r in response["results"]]
+        except (ReadTimeoutError, ConnectTimeoutError) as exc:
+            raise RerankError(f"Bedrock rerank timed out after {self._timeout_s}s", reason="timeout") from exc
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            reason = "throttled" if code in {"ThrottlingException", "ServiceQuotaExceededException"} else (
+                "unavailable"
+                if code in {"InternalServerException", "BadGatewayException", "DependencyFailedException"}
+                else "error"
+            )
+            raise RerankError(f"Bedrock rerank failed: {code}", reason=reason) from exc
+        except BotoCoreError as exc:
+            raise RerankError(f"Bedrock rerank failed: {exc}", reason="unavailable") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RerankError(f"Bedrock rerank: malformed response: {exc}", reason="bad_response") from exc
+        return _validated(results, len(texts), n)
+
+
+def build_reranker(settings: Settings) -> Reranker | None:
+    """The reranker the settings ask for (None for `none`); ConfigurationError if incomplete."""
+    kind = settings.reranker
+    if kind == RerankerKind.NONE:
+        return None
+    if kind == RerankerKind.COHERE:
+        key = settings.cohere_api_key.get_secret_value() if settings.cohere_api_key else ""
+        return CohereReranker(
+            api_key=key,
+            model=settings.cohere_model,
+            base_url=settings.cohere_base_url,
+            timeout_s=settings.rerank_timeout_s,
+            retries=settings.rerank_retries,
+        )
+    if kind == RerankerKind.BEDROCK:
+        return BedrockReranker(
+            region=settings.aws_region or "",
+            model=settings.bedrock_rerank_model,
+            timeout_s=settings.rerank_timeout_s,
+            retries=settings.rerank_retries,
+        )
+    raise ConfigurationError(f"unknown reranker {kind!r}")  # pragma: no cover - enum is closed
+
+
+@lru_cache(maxsize=8)
+def _cached(  # noqa: PLR0917 - positional so lru_cache keys on the configuration
+    kind: RerankerKind, key: str, model: str, base_url: str | None, timeout: float, retries: int,
+    region: str | None, bedrock_model: str,
+) -> Reranker | None:
+    return build_reranker(
+        Settings(
+            reranker=kind, cohere_api_key=key or None, cohere_model=model, cohere_base_url=base_url,
+            rerank_timeout_s=timeout, rerank_retries=retries, aws_region=region,
+            bedrock_rerank_model=bedrock_model,
+        )
+    )
+
+
+def get_reranker(settings: Settings) -> Reranker | None:
+    """Cached per configuration: warm Lambda invocations reuse the client and its connections."""
+    key = settings.cohere_api_key.get_secret_value() if settings.cohere_api_key else ""
+    return _cached(
+        settings.reranker, key, settings.cohere_model, settings.cohere_base_url,
+        settings.rerank_timeout_s, settings.rerank_retries, settings.aws_region,
+        settings.bedrock_rerank_model,
+    )

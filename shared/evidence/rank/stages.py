@@ -1,0 +1,489 @@
+"""Ranking stages: small typed components composed into profiles.
+
+Every stage has a `name`, structural configuration validated in `__init__`, and
+`run(candidates, ctx) -> list[Candidate]` that returns a NEW list drawn from its input (order
+may change; candidates are immutable, so scores are updated with `with_score`). Per-request knobs
+(`top_k`, `followup_boost`, ...) are read from `ctx.params`, already validated by the profile.
+
+Ordering convention: a stage that rescores (rerank, boost) re-sorts by `sort_key`; every other
+stage keeps the order it was given, so prefix stages (top-k, budget) act on the ranking as the
+previous stages left it (MMR's order included).
+
+Side outputs go to `ctx.trace`: the extracted follow-ups, `degraded` markers, a per-stage
+`detail` dict for telemetry and, with `explain`, why each candidate was dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from evidence.errors import ConfigurationError, EvidenceError
+from evidence.format.followups import question_similarity, round_of
+from evidence.ids import content_hash, normalize_question
+from evidence.rank.candidate import Candidate, sort_key
+from evidence.rank.rerank import RerankError
+
+if TYPE_CHECKING:
+    from evidence.rank.pipeline import RankContext
+
+log = logging.getLogger(__name__)
+
+CRITERION_HASH_KEY = "criterion_question_hash"
+FOLLOWUP_RESPONSE_PREFIX = "followup_response"
+FOLLOWUP_DOCUMENT_TYPE = "followup_document"
+QUESTION_SIMILARITY = "question_similarity"
+
+
+@dataclass
+class Trace:
+    """Mutable per-run side channel shared by the stages of one `Profile.run`."""
+
+    followups: list[Candidate] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+    path: str = "hybrid"
+    reranked: bool = False
+
+    def degrade(self, marker: str) -> None:
+        if marker not in self.degraded:
+            self.degraded.append(marker)
+
+    def drop(self, ctx: RankContext, candidate: Candidate, reason: str) -> None:
+        if ctx.explain:
+            self.detail.setdefault("dropped", []).append(
+                {"chunk_id": candidate.chunk_id, "reason": reason}
+            )
+
+
+@runtime_checkable
+class Stage(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]: ...
+
+
+def _note(ctx: RankContext, c: Candidate, note: str) -> Candidate:
+    return c.with_note(note) if ctx.explain else c
+
+
+def _annotate(c: Candidate, key: str, value: float) -> Candidate:
+    """Record a score for `explain` without changing the score the list is ordered by."""
+    scores = dict(c.scores)
+    scores[key] = value
+    return replace(c, scores=MappingProxyType(scores))
+
+
+def is_followup_response(c: Candidate) -> bool:
+    return str(c.metadata.get("type", "")).startswith(FOLLOWUP_RESPONSE_PREFIX)
+
+
+# --- seed 000: follow-up extraction ---------------------------------------------------------
+
+
+class FollowupExtraction:
+    """Pull the follow-ups linked to the criterion out of the list BEFORE reranking (seed 000).
+
+    Linked = metadata `type` starts with "followup_response" and `criterion_question_hash`
+    equals the criterion's hash. Besides scanning the first-stage list, the stage asks the
+    backend for every chunk carrying that hash (a filtered lookup, no query), so a linked
+    follow-up is found even when search ranks it below `first_stage_k`: recall of linked
+    follow-ups is 100%. Only the latest `followup_max_rounds` distinct rounds are kept;
+    older linked rounds are dropped, and no linked follow-up is ever passed on as a hit.
+    `followup_max_rounds = 0` switches extraction off (follow-ups then rank like any chunk).
+    """
+
+    name = "followup_extraction"
+
+    def __init__(self, *, lookup: bool = True, lookup_limit: int = 500) -> None:
+        if lookup_limit < 1:
+            raise ConfigurationError("FollowupExtraction: lookup_limit must be >= 1")
+        self.lookup = lookup
+        self.lookup_limit = lookup_limit
+
+    @staticmethod
+    def linked(c: Candidate, criterion_hash: str) -> bool:
+        return is_followup_response(c) and c.metadata.get(CRITERION_HASH_KEY) == criterion_hash
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        h = ctx.criterion_hash
+        max_rounds = ctx.params.followup_max_rounds
+        if not h or max_rounds <= 0:
+            ctx.trace.detail["skipped"] = "no criterion" if not h else "followup_max_rounds=0"
+            return list(candidates)
+        matched: dict[str, Candidate] = {}
+        remaining: list[Candidate] = []
+        for c in candidates:
+            if self.linked(c, h):
+                note = "follow-up: criterion hash matched in first stage"
+                matched.setdefault(c.chunk_id, _note(ctx, c, note))
+            else:
+                remaining.append(c)
+        in_first_stage = len(matched)
+        if self.lookup:
+            filters: dict[str, Any] = dict(ctx.filters or {})
+            filters[CRITERION_HASH_KEY] = h
+            try:
+                found = ctx.backend.lookup(ctx.index, filters, limit=self.lookup_limit, kind=None)
+            except EvidenceError as exc:
+                log.warning("follow-up lookup by criterion hash failed: %s", exc)
+                ctx.trace.degrade("followup_lookup:error")
+                found = []
+            for hit in found:
+                c = Candidate(chunk=hit.chunk, score=hit.score, first_stage_score=hit.score)
+                if self.linked(c, h) and c.chunk_id not in matched:
+                    matched[c.chunk_id] = _note(ctx, c, "follow-up: found by criterion-hash lookup")
+        # Latest N distinct rounds; ties inside a round keep document order.
+        rounds = sorted({round_of(c.metadata) for c in matched.values()}, reverse=True)[:max_rounds]
+        keep_rounds = set(rounds)
+        kept: list[Candidate] = []
+        for c in matched.values():
+            if round_of(c.metadata) in keep_rounds:
+                kept.append(self._with_question_similarity(c, ctx))
+            else:
+                ctx.trace.drop(ctx, c, f"older follow-up round {round_of(c.metadata)}")
+        kept.sort(key=lambda c: (round_of(c.metadata), c.chunk.document_id, c.chunk.sequence, c.chunk_id))
+        ctx.trace.followups = kept
+        ctx.trace.detail.update(
+            matched=len(matched), from_first_stage=in_first_stage,
+            from_lookup=len(matched) - in_first_stage, kept_rounds=sorted(keep_rounds),
+        )
+        log.info(
+            "Extracted follow-up responses",
+            extra={"matched_count": len(kept), "remaining_count": len(remaining), "criterion_hash": h},
+        )
+        return remaining
+
+    @staticmethod
+    def _with_question_similarity(c: Candidate, ctx: RankContext) -> Candidate:
+        question = c.metadata.get("question")
+        criterion = ctx.criterion_question
+        if not question or not criterion:
+            return c
+        if normalize_question(str(question)) == normalize_question(criterion):
+            return _annotate(c, QUESTION_SIMILARITY, 1.0)
+        score = question_similarity(str(question), criterion)
+        log.info(
+            "Follow-up question differs from the criterion",
+            extra={"chunk_id": c.chunk_id, "question_similarity_score": score},
+        )
+        return _annotate(c, QUESTION_SIMILARITY, score)
+
+
+# --- generic filters ------------------------------------------------------------------------
+
+
+class MinSimilarity:
+    """Seed 003's floor on dense cosine similarity (`min_similarity`; None = off).
+
+    The similarity is `scores["dense"]` from the first stage. A candidate the dense leg did not
+    return is judged by the cosine of its stored vector with the query vector (one batched
+    `backend.vectors` call); if neither exists (no query vector, lexical-only index) it is KEPT:
+    the floor removes what is known to be dissimilar, never what could not be measured.
+    """
+
+    name = "min_similarity"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        floor = ctx.params.min_similarity
+        if floor is None:
+            return list(candidates)
+        missing = [c.chunk_id for c in candidates if "dense" not in c.scores]
+        computed: dict[str, float] = {}
+        if missing and ctx.query_vector is not None:
+            try:
+                stored = ctx.backend.vectors(ctx.index, missing)
+            except EvidenceError as exc:
+                log.warning("min_similarity: vectors unavailable: %s", exc)
+                ctx.trace.degrade("min_similarity:vectors_unavailable")
+                stored = {}
+            q = np.asarray(ctx.query_vector, dtype=np.float32)
+            qn = float(np.linalg.norm(q))
+            for cid, vec in stored.items():
+                vn = float(np.linalg.norm(vec))
+                if qn > 0 and vn > 0:
+                    computed[cid] = float(np.dot(q, vec) / (qn * vn))
+        out: list[Candidate] = []
+        for cand in candidates:
+            c = cand
+            sim = c.scores.get("dense")
+            if sim is None and c.chunk_id in computed:
+                sim = computed[c.chunk_id]
+                c = _annotate(c, "dense", sim)
+            if sim is None:
+                out.append(_note(ctx, c, "min_similarity: kept, no dense similarity available"))
+            elif sim >= floor:
+                out.append(c)
+            else:
+                ctx.trace.drop(ctx, c, f"dense similarity {sim:.4f} < min_similarity {floor}")
+        ctx.trace.detail["computed"] = len(computed)
+        return out
+
+
+class DedupContent:
+    """Drop chunks whose content hash was already seen, keeping the best-scored copy."""
+
+    name = "dedup"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        best: dict[str, str] = {}
+        for c in sorted(candidates, key=sort_key):
+            best.setdefault(c.chunk.content_hash or content_hash(c.chunk.text), c.chunk_id)
+        out = []
+        for c in candidates:
+            if best[c.chunk.content_hash or content_hash(c.chunk.text)] == c.chunk_id:
+                out.append(c)
+            else:
+                ctx.trace.drop(ctx, c, "duplicate content")
+        return out
+
+
+class CandidateLimit:
+    """Seed 000: the top `rerank_k` by FIRST-STAGE score go on to the reranker."""
+
+    name = "candidate_limit"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        k = ctx.params.rerank_k
+        ordered = sorted(candidates, key=lambda c: (-c.first_stage_score, c.chunk_id))
+        for c in ordered[k:]:
+            ctx.trace.drop(ctx, c, f"beyond rerank_k={k} by first-stage score")
+        return ordered[:k]
+
+
+class Rerank:
+    """Rescore with the reranker port; on failure keep first-stage order and mark `degraded`."""
+
+    name = "rerank"
+
+    def __init__(self, *, use_criterion: bool = False) -> None:
+        # vrm reranks against the criterion question (seed 000) when one is given.
+        self.use_criterion = use_criterion
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        if ctx.reranker is None or not candidates:
+            ctx.trace.detail["reranker"] = None if ctx.reranker is None else ctx.reranker.name
+            return list(candidates)
+        query = ctx.criterion_question if self.use_criterion and ctx.criterion_question else ctx.query
+        ctx.trace.detail["reranker"] = ctx.reranker.name
+        try:
+            results = ctx.reranker.rerank(query, [c.chunk.text for c in candidates], len(candidates))
+        except RerankError as exc:
+            log.warning("rerank failed (%s); falling back to first-stage order", exc.reason)
+            ctx.trace.degrade(f"rerank:{exc.reason}")
+            return list(candidates)
+        out = []
+        returned = set()
+        for index, score in results:
+            returned.add(index)
+            out.append(candidates[index].with_score("rerank", score, "rerank" if ctx.explain else None))
+        for i, c in enumerate(candidates):
+            if i not in returned:
+                ctx.trace.drop(ctx, c, "not returned by the reranker")
+        ctx.trace.reranked = True
+        out.sort(key=sort_key)
+        return out
+
+
+class RelevancyCutoff:
+    """Seed 000's relevancy cutoff: drop reranker scores below `rerank_cutoff`.
+
+    Acts only on candidates that carry a reranker score, so with no reranker (or after a
+    reranker failure) it cuts nothing: fused scores are on another scale.
+    """
+
+    name = "rerank_cutoff"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        cutoff = ctx.params.rerank_cutoff
+        out = []
+        for c in candidates:
+            r = c.scores.get("rerank")
+            if r is not None and r < cutoff:
+                ctx.trace.drop(ctx, c, f"rerank score {r:.4f} < rerank_cutoff {cutoff}")
+            else:
+                out.append(c)
+        return out
+
+
+class FollowupDocumentBoost:
+    """Seed 001: multiply by `followup_boost` for `type == "followup_document"`, after rerank, before top-k.
+
+    Multiplies the score the list is ordered by (reranker score if one ran, else fused). On
+    reranker scores the result is capped at `followup_boost_cap` (None = uncapped), never below
+    the unboosted score; the unboosted score stays in `scores`. Logs when the order changed.
+    """
+
+    name = "followup_boost"
+
+    def __init__(self, *, doc_type: str = FOLLOWUP_DOCUMENT_TYPE) -> None:
+        if not doc_type:
+            raise ConfigurationError("FollowupDocumentBoost: doc_type must be non-empty")
+        self.doc_type = doc_type
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        factor = ctx.params.followup_boost
+        cap = ctx.params.followup_boost_cap
+        if factor == 1.0:
+            return list(candidates)
+        boosted: list[Candidate] = []
+        n = 0
+        for c in candidates:
+            if c.metadata.get("type") == self.doc_type:
+                new = c.score * factor
+                if cap is not None and "rerank" in c.scores:
+                    new = max(c.score, min(new, cap))
+                boosted.append(c.with_score("boosted", new, f"boost x{factor}" if ctx.explain else None))
+                n += 1
+            else:
+                boosted.append(c)
+        boosted.sort(key=sort_key)
+        before = [c.chunk_id for c in candidates]
+        after = [c.chunk_id for c in boosted]
+        changed = before != after
+        if changed and n:
+            log.info(
+                "Follow-up document boost changed the ranking",
+                extra={"boosted_count": n, "before": before[:10], "after": after[:10]},
+            )
+        ctx.trace.detail.update(boosted=n, order_changed=changed and n > 0)
+        return boosted
+
+
+class PerDocumentCap:
+    """At most `max_chunks_per_document` chunks of one document (None = off), best first."""
+
+    name = "per_document_cap"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        cap = ctx.params.max_chunks_per_document
+        if cap is None:
+            return list(candidates)
+        seen: dict[str, int] = {}
+        out = []
+        for c in candidates:
+            n = seen.get(c.chunk.document_id, 0)
+            if n >= cap:
+                ctx.trace.drop(ctx, c, f"more than {cap} chunks of document {c.chunk.document_id}")
+                continue
+            seen[c.chunk.document_id] = n + 1
+            out.append(c)
+        return out
+
+
+class MMR:
+    """Maximal marginal relevance over stored embeddings (`mmr_lambda`; None or 1.0 = off).
+
+    Relevance is the current score min-max normalised over the list (zero variance: all 0), so
+    it respects rerank and boost; redundancy is the max cosine to an already selected chunk.
+    Greedy over the whole list; ties go to the earlier candidate, so the order is deterministic.
+    Candidates without a stored vector have zero redundancy. The new order is kept; `score` is
+    unchanged and the marginal value is recorded as `scores["mmr"]`.
+    """
+
+    name = "mmr"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        lam = ctx.params.mmr_lambda
+        if lam is None or lam >= 1.0 or len(candidates) < 2:
+            return list(candidates)
+        try:
+            stored = ctx.backend.vectors(ctx.index, [c.chunk_id for c in candidates])
+        except EvidenceError as exc:
+            log.warning("mmr: vectors unavailable: %s", exc)
+            ctx.trace.degrade("mmr:vectors_unavailable")
+            return list(candidates)
+        n = len(candidates)
+        scores = np.array([c.score for c in candidates], dtype=np.float64)
+        span = float(scores.max() - scores.min())
+        rel = (scores - scores.min()) / span if span > 0 else np.zeros(n)
+        dim = next((len(v) for v in stored.values()), 0)
+        mat = np.zeros((n, dim), dtype=np.float64)
+        for i, c in enumerate(candidates):
+            v = stored.get(c.chunk_id)
+            if v is not None and dim:
+                norm = float(np.linalg.norm(v))
+                if norm > 0:
+                    mat[i] = np.asarray(v, dtype=np.float64) / norm
+        sim = mat @ mat.T if dim else np.zeros((n, n))
+        max_sim = np.full(n, -math.inf)
+        chosen = np.zeros(n, dtype=bool)
+        out: list[Candidate] = []
+        for step in range(n):
+            redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0) if step else np.zeros(n)
+            value = lam * rel - (1.0 - lam) * redundancy
+            value[chosen] = -math.inf
+            i = int(np.argmax(value))  # first maximum: earlier candidate wins ties
+            chosen[i] = True
+            max_sim = np.maximum(max_sim, sim[i])
+            out.append(_annotate(candidates[i], "mmr", float(value[i])))
+        ctx.trace.detail["vectors"] = len(stored)
+        return out
+
+
+class TopK:
+    """The first `top_k` in the current order."""
+
+    name = "top_k"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        k = ctx.params.top_k
+        for c in candidates[k:]:
+            ctx.trace.drop(ctx, c, f"beyond top_k={k}")
+        return list(candidates[:k])
+
+
+class CharBudget:
+    """Seed 003's budget: keep hits in order while the total `len(text)` fits `max_chars`.
+
+    Exact seed algorithm: stop at the FIRST hit that would overflow (no skipping to a shorter
+    one), never cut a chunk. None or 0 = unlimited. Follow-ups are not counted.
+    """
+
+    name = "max_chars"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        budget = ctx.params.max_chars
+        if not budget:
+            return list(candidates)
+        used = 0
+        out: list[Candidate] = []
+        for i, c in enumerate(candidates):
+            cost = len(c.chunk.text)
+            if used + cost > budget:
+                for d in candidates[i:]:
+                    ctx.trace.drop(ctx, d, f"max_chars={budget} reached")
+                break
+            out.append(c)
+            used += cost
+        ctx.trace.detail["chars"] = used
+        return out
+
+
+def stage_names(stages: Sequence[Stage]) -> list[str]:
+    return [s.name for s in stages]
+
+
+__all__ = [
+    "MMR",
+    "CandidateLimit",
+    "CharBudget",
+    "DedupContent",
+    "FollowupDocumentBoost",
+    "FollowupExtraction",
+    "MinSimilarity",
+    "PerDocumentCap",
+    "RelevancyCutoff",
+    "Rerank",
+    "Stage",
+    "TopK",
+    "Trace",
+]
+

@@ -1,0 +1,146 @@
+"""Seed 001: follow-up document boost (x1.15 after rerank, before top-k; cap; re-sort; log)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from evidence.rank.candidate import Candidate
+from evidence.rank.pipeline import get_profile
+from evidence.rank.stages import FollowupDocumentBoost
+from rankkit import ScriptedReranker, cand, chunk, ctx, first_stage, new_backend, vec
+
+VRM = get_profile("vrm").defaults
+
+
+def reranked(cid: str, score: float, type: str = "tc_files") -> Candidate:
+    return cand(chunk(cid, type=type), score, first=0.03).with_score("rerank", score)
+
+
+def boost(cands: list[Candidate], **overrides: object) -> tuple[list[Candidate], object]:
+    c = ctx(None, params=VRM, **overrides)
+    return FollowupDocumentBoost().run(cands, c), c
+
+
+# --- unit -------------------------------------------------------------------------------------
+
+
+def test_boosts_only_followup_documents_and_resorts() -> None:
+    cands = [
+        reranked("orig", 0.80),
+        reranked("fdoc", 0.70, "followup_document"),
+        reranked("resp", 0.60, "followup_response:1"),
+        reranked("soc2", 0.50, "soc2_summary:overview"),
+    ]
+    out, _ = boost(cands)
+    assert [c.chunk_id for c in out] == ["fdoc", "orig", "resp", "soc2"]
+    by_id = {c.chunk_id: c for c in out}
+    assert by_id["fdoc"].score == pytest.approx(0.805)
+    assert by_id["fdoc"].scores["rerank"] == 0.70  # unboosted kept
+    assert by_id["fdoc"].scores["boosted"] == pytest.approx(0.805)
+    for cid in ("orig", "resp", "soc2"):
+        assert by_id[cid] is next(c for c in cands if c.chunk_id == cid)  # untouched
+
+
+def test_boost_loses_to_a_clearly_better_original() -> None:
+    out, _ = boost([reranked("orig", 0.50), reranked("fdoc", 0.30, "followup_document")])
+    assert [c.chunk_id for c in out] == ["orig", "fdoc"]
+    assert out[1].score == pytest.approx(0.345)
+
+
+def test_cap_applies_to_reranker_scores() -> None:
+    out, _ = boost([reranked("orig", 0.99), reranked("fdoc", 0.95, "followup_document")])
+    assert out[0].chunk_id == "fdoc" and out[0].score == 1.0
+    uncapped, _ = boost([reranked("fdoc", 0.95, "followup_document")], followup_boost_cap=None)
+    assert uncapped[0].score == pytest.approx(1.0925)
+
+
+def test_cap_never_lowers_a_score() -> None:
+    out, _ = boost([reranked("fdoc", 0.9, "followup_document")], followup_boost_cap=0.5)
+    assert out[0].score == 0.9
+
+
+def test_fused_scores_are_boosted_uncapped() -> None:
+    """Without a reranker the boost multiplies the fused score and no cap applies (DESIGN §2)."""
+    fdoc = cand(chunk("fdoc", type="followup_document"), 0.03)
+    out, _ = boost([cand(chunk("orig"), 0.032), fdoc], followup_boost_cap=0.01)
+    assert [c.chunk_id for c in out] == ["fdoc", "orig"]
+    assert out[0].score == pytest.approx(0.0345)
+
+
+@pytest.mark.parametrize(
+    ("types", "expect_boosted"),
+    [([], 0), (["followup_document"] * 3, 3), (["tc_files"] * 3, 0)],
+    ids=["empty", "all-followup", "no-followup"],
+)
+def test_edge_cases(types: list[str], expect_boosted: int) -> None:
+    cands = [reranked(f"c{i}", 0.9 - i / 10, t) for i, t in enumerate(types)]
+    out, c = boost(cands)
+    assert [x.chunk_id for x in out] == [x.chunk_id for x in cands]  # uniform boost keeps order
+    assert sum("boosted" in x.scores for x in out) == expect_boosted
+    assert c.trace.detail.get("order_changed", False) is False
+
+
+def test_factor_one_is_a_no_op() -> None:
+    cands = [reranked("a", 0.5), reranked("b", 0.49, "followup_document")]
+    out, _ = boost(cands, followup_boost=1.0)
+    assert out == cands
+
+
+def test_logs_when_the_boost_changed_the_order(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="evidence.rank.stages"):
+        _, c = boost([reranked("orig", 0.80), reranked("fdoc", 0.70, "followup_document")])
+    assert c.trace.detail["order_changed"] is True
+    assert any("boost changed the ranking" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="evidence.rank.stages"):
+        boost([reranked("orig", 0.95), reranked("fdoc", 0.50, "followup_document")])
+    assert not any("boost changed" in r.getMessage() for r in caplog.records)
+
+
+# --- integration: vrm profile on the embedded store ------------------------------------------
+
+QUESTION = "data retention policy duration"
+
+
+@pytest.mark.parametrize(
+    ("orig_score", "fdoc_score", "winner"),
+    [(0.80, 0.70, "fdoc"), (0.80, 0.50, "orig")],
+    ids=["beats-close-original", "loses-to-clearly-better"],
+)
+def test_end_to_end_boost(tmp_path: Path, orig_score: float, fdoc_score: float, winner: str) -> None:
+    docs = [
+        chunk("orig", "Our data retention policy keeps records for seven years"),
+        chunk("fdoc", "Uploaded data retention policy: duration is five years", type="followup_document"),
+        *[chunk(f"n{i}", f"data retention note {i}") for i in range(8)],
+    ]
+    backend = new_backend(tmp_path, docs)
+    scores = {d.text: 0.2 for d in docs} | {docs[0].text: orig_score, docs[1].text: fdoc_score}
+    profile = get_profile("vrm")
+    c = ctx(backend, params=profile.params({}), query=QUESTION, query_vector=vec(QUESTION),
+            reranker=ScriptedReranker(scores), explain=True)
+    outcome = profile.run(c, first_stage())
+    assert outcome.hits[0].chunk_id == winner
+    assert len(outcome.hits) == 6
+    assert outcome.path_used.endswith("+rerank")
+    fdoc = next(h for h in outcome.hits if h.chunk_id == "fdoc")
+    assert fdoc.scores["rerank"] == fdoc_score and "fused" in fdoc.scores
+
+
+def test_boost_happens_before_top_k(tmp_path: Path) -> None:
+    """A follow-up document ranked 7th by the reranker enters the top 6 thanks to the boost."""
+    docs = [chunk(f"o{i}", f"retention original {i}") for i in range(6)]
+    docs.append(chunk("fdoc", "retention follow-up upload", type="followup_document"))
+    backend = new_backend(tmp_path, docs)
+    scores = {d.text: 0.60 - i * 0.001 for i, d in enumerate(docs[:6])} | {docs[6].text: 0.56}
+    profile = get_profile("vrm")
+    c = ctx(backend, params=profile.params({}), query="retention", reranker=ScriptedReranker(scores))
+    outcome = profile.run(c, first_stage())
+    assert outcome.hits[0].chunk_id == "fdoc"
+    off = profile.run(
+        ctx(backend, params=profile.params({"followup_boost": 1.0}), query="retention",
+            reranker=ScriptedReranker(scores)),
+        first_stage(),
+    )
+    assert "fdoc" not in [h.chunk_id for h in off.hits]
