@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -45,7 +45,7 @@ class FirstStage:
     """
 
     mode: RetrievalMode = RetrievalMode.HYBRID
-    fusion: FusionConfig = FusionConfig()
+    fusion: FusionConfig = field(default_factory=FusionConfig)
     leg_depth: int = 100
     name: str = "first_stage"
 

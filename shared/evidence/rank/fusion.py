@@ -14,7 +14,7 @@ normalised score (1.0 for min-max, 0.0 for z-score). Ties are broken by chunk id
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -42,7 +42,7 @@ class FusionMethod(StrEnum):
 @dataclass(frozen=True, slots=True)
 class FusionConfig:
     method: FusionMethod = FusionMethod.RRF
-    weights: Mapping[str, float] = MappingProxyType({"lexical": 1.0, "dense": 1.0})
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({"lexical": 1.0, "dense": 1.0}))
     rank_constant: int = 60
 
     def __post_init__(self) -> None:
@@ -69,8 +69,9 @@ def _normalise(scores: Sequence[float], method: FusionMethod) -> tuple[list[floa
     return z, min(z)
 
 
-def fuse(legs: Mapping[str, Sequence[SearchHit]], config: FusionConfig = FusionConfig()) -> list[Candidate]:
+def fuse(legs: Mapping[str, Sequence[SearchHit]], config: FusionConfig | None = None) -> list[Candidate]:
     """Fuse ranked legs (each best-first) into Candidates ordered by fused score."""
+    config = config or FusionConfig()
     chunks: dict[str, SearchHit] = {}
     per_leg: dict[str, dict[str, float]] = {}
     fused: dict[str, float] = {}

@@ -67,7 +67,8 @@ class SearchBackend(Protocol):
         self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
     ) -> list[UpsertResult]:
         """Replace each document's chunks atomically. `vectors[i]` is a (n_chunks, dim)
-        float32 array in chunk order for documents[i], or None for lexical-only indexing."""
+        float32 array in chunk order for documents[i], or None for lexical-only indexing.
+        A row of NaN means that chunk has no vector (fact spans are not embedded by default)."""
         ...
 
     def delete_document(self, index: str, document_id: str) -> int:

@@ -110,6 +110,14 @@ def _meta_terms(chunk: Chunk) -> list[tuple[str, str]]:
     return terms
 
 
+def _vector_blob(vec: Vector | None) -> bytes | None:
+    """A row of NaN means "no vector for this chunk" (spans are not embedded)."""
+    if vec is None:
+        return None
+    arr = np.asarray(vec, dtype=np.float32)
+    return None if np.isnan(arr).any() else arr.tobytes()
+
+
 @dataclass
 class _DenseCache:
     generation: int
@@ -131,7 +139,7 @@ class _Index:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._tantivy: tantivy.Index | None = None
+        self._tantivy: dict[ChunkKind, tantivy.Index] = {}
         self._dense: _DenseCache | None = None
         self._synced = False
 
@@ -149,12 +157,15 @@ class _Index:
 
     # --- tantivy --------------------------------------------------------------------------
 
-    def _open_lexical(self) -> tantivy.Index:
-        if self._tantivy is not None:
-            return self._tantivy
+    def _open_lexical(self, kind: ChunkKind) -> tantivy.Index:
+        """One tantivy index per chunk kind: tantivy computes N and the average length over
+        every document of an index, so passages and spans sharing one would skew BM25."""
+        found = self._tantivy.get(kind)
+        if found is not None:
+            return found
         import tantivy
 
-        path = self.root / "lexical"
+        path = self.root / "lexical" / kind.value
         sb = tantivy.SchemaBuilder()
         sb.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
         sb.add_text_field("document_id", stored=False, tokenizer_name="raw")
@@ -174,7 +185,7 @@ class _Index:
             index = tantivy.Index(schema, path=str(path), reuse=True)
             fresh = True
         index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
-        self._tantivy = index
+        self._tantivy[kind] = index
         if fresh:
             # Everything in the records must be (re)indexed lexically.
             self._db.execute("INSERT OR IGNORE INTO lexical_pending SELECT document_id FROM documents")
@@ -194,20 +205,23 @@ class _Index:
     def sync_pending(self) -> int:
         """Bring tantivy in line with the records for every journalled document."""
         with self._lock:
-            index = self._open_lexical()
+            indexes = {kind: self._open_lexical(kind) for kind in ChunkKind}
             pending = [r[0] for r in self._db.execute("SELECT document_id FROM lexical_pending")]
             if pending:
-                writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+                writers = {k: ix.writer(heap_size=_WRITER_HEAP, num_threads=1) for k, ix in indexes.items()}
                 for doc_id in pending:
-                    writer.delete_documents_by_term("document_id", doc_id)
+                    for writer in writers.values():
+                        writer.delete_documents_by_term("document_id", doc_id)
                     for chunk in self._chunks_of(doc_id):
-                        writer.add_document(self._tantivy_doc(chunk))
-                writer.commit()
-                writer.wait_merging_threads()
+                        writers[chunk.kind].add_document(self._tantivy_doc(chunk))
+                for writer in writers.values():
+                    writer.commit()
+                    writer.wait_merging_threads()
                 self._db.executemany(
                     "DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending]
                 )
-            index.reload()
+            for ix in indexes.values():
+                ix.reload()
             self._synced = True
             return len(pending)
 
@@ -296,7 +310,7 @@ class _Index:
                         ),
                     )
                     for i, c in enumerate(doc.chunks):
-                        blob = None if vecs is None else np.asarray(vecs[i], dtype=np.float32).tobytes()
+                        blob = _vector_blob(None if vecs is None else vecs[i])
                         cur = db.execute(
                             "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
                             " page, sequence, char_start, char_end, span_type, metadata, content_hash, vector)"
@@ -406,46 +420,43 @@ class _Index:
     # --- search ---------------------------------------------------------------------------
 
     def lexical(self, text: str, k: int, filters: Filters | None, kind: ChunkKind | None) -> list[SearchHit]:
-        import tantivy
-
         terms = self.analyzer.analyze(text)
         if not terms:
             return []
+        scored: list[tuple[float, str]] = []
         with self._lock:
-            index = self._open_lexical()
             if not self._synced:
                 self.sync_pending()
-            schema = index.schema
-            should = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in terms]
-            query = tantivy.Query.boolean_query(should)
-            conditions: list[tuple[str, list[str]]] = []
-            if kind is not None:
-                conditions.append(("kind", [kind.value]))
-            for key, value in (filters or {}).items():
-                vals = list(value) if isinstance(value, list | tuple) else [value]
-                conditions.append((key, [filter_value(v) for v in vals]))
-            if conditions:
-                musts = [(tantivy.Occur.Must, query)]
-                for key, vals in conditions:
-                    tq = tantivy.Query.term_set_query(schema, "meta", [f"{key}={v}" for v in vals])
-                    # Zero-weight filter: restricts the set without touching BM25 scores.
-                    musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
-                query = tantivy.Query.boolean_query(musts)
-            searcher = index.searcher()
-            result = searcher.search(query, k)
-            scale = 1.0 + self.k1
-            scored = [
-                (float(score) / scale, searcher.doc(addr)["chunk_id"][0]) for score, addr in result.hits
-            ]
+            for kd in [kind] if kind is not None else list(ChunkKind):
+                scored.extend(self._search_kind(kd, terms, k, filters))
         found = self.chunks_by_id([cid for _, cid in scored])
-        hits = [
-            SearchHit(chunk=found[cid][1], score=score, lexical=score)
-            for score, cid in scored
-            if cid in found
-        ]
+        hits = [SearchHit(chunk=found[cid][1], score=score, lexical=score) for score, cid in scored if cid in found]
         # Tantivy breaks ties by doc address; make order independent of segment layout.
         hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
-        return hits
+        return hits[:k]
+
+    def _search_kind(
+        self, kind: ChunkKind, terms: list[str], k: int, filters: Filters | None
+    ) -> list[tuple[float, str]]:
+        import tantivy
+
+        index = self._open_lexical(kind)
+        schema = index.schema
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in terms]
+        )
+        if filters:
+            musts = [(tantivy.Occur.Must, query)]
+            for key, value in filters.items():
+                vals = list(value) if isinstance(value, list | tuple) else [value]
+                tq = tantivy.Query.term_set_query(schema, "meta", [f"{key}={filter_value(v)}" for v in vals])
+                # Zero-weight filter: restricts the set without touching BM25 scores.
+                musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
+            query = tantivy.Query.boolean_query(musts)
+        searcher = index.searcher()
+        result = searcher.search(query, k)
+        scale = 1.0 + self.k1
+        return [(float(score) / scale, searcher.doc(addr)["chunk_id"][0]) for score, addr in result.hits]
 
     def _dense_cache(self) -> _DenseCache:
         gen = self.generation()
@@ -527,7 +538,7 @@ class _Index:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-            self._tantivy = None
+            self._tantivy.clear()
 
 
 class EmbeddedBackend:

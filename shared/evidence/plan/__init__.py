@@ -1,0 +1,1 @@
+"""Query planning: rules first, an optional LLM (Bedrock), always a safe fallback."""

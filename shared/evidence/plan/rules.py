@@ -1,0 +1,45 @@
+"""The rule-based planner: deterministic, instant, and the fallback for the LLM planner."""
+
+from __future__ import annotations
+
+import re
+
+from evidence.ids import normalize_and_hash, normalize_question
+from evidence.model import Plan, PlanRequest
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+# Question scaffolding that carries no retrieval signal in assessment criteria.
+_FILLER = frozenset(
+    "does do is are the a an of to in for on and or with by vendor vendors organization company "
+    "please describe provide explain whether how what which who when where there their your you "
+    "have has any all be been being this that these those it its can could should would will".split()
+)
+
+
+def key_phrases(text: str, limit: int = 8) -> list[str]:
+    """Content words in order of appearance, de-duplicated: cheap search phrases."""
+    seen: dict[str, None] = {}
+    for m in _WORD.finditer(text):
+        w = m.group().lower()
+        if w not in _FILLER and len(w) > 2:
+            seen.setdefault(w, None)
+    return list(seen)[:limit]
+
+
+def rule_plan(request: PlanRequest) -> Plan:
+    criterion = request.criterion_question or (request.query if request.profile == "vrm" else None)
+    phrases = [request.query]
+    words = key_phrases(request.query)
+    if len(words) > 1:
+        phrases.append(" ".join(words))
+    return Plan(
+        query=request.query,
+        normalized_query=normalize_question(request.query),
+        criterion_hash=normalize_and_hash(criterion) if criterion else None,
+        profile=request.profile,
+        query_mode="GLOBAL",
+        search_phrases=phrases,
+        extraction_level="block",
+        filters=dict(request.filters or {}),
+        planner="rules",
+    )
