@@ -1,0 +1,31 @@
+"""Backend selection by settings (`EVIDENCE_BACKEND=embedded|opensearch`): no code change to switch.
+
+Adapters are imported here, lazily, so that picking one never imports the other's SDKs
+(tantivy/SQLite for embedded, opensearch-py/boto3 for OpenSearch).
+"""
+
+from __future__ import annotations
+
+from evidence.config import BackendKind, Settings
+from evidence.errors import ConfigurationError
+from evidence.search.base import SearchBackend
+
+
+def get_backend(settings: Settings) -> SearchBackend:
+    """A new backend for `settings`; callers (the service) cache it. Nothing connects yet."""
+    if settings.backend is BackendKind.EMBEDDED:
+        from evidence.search.embedded import EmbeddedBackend
+
+        return EmbeddedBackend(settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b)
+    if settings.backend is BackendKind.OPENSEARCH:
+        if not settings.opensearch_endpoint:
+            raise ConfigurationError(
+                "EVIDENCE_BACKEND=opensearch needs EVIDENCE_OPENSEARCH_ENDPOINT "
+                "(and EVIDENCE_AWS_REGION for SigV4)"
+            )
+        from evidence.search.opensearch import OpenSearchBackend
+
+        return OpenSearchBackend(settings)
+    raise ConfigurationError(  # pragma: no cover - the enum has two members
+        f"unknown backend {settings.backend!r}; valid: {', '.join(k.value for k in BackendKind)}"
+    )

@@ -1,0 +1,157 @@
+"""Validate request and response bodies against OpenSearch's official API spec.
+
+The spec (opensearch-project/opensearch-api-specification) is OpenAPI 3.1 YAML split over
+`spec/namespaces/*.yaml` (paths, request bodies, responses) and `spec/schemas/*.yaml`
+(components), linked by relative cross-file `$ref`s such as
+`../schemas/_common.query_dsl.yaml#/components/schemas/QueryContainer`. Every file is loaded
+into a `referencing.Registry` under its own `file://` URI, so those refs resolve as written.
+
+One deliberate tightening: the spec's variant containers (QueryContainer and friends:
+`minProperties: 1, maxProperties: 1` plus named `properties`) do not forbid unknown keys, so a
+misspelt query type (`"hybird"`) would pass. `strict=True` closes such containers
+(`additionalProperties: false`); nothing else in the spec is changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+
+class SpecValidationError(AssertionError):
+    pass
+
+
+def _close_containers(node: Any) -> None:
+    if isinstance(node, dict):
+        if (
+            node.get("minProperties") == 1
+            and node.get("maxProperties") == 1
+            and isinstance(node.get("properties"), dict)
+            and "additionalProperties" not in node
+            and "patternProperties" not in node
+        ):
+            node["additionalProperties"] = False
+        for value in node.values():
+            _close_containers(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_containers(value)
+
+
+@dataclass
+class OpenSearchSpec:
+    root: Path
+    documents: dict[str, dict[str, Any]]  # uri -> parsed yaml
+    registry: Registry[Any]
+
+    @classmethod
+    def load(cls, root: Path, *, strict: bool = True) -> OpenSearchSpec:
+        spec_dir = root / "spec"
+        documents: dict[str, dict[str, Any]] = {}
+        for path in sorted([*spec_dir.glob("namespaces/*.yaml"), *spec_dir.glob("schemas/*.yaml")]):
+            # CSafeLoader when available: the spec is ~10 MB of YAML.
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            with path.open(encoding="utf-8") as fh:
+                doc = yaml.load(fh, Loader=loader)
+            if strict:
+                _close_containers(doc)
+            documents[path.resolve().as_uri()] = doc
+        registry: Registry[Any] = Registry().with_resources(
+            (uri, Resource.from_contents(doc, default_specification=DRAFT202012))
+            for uri, doc in documents.items()
+        )
+        return cls(root=root, documents=documents, registry=registry)
+
+    def _namespace_docs(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for uri, doc in self.documents.items():
+            if "/spec/namespaces/" in uri:
+                yield uri, doc
+
+    def _operation(self, method: str, path: str) -> tuple[str, dict[str, Any]]:
+        for uri, doc in self._namespace_docs():
+            op = (doc.get("paths") or {}).get(path, {}).get(method.lower())
+            if op is not None:
+                return uri, op
+        raise KeyError(f"no {method.upper()} {path} in the spec")
+
+    def _validator_for(self, base_uri: str, ref: str) -> Draft202012Validator:
+        # An absolute ref: fragment refs in the spec are relative to the file that holds them.
+        return Draft202012Validator({"$ref": f"{base_uri}{ref}"}, registry=self.registry)
+
+    def request_schema_ref(self, method: str, path: str) -> tuple[str, str, str]:
+        uri, op = self._operation(method, path)
+        body = op.get("requestBody")
+        if body is None:
+            raise KeyError(f"{method.upper()} {path} takes no body")
+        ref = body["$ref"]  # e.g. '#/components/requestBodies/search'
+        resolved = self.registry.resolver(base_uri=uri).lookup(ref).contents
+        content = resolved["content"]
+        media = "application/json" if "application/json" in content else next(iter(content))
+        return uri, f"{ref}/content/{media.replace('/', '~1')}/schema", media
+
+    def validate_request(self, method: str, path: str, body: Any) -> None:
+        uri, ref, _media = self.request_schema_ref(method, path)
+        self._validate(self._validator_for(uri, ref), body, f"{method.upper()} {path}")
+
+    def validate_response(self, method: str, path: str, status: int, body: Any) -> None:
+        uri, op = self._operation(method, path)
+        ref = op["responses"][str(status)]["$ref"]
+        full = f"{ref}/content/application~1json/schema"
+        self._validate(self._validator_for(uri, full), body, f"{method.upper()} {path} -> {status}")
+
+    def validate_schema(self, schema_file: str, name: str, instance: Any) -> None:
+        uri = (self.root / "spec" / "schemas" / schema_file).resolve().as_uri()
+        ref = f"{uri}#/components/schemas/{name}"
+        self._validate(Draft202012Validator({"$ref": ref}, registry=self.registry), instance, name)
+
+    @staticmethod
+    def _validate(validator: Draft202012Validator, body: Any, what: str) -> None:
+        errors = sorted(validator.iter_errors(body), key=lambda e: len(list(e.absolute_path)))
+        if errors:
+            best = _deepest(errors)
+            raise SpecValidationError(
+                f"{what}: body violates the OpenSearch spec at "
+                f"/{'/'.join(map(str, best.absolute_path))}: {best.message[:500]}\n"
+                f"body: {json.dumps(body)[:1000]}"
+            )
+
+
+def _deepest(errors: list[ValidationError]) -> ValidationError:
+    """The most specific cause, for a readable message (oneOf/anyOf nest their reasons)."""
+    best = errors[0]
+    stack = list(errors)
+    while stack:
+        err = stack.pop()
+        if len(list(err.absolute_path)) > len(list(best.absolute_path)):
+            best = err
+        stack.extend(err.context or [])
+    return best
+
+
+def find_spec_root(start: Path) -> Path | None:
+    """`../shared/opensearch-api-spec` relative to the repo, wherever the checkout is."""
+    for parent in [start, *start.parents]:
+        for candidate in (parent / "shared" / "opensearch-api-spec", parent / "opensearch-api-spec"):
+            if (candidate / "spec" / "namespaces" / "_core.yaml").exists():
+                return candidate
+    return None
+
+
+def ndjson_lines(body: Any) -> list[Mapping[str, Any]]:
+    """A bulk body as opensearch-py sends it (str/bytes NDJSON or a list) -> list of objects."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8")
+    if isinstance(body, str):
+        return [json.loads(line) for line in body.splitlines() if line.strip()]
+    return [copy.deepcopy(line) for line in body]
