@@ -10,6 +10,7 @@ import base64
 import binascii
 import threading
 import time
+from contextlib import nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 #: progress(done, total or None, label)
 ProgressFn = Callable[[int, int | None, str], None]
-_WRITE_BATCH_DOCS = 64
+_WRITE_BATCH_DOCS = 256
 #: Embedder id recorded by indexes built without vectors.
 LEXICAL_ONLY = "none"
 
@@ -271,19 +272,22 @@ class EvidenceService:
                 if progress:
                     progress(done, None, "documents")
 
-        for item in iter_sources(paths, doc_type=doc_type, metadata=metadata or {}):
-            if isinstance(item, SourceFailure):
-                report.failed.append((item.source, item.reason))
-                continue
-            try:
-                batch.append(self.chunk_source(item))
-            except DocumentParseError as exc:
-                report.failed.append((exc.source, exc.reason))
-            except EvidenceError as exc:
-                report.failed.append((item.source, exc.message))
-            if len(batch) >= _WRITE_BATCH_DOCS:
-                flush()
-        flush()
+        self._ensure_index(index, embed=embed)
+        bulk = getattr(self.backend, "bulk", None)
+        with bulk(index) if bulk is not None else nullcontext():
+            for item in iter_sources(paths, doc_type=doc_type, metadata=metadata or {}):
+                if isinstance(item, SourceFailure):
+                    report.failed.append((item.source, item.reason))
+                    continue
+                try:
+                    batch.append(self.chunk_source(item))
+                except DocumentParseError as exc:
+                    report.failed.append((exc.source, exc.reason))
+                except EvidenceError as exc:
+                    report.failed.append((item.source, exc.message))
+                if len(batch) >= _WRITE_BATCH_DOCS:
+                    flush()
+            flush()
         report.seconds = time.perf_counter() - start
         return report
 

@@ -75,7 +75,9 @@ _TOKEN = re.compile(
 # Ideographs and kana are emitted one character at a time by the standard tokenizer.
 _IDEOGRAPHIC = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _MAX_TOKEN = 255
-_POSSESSIVE = ("'s", "'S", "\u2019s", "\u2019S", "\uff07s", "\uff07S")
+_LONG_RUN = re.compile(r"[\w.,;:'\u2018\u2019]{256}")  # could hold a token over the limit
+_POSSESSIVE = ("'s", "\u2019s", "\uff07s")
+_APOSTROPHE = re.compile("['\u2019\uff07]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +89,11 @@ class AnalyzerConfig:
 
 
 def standard_tokenize(text: str) -> list[str]:
+    tokens: list[str] = _TOKEN.findall(text)
+    if not _IDEOGRAPHIC.search(text) and not _LONG_RUN.search(text):
+        return tokens
     out: list[str] = []
-    for match in _TOKEN.finditer(text):
-        tok = match.group()
+    for tok in tokens:
         if _IDEOGRAPHIC.search(tok):
             out.extend(_split_ideographic(tok))
         elif len(tok) > _MAX_TOKEN:
@@ -119,19 +123,16 @@ class EnglishAnalyzer:
         self._stemmer = PorterStemmer()
 
     def analyze(self, text: str) -> list[str]:
-        words: list[str] = []
         stop = self.config.stopwords
-        for tok in standard_tokenize(text):
-            # Possessive removal runs before lowercasing in OpenSearch's chain.
-            if tok.endswith(_POSSESSIVE):
-                tok = tok[:-2]
-            low = tok.lower()
-            if low and low not in stop:
-                words.append(low)
+        # Lowercasing before tokenising changes no boundary (case is not a UAX #29 property)
+        # and lets one C-level pass replace a per-token call.
+        words = standard_tokenize(text.lower())
+        if _APOSTROPHE.search(text):
+            words = [tok[:-2] if tok.endswith(_POSSESSIVE) else tok for tok in words]
+        words = [w for w in words if w and w not in stop]
         if not self.config.stem:
             return words
-        stem = self._stemmer.stem
-        return [stem(w) for w in words]
+        return list(map(self._stemmer.stem, words))
 
 
 @lru_cache(maxsize=4)

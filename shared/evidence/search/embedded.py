@@ -2,7 +2,8 @@
 
 Layout per index (`<store>/indexes/<name>/`):
 - `records.sqlite3`: documents, chunks (text, metadata, vectors as float32 blobs),
-  a `chunk_meta` table for filters, and `lexical_pending`, the journal that
+  a `doc_meta` table for filters (a chunk's metadata is its document's), and
+  `lexical_pending`, the journal that
   keeps the inverted index consistent with the records.
 - `lexical/`: a tantivy index over the pre-analysed text (see `analysis.py`), so BM25
   is Lucene's formula over OpenSearch's `english` analysis.
@@ -21,7 +22,8 @@ import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,13 +68,14 @@ CREATE TABLE IF NOT EXISTS chunks (
     vector BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(document_id);
-CREATE TABLE IF NOT EXISTS chunk_meta (
-    chunk_rowid INTEGER NOT NULL,
+CREATE INDEX IF NOT EXISTS chunks_section ON chunks(section);
+CREATE TABLE IF NOT EXISTS doc_meta (
+    document_id TEXT NOT NULL,
     key TEXT NOT NULL,
     value TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS chunk_meta_kv ON chunk_meta(key, value);
-CREATE INDEX IF NOT EXISTS chunk_meta_row ON chunk_meta(chunk_rowid);
+CREATE INDEX IF NOT EXISTS doc_meta_kv ON doc_meta(key, value);
+CREATE INDEX IF NOT EXISTS doc_meta_doc ON doc_meta(document_id);
 CREATE TABLE IF NOT EXISTS lexical_pending (document_id TEXT PRIMARY KEY);
 """
 
@@ -94,6 +97,16 @@ def filter_value(value: object) -> str:
     return str(value)
 
 
+def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    terms: list[tuple[str, str]] = []
+    for key, value in metadata.items():
+        if value is None or isinstance(value, dict) or key in BUILTIN_FILTER_FIELDS:
+            continue
+        values = value if isinstance(value, list) else [value]
+        terms.extend((key, filter_value(v)) for v in values)
+    return terms
+
+
 def _meta_terms(chunk: Chunk) -> list[tuple[str, str]]:
     terms = [
         ("document_id", chunk.document_id),
@@ -102,11 +115,7 @@ def _meta_terms(chunk: Chunk) -> list[tuple[str, str]]:
     ]
     if chunk.span_type is not None:
         terms.append(("span_type", chunk.span_type.value))
-    for key, value in chunk.metadata.items():
-        if value is None or isinstance(value, dict):
-            continue
-        values = value if isinstance(value, list) else [value]
-        terms.extend((key, filter_value(v)) for v in values)
+    terms.extend(_metadata_terms(chunk.metadata))
     return terms
 
 
@@ -142,6 +151,9 @@ class _Index:
         self._tantivy: dict[ChunkKind, tantivy.Index] = {}
         self._dense: _DenseCache | None = None
         self._synced = False
+        #: While True (inside `EmbeddedBackend.bulk`), lexical sync waits for the bulk's end:
+        #: one tantivy commit instead of one per batch. The journal keeps this crash-safe.
+        self.deferred = False
 
     # --- info -----------------------------------------------------------------------------
 
@@ -298,6 +310,10 @@ class _Index:
                             f"{doc.document_id}: {len(vecs)} vectors for {len(doc.chunks)} chunks"
                         )
                     self._delete_rows(doc.document_id)
+                    db.executemany(
+                        "INSERT INTO doc_meta VALUES (?, ?, ?)",
+                        [(doc.document_id, k, v) for k, v in _metadata_terms(doc.metadata)],
+                    )
                     db.execute(
                         "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)",
                         (
@@ -311,7 +327,7 @@ class _Index:
                     )
                     for i, c in enumerate(doc.chunks):
                         blob = _vector_blob(None if vecs is None else vecs[i])
-                        cur = db.execute(
+                        db.execute(
                             "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
                             " page, sequence, char_start, char_end, span_type, metadata, content_hash, vector)"
                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -333,10 +349,6 @@ class _Index:
                                 blob,
                             ),
                         )
-                        db.executemany(
-                            "INSERT INTO chunk_meta VALUES (?, ?, ?)",
-                            [(cur.lastrowid, k, v) for k, v in _meta_terms(c)],
-                        )
                     db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
                     changed.append(doc.document_id)
                     status = "created" if row is None else "updated"
@@ -347,16 +359,13 @@ class _Index:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            if changed:
+            if changed and not self.deferred:
                 self.sync_pending()
         return results
 
     def _delete_rows(self, document_id: str) -> int:
         db = self._db
-        db.execute(
-            "DELETE FROM chunk_meta WHERE chunk_rowid IN (SELECT rowid FROM chunks WHERE document_id = ?)",
-            (document_id,),
-        )
+        db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
         n = db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
         db.execute("DELETE FROM documents WHERE document_id = ?", (document_id,))
         return int(n)
@@ -395,27 +404,28 @@ class _Index:
 
     def filtered_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> set[int] | None:
         """Row ids allowed by the filters, or None when nothing restricts (fast path)."""
-        clauses: list[tuple[str, list[str]]] = []
-        for key, value in (filters or {}).items():
+        if not filters:
+            return None
+        where: list[str] = []
+        args: list[str] = []
+        for key, value in filters.items():
             values = (
                 [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
             )
-            clauses.append((key, values))
-        if not clauses:
-            return None
-        allowed: set[int] | None = None
-        for key, values in clauses:
             marks = ",".join("?" * len(values))
-            rows = {
-                r[0]
-                for r in self._db.execute(
-                    f"SELECT chunk_rowid FROM chunk_meta WHERE key = ? AND value IN ({marks})", [key, *values]
+            if key in BUILTIN_FILTER_FIELDS:
+                where.append(f"{key} IN ({marks})")
+            else:
+                where.append(
+                    f"document_id IN (SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks}))"
                 )
-            }
-            allowed = rows if allowed is None else allowed & rows
-            if not allowed:
-                return set()
-        return allowed
+                args.append(key)
+            args.extend(values)
+        if kind is not None:
+            where.append("kind = ?")
+            args.append(kind.value)
+        sql = "SELECT rowid FROM chunks WHERE " + " AND ".join(where)
+        return {int(r[0]) for r in self._db.execute(sql, args)}
 
     # --- search ---------------------------------------------------------------------------
 
@@ -661,6 +671,17 @@ class EmbeddedBackend:
 
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         return self._open(index).vectors(chunk_ids)
+
+    @contextmanager
+    def bulk(self, index: str) -> Iterator[None]:
+        """Defer lexical commits to the end of a bulk load (records still commit per batch)."""
+        idx = self._open(index)
+        idx.deferred = True
+        try:
+            yield
+        finally:
+            idx.deferred = False
+            idx.sync_pending()
 
     def sync(self, index: str) -> int:
         """Repair the inverted index after a crash; returns how many documents were re-synced."""
