@@ -1,0 +1,254 @@
+"""Passages (token-bounded windows) and fact spans → the chunks a backend stores.
+
+Passages are counted in the embedder's own word pieces (`token_offsets`), so a
+256-token passage is 256 tokens to the model too. A window prefers to end where
+a paragraph or a fact span ends when one lies in its last quarter, and does not
+cross a section boundary (sections smaller than a minimum are merged with their
+neighbour instead, so a lone heading does not become a passage).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from evidence.embed.tokenizer import token_offsets
+from evidence.errors import DocumentParseError
+from evidence.ids import chunk_id, content_hash
+from evidence.ingest.spans import FactSpan, extract_spans
+from evidence.records import Chunk, ChunkKind, DocumentChunks, ParsedDocument, Section
+
+DEFAULT_PASSAGE_TOKENS = 256
+DEFAULT_OVERLAP = 32
+DEFAULT_RECORD_MAX_TOKENS = 2048
+# Bumped whenever chunking changes what it produces, so stores re-index instead of keeping stale chunks.
+CHUNKER_VERSION = "1"
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    char_start: int
+    char_end: int
+    tokens: int | None  # None: not counted (a record short enough to skip the tokenizer)
+    section: str
+    page: int | None
+
+
+def _validate(passage_tokens: int, overlap: int) -> None:
+    if passage_tokens < 8:
+        raise ValueError(f"passage_tokens must be >= 8, got {passage_tokens}")
+    if not 0 <= overlap <= passage_tokens // 2:
+        raise ValueError(
+            f"overlap must be between 0 and passage_tokens // 2 ({passage_tokens // 2}), got {overlap}"
+        )
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def make_passages(
+    doc: ParsedDocument,
+    spans: Sequence[FactSpan] = (),
+    *,
+    passage_tokens: int = DEFAULT_PASSAGE_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+    min_section_tokens: int | None = None,
+    single_up_to: int | None = None,
+) -> list[Passage]:
+    """Token windows over `doc.text`; `single_up_to` tokens or fewer → one passage (records)."""
+    _validate(passage_tokens, overlap)
+    text = doc.text
+    # Word pieces never span two characters, so a record with no more non-space characters than
+    # `single_up_to` fits without tokenizing: the tokenizer is most of the cost of chunking a corpus.
+    if single_up_to is not None and (
+        len(text) <= single_up_to or len(text) - sum(map(text.count, " \n\t\r")) <= single_up_to
+    ):
+        a, b = _trim(text, 0, len(text))
+        if b <= a:
+            return []
+        return [Passage(a, b, None, _dominant_section(doc.sections, a, b), doc.page_at(a))]
+    offs = [(s, e) for s, e in token_offsets(text) if e > s]
+    if not offs:
+        a, b = _trim(text, 0, len(text))
+        if b <= a:
+            return []
+        return [Passage(a, b, 0, _dominant_section(doc.sections, a, b), doc.page_at(a))]
+    n = len(offs)
+    if single_up_to is not None and n <= single_up_to:
+        a, b = _trim(text, 0, len(text))
+        return [Passage(a, b, n, _dominant_section(doc.sections, a, b), doc.page_at(a))]
+
+    starts = [s for s, _ in offs]
+    span_ends = {sp.char_end for sp in spans}
+    span_starts = {sp.char_start for sp in spans}
+    min_tokens = min_section_tokens if min_section_tokens is not None else max(8, passage_tokens // 8)
+
+    # Region boundaries (token indices) at section starts, merging sections below the minimum.
+    bounds = [0]
+    for sec in doc.sections:
+        idx = bisect_left(starts, sec.char_start)
+        if 0 < idx < n and idx - bounds[-1] >= min_tokens:
+            bounds.append(idx)
+    if len(bounds) > 1 and n - bounds[-1] < min_tokens:
+        bounds.pop()
+    bounds.append(n)
+
+    out: list[Passage] = []
+    tail = max(1, (passage_tokens * 3) // 4)
+    for r0, r1 in pairwise(bounds):
+        i = r0
+        while True:
+            j = min(i + passage_tokens, r1)
+            k = j
+            if j < r1:
+                k = _best_end(text, offs, i + tail, j, span_ends)
+            a, b = offs[i][0], offs[k - 1][1]
+            out.append(Passage(a, b, k - i, _dominant_section(doc.sections, a, b), doc.page_at(a)))
+            if k >= r1:
+                break
+            nxt = k - overlap
+            # Start the next window on a sentence start inside the overlap when there is one.
+            for t in range(max(nxt, i + 1), k):
+                if offs[t][0] in span_starts:
+                    nxt = t
+                    break
+            i = max(nxt, i + 1)
+    return out
+
+
+def _best_end(text: str, offs: Sequence[tuple[int, int]], lo: int, hi: int, span_ends: set[int]) -> int:
+    """Exclusive end token index in [lo, hi]: a paragraph break, else a span end, else `hi`."""
+    sentence = -1
+    for k in range(hi, lo - 1, -1):
+        gap_start, gap_end = offs[k - 1][1], offs[k][0]
+        if text.count("\n", gap_start, gap_end) >= 2:
+            return k
+        if sentence < 0 and gap_start in span_ends:
+            sentence = k
+    return sentence if sentence > 0 else hi
+
+
+def _dominant_section(sections: Sequence[Section], a: int, b: int) -> str:
+    """The section holding most of [a, b): a passage over merged small sections carries one name."""
+    if not sections:
+        return ""
+    best, best_len = "", 0
+    i = max(bisect_right([s.char_start for s in sections], a) - 1, 0)
+    while i < len(sections) and sections[i].char_start < b:
+        sec = sections[i]
+        ov = min(b, sec.char_end) - max(a, sec.char_start)
+        if ov > best_len:
+            best, best_len = sec.name, ov
+        i += 1
+    return best
+
+
+def document_hash(
+    text: str,
+    *,
+    title: str,
+    source: str,
+    metadata: Mapping[str, Any],
+    params: Mapping[str, Any],
+) -> str:
+    """Identity of everything that shapes the stored chunks: a change in any of it re-indexes."""
+    envelope = json.dumps(
+        {"v": CHUNKER_VERSION, "title": title, "source": source, "metadata": metadata, "params": params},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return content_hash(text + "\x00" + envelope)
+
+
+def chunk_document(
+    doc: ParsedDocument,
+    *,
+    document_id: str,
+    source: str,
+    metadata: Mapping[str, Any],
+    passage_tokens: int = DEFAULT_PASSAGE_TOKENS,
+    overlap: int = DEFAULT_OVERLAP,
+    as_record: bool = False,
+    record_max_tokens: int = DEFAULT_RECORD_MAX_TOKENS,
+) -> DocumentChunks:
+    """Passages and fact spans of one document, with ids, hashes, section, page and metadata.
+
+    `as_record`: the producer already made the text a retrieval unit (BEIR and JSONL
+    records), so it stays one passage unless longer than `record_max_tokens`.
+    """
+    if not doc.text.strip():
+        raise DocumentParseError(source or document_id, "empty document")
+    spans = extract_spans(doc)
+    passages = make_passages(
+        doc,
+        spans,
+        passage_tokens=passage_tokens,
+        overlap=overlap,
+        single_up_to=record_max_tokens if as_record else None,
+    )
+    meta = dict(metadata)
+    title = doc.title
+    chunks: list[Chunk] = []
+    for pos, p in enumerate(passages):
+        body = doc.text[p.char_start : p.char_end]
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_id(document_id, ChunkKind.PASSAGE.value, pos),
+                document_id=document_id,
+                kind=ChunkKind.PASSAGE,
+                text=body,
+                char_start=p.char_start,
+                char_end=p.char_end,
+                sequence=pos,
+                source=source,
+                title=title,
+                section=p.section,
+                page=p.page,
+                metadata=meta,
+                # Hash of what is embedded and searched (title + text), so a title change is not a cache hit.
+                content_hash=content_hash(f"{title} {body}" if title else body),
+            )
+        )
+    for sp in spans:
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_id(document_id, ChunkKind.SPAN.value, sp.sequence),
+                document_id=document_id,
+                kind=ChunkKind.SPAN,
+                text=sp.text,
+                char_start=sp.char_start,
+                char_end=sp.char_end,
+                sequence=sp.sequence,
+                source=source,
+                title=title,
+                section=sp.section,
+                page=sp.page,
+                span_type=sp.span_type,
+                metadata=meta,
+                content_hash=content_hash(f"{title} {sp.text}" if title else sp.text),
+            )
+        )
+    params = {
+        "passage_tokens": passage_tokens,
+        "overlap": overlap,
+        "as_record": as_record,
+        "record_max_tokens": record_max_tokens if as_record else None,
+    }
+    return DocumentChunks(
+        document_id=document_id,
+        content_hash=document_hash(doc.text, title=title, source=source, metadata=meta, params=params),
+        source=source,
+        chunks=tuple(chunks),
+        metadata=meta,
+    )

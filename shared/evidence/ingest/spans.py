@@ -1,0 +1,385 @@
+"""Verbatim fact spans (seed 002): sentences, bullets, table rows, captions.
+
+Every span is a pair of offsets into the document text; its text is always
+`doc.text[char_start:char_end]`. Whitespace is trimmed by moving offsets, never
+by editing text, so an answer built from spans is an exact substring of the source.
+
+Lines are classified first: a bullet, table row or caption line is one span of
+that type; runs of other lines form prose paragraphs, which are sentence-split
+by a rule-based splitter (no model download).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evidence.records import ParsedDocument, Section, SpanType
+
+DEFAULT_MAX_SPAN_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FactSpan:
+    text: str
+    char_start: int
+    char_end: int
+    span_type: SpanType
+    section: str
+    page: int | None
+    sequence: int
+
+
+# --- line classes ----------------------------------------------------------------------------
+
+_BULLET = re.compile(
+    r"^[ \t]*(?:"
+    r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013\u2014]"  # -, *, bullets, dashes
+    r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?[ivxIVX]{1,5}[.)]"  # 1. 2) a) (b) A) iv.
+    r")[ \t]+\S"
+)
+_CAPTION = re.compile(
+    r"^[ \t]*(?:\*\*|__)?(?:Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Exhibit|Plate|Scheme)"
+    r"[ \t]+[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*[ \t]*(?:\*\*|__)?[ \t]*[:.\u2014\u2013-]",
+    re.IGNORECASE,
+)
+_RULE = re.compile(r"^[ \t]*(?:([-*_=])[ \t]*)(?:\1[ \t]*){2,}$")
+_FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
+_TABLE_SEP = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$")
+_ALNUM = re.compile(r"\w")
+
+_BLANK, _SKIP, _PROSE = 0, 1, 2
+
+
+def _is_table_row(line: str) -> bool:
+    s = line.strip()
+    return s.startswith("|") and s.count("|") >= 2
+
+
+# --- sentence splitting ----------------------------------------------------------------------
+
+# Abbreviations after which a period never ends a sentence (lower-cased, without the final period).
+_ABBREV = frozenset(
+    """e.g i.e eg ie cf viz vs al etc.al dr mr mrs ms mx prof st mt sr jr gen col lt sgt capt rev hon
+    fig figs eq eqs ref refs vol vols ed eds pp ch chap sec secs art approx ca esp incl resp dept univ
+    corp assn nat'l intl no nos jan feb mar apr jun jul aug sep sept oct nov dec""".split()  # noqa: SIM905
+)
+# ...but these may end a sentence, unless a number follows ("No. 5", "Jan. 12").
+_ABBREV_BEFORE_NUMBER = frozenset(
+    {
+        "no",
+        "nos",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "vol",
+        "vols",
+    }
+)
+# Closing quotes and brackets after the punctuation belong to the sentence they close.
+# Words that typically open a sentence: after an ambiguous "U.S." they decide for a boundary.
+_OPENERS = frozenset(
+    """the this these those that it its we our in a an however there they he she his her as at for on
+    to thus moreover furthermore finally here although while when after before but of from with by
+    since because all both each one two patients results conclusions methods background""".split()  # noqa: SIM905
+)
+_TERMINAL = re.compile("(?:[.!?\u2026]+)[\"'\u201d\u2019)\\]]*(?=\\s)")
+_OPEN = "\"'\u201c\u2018([{"
+_DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
+
+
+def _next_word(text: str, pos: int, end: int) -> str:
+    i = pos
+    while i < end and text[i].isspace():
+        i += 1
+    j = i
+    while j < end and not text[j].isspace():
+        j += 1
+    return text[i:j]
+
+
+def _prev_word(text: str, pos: int, start: int) -> tuple[str, int]:
+    """The non-space run ending at `pos` (the terminal punctuation's start) and where it begins."""
+    i = pos
+    while i > start and not text[i - 1].isspace():
+        i -= 1
+    return text[i:pos], i
+
+
+def _starts_sentence(word: str) -> bool:
+    w = word.lstrip(_OPEN)
+    if not w:
+        return bool(word)
+    c = w[0]
+    if c.isupper() or c.isdigit():
+        return True
+    if c.islower():
+        # gene and assay names open sentences in scientific text: "mRNA levels", "p53 was", "iPSCs"
+        return any(ch.isupper() or ch.isdigit() for ch in w[1:8])
+    return not c.isalnum()
+
+
+def _is_boundary(text: str, m: re.Match[str], seg_start: int, end: int) -> bool:
+    punct = m.group()
+    nxt = _next_word(text, m.end(), end)
+    if not nxt:
+        return True
+    if not _starts_sentence(nxt):
+        return False
+    if "." not in punct or any(c in punct for c in "!?…"):
+        return True
+    if punct.startswith("..."):
+        return True
+    prev, prev_start = _prev_word(text, m.start(), seg_start)
+    core = prev.lstrip(_OPEN)
+    low = core.lower()
+    if not core:
+        return True
+    nxt_core = nxt.lstrip(_OPEN)
+    next_is_number = nxt_core[:1].isdigit()
+    if low in _ABBREV_BEFORE_NUMBER:
+        return not next_is_number
+    if low in _ABBREV:
+        return False
+    if low == "al" or low.endswith("et al"):
+        return False
+    if _DOTTED.match(core):
+        # "e.g." and "i.e." never end a sentence; "U.S." does only before a typical sentence opener.
+        if low in ("e.g", "i.e", "a.k.a", "n.b"):
+            return False
+        return nxt_core.lower().rstrip(",;:") in _OPENERS
+    if len(core) == 1 and core.isalpha() and core.isupper():
+        # An initial ("J. Smith", "A. B. Jones") unless it closes a phrase like "vitamin D."
+        before, _ = _prev_word(text, _skip_space_back(text, prev_start, seg_start), seg_start)
+        b = before.lstrip(_OPEN)
+        return bool(b) and b[0].islower() and not b.endswith(".")
+    if core.isdigit() and len(core) <= 3 and not text[seg_start:prev_start].strip():
+        return False  # "1. First step" opening a paragraph is a list number, not a sentence
+    # Inside parentheses that close soon after: "(see Fig. 2. Left) ..." stays one sentence.
+    # An unbalanced "(" whose next ")" belongs to a later "(" does not hold the sentence open.
+    opened = text.count("(", seg_start, m.end()) - text.count(")", seg_start, m.end())
+    if opened <= 0:
+        return True
+    close = text.find(")", m.end(), m.end() + 150)
+    if close == -1:
+        return True
+    reopen = text.find("(", m.end(), close)
+    return reopen != -1
+
+
+def _skip_space_back(text: str, pos: int, start: int) -> int:
+    while pos > start and text[pos - 1].isspace():
+        pos -= 1
+    return pos
+
+
+def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Sentence offsets in `text[start:end]`, untrimmed and contiguous."""
+    stop = len(text) if end is None else end
+    out: list[tuple[int, int]] = []
+    seg = start
+    for m in _TERMINAL.finditer(text, start, stop):
+        if _is_boundary(text, m, seg, stop):
+            out.append((seg, m.end()))
+            seg = m.end()
+    if seg < stop:
+        out.append((seg, stop))
+    return out
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def split_long(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """Cut a trimmed span longer than `max_chars` at "; ", then ", ", then a space (never mid-word)."""
+    out: list[tuple[int, int]] = []
+    s = start
+    while end - s > max_chars:
+        limit = s + max_chars
+        floor = s + max_chars // 3
+        cut = -1
+        for sep in ("; ", ", ", " "):
+            i = text.rfind(sep, floor, limit)
+            if i != -1:
+                cut = i + len(sep.rstrip())
+                break
+        if cut == -1:
+            cut = limit
+        a, b = _trim(text, s, cut)
+        if b > a:
+            out.append((a, b))
+        s, _ = _trim(text, cut, end)
+    if end > s:
+        out.append((s, end))
+    return out
+
+
+# --- extraction ------------------------------------------------------------------------------
+
+
+def _line_table(lines: Sequence[str]) -> list[bool]:
+    """Rows of pipe tables, including GitHub tables without a leading pipe (found by their separator)."""
+    rows = [_is_table_row(line) for line in lines]
+    for i, line in enumerate(lines):
+        if "|" in line and _TABLE_SEP.match(line):
+            if i > 0 and "|" in lines[i - 1]:
+                rows[i - 1] = True
+            j = i + 1
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                rows[j] = True
+                j += 1
+    return rows
+
+
+def extract_spans(doc: ParsedDocument, *, max_chars: int = DEFAULT_MAX_SPAN_CHARS) -> list[FactSpan]:
+    """All fact spans of a document in text order, with section, page and sequence."""
+    text = doc.text
+    raw = _raw_spans(text, doc.sections, max_chars)
+    sec_starts = [s.char_start for s in doc.sections]
+    pages = doc.page_starts
+    out: list[FactSpan] = []
+    for seq, (a, b, kind) in enumerate(raw):
+        out.append(
+            FactSpan(
+                text=text[a:b],
+                char_start=a,
+                char_end=b,
+                span_type=kind,
+                section=_section_at(doc.sections, sec_starts, a),
+                page=(max(bisect_right(pages, a), 1) if pages else None),
+                sequence=seq,
+            )
+        )
+    return out
+
+
+def _section_at(sections: Sequence[Section], starts: Sequence[int], offset: int) -> str:
+    i = bisect_right(starts, offset) - 1
+    if i >= 0 and sections[i].char_start <= offset < sections[i].char_end:
+        return sections[i].name
+    return ""
+
+
+def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[tuple[int, int, SpanType]]:
+    lines = text.split("\n")
+    offsets: list[int] = []
+    pos = 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    heading_starts = {s.char_start for s in sections}
+    table = _line_table(lines)
+    out: list[tuple[int, int, SpanType]] = []
+    para: tuple[int, int] | None = None  # (start, end) of the current prose run
+
+    def flush() -> None:
+        nonlocal para
+        if para is not None:
+            for a, b in split_sentences(text, para[0], para[1]):
+                _emit(text, a, b, SpanType.SENTENCE, max_chars=max_chars, out=out)
+            para = None
+
+    i = 0
+    n = len(lines)
+    in_fence = False
+    while i < n:
+        line = lines[i]
+        start = offsets[i]
+        end = start + len(line)
+        if _FENCE.match(line):
+            flush()
+            in_fence = not in_fence
+            i += 1
+            continue
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        if not in_fence and (
+            _heading_line(start, line, heading_starts) or _RULE.match(line) or _TABLE_SEP.match(line)
+        ):
+            flush()
+            i += 1
+            continue
+        kind: SpanType | None = None
+        if not in_fence:
+            if table[i]:
+                kind = SpanType.TABLE_ROW
+            elif _CAPTION.match(line):
+                kind = SpanType.CAPTION
+            elif _BULLET.match(line):
+                kind = SpanType.BULLET
+        if kind is None:
+            para = (start, end) if para is None else (para[0], end)
+            i += 1
+            continue
+        flush()
+        if kind is SpanType.BULLET:
+            indent = len(line) - len(line.lstrip())
+            j = i + 1
+            prev = line
+            while j < n and _continues_bullet(
+                lines[j], prev, indent, is_table=table[j], heading_starts=heading_starts, start=offsets[j]
+            ):
+                prev = lines[j]
+                end = offsets[j] + len(lines[j])
+                j += 1
+            i = j
+        else:
+            i += 1
+        _emit(text, start, end, kind, max_chars=max_chars, out=out)
+    flush()
+    return out
+
+
+def _heading_line(start: int, line: str, heading_starts: set[int]) -> bool:
+    if start in heading_starts:
+        return True
+    # A section may start after leading spaces on its line.
+    lead = len(line) - len(line.lstrip())
+    return bool(lead) and (start + lead) in heading_starts
+
+
+def _continues_bullet(
+    line: str, prev: str, indent: int, *, is_table: bool, heading_starts: set[int], start: int
+) -> bool:
+    """A wrapped bullet: an indented line, or (PDF text) a lower-case line after an unfinished one."""
+    s = line.strip()
+    if not s or is_table or start in heading_starts or _BULLET.match(line) or _CAPTION.match(line):
+        return False
+    if _RULE.match(line) or _FENCE.match(line) or _TABLE_SEP.match(line):
+        return False
+    lead = len(line) - len(line.lstrip())
+    if lead > indent:
+        return True
+    return s[0].islower() and prev.rstrip()[-1:] not in (".", "!", "?", ":", ";")
+
+
+def _emit(
+    text: str, a: int, b: int, kind: SpanType, *, max_chars: int, out: list[tuple[int, int, SpanType]]
+) -> None:
+    a, b = _trim(text, a, b)
+    if b <= a or not _ALNUM.search(text, a, b):
+        return
+    if b - a <= max_chars:
+        out.append((a, b, kind))
+        return
+    for x, y in split_long(text, a, b, max_chars):
+        if _ALNUM.search(text, x, y):
+            out.append((x, y, kind))

@@ -1,0 +1,103 @@
+"""Fixture builders for ingestion tests: real PDFs and docx files written byte by byte."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from xml.sax.saxutils import escape
+
+
+def _pdf_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
+    """A valid PDF with a Helvetica text layer: one inner list of lines per page.
+
+    An empty inner list makes a page with no text (as a scanned page looks to a parser).
+    """
+    objects: list[bytes] = []
+
+    def add(body: bytes) -> int:
+        objects.append(body)
+        return len(objects)
+
+    catalog = add(b"")  # filled once the page tree's number is known
+    pages_obj = add(b"")
+    font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    kids: list[int] = []
+    for lines in pages:
+        if lines:
+            ops = ["BT", "/F1 12 Tf", "14 TL", "72 720 Td"]
+            for line in lines:
+                ops.append(f"({_pdf_escape(line)}) Tj T*")
+            ops.append("ET")
+            stream = "\n".join(ops).encode("cp1252")
+        else:
+            stream = b"0 0 1 rg 72 72 200 200 re f"  # a filled box: ink but no text
+        content = add(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+        kids.append(
+            add(
+                (
+                    f"<< /Type /Page /Parent {pages_obj} 0 R /MediaBox [0 0 612 792] "
+                    f"/Resources << /Font << /F1 {font} 0 R >> >> /Contents {content} 0 R >>"
+                ).encode()
+            )
+        )
+    objects[catalog - 1] = f"<< /Type /Catalog /Pages {pages_obj} 0 R >>".encode()
+    kid_refs = " ".join(f"{k} 0 R" for k in kids)
+    objects[pages_obj - 1] = f"<< /Type /Pages /Kids [{kid_refs}] /Count {len(kids)} >>".encode()
+    info = add(f"<< /Title ({_pdf_escape(title)}) >>".encode()) if title else None
+
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{i} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for off in offsets:
+        out.write(f"{off:010d} 00000 n \n".encode())
+    trailer = f"<< /Size {len(objects) + 1} /Root {catalog} 0 R"
+    if info:
+        trailer += f" /Info {info} 0 R"
+    out.write(f"trailer\n{trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()
+
+
+def make_docx(blocks: list[tuple[str, str] | list[list[str]]]) -> bytes:
+    """A minimal Word document: (style, text) paragraphs ("" for Normal, "list" for numbered) and tables."""
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body: list[str] = []
+    for block in blocks:
+        if isinstance(block, tuple):
+            style, text = block
+            ppr = ""
+            if style == "list":
+                ppr = '<w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="1"/></w:numPr></w:pPr>'
+            elif style:
+                ppr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>'
+            body.append(f'<w:p>{ppr}<w:r><w:t xml:space="preserve">{escape(text)}</w:t></w:r></w:p>')
+        else:
+            rows = "".join(
+                "<w:tr>"
+                + "".join(f"<w:tc><w:p><w:r><w:t>{escape(c)}</w:t></w:r></w:p></w:tc>" for c in row)
+                + "</w:tr>"
+                for row in block
+            )
+            body.append(f"<w:tbl>{rows}</w:tbl>")
+    document = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+        f'<w:document xmlns:w="{w}"><w:body>{"".join(body)}</w:body></w:document>'
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Override PartName="/word/document.xml" ContentType="application/'
+            'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',
+        )
+        zf.writestr("word/document.xml", document)
+    return buf.getvalue()

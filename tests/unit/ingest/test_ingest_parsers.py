@@ -1,0 +1,359 @@
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from evidence.errors import DocumentParseError
+from evidence.ingest import detect_format, extract_spans, parse_bytes, parse_text
+from evidence.records import SpanType
+from ingestkit import make_docx, make_pdf
+
+# --- plain text and encodings ----------------------------------------------------------------
+
+
+def test_txt_utf8_text_is_kept_and_crlf_normalised() -> None:
+    doc = parse_bytes("Héllo wörld.\r\nSecond line.\r\n".encode(), filename="a.txt")
+    assert doc.fmt == "txt"
+    assert doc.text == "Héllo wörld.\nSecond line.\n"
+    assert doc.sections == ()
+    assert doc.page_starts == ()
+    assert doc.page_at(3) is None
+
+
+def test_txt_utf8_bom_is_dropped() -> None:
+    doc = parse_bytes(b"\xef\xbb\xbfcaf\xc3\xa9", filename="a.txt")
+    assert doc.text == "café"
+
+
+def test_txt_utf16_with_bom() -> None:
+    doc = parse_bytes("naïve text".encode("utf-16"), filename="a.txt")
+    assert doc.text == "naïve text"
+
+
+def test_txt_falls_back_to_cp1252_only_when_utf8_fails() -> None:
+    assert parse_bytes(b"caf\xe9 \x93quoted\x94", filename="a.txt").text == "café \u201cquoted\u201d"
+    # valid UTF-8 is never re-read as cp1252
+    assert parse_bytes("café".encode(), filename="a.txt").text == "café"
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+MD = """# Product Label
+
+Intro paragraph before sections.
+
+## Dosage
+
+Take 5 mg daily.
+
+```
+# not a heading inside code
+```
+
+Warnings
+--------
+
+- Do not exceed the dose.
+"""
+
+
+def test_markdown_keeps_source_verbatim_and_finds_headings() -> None:
+    doc = parse_bytes(MD.encode(), filename="label.md")
+    assert doc.fmt == "md"
+    assert doc.text == MD
+    assert doc.title == "Product Label"
+    names = [s.name for s in doc.sections]
+    assert names == ["Product Label", "Dosage", "Warnings"]
+    for sec in doc.sections:
+        assert sec.name in doc.text[sec.char_start :].split("\n", 1)[0]
+    assert [s.level for s in doc.sections] == [1, 2, 2]
+    # contiguous and covering to the end
+    assert doc.sections[-1].char_end == len(MD)
+    assert all(a.char_end == b.char_start for a, b in zip(doc.sections, doc.sections[1:], strict=False))
+
+
+def test_markdown_headings_become_span_sections_not_spans() -> None:
+    doc = parse_bytes(MD.encode(), filename="label.md")
+    spans = extract_spans(doc)
+    texts = [s.text for s in spans]
+    assert "Take 5 mg daily." in texts
+    assert not any(t.startswith("#") and "Dosage" in t for t in texts)
+    by_text = {s.text: s for s in spans}
+    assert by_text["Take 5 mg daily."].section == "Dosage"
+    assert by_text["- Do not exceed the dose."].span_type is SpanType.BULLET
+    assert by_text["- Do not exceed the dose."].section == "Warnings"
+    assert by_text["Intro paragraph before sections."].section == "Product Label"
+
+
+def test_text_plain_content_type_defers_to_markdown_extension() -> None:
+    assert detect_format(b"# x", filename="a.md", content_type="text/plain; charset=utf-8") == "md"
+    assert detect_format(b"# x", filename="a.txt", content_type="text/markdown") == "md"
+
+
+# --- HTML ------------------------------------------------------------------------------------
+
+HTML = b"""<!DOCTYPE html><html><head><title>Policy &amp; Rules</title>
+<style>p { color: red }</style><script>var s = "<p>not text</p>";</script></head>
+<body><nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<h1>Data Retention</h1>
+<p>We keep data for <b>90</b>&nbsp;days.   Backups are encrypted, e.g. with AES-256.</p>
+<ul><li>Daily backups</li><li><p>Weekly <em>offsite</em> copies</p><ul><li>nested item</li></ul></li></ul>
+<ol><li>First step</li><li>Second step</li></ol>
+<h2>Encryption</h2>
+<table><caption>Table 2: Ciphers in use</caption>
+<thead><tr><th>Algorithm</th><th>Bits</th></tr></thead>
+<tbody><tr><td>AES</td><td>256</td></tr><tr><td>RSA | PSS</td><td>4096</td></tr></tbody></table>
+<figure><img src="a.png" alt="diagram"><figcaption>Figure 1. Architecture overview</figcaption></figure>
+<p>Caf&eacute; &lt;tag&gt; &#8212; done</p><div hidden>secret</div>
+<script>document.write("late script")</script>
+</body></html>"""
+
+
+def test_html_drops_script_style_nav_and_decodes_entities() -> None:
+    doc = parse_bytes(HTML, filename="policy.html")
+    assert doc.fmt == "html"
+    assert doc.title == "Policy & Rules"
+    for gone in ("not text", "color", "Home", "About", "late script", "secret"):
+        assert gone not in doc.text
+    assert "We keep data for 90 days. Backups are encrypted, e.g. with AES-256." in doc.text
+    assert "Café <tag> \u2014 done" in doc.text
+
+
+def test_html_structure_lists_tables_captions_sections() -> None:
+    doc = parse_bytes(HTML, filename="policy.html")
+    lines = doc.text.split("\n")
+    assert "- Daily backups" in lines
+    assert "- Weekly offsite copies" in lines
+    assert "  - nested item" in lines
+    assert "1. First step" in lines
+    assert "2. Second step" in lines
+    assert "| Algorithm | Bits |" in lines
+    assert "| AES | 256 |" in lines
+    assert "| RSA \\| PSS | 4096 |" in lines
+    assert "Figure 1. Architecture overview" in lines
+    assert [s.name for s in doc.sections] == ["Data Retention", "Encryption"]
+    for sec in doc.sections:
+        assert doc.text[sec.char_start : sec.char_start + len(sec.name)] == sec.name
+
+    spans = extract_spans(doc)
+    kinds = {s.text: s.span_type for s in spans}
+    assert kinds["- Daily backups"] is SpanType.BULLET
+    assert kinds["1. First step"] is SpanType.BULLET
+    assert kinds["| AES | 256 |"] is SpanType.TABLE_ROW
+    assert kinds["Table 2: Ciphers in use"] is SpanType.CAPTION
+    assert kinds["Figure 1. Architecture overview"] is SpanType.CAPTION
+    assert kinds["We keep data for 90 days."] is SpanType.SENTENCE
+    assert kinds["Backups are encrypted, e.g. with AES-256."] is SpanType.SENTENCE
+    section_of = {s.text: s.section for s in spans}
+    assert section_of["| AES | 256 |"] == "Encryption"
+    assert section_of["- Daily backups"] == "Data Retention"
+
+
+def test_html_pre_keeps_its_lines_and_sniffing_finds_html() -> None:
+    data = b"<html><body><p>Before.</p><pre>a  b\n  c</pre><p>After.</p></body></html>"
+    assert detect_format(data, filename="noext") == "html"
+    doc = parse_bytes(data, filename="noext")
+    assert doc.text == "Before.\n\na  b\n  c\n\nAfter."
+
+
+def test_html_with_only_scripts_is_empty() -> None:
+    with pytest.raises(DocumentParseError, match=r"s\.html: empty"):
+        parse_bytes(b"<html><script>x()</script><nav>menu</nav></html>", filename="s.html")
+
+
+# --- PDF -------------------------------------------------------------------------------------
+
+
+def test_pdf_two_pages_page_starts_and_page_numbers() -> None:
+    pdf = make_pdf(
+        [
+            ["PRODUCT LABEL", "The drug is taken orally. Dr. Smith approved it.", "- Take with food"],
+            ["Table 1: Doses by age", "The half-life is 3.5 hours."],
+        ],
+        title="Axid Label",
+    )
+    doc = parse_bytes(pdf, filename="label.pdf")
+    assert doc.fmt == "pdf"
+    assert doc.title == "Axid Label"
+    assert len(doc.page_starts) == 2
+    assert doc.page_starts[0] == 0
+    p2 = doc.page_starts[1]
+    assert doc.text[p2 - 2 : p2] == "\n\n"
+    assert doc.text[p2:].startswith("Table 1: Doses by age")
+    assert doc.page_at(0) == 1
+    assert doc.page_at(p2 - 1) == 1
+    assert doc.page_at(p2) == 2
+    assert doc.page_at(len(doc.text) - 1) == 2
+
+    spans = {s.text: s for s in extract_spans(doc)}
+    assert spans["The drug is taken orally."].page == 1
+    assert spans["Dr. Smith approved it."].page == 1
+    assert spans["- Take with food"].span_type is SpanType.BULLET
+    assert spans["Table 1: Doses by age"].span_type is SpanType.CAPTION
+    assert spans["Table 1: Doses by age"].page == 2
+    assert spans["The half-life is 3.5 hours."].page == 2
+    # heading-like line → a section, not a span
+    assert doc.sections[0].name == "PRODUCT LABEL"
+    assert "PRODUCT LABEL" not in spans
+    assert spans["The half-life is 3.5 hours."].section == "PRODUCT LABEL"
+
+
+def test_pdf_sniffed_without_extension_or_content_type() -> None:
+    pdf = make_pdf([["Sniffed text."]])
+    assert detect_format(pdf, filename="upload") == "pdf"
+    assert parse_bytes(pdf, filename="upload").text == "Sniffed text."
+
+
+def test_pdf_with_empty_middle_page_keeps_numbering() -> None:
+    doc = parse_bytes(make_pdf([["One."], [], ["Three."]]), filename="x.pdf")
+    assert len(doc.page_starts) == 3
+    three = doc.text.index("Three.")
+    assert doc.page_at(three) == 3
+
+
+def test_pdf_without_text_layer_says_scanned() -> None:
+    with pytest.raises(DocumentParseError) as info:
+        parse_bytes(make_pdf([[], []]), filename="scan.pdf")
+    assert info.value.source == "scan.pdf"
+    assert "scanned? no text layer" in info.value.reason
+
+
+def test_encrypted_pdf_is_refused() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf([["Secret text."]]))))
+    writer.encrypt("s3cret", algorithm="RC4-128")
+    buf = io.BytesIO()
+    writer.write(buf)
+    with pytest.raises(DocumentParseError, match=r"locked\.pdf: encrypted PDF"):
+        parse_bytes(buf.getvalue(), filename="locked.pdf")
+
+
+def test_owner_password_only_pdf_is_readable() -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf([["Readable text."]]))))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    buf = io.BytesIO()
+    writer.write(buf)
+    assert parse_bytes(buf.getvalue(), filename="o.pdf").text == "Readable text."
+
+
+def test_corrupt_pdf_names_file() -> None:
+    with pytest.raises(DocumentParseError) as info:
+        parse_bytes(b"%PDF-1.7\n this is not really a pdf at all", filename="broken.pdf")
+    assert info.value.source == "broken.pdf"
+    assert "PDF" in info.value.reason
+    assert str(info.value).startswith("broken.pdf: ")
+
+
+# --- docx ------------------------------------------------------------------------------------
+
+
+def test_docx_headings_lists_tables() -> None:
+    data = make_docx(
+        [
+            ("Title", "Security Policy"),
+            ("Heading1", "Scope"),
+            ("", "This policy applies to all staff. It is reviewed yearly."),
+            ("list", "Laptops are encrypted"),
+            ("list", "MFA is required"),
+            ("Heading2", "Ciphers"),
+            [["Name", "Bits"], ["AES", "256"]],
+        ]
+    )
+    doc = parse_bytes(data, filename="policy.docx")
+    assert doc.fmt == "docx"
+    assert doc.title == "Security Policy"
+    assert [s.name for s in doc.sections] == ["Security Policy", "Scope", "Ciphers"]
+    spans = {s.text: s for s in extract_spans(doc)}
+    assert spans["This policy applies to all staff."].section == "Scope"
+    assert spans["- Laptops are encrypted"].span_type is SpanType.BULLET
+    assert spans["| AES | 256 |"].span_type is SpanType.TABLE_ROW
+    assert spans["| AES | 256 |"].section == "Ciphers"
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", [b"", b"   \n\t  \r\n"])
+def test_empty_document(data: bytes) -> None:
+    with pytest.raises(DocumentParseError, match=r"^notes\.txt: empty document"):
+        parse_bytes(data, filename="notes.txt")
+
+
+def test_unsupported_extension_names_supported_types() -> None:
+    with pytest.raises(DocumentParseError) as info:
+        parse_bytes(b"\x89PNG\r\n\x1a\n....", filename="photo.png")
+    assert info.value.source == "photo.png"
+    for fmt in ("txt", "md", "html", "pdf"):
+        assert fmt in info.value.reason
+
+
+def test_unsupported_content_type() -> None:
+    with pytest.raises(DocumentParseError, match="unsupported content type 'image/png'"):
+        parse_bytes(b"abc", filename="x", content_type="image/png")
+
+
+def test_content_type_wins_over_extension_and_octet_stream_is_ignored() -> None:
+    assert detect_format(b"<p>x</p>", filename="a.txt", content_type="text/html") == "html"
+    assert detect_format(b"# x", filename="a.md", content_type="application/octet-stream") == "md"
+
+
+def test_binary_garbage_is_refused() -> None:
+    rng = random.Random(7)
+    junk = bytes(rng.randrange(256) for _ in range(4000))
+    with pytest.raises(DocumentParseError) as info:
+        parse_bytes(junk, filename="blob.dat")
+    assert info.value.source == "blob.dat"
+    assert "binary" in info.value.reason
+
+
+def test_magic_numbers_are_named_when_unknown_extension() -> None:
+    with pytest.raises(DocumentParseError, match="PNG image"):
+        parse_bytes(b"\x89PNG\r\n\x1a\nrest", filename="upload")
+
+
+def test_parse_text_for_records_and_api_text() -> None:
+    doc = parse_text("# T\n\nBody.", filename="x.md", fmt="md")
+    assert doc.sections[0].name == "T"
+    with pytest.raises(DocumentParseError, match="x: empty document"):
+        parse_text("  ", filename="x")
+
+
+# --- fuzzing: bad input is a DocumentParseError, never anything else ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_html_bits = st.sampled_from(
+    ["<p>", "</p>", "<li>", "<ul>", "</ul>", "<table>", "<tr>", "<td>", "</td>", "</tr>", "<h2>", "</h2>",
+     "<script>", "</script>", "<pre>", "</pre>", "&amp;", "&#x41;", "&bogus;", "text", " ", "\n", "<br/>",
+     "<!--", "-->", "<", ">", "|", "<ol>", "<nav>", "</nav>", "<caption>", "<figcaption>"]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_html_bits, max_size=60).map("".join))
+def test_html_fuzz_parses_or_refuses(html: str) -> None:
+    try:
+        doc = parse_bytes(html.encode(), filename="f.html")
+    except DocumentParseError:
+        return
+    assert doc.text.strip()
+    for sec in doc.sections:
+        assert 0 <= sec.char_start < sec.char_end <= len(doc.text)
+    for span in extract_spans(doc):
+        assert doc.text[span.char_start : span.char_end] == span.text
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=600), st.sampled_from(["a.txt", "a.md", "a.html", "a.pdf", "a.docx", "noext"]))
+def test_arbitrary_bytes_parse_or_refuse(data: bytes, filename: str) -> None:
+    try:
+        doc = parse_bytes(data, filename=filename)
+    except DocumentParseError as exc:
+        assert exc.source == filename
+        return
+    assert doc.text.strip()

@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from evidence.ingest import extract_spans, parse_text, split_sentences
+from evidence.ingest.spans import split_long
+from evidence.records import ParsedDocument, Section, SpanType
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+def sentences(text: str) -> list[str]:
+    return [s.text for s in extract_spans(ParsedDocument(text=text))]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("It works. It still works.", ["It works.", "It still works."]),
+        ("Use a buffer, e.g. Tris. Then wash.", ["Use a buffer, e.g. Tris.", "Then wash."]),
+        (
+            "Some drugs, i.e. NSAIDs, interact. Others do not.",
+            ["Some drugs, i.e. NSAIDs, interact.", "Others do not."],
+        ),
+        ("Dr. Smith and Mrs. Jones agreed. We did too.", ["Dr. Smith and Mrs. Jones agreed.", "We did too."]),
+        (
+            "As shown in Fig. 3 the curve rises. It then falls.",
+            ["As shown in Fig. 3 the curve rises.", "It then falls."],
+        ),
+        (
+            "Smith et al. Showed this first. Later work agreed.",
+            ["Smith et al. Showed this first.", "Later work agreed."],
+        ),
+        (
+            "The half-life is 3.5 hours. Peak is at 1.2 h.",
+            ["The half-life is 3.5 hours.", "Peak is at 1.2 h."],
+        ),
+        ("J. R. Smith wrote it. He was right.", ["J. R. Smith wrote it.", "He was right."]),
+        (
+            "Patients lacked vitamin D. Supplements helped.",
+            ["Patients lacked vitamin D.", "Supplements helped."],
+        ),
+        ("Values were 4.2 +/- 0.3 mg. Ranges varied.", ["Values were 4.2 +/- 0.3 mg.", "Ranges varied."]),
+        ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+        (
+            "The effect was large (p < 0.01). The control was not.",
+            ["The effect was large (p < 0.01).", "The control was not."],
+        ),
+        ("Was it safe? Yes! It was.", ["Was it safe?", "Yes!", "It was."]),
+        ("Levels fell. mRNA levels rose.", ["Levels fell.", "mRNA levels rose."]),
+        ("It rose in 2010. 25 patients died.", ["It rose in 2010.", "25 patients died."]),
+        ("See No. 5 for details. Done.", ["See No. 5 for details.", "Done."]),
+        ("This is the end. and lower case follows.", ["This is the end. and lower case follows."]),
+        (
+            "Effects (see Fig. 2. Left panel) were small. Good.",
+            ["Effects (see Fig. 2. Left panel) were small.", "Good."],
+        ),
+        ("The U.S. Army and the U.K. Navy. They met.", ["The U.S. Army and the U.K. Navy.", "They met."]),
+        ("Wait... Then go.", ["Wait...", "Then go."]),
+        ("No terminal punctuation", ["No terminal punctuation"]),
+    ],
+)
+def test_sentence_splitter(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
+
+
+def test_split_sentences_is_contiguous() -> None:
+    text = "One. Two.  Three?"
+    parts = split_sentences(text)
+    assert parts[0][0] == 0
+    assert parts[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))
+
+
+def test_hard_wrapped_paragraph_is_one_prose_run() -> None:
+    text = "The patient was\ngiven 5 mg daily. She\nrecovered."
+    assert sentences(text) == ["The patient was\ngiven 5 mg daily.", "She\nrecovered."]
+
+
+def test_line_types_and_sequences() -> None:
+    text = (
+        "Intro sentence one. Intro two.\n"
+        "\n"
+        "- dash bullet\n"
+        "* star bullet\n"
+        "\u2022 round bullet\n"
+        "\u25e6 hollow bullet\n"
+        "1. numbered\n"
+        "a) lettered\n"
+        "(ii) roman\n"
+        "\n"
+        "| Drug | Dose |\n"
+        "|------|:----:|\n"
+        "| A | 5 mg. Twice. |\n"
+        "\n"
+        "Figure 2: Kaplan-Meier curves. Second sentence of caption.\n"
+        "Table 3. Baseline characteristics\n"
+        "Fig. 4 - Survival\n"
+        "Figure 5 shows the trend. That is prose.\n"
+    )
+    spans = extract_spans(ParsedDocument(text=text))
+    got = [(s.span_type, s.text) for s in spans]
+    assert got == [
+        (SpanType.SENTENCE, "Intro sentence one."),
+        (SpanType.SENTENCE, "Intro two."),
+        (SpanType.BULLET, "- dash bullet"),
+        (SpanType.BULLET, "* star bullet"),
+        (SpanType.BULLET, "\u2022 round bullet"),
+        (SpanType.BULLET, "\u25e6 hollow bullet"),
+        (SpanType.BULLET, "1. numbered"),
+        (SpanType.BULLET, "a) lettered"),
+        (SpanType.BULLET, "(ii) roman"),
+        (SpanType.TABLE_ROW, "| Drug | Dose |"),
+        (SpanType.TABLE_ROW, "| A | 5 mg. Twice. |"),
+        (SpanType.CAPTION, "Figure 2: Kaplan-Meier curves. Second sentence of caption."),
+        (SpanType.CAPTION, "Table 3. Baseline characteristics"),
+        (SpanType.CAPTION, "Fig. 4 - Survival"),
+        (SpanType.SENTENCE, "Figure 5 shows the trend."),
+        (SpanType.SENTENCE, "That is prose."),
+    ]
+    assert [s.sequence for s in spans] == list(range(len(spans)))
+    for s in spans:
+        assert text[s.char_start : s.char_end] == s.text
+
+
+def test_pipe_table_without_outer_pipes() -> None:
+    text = "Drug | Dose\n--- | ---\nA | 5 mg\nB | 10 mg\n\nAfter."
+    spans = extract_spans(ParsedDocument(text=text))
+    assert [(s.span_type, s.text) for s in spans] == [
+        (SpanType.TABLE_ROW, "Drug | Dose"),
+        (SpanType.TABLE_ROW, "A | 5 mg"),
+        (SpanType.TABLE_ROW, "B | 10 mg"),
+        (SpanType.SENTENCE, "After."),
+    ]
+
+
+def test_wrapped_bullets_continue() -> None:
+    text = (
+        "- first item that wraps\n  onto an indented line\n- second item that\nwraps in PDF text\nNew prose."
+    )
+    spans = extract_spans(ParsedDocument(text=text))
+    assert [s.text for s in spans] == [
+        "- first item that wraps\n  onto an indented line",
+        "- second item that\nwraps in PDF text",
+        "New prose.",
+    ]
+
+
+def test_rules_and_fences_are_not_spans() -> None:
+    text = "Para one.\n\n---\n\n***\n\n```python\nx = 1. Y = 2\n```\n"
+    texts = sentences(text)
+    assert texts == ["Para one.", "x = 1.", "Y = 2"]
+
+
+def test_sections_and_pages_on_spans() -> None:
+    text = "HEAD\nAlpha one. Alpha two.\n\nOTHER\nBeta one."
+    head = Section("HEAD", 0, text.index("OTHER"))
+    other = Section("OTHER", text.index("OTHER"), len(text))
+    doc = ParsedDocument(text=text, sections=(head, other), page_starts=(0, text.index("OTHER")), fmt="pdf")
+    spans = extract_spans(doc)
+    assert [(s.text, s.section, s.page) for s in spans] == [
+        ("Alpha one.", "HEAD", 1),
+        ("Alpha two.", "HEAD", 1),
+        ("Beta one.", "OTHER", 2),
+    ]
+
+
+def test_span_before_first_section_has_empty_section() -> None:
+    doc = parse_text("Preamble here.\n\n# Title\n\nBody.", filename="x.md", fmt="md")
+    spans = extract_spans(doc)
+    assert [(s.text, s.section) for s in spans] == [("Preamble here.", ""), ("Body.", "Title")]
+
+
+def test_long_sentence_is_split_at_semicolons_then_commas() -> None:
+    clause = "The measured concentration rose steadily across every cohort we examined"
+    long = "; ".join([clause] * 30) + "."
+    doc = ParsedDocument(text="Short start. " + long + " Short end.")
+    spans = extract_spans(doc)
+    assert spans[0].text == "Short start."
+    assert spans[-1].text == "Short end."
+    middle = spans[1:-1]
+    assert len(middle) >= 2
+    assert all(len(s.text) <= 1000 for s in spans)
+    assert all(s.text.endswith((";", ".")) for s in middle)
+    # nothing lost: the pieces tile the long sentence apart from the separating spaces
+    joined = " ".join(s.text for s in middle)
+    assert joined == long
+
+
+def test_split_long_never_cuts_words_when_spaces_exist() -> None:
+    text = " ".join(["word"] * 600)
+    pieces = split_long(text, 0, len(text), 100)
+    assert all(text[a:b].split() == ["word"] * len(text[a:b].split()) for a, b in pieces)
+    assert all(b - a <= 100 for a, b in pieces)
+
+
+def test_spans_without_letters_or_digits_are_dropped() -> None:
+    assert sentences("... !!! \n| | |\n- \n***") == []
+
+
+# --- properties ------------------------------------------------------------------------------
+
+_alphabet = st.sampled_from(
+    [
+        *"abcXYZ019 .,;:!?()\"'|-*\u2022\n\t\r",
+        "e.g.",
+        "Dr.",
+        "Fig. 2",
+        "3.5",
+        "\n\n",
+        "| a | b |\n",
+        "- item\n",
+        "Figure 1: cap\n",
+        "# H\n",
+        "\u00e9",
+        "\u4e2d",
+    ]
+)
+texts = st.lists(_alphabet, max_size=200).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts)
+def test_span_offsets_always_exact(text: str) -> None:
+    for fmt in ("txt", "md"):
+        doc = ParsedDocument(text=text, fmt=fmt)
+        if fmt == "md" and text.strip():
+            doc = parse_text(text, filename="p.md", fmt="md")
+        spans = extract_spans(doc)
+        assert [s.sequence for s in spans] == list(range(len(spans)))
+        last_end = 0
+        for s in spans:
+            assert doc.text[s.char_start : s.char_end] == s.text
+            assert s.text == s.text.strip()
+            assert s.text
+            assert s.char_start >= last_end  # in order, never overlapping
+            last_end = s.char_end
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=400), st.integers(min_value=20, max_value=200))
+def test_split_long_tiles_without_loss(text: str, max_chars: int) -> None:
+    a, b = 0, len(text)
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    pieces = split_long(text, a, b, max_chars)
+    assert all(x < y for x, y in pieces)
+    assert all(y - x <= max_chars for x, y in pieces)
+    non_space = "".join(ch for ch in text[a:b] if not ch.isspace())
+    assert "".join(ch for x, y in pieces for ch in text[x:y] if not ch.isspace()) == non_space
