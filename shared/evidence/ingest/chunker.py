@@ -103,6 +103,7 @@ def make_passages(
     bounds.append(n)
 
     out: list[Passage] = []
+    sec_starts = [sec.char_start for sec in doc.sections]
     tail = max(1, (passage_tokens * 3) // 4)
     for r0, r1 in pairwise(bounds):
         i = r0
@@ -112,7 +113,8 @@ def make_passages(
             if j < r1:
                 k = _best_end(text, offs, i + tail, j, span_ends)
             a, b = offs[i][0], offs[k - 1][1]
-            out.append(Passage(a, b, k - i, _dominant_section(doc.sections, a, b), doc.page_at(a)))
+            section = _dominant_section(doc.sections, a, b, sec_starts)
+            out.append(Passage(a, b, k - i, section, doc.page_at(a)))
             if k >= r1:
                 break
             nxt = k - overlap
@@ -137,12 +139,16 @@ def _best_end(text: str, offs: Sequence[tuple[int, int]], lo: int, hi: int, span
     return sentence if sentence > 0 else hi
 
 
-def _dominant_section(sections: Sequence[Section], a: int, b: int) -> str:
+def _dominant_section(
+    sections: Sequence[Section], a: int, b: int, starts: Sequence[int] | None = None
+) -> str:
     """The section holding most of [a, b): a passage over merged small sections carries one name."""
     if not sections:
         return ""
     best, best_len = "", 0
-    i = max(bisect_right([s.char_start for s in sections], a) - 1, 0)
+    if starts is None:
+        starts = [s.char_start for s in sections]
+    i = max(bisect_right(starts, a) - 1, 0)
     while i < len(sections) and sections[i].char_start < b:
         sec = sections[i]
         ov = min(b, sec.char_end) - max(a, sec.char_start)

@@ -121,7 +121,8 @@ def detect_format(data: bytes, *, filename: str, content_type: str | None = None
 
 def _sniff(data: bytes, filename: str) -> str:
     head = data[:1024].lstrip()
-    if head.startswith(b"%PDF-") or data[:1024].find(b"%PDF-") != -1:
+    # Some producers put junk before the header; then the trailer must be there too.
+    if head.startswith(b"%PDF-") or (b"%PDF-" in data[:1024] and b"%%EOF" in data[-2048:]):
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         if _is_docx(data):
@@ -311,7 +312,9 @@ def _flat_sections(heads: list[tuple[int, int, str]], end: int) -> tuple[Section
 
 # --- HTML ------------------------------------------------------------------------------------
 
-_SKIP_TAGS = frozenset({"script", "style", "nav", "noscript", "template", "svg", "iframe", "head", "object"})
+_SKIP_TAGS = frozenset(
+    {"script", "style", "nav", "noscript", "template", "svg", "iframe", "object", "select"}
+)
 _VOID = frozenset(
     {
         "area",
@@ -342,6 +345,15 @@ _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _WS = re.compile(r"\s+")
 
 
+def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
+    for key, value in attrs:
+        if key == "hidden":
+            return True
+        if key == "style" and value and "display:none" in value.replace(" ", "").lower():
+            return True
+    return False
+
+
 class _HtmlText(HTMLParser):
     """Streams visible text into lines; tracks headings as sections and tables as pipe rows."""
 
@@ -352,8 +364,10 @@ class _HtmlText(HTMLParser):
         self.pending_break = 0  # newlines owed before the next text (1 line, 2 paragraph)
         self.space_pending = False
         self.line_has_text = False
+        # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
+        # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
+        self.skip_tag = ""
         self.skip_depth = 0
-        self.skip_stack: list[str] = []
         self.pre_depth = 0
         self.lists: list[list[int]] = []  # per open list: [ordered, counter]
         self.row: list[str] | None = None
@@ -404,16 +418,16 @@ class _HtmlText(HTMLParser):
 
     # parser callbacks
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.skip_depth:
+            if tag == self.skip_tag:
+                self.skip_depth += 1
+            return
         if tag == "title" and self.title_parts is None and not self.title:
             self.title_parts = []
             return
-        if self.skip_depth:
+        if tag in _SKIP_TAGS or _hidden(attrs):
             if tag not in _VOID:
-                self.skip_depth += 1
-            return
-        if tag in _SKIP_TAGS or any(k == "hidden" for k, _ in attrs):
-            if tag not in _VOID:
-                self.skip_depth = 1
+                self.skip_tag, self.skip_depth = tag, 1
             return
         if self.cell is not None or self.row is not None:
             self._start_in_table(tag)
@@ -468,7 +482,8 @@ class _HtmlText(HTMLParser):
             self.title_parts = None
             return
         if self.skip_depth:
-            self.skip_depth -= 1
+            if tag == self.skip_tag:
+                self.skip_depth -= 1
             return
         if self.row is not None:
             if tag in ("td", "th"):
@@ -586,7 +601,7 @@ def _parse_html(html: str, filename: str) -> ParsedDocument:
 
 # --- PDF -------------------------------------------------------------------------------------
 
-_PDF_HEADING = re.compile(r"^(?:(?:\d+\.)+\d*|\d+)\s+[A-Z][^.!?;:]{1,60}$")
+_PDF_HEADING = re.compile(r"^(?:\d+\.)*\d+\.?\s+([A-Z][^.!?;:]{1,60})$")
 
 
 def _is_pdf_heading(line: str) -> bool:
@@ -598,9 +613,13 @@ def _is_pdf_heading(line: str) -> bool:
     if len(words) > 8:
         return False
     letters = [c for c in s if c.isalpha()]
-    if len(letters) >= 3 and all(c.isupper() for c in letters) and ":" not in s:
+    if len(letters) >= 4 and all(c.isupper() for c in letters) and ":" not in s:
         return True
-    return bool(_PDF_HEADING.match(s)) and len(words) <= 6
+    # "2.1 Study Design" / "3 Results": numbered, and Title Case so "2 Tablets were taken" stays a fact.
+    m = _PDF_HEADING.match(s)
+    if not m or len(words) > 6:
+        return False
+    return all(w[0].isupper() for w in m.group(1).split() if len(w) > 3)
 
 
 def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:

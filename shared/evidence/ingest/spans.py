@@ -37,7 +37,8 @@ class FactSpan:
 _BULLET = re.compile(
     r"^[ \t]*(?:"
     r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013\u2014]"  # -, *, bullets, dashes
-    r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?[ivxIVX]{1,5}[.)]"  # 1. 2) a) (b) A) iv.
+    # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
+    r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
     r")[ \t]+\S"
 )
 _CAPTION = re.compile(
@@ -130,7 +131,8 @@ def _starts_sentence(word: str) -> bool:
     return not c.isalnum()
 
 
-def _is_boundary(text: str, m: re.Match[str], seg_start: int, end: int) -> bool:
+def _is_boundary(text: str, m: re.Match[str], seg_start: int, end: int, opened: int) -> bool:
+    """Whether the terminal punctuation `m` ends a sentence; `opened`: unclosed "(" since `seg_start`."""
     punct = m.group()
     nxt = _next_word(text, m.end(), end)
     if not nxt:
@@ -168,7 +170,6 @@ def _is_boundary(text: str, m: re.Match[str], seg_start: int, end: int) -> bool:
         return False  # "1. First step" opening a paragraph is a list number, not a sentence
     # Inside parentheses that close soon after: "(see Fig. 2. Left) ..." stays one sentence.
     # An unbalanced "(" whose next ")" belongs to a later "(" does not hold the sentence open.
-    opened = text.count("(", seg_start, m.end()) - text.count(")", seg_start, m.end())
     if opened <= 0:
         return True
     close = text.find(")", m.end(), m.end() + 150)
@@ -189,10 +190,16 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
     stop = len(text) if end is None else end
     out: list[tuple[int, int]] = []
     seg = start
+    # Parenthesis depth since `seg`, kept incrementally so a long paragraph stays linear.
+    depth = 0
+    counted = start
     for m in _TERMINAL.finditer(text, start, stop):
-        if _is_boundary(text, m, seg, stop):
+        depth += text.count("(", counted, m.end()) - text.count(")", counted, m.end())
+        counted = m.end()
+        if _is_boundary(text, m, seg, stop, depth):
             out.append((seg, m.end()))
             seg = m.end()
+            depth = 0
     if seg < stop:
         out.append((seg, stop))
     return out

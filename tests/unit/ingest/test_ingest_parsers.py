@@ -357,3 +357,31 @@ def test_arbitrary_bytes_parse_or_refuse(data: bytes, filename: str) -> None:
         assert exc.source == filename
         return
     assert doc.text.strip()
+
+
+def test_html_unclosed_tags_inside_skipped_nav_do_not_swallow_the_page() -> None:
+    html = b"<html><head><title>T</title><meta charset=utf-8><body><nav><ul><li>Home<li><p>About</nav>"
+    html += b"<p>Visible text.<div style='display: none'>gone</div><p hidden>also gone</p><p>More."
+    doc = parse_bytes(html, filename="u.html")
+    assert doc.text == "Visible text.\n\nMore."
+    assert doc.title == "T"
+
+
+@pytest.mark.parametrize(
+    ("line", "heading"),
+    [
+        ("INTRODUCTION", True),
+        ("DOSAGE AND ADMINISTRATION", True),
+        ("2.1 Study Design", True),
+        ("3 Results", True),
+        ("2 Tablets were taken daily", False),
+        ("WARNING: DO NOT EXCEED 4 TABLETS", False),
+        ("AES-256", False),
+        ("The drug is taken orally", False),
+        ("RESULTS OF THE TRIAL WERE POSITIVE.", False),
+    ],
+)
+def test_pdf_heading_heuristic_is_conservative(line: str, heading: bool) -> None:
+    from evidence.ingest.parsers import _is_pdf_heading
+
+    assert _is_pdf_heading(line) is heading

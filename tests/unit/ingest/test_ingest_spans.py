@@ -251,3 +251,20 @@ def test_split_long_tiles_without_loss(text: str, max_chars: int) -> None:
     assert all(y - x <= max_chars for x, y in pieces)
     non_space = "".join(ch for ch in text[a:b] if not ch.isspace())
     assert "".join(ch for x, y in pieces for ch in text[x:y] if not ch.isspace()) == non_space
+
+
+def test_wrapped_line_starting_with_genus_initial_is_not_a_bullet() -> None:
+    text = "Cultures of\nV. cholerae grew. X. laevis\nwas used too."
+    assert sentences(text) == ["Cultures of\nV. cholerae grew.", "X. laevis\nwas used too."]
+
+
+def test_pathological_paragraph_stays_linear() -> None:
+    import time
+
+    text = "(" + "(a. B) " * 40_000  # 280k chars, one unclosed parenthesis, 40k candidate periods
+    started = time.perf_counter()
+    spans = extract_spans(ParsedDocument(text=text))
+    assert time.perf_counter() - started < 3.0
+    for s in spans:
+        assert text[s.char_start : s.char_end] == s.text
+        assert len(s.text) <= 1000
