@@ -29,6 +29,7 @@ from evidence.format.followups import question_similarity, round_of
 from evidence.ids import content_hash, normalize_question
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.rerank import RerankError
+from evidence.records import ChunkKind
 
 if TYPE_CHECKING:
     from evidence.rank.pipeline import RankContext
@@ -131,7 +132,10 @@ class FollowupExtraction:
             filters: dict[str, Any] = dict(ctx.filters or {})
             filters[CRITERION_HASH_KEY] = h
             try:
-                found = ctx.backend.lookup(ctx.index, filters, limit=self.lookup_limit, kind=None)
+                # passages only: a follow-up's fact spans carry the same document metadata
+                found = ctx.backend.lookup(
+                    ctx.index, filters, limit=self.lookup_limit, kind=ChunkKind.PASSAGE
+                )
             except EvidenceError as exc:
                 log.warning("follow-up lookup by criterion hash failed: %s", exc)
                 ctx.trace.degrade("followup_lookup:error")
@@ -383,9 +387,12 @@ class MMR:
 
     Relevance is the current score min-max normalised over the list (zero variance: all 0), so
     it respects rerank and boost; redundancy is the max cosine to an already selected chunk.
-    Greedy over the whole list; ties go to the earlier candidate, so the order is deterministic.
-    Candidates without a stored vector have zero redundancy. The new order is kept; `score` is
-    unchanged and the marginal value is recorded as `scores["mmr"]`.
+    The first `top_k` positions are chosen greedily (all top-k can keep); the rest follow in
+    their previous order. Ties go to the earlier candidate, so the order is deterministic.
+    Candidates without a usable stored vector (absent, zero or NaN) have zero redundancy.
+    `score` is unchanged; the marginal value of each selected chunk is recorded as `scores["mmr"]`.
+    Similarities are computed one selected row at a time: a full n x n product costs more (and
+    wakes BLAS threads) for rows that are never needed.
     """
 
     name = "mmr"
@@ -405,27 +412,27 @@ class MMR:
         span = float(scores.max() - scores.min())
         rel = (scores - scores.min()) / span if span > 0 else np.zeros(n)
         dim = next((len(v) for v in stored.values()), 0)
-        mat = np.zeros((n, dim), dtype=np.float64)
+        mat = np.zeros((n, max(dim, 1)), dtype=np.float32)
         for i, c in enumerate(candidates):
             v = stored.get(c.chunk_id)
-            if v is not None and dim:
+            if v is not None and len(v) == dim:
                 norm = float(np.linalg.norm(v))
-                if norm > 0:
-                    mat[i] = np.asarray(v, dtype=np.float64) / norm
-        sim = mat @ mat.T if dim else np.zeros((n, n))
-        max_sim = np.full(n, -math.inf)
+                if norm > 0 and math.isfinite(norm):
+                    mat[i] = np.asarray(v, dtype=np.float32) / norm
+        redundancy = np.full(n, -math.inf)
         chosen = np.zeros(n, dtype=bool)
-        out: list[Candidate] = []
-        for step in range(n):
-            redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0) if step else np.zeros(n)
-            value = lam * rel - (1.0 - lam) * redundancy
+        picks: list[Candidate] = []
+        for _ in range(min(n, ctx.params.top_k)):
+            red = np.where(np.isfinite(redundancy), redundancy, 0.0)
+            value = lam * rel - (1.0 - lam) * red
             value[chosen] = -math.inf
-            i = int(np.argmax(value))  # first maximum: earlier candidate wins ties
+            i = int(np.argmax(value))  # first maximum: the earlier candidate wins ties
             chosen[i] = True
-            max_sim = np.maximum(max_sim, sim[i])
-            out.append(_annotate(candidates[i], "mmr", float(value[i])))
+            redundancy = np.maximum(redundancy, (mat @ mat[i]).astype(np.float64))
+            picks.append(_annotate(candidates[i], "mmr", float(value[i])))
+        rest = [c for c, used in zip(candidates, chosen, strict=True) if not used]
         ctx.trace.detail["vectors"] = len(stored)
-        return out
+        return picks + rest
 
 
 class TopK:

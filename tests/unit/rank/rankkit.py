@@ -97,6 +97,8 @@ def store(backend: EmbeddedBackend, chunks: Iterable[Chunk], index: str = INDEX)
             content_hash=content_hash("".join(c.text for c in cs)),
             source=cs[0].source,
             chunks=tuple(cs),
+            # filters match document metadata (a chunk's metadata is its document's)
+            metadata=dict(cs[0].metadata),
         )
         for d, cs in by_doc.items()
     ]
@@ -152,9 +154,7 @@ class ScriptedReranker:
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
         self.calls.append((query, list(texts), top_n))
         fn = self.scores
-        scored = [
-            (i, fn(query, t) if callable(fn) else fn.get(t, 0.0)) for i, t in enumerate(texts)
-        ]
+        scored = [(i, fn(query, t) if callable(fn) else fn.get(t, 0.0)) for i, t in enumerate(texts)]
         scored.sort(key=lambda r: (-r[1], r[0]))
         return scored[: top_n or len(texts)]
 
@@ -207,9 +207,7 @@ class LegsFirstStage:
                 fused[h.chunk.chunk_id] = fused.get(h.chunk.chunk_id, 0.0) + 1.0 / (60 + rank)
                 per_leg.setdefault(h.chunk.chunk_id, {})[name] = h.score
                 chunks[h.chunk.chunk_id] = h.chunk
-        out = [
-            Candidate(chunks[cid], s, s, {**per_leg[cid], "fused": s}) for cid, s in fused.items()
-        ]
+        out = [Candidate(chunks[cid], s, s, {**per_leg[cid], "fused": s}) for cid, s in fused.items()]
         out.sort(key=lambda c: (-c.score, c.chunk_id))
         return out[:k]
 

@@ -12,8 +12,17 @@ from evidence.rank.pipeline import BOUNDS, Profile, ProfileParams, get_profile, 
 from rankkit import FailingReranker, ScriptedReranker, chunk, ctx, first_stage, followup, new_backend, vec
 
 VRM_STAGES = [
-    "followup_extraction", "dedup", "min_similarity", "candidate_limit", "rerank", "rerank_cutoff",
-    "followup_boost", "per_document_cap", "mmr", "top_k", "max_chars",
+    "followup_extraction",
+    "dedup",
+    "min_similarity",
+    "candidate_limit",
+    "rerank",
+    "rerank_cutoff",
+    "followup_boost",
+    "per_document_cap",
+    "mmr",
+    "top_k",
+    "max_chars",
 ]
 
 
@@ -59,8 +68,16 @@ def test_overrides_apply() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("top_k", 0), ("top_k", 201), ("rerank_cutoff", 1.5), ("followup_boost", 0.5),
-     ("min_similarity", -2.0), ("max_chars", -1), ("mmr_lambda", 1.1), ("first_stage_k", 10_000)],
+    [
+        ("top_k", 0),
+        ("top_k", 201),
+        ("rerank_cutoff", 1.5),
+        ("followup_boost", 0.5),
+        ("min_similarity", -2.0),
+        ("max_chars", -1),
+        ("mmr_lambda", 1.1),
+        ("first_stage_k", 10_000),
+    ],
 )
 def test_out_of_range_names_field_and_range(field: str, value: float) -> None:
     with pytest.raises(RequestValidationError) as e:
@@ -70,8 +87,10 @@ def test_out_of_range_names_field_and_range(field: str, value: float) -> None:
     assert field in e.value.message and str(int(hi) if float(hi).is_integer() else hi) in e.value.message
 
 
-@pytest.mark.parametrize(("field", "value"), [("top_k", True), ("top_k", 2.5), ("rerank_cutoff", "x"),
-                                              ("rerank_cutoff", float("nan"))])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("top_k", True), ("top_k", 2.5), ("rerank_cutoff", "x"), ("rerank_cutoff", float("nan"))],
+)
 def test_wrong_types_rejected(field: str, value: object) -> None:
     with pytest.raises(RequestValidationError) as e:
         validate_overrides({field: value})
@@ -91,7 +110,8 @@ def test_bounds_mirror_the_api_model() -> None:
 
 def _corpus() -> list:  # type: ignore[type-arg]
     return [chunk(f"c{i}", f"encryption at rest policy {i}") for i in range(12)] + [
-        followup("f1", "Do you encrypt data?", 1), followup("f2", "Do you encrypt data?", 2),
+        followup("f1", "Do you encrypt data?", 1),
+        followup("f2", "Do you encrypt data?", 2),
     ]
 
 
@@ -99,8 +119,15 @@ def test_telemetry_per_stage_and_explain(tmp_path: Path) -> None:
     backend = new_backend(tmp_path, _corpus())
     vrm = get_profile("vrm")
     rr = ScriptedReranker(lambda q, t: 0.5 if "policy 1" in t else 0.3)
-    c = ctx(backend, params=vrm.params({}), criterion="Do you encrypt data?", query="encryption at rest",
-            query_vector=vec("encryption"), reranker=rr, explain=True)
+    c = ctx(
+        backend,
+        params=vrm.params({}),
+        criterion="Do you encrypt data?",
+        query="encryption at rest",
+        query_vector=vec("encryption"),
+        reranker=rr,
+        explain=True,
+    )
     out = vrm.run(c, first_stage())
     assert [s.name for s in out.stages] == ["first_stage", *VRM_STAGES]
     for prev, nxt in zip(out.stages[1:], out.stages[2:], strict=False):

@@ -103,7 +103,9 @@ def test_five_rounds_keep_only_the_latest_three(tmp_path: Path) -> None:
 
 def test_followup_with_a_different_hash_goes_to_the_reranker(tmp_path: Path) -> None:
     other = followup(
-        "g1", "Do you have a business continuity plan?", 1,
+        "g1",
+        "Do you have a business continuity plan?",
+        1,
         answer="customer data at rest encrypt backups protected policy",
     )
     outcome, _, root, reranker = run_vrm(tmp_path, [other])
@@ -135,15 +137,28 @@ def test_unmodified_question_scores_one(tmp_path: Path) -> None:
 def test_linked_followup_found_by_lookup_when_search_misses_it(tmp_path: Path) -> None:
     """Beyond the seed: the follow-up shares no word with the criterion and search can't see it."""
     fu = chunk(
-        "f-hidden", "Yes. AES-256 everywhere since 2019.", doc="fu-hidden", type="followup_response:1",
-        meta={"round_number": 1, "criterion_question_hash": normalize_and_hash(CRITERION),
-              "question": "Storage cryptography?", "answer": "Yes. AES-256 everywhere since 2019."},
+        "f-hidden",
+        "Yes. AES-256 everywhere since 2019.",
+        doc="fu-hidden",
+        type="followup_response:1",
+        meta={
+            "round_number": 1,
+            "criterion_question_hash": normalize_and_hash(CRITERION),
+            "question": "Storage cryptography?",
+            "answer": "Yes. AES-256 everywhere since 2019.",
+        },
     )
     assert not set(CRITERION.lower().split()) & set(fu.text.lower().split())
     backend = new_backend(tmp_path, [*VENDOR_DOCS, fu])
     profile = get_profile("vrm")
-    c = ctx(backend, params=profile.params({"first_stage_k": 3}), criterion=CRITERION, query=CRITERION,
-            query_vector=None, explain=True)
+    c = ctx(
+        backend,
+        params=profile.params({"first_stage_k": 3}),
+        criterion=CRITERION,
+        query=CRITERION,
+        query_vector=None,
+        explain=True,
+    )
     first = first_stage()
     if hasattr(first, "retrieve"):
         found = first.retrieve(backend, INDEX, query=CRITERION, vector=None, k=3).candidates
@@ -169,8 +184,7 @@ def backend(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _cands(chunks: list) -> list[Candidate]:  # type: ignore[type-arg]
     return [
-        Candidate(chunk=c, score=1.0 - i / 100, first_stage_score=1.0 - i / 100)
-        for i, c in enumerate(chunks)
+        Candidate(chunk=c, score=1.0 - i / 100, first_stage_score=1.0 - i / 100) for i, c in enumerate(chunks)
     ]
 
 
@@ -218,8 +232,12 @@ def test_extraction_lookup_failure_degrades(tmp_path: Path) -> None:
 def test_round_number_falls_back_to_type_suffix(backend) -> None:  # type: ignore[no-untyped-def]
     fus = [followup(f"f{r}", CRITERION, r) for r in (1, 2, 3, 4)]
     fus = [
-        chunk(f.chunk_id, f.text, type=f.metadata["type"],
-              meta={k: v for k, v in f.metadata.items() if k not in ("round_number", "type")})
+        chunk(
+            f.chunk_id,
+            f.text,
+            type=f.metadata["type"],
+            meta={k: v for k, v in f.metadata.items() if k not in ("round_number", "type")},
+        )
         for f in fus
     ]
     c = ctx(backend, criterion=CRITERION, followup_max_rounds=2)

@@ -118,8 +118,14 @@ def test_end_to_end_boost(tmp_path: Path, orig_score: float, fdoc_score: float, 
     backend = new_backend(tmp_path, docs)
     scores = {d.text: 0.2 for d in docs} | {docs[0].text: orig_score, docs[1].text: fdoc_score}
     profile = get_profile("vrm")
-    c = ctx(backend, params=profile.params({}), query=QUESTION, query_vector=vec(QUESTION),
-            reranker=ScriptedReranker(scores), explain=True)
+    c = ctx(
+        backend,
+        params=profile.params({}),
+        query=QUESTION,
+        query_vector=vec(QUESTION),
+        reranker=ScriptedReranker(scores),
+        explain=True,
+    )
     outcome = profile.run(c, first_stage())
     assert outcome.hits[0].chunk_id == winner
     assert len(outcome.hits) == 6
@@ -139,8 +145,12 @@ def test_boost_happens_before_top_k(tmp_path: Path) -> None:
     outcome = profile.run(c, first_stage())
     assert outcome.hits[0].chunk_id == "fdoc"
     off = profile.run(
-        ctx(backend, params=profile.params({"followup_boost": 1.0}), query="retention",
-            reranker=ScriptedReranker(scores)),
+        ctx(
+            backend,
+            params=profile.params({"followup_boost": 1.0}),
+            query="retention",
+            reranker=ScriptedReranker(scores),
+        ),
         first_stage(),
     )
     assert "fdoc" not in [h.chunk_id for h in off.hits]

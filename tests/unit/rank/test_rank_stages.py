@@ -47,9 +47,7 @@ class Matches:
     name = "first_stage"
 
     def __init__(self, *pairs: tuple[str, float]) -> None:
-        self.cands = [
-            Candidate(chunk(f"m{i}", t), s, s, {"dense": s}) for i, (t, s) in enumerate(pairs)
-        ]
+        self.cands = [Candidate(chunk(f"m{i}", t), s, s, {"dense": s}) for i, (t, s) in enumerate(pairs)]
 
     def run(self, candidates: object, c: object) -> list[Candidate]:
         return sorted(self.cands, key=lambda x: (-x.score, x.chunk_id))
@@ -169,7 +167,10 @@ def test_dedup_keeps_best_scored_copy() -> None:
 def test_per_document_cap() -> None:
     cands = [cand(chunk(f"c{i}", doc="d1" if i < 3 else "d2"), 1 - i / 10) for i in range(5)]
     assert [x.chunk_id for x in PerDocumentCap().run(cands, ctx(None, max_chunks_per_document=2))] == [
-        "c0", "c1", "c3", "c4",
+        "c0",
+        "c1",
+        "c3",
+        "c4",
     ]
     assert PerDocumentCap().run(cands, ctx(None)) == cands
 
