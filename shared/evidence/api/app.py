@@ -1,0 +1,165 @@
+"""The HTTP API: one Powertools `APIGatewayRestResolver` serving the routes of DESIGN.md §3.
+
+Used by the retriever Lambda and by `evidence serve` alike. Routes are thin: check the
+path, parse the body into its model, one service call, dump the response model.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ValidationError
+
+from evidence.api import runtime
+from evidence.api.errors import JSON, register, validation_error
+from evidence.errors import BadRequestError, PayloadTooLargeError, RequestValidationError
+from evidence.model import (
+    FormatRequest,
+    IndexDocumentRequest,
+    PlanRequest,
+    RetrieveRequest,
+    validate_index_name,
+)
+from evidence.observability import record_indexed, record_retrieve
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+
+M = TypeVar("M", bound=BaseModel)
+
+_apps: list[APIGatewayRestResolver] = []
+_lock = threading.Lock()
+
+
+def get_app() -> APIGatewayRestResolver:
+    """The resolver, built on first use (Powertools reads env vars when constructed)."""
+    if not _apps:
+        with _lock:
+            if not _apps:
+                _apps.append(build_app())
+    return _apps[0]
+
+
+def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """An API Gateway REST proxy event in, a proxy response out."""
+    return get_app().resolve(event, context)
+
+
+def json_response(status: int, payload: BaseModel | dict[str, Any]) -> Response[str]:
+    from aws_lambda_powertools.event_handler import Response
+
+    body = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+    return Response(status_code=status, content_type=JSON, body=body)
+
+
+def index_name(raw: str) -> str:
+    name = unquote(raw)
+    try:
+        return validate_index_name(name)
+    except ValueError as exc:
+        raise RequestValidationError(str(exc), field="index") from exc
+
+
+def body_bytes(app: APIGatewayRestResolver) -> bytes:
+    event = app.current_event
+    raw = event.body or ""
+    limit = runtime.settings().max_body_bytes
+    # A base64 body is 4/3 of its payload: reject on the wire size before decoding.
+    if len(raw) > limit * (4 / 3 if event.is_base64_encoded else 1) + 4:
+        raise PayloadTooLargeError(f"request body exceeds {limit} bytes", field="body")
+    if event.is_base64_encoded:
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BadRequestError("body is flagged base64 but is not valid base64", field="body") from exc
+    else:
+        data = raw.encode("utf-8", "surrogatepass")
+    if len(data) > limit:
+        raise PayloadTooLargeError(f"request body exceeds {limit} bytes", field="body")
+    return data
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integer includes 3.0; pydantic's strict int does not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def parse_body(app: APIGatewayRestResolver, model: type[M]) -> M:
+    """Bytes → JSON → model, with exactly the JSON Schema the OpenAPI document publishes:
+    strict types (`false` is not 0, `"3"` is not 3) except that integral numbers are integers."""
+    import pydantic_core
+
+    data = body_bytes(app)
+    if not data.strip():
+        raise BadRequestError("a JSON request body is required", field="body")
+    try:
+        # jiter, not json.loads: lone UTF-16 surrogates are refused here, not deep in a backend.
+        parsed = pydantic_core.from_json(data)
+    except ValueError as exc:
+        raise BadRequestError(f"request body is not valid JSON: {exc}", field="body") from exc
+    try:
+        return model.model_validate(_integral(parsed), strict=True)
+    except ValidationError as exc:
+        raise validation_error(exc) from exc
+
+
+def build_app() -> APIGatewayRestResolver:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from evidence.api.openapi import API_VERSION, Health, openapi_document
+
+    app = APIGatewayRestResolver()
+    register(app)
+
+    @app.get("/v1/health")
+    def health() -> Response[str]:
+        return json_response(200, Health(status="ok", version=API_VERSION))
+
+    @app.get("/v1/openapi.json")
+    def openapi() -> Response[str]:
+        return json_response(200, openapi_document())
+
+    @app.post("/v1/indexes/<index>/documents")
+    def index_document(index: str) -> Response[str]:
+        name = index_name(index)
+        request = parse_body(app, IndexDocumentRequest)
+        response = runtime.get_service().index_document(name, request)
+        record_indexed(response)
+        return json_response(200, response)
+
+    @app.delete("/v1/indexes/<index>/documents/<document_id>")
+    def delete_document(index: str, document_id: str) -> Response[str]:
+        name = index_name(index)
+        doc_id = unquote(document_id)
+        if not doc_id or len(doc_id) > 1024:
+            raise RequestValidationError("document_id must be 1-1024 characters", field="document_id")
+        return json_response(200, runtime.get_service().delete_document(name, doc_id))
+
+    @app.post("/v1/indexes/<index>/retrieve")
+    def retrieve(index: str) -> Response[str]:
+        name = index_name(index)
+        request = parse_body(app, RetrieveRequest)
+        response = runtime.get_service().retrieve(name, request)
+        record_retrieve(response)
+        return json_response(200, response)
+
+    @app.post("/v1/plan")
+    def plan() -> Response[str]:
+        return json_response(200, runtime.get_service().plan(parse_body(app, PlanRequest)))
+
+    @app.post("/v1/format")
+    def format_() -> Response[str]:
+        return json_response(200, runtime.get_service().format(parse_body(app, FormatRequest)))
+
+    return app

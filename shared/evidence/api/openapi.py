@@ -1,0 +1,214 @@
+"""The OpenAPI 3.1 document of the HTTP API, generated from the pydantic edge models.
+
+Written out rather than derived from Powertools' validation layer so that the request
+parsing, the error envelope and the document stay under one roof: every operation
+documents exactly the statuses `evidence.api.app` can answer with, and the schemas are
+the models the routes parse and dump. Rules a model enforces in code (exactly one of
+`text`/`content_base64`, a non-blank query) are added here as JSON Schema so that
+generated clients and fuzzers see the same contract.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from evidence.api.errors import ErrorEnvelope
+from evidence.model import (
+    INDEX_NAME_RE,
+    DeleteDocumentResponse,
+    FormatRequest,
+    FormatResponse,
+    IndexDocumentRequest,
+    IndexDocumentResponse,
+    Plan,
+    PlanRequest,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+
+API_VERSION = "1.0.0"
+REF = "#/components/schemas/{model}"
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: str
+    version: str
+
+
+_REQUESTS: tuple[type[BaseModel], ...] = (IndexDocumentRequest, RetrieveRequest, PlanRequest, FormatRequest)
+_RESPONSES: tuple[type[BaseModel], ...] = (
+    IndexDocumentResponse,
+    DeleteDocumentResponse,
+    RetrieveResponse,
+    Plan,
+    FormatResponse,
+    Health,
+    ErrorEnvelope,
+)
+
+_ERRORS = {
+    "400": "Malformed request (body is not JSON, missing body)",
+    "404": "Unknown index, document or route",
+    "413": "Request body larger than 6 MB",
+    "422": "A field is out of range or of the wrong shape; `error.field` names it",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: str) -> dict[str, Any]:
+    return {s: _json(_ref("ErrorEnvelope"), _ERRORS[s]) for s in statuses}
+
+
+def _index_param() -> dict[str, Any]:
+    return {
+        "name": "index",
+        "in": "path",
+        "required": True,
+        "description": "Index name",
+        "schema": {"type": "string", "pattern": INDEX_NAME_RE.pattern, "maxLength": 64},
+    }
+
+
+def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> None:
+    """Express in JSON Schema the rules the models check in code."""
+    doc = schemas[names[(IndexDocumentRequest, "validation")]]
+    props = doc["properties"]
+    for key in ("text", "content_base64"):
+        props[key] = {"type": "string", "description": props[key].get("description", key)}
+    props["content_base64"]["contentEncoding"] = "base64"
+    doc["oneOf"] = [
+        {"required": ["text"], "not": {"required": ["content_base64"]}},
+        {"required": ["content_base64"], "not": {"required": ["text"]}},
+    ]
+    for model in (RetrieveRequest, PlanRequest):
+        query = schemas[names[(model, "validation")]]["properties"]["query"]
+        query["pattern"] = r"\S"
+    from evidence.rank.profiles import profile_names
+
+    # Retrieval refuses an unknown profile (422); planning alone accepts any name.
+    profile = schemas[names[(RetrieveRequest, "validation")]]["properties"]["profile"]
+    profile.pop("maxLength", None)
+    profile["enum"] = profile_names()
+
+
+@lru_cache(maxsize=1)
+def _document() -> dict[str, Any]:
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in _REQUESTS]
+    pairs += [(m, "serialization") for m in _RESPONSES]
+    keys, defs = models_json_schema(pairs, ref_template=REF)
+    schemas: dict[str, Any] = defs.get("$defs", {})
+    names: dict[tuple[Any, str], str] = {k: v["$ref"].rsplit("/", 1)[-1] for k, v in keys.items()}
+    _tighten(schemas, names)
+
+    def req(model: type[BaseModel]) -> dict[str, Any]:
+        return {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(names[(model, "validation")])}},
+        }
+
+    def ok(model: type[BaseModel], description: str) -> dict[str, Any]:
+        return {"200": _json(_ref(names[(model, "serialization")]), description)}
+
+    paths: dict[str, Any] = {
+        "/v1/health": {
+            "get": {
+                "operationId": "health",
+                "summary": "Liveness",
+                "responses": ok(Health, "The service is up"),
+            }
+        },
+        "/v1/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1 document")},
+            }
+        },
+        "/v1/indexes/{index}/documents": {
+            "post": {
+                "operationId": "indexDocument",
+                "summary": "Index (or replace) one document; creates the index if missing",
+                "parameters": [_index_param()],
+                "requestBody": req(IndexDocumentRequest),
+                "responses": {
+                    **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
+                    **_errors("400", "404", "413", "422"),
+                },
+            }
+        },
+        "/v1/indexes/{index}/documents/{document_id}": {
+            "delete": {
+                "operationId": "deleteDocument",
+                "summary": "Delete every chunk of a document (URL-encode ids such as s3://bucket/key)",
+                "parameters": [
+                    _index_param(),
+                    {
+                        "name": "document_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
+                    },
+                ],
+                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "404", "422")},
+            }
+        },
+        "/v1/indexes/{index}/retrieve": {
+            "post": {
+                "operationId": "retrieve",
+                "summary": "Evidence for a question: hits, follow-ups, evidence XML, telemetry",
+                "parameters": [_index_param()],
+                "requestBody": req(RetrieveRequest),
+                "responses": {
+                    **ok(RetrieveResponse, "Evidence"),
+                    **_errors("400", "404", "413", "422"),
+                },
+            }
+        },
+        "/v1/plan": {
+            "post": {
+                "operationId": "plan",
+                "summary": "The retrieval plan for a query (the planner function's payload)",
+                "requestBody": req(PlanRequest),
+                "responses": {**ok(Plan, "The plan"), **_errors("400", "413", "422")},
+            }
+        },
+        "/v1/format": {
+            "post": {
+                "operationId": "format",
+                "summary": "Evidence XML for hits and follow-ups (the formatter function's payload)",
+                "requestBody": req(FormatRequest),
+                "responses": {**ok(FormatResponse, "Formatted evidence"), **_errors("400", "413", "422")},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "evidence",
+            "version": API_VERSION,
+            "description": "Evidence retrieval for assessment workflows. Every error is "
+            '`{"error": {"code", "message", "field"?}}`.',
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """A copy: callers may not mutate the cached document."""
+    return copy.deepcopy(_document())

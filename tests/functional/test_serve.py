@@ -1,0 +1,137 @@
+"""`evidence serve`: HTTP on loopback through the same resolver (urllib as the client)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from evidence.server import ApiServer, http_to_event, make_server
+from evidence.service import EvidenceService
+from evidence.testing import load_event
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def request(url: str, method: str = "GET", payload: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else (json.dumps(payload).encode() if payload is not None else None)
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.fixture
+def server(service: EvidenceService) -> Iterator[ApiServer]:
+    srv = make_server("127.0.0.1", 0, max_body_bytes=service.settings.max_body_bytes)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_routes_over_http(server: ApiServer) -> None:
+    base = server.url
+    assert request(f"{base}/v1/health") == (200, {"status": "ok", "version": "1.0.0"})
+    doc = json.loads(load_event("apigw/index_document")["body"])
+    status, created = request(f"{base}/v1/indexes/vendor-acme/documents", "POST", doc)
+    assert status == 200 and created["status"] == "created"
+    s3_doc = {"document_id": "s3://bucket/dir/a b.txt", "filename": "a b.txt", "text": "MFA is required."}
+    assert request(f"{base}/v1/indexes/vendor-acme/documents", "POST", s3_doc)[0] == 200
+
+    status, result = request(
+        f"{base}/v1/indexes/vendor-acme/retrieve", "POST", {"query": "encrypt data at rest"}
+    )
+    assert status == 200
+    assert result["hits"][0]["document_id"] == "acme/soc2-summary-2026"
+
+    status, deleted = request(
+        f"{base}/v1/indexes/vendor-acme/documents/{quote('s3://bucket/dir/a b.txt', safe='')}", "DELETE"
+    )
+    assert status == 200 and deleted["document_id"] == "s3://bucket/dir/a b.txt"
+
+    status, plan = request(f"{base}/v1/plan", "POST", {"query": "Do you use MFA?", "profile": "vrm"})
+    assert status == 200 and plan["profile"] == "vrm"
+    status, spec = request(f"{base}/v1/openapi.json")
+    assert status == 200 and spec["openapi"] == "3.1.0"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "status", "code"),
+    [
+        ("GET", "/nope", None, 404, "not_found"),
+        ("PATCH", "/v1/health", b"{}", 404, "not_found"),
+        ("POST", "/v1/indexes/vendor-acme/retrieve", b"{not json", 400, "bad_request"),
+        ("POST", "/v1/indexes/no-such-index/retrieve", b'{"query": "x"}', 404, "index_not_found"),
+        ("POST", "/v1/indexes/-bad/retrieve", b'{"query": "x"}', 422, "validation_error"),
+        ("POST", "/v1/plan", b"\xff\xfe not utf-8", 400, "bad_request"),
+    ],
+)
+def test_errors_over_http(  # noqa: PLR0917
+    server: ApiServer, method: str, path: str, raw: bytes | None, status: int, code: str
+) -> None:
+    got_status, got = request(server.url + path, method, raw=raw)
+    assert (got_status, got["error"]["code"]) == (status, code)
+
+
+def test_too_large_is_refused_before_reading(service: EvidenceService) -> None:
+    srv = make_server("127.0.0.1", 0, max_body_bytes=1_000)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, body = request(f"{srv.url}/v1/plan", "POST", raw=b'{"query": "' + b"x" * 2_000 + b'"}')
+        assert status == 413 and body["error"]["code"] == "payload_too_large"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_http_to_event_is_an_api_gateway_rest_event() -> None:
+    event = http_to_event("DELETE", "/v1/indexes/a/documents/s3%3A%2F%2Fb%2Fk?x=1&x=2", [("Host", "h")], b"")
+    reference = load_event("apigw/delete_document")
+    assert set(reference) <= set(event)
+    assert event["path"] == "/v1/indexes/a/documents/s3%3A%2F%2Fb%2Fk"
+    assert event["multiValueQueryStringParameters"] == {"x": ["1", "2"]}
+    assert event["body"] is None and event["isBase64Encoded"] is False
+    binary = http_to_event("POST", "/v1/plan", [], b"\xff")
+    assert binary["isBase64Encoded"] is True
+
+
+@pytest.mark.slow
+def test_evidence_serve_subprocess_with_the_real_embedder(tmp_path: Path) -> None:
+    """End to end: the CLI, the default MiniLM embedder, the embedded store, HTTP."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    cmd = [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path / "store")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base = json.loads(proc.stdout.readline())["listening"]
+        for name in ("index_document", "index_followup"):
+            doc = json.loads(load_event(f"apigw/{name}")["body"])
+            assert request(f"{base}/v1/indexes/vendor-acme/documents", "POST", doc)[0] == 200
+        status, result = request(
+            f"{base}/v1/indexes/vendor-acme/retrieve",
+            "POST",
+            {"query": "Which cipher protects stored customer information?", "top_k": 2},
+        )
+        assert status == 200
+        # Dense similarity, not word overlap: "cipher"/"stored information" vs "AES-256"/"data at rest".
+        assert result["hits"][0]["document_id"] in {"acme/soc2-summary-2026", "acme/followup-round-2-q7"}
+        assert any(s["name"] for s in result["telemetry"]["stages"])
+        status, err = request(f"{base}/v1/indexes/vendor-acme/retrieve", "POST", {"query": "x" * 5000})
+        assert status == 422 and err["error"]["field"] == "query"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
