@@ -46,8 +46,8 @@ def osmem_server() -> Iterator[Any]:
 def _recording_client(url: str, log: list[tuple[str, str, Any]]) -> Any:
     from opensearchpy import OpenSearch, Transport
 
-    class _Recording(Transport):  # type: ignore[misc]
-        def perform_request(
+    class _Recording(Transport):
+        def perform_request(  # type: ignore[override]
             self, method: str, url: str, params: Any = None, body: Any = None, **kwargs: Any
         ) -> Any:
             log.append((method, url, body))

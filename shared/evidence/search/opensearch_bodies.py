@@ -257,16 +257,15 @@ def bulk_actions(
 
 
 def bulk_lines(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The NDJSON lines `streaming_bulk` sends for `actions` (action line, then source)."""
+    """The NDJSON lines `streaming_bulk` sends for `actions`, expanded by opensearch-py itself."""
+    from opensearchpy.helpers.actions import expand_action
+
     lines: list[dict[str, Any]] = []
     for action in actions:
-        meta = {
-            k[1:] if k.startswith("_") else k: v
-            for k, v in action.items()
-            if k not in {"_op_type", "_source"}
-        }
-        lines.append({action["_op_type"]: meta})
-        lines.append(dict(action["_source"]))
+        meta, source = expand_action(dict(action))
+        lines.append(meta)
+        if source is not None:
+            lines.append(source)
     return lines
 
 

@@ -1,0 +1,116 @@
+"""`evidence migrate`: embedded store -> OpenSearch (osmem-server), end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from evidence.cli import main
+from evidence.config import Settings
+from evidence.errors import EmbedderMismatchError
+from evidence.migrate import migrate
+from evidence.search.embedded import EmbeddedBackend, iter_chunks
+from evidence.search.opensearch import OpenSearchBackend
+
+from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
+
+SRC = "vendor-a"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    backend = EmbeddedBackend(tmp_path / "store")
+    backend.create_index(SRC, embedder_id=EMBEDDER, dimension=DIM)
+    docs = corpus()
+    backend.upsert(SRC, docs, vectors_for(docs))
+    backend.close()
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def target(osmem_clone: Any) -> Iterator[OpenSearchBackend]:
+    backend = OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint=osmem_clone.url))
+    yield backend
+    backend.close()
+
+
+def _cli(store: Path, url: str, *extra: str) -> tuple[int, dict[str, Any] | None]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            ["migrate", "--from-store", str(store), "--index", SRC, "--endpoint", url, "--json", *extra]
+        )
+    lines = out.getvalue().strip().splitlines()
+    return code, (json.loads(lines[-1]) if lines else None)
+
+
+def test_migrate_copies_documents_and_vectors(
+    store: Path, target: OpenSearchBackend, osmem_clone: Any
+) -> None:
+    code, report = _cli(store, osmem_clone.url)
+    assert code == 0 and report is not None
+    docs = corpus()
+    assert (report["documents"], report["created"], report["unchanged"]) == (len(docs), len(docs), 0)
+    info = target.get_index(SRC)
+    assert (info.embedder_id, info.dimension) == (EMBEDDER, DIM)
+    assert (info.documents, info.chunks) == (len(docs), sum(len(d.chunks) for d in docs))
+    # vectors copied bit for bit (float32), not re-embedded
+    source = EmbeddedBackend(store)
+    for doc, vecs in iter_chunks(source, SRC):
+        assert vecs is not None
+        got = target.vectors(SRC, [c.chunk_id for c in doc.chunks])
+        for chunk, row in zip(doc.chunks, vecs, strict=True):
+            np.testing.assert_array_equal(got[chunk.chunk_id], row)
+        assert target.document_hash(SRC, doc.document_id) == doc.content_hash
+    source.close()
+    assert target.lexical(SRC, "breaches notified", k=1)[0].chunk.document_id == "incident"
+
+
+def test_migrate_is_resumable(store: Path, target: OpenSearchBackend, osmem_clone: Any) -> None:
+    source = EmbeddedBackend(store)
+
+    def interrupted() -> Iterator[Any]:
+        for i, item in enumerate(iter_chunks(source, SRC)):
+            if i == 3:
+                raise KeyboardInterrupt
+            yield item
+
+    with pytest.raises(KeyboardInterrupt):
+        migrate(source, target, SRC, batch_size=2, documents=interrupted())
+    source.close()
+    assert target.get_index(SRC).documents == 2  # the first batch made it
+
+    code, report = _cli(store, osmem_clone.url, "--batch-size", "2")
+    assert code == 0 and report is not None
+    assert (report["unchanged"], report["created"]) == (2, len(corpus()) - 2)
+    code, report = _cli(store, osmem_clone.url)
+    assert report is not None and report["unchanged"] == len(corpus())
+
+
+def test_migrate_refuses_another_embedder(store: Path, target: OpenSearchBackend, osmem_clone: Any) -> None:
+    target.create_index(SRC, embedder_id="titan-v2", dimension=DIM)
+    source = EmbeddedBackend(store)
+    with pytest.raises(EmbedderMismatchError, match="titan-v2"):
+        migrate(source, target, SRC)
+    source.close()
+    code, _ = _cli(store, osmem_clone.url)
+    assert code == 2
+    assert target.get_index(SRC).documents == 0  # nothing written
+
+
+def test_migrate_into_a_new_name_and_bad_usage(
+    store: Path, target: OpenSearchBackend, osmem_clone: Any
+) -> None:
+    code, report = _cli(store, osmem_clone.url, "--target-index", "vendor-a-v2")
+    assert code == 0 and report is not None and report["target_index"] == "vendor-a-v2"
+    assert target.get_index("vendor-a-v2").documents == len(corpus())
+    assert (
+        main(["migrate", "--from-store", str(store), "--index", "nope", "--endpoint", osmem_clone.url]) == 2
+    )

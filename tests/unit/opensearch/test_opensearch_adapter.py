@@ -1,0 +1,388 @@
+"""The adapter's own logic where osmem cannot reach: hybrid modes and pipelines, k-NN score
+conversion, retries and error translation, client construction (SigV4 / basic auth), selection
+by settings. The client is a fake that validates every body it receives against the spec."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from evidence.config import HybridMode, Settings
+from evidence.errors import (
+    BackendError,
+    ConfigurationError,
+    EmbedderMismatchError,
+    IndexNotFoundError,
+    RequestValidationError,
+)
+from evidence.records import ChunkKind
+from evidence.search import opensearch_bodies as b
+from evidence.search.factory import get_backend
+from evidence.search.opensearch import OpenSearchBackend, build_client
+from opensearchpy import exceptions as os_exc
+
+from tests.contract.corpus import DIM, EMBEDDER, axis, corpus
+from tests.unit.opensearch.spec_validator import OpenSearchSpec
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _hits(scores: list[float], first: int = 0) -> dict[str, Any]:
+    chunks = [c for d in corpus() for c in d.chunks]
+    hits = []
+    for i, score in enumerate(scores):
+        chunk = chunks[first + i]
+        hits.append({"_id": chunk.chunk_id, "_score": score, "_source": b.chunk_source(chunk, "h", None)})
+    return {"took": 1, "timed_out": False, "hits": {"hits": hits}}
+
+
+class FakeClient:
+    """Just enough of opensearch-py's client; checks each body against the spec."""
+
+    def __init__(self, spec: OpenSearchSpec, *, version: str = "2.19.1") -> None:
+        self.spec = spec
+        self.version = version
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.search_errors: list[Exception] = []
+        self.responses: dict[str, dict[str, Any]] = {
+            "hybrid": _hits([0.9, 0.4]),
+            "knn": _hits([0.95, 0.75], first=3),
+            "match": _hits([7.5, 2.0]),
+        }
+        self.indices = SimpleNamespace(get=self._get_index)
+        self.search_pipeline = SimpleNamespace(put=self._put_pipeline)
+
+    def _get_index(self, index: str) -> dict[str, Any]:
+        self.calls.append(("indices.get", {"index": index}))
+        if index == "missing":
+            raise os_exc.NotFoundError(
+                404, "index_not_found_exception", {"error": {"reason": "no such index"}}
+            )
+        return {index: {"mappings": {"_meta": {"embedder_id": EMBEDDER, "dimension": DIM}}}}
+
+    def _put_pipeline(self, id: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.spec.validate_request("put", "/_search/pipeline/{id}", body)
+        self.calls.append(("pipeline.put", {"id": id, "body": body}))
+        return {"acknowledged": True}
+
+    def info(self) -> dict[str, Any]:
+        self.calls.append(("info", {}))
+        return {"version": {"number": self.version, "distribution": "opensearch"}}
+
+    def search(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
+        self.spec.validate_request("post", "/{index}/_search", body)
+        self.calls.append(("search", {"index": index, "body": body, **params}))
+        if self.search_errors:
+            raise self.search_errors.pop(0)
+        query = body["query"]
+        if "hybrid" in query:
+            return self.responses["hybrid"]
+        if "knn" in query:
+            return self.responses["knn"]
+        return self.responses["match"]
+
+
+@pytest.fixture
+def fake(spec: OpenSearchSpec) -> FakeClient:
+    return FakeClient(spec)
+
+
+def _backend(client: Any, **settings: Any) -> OpenSearchBackend:
+    s = Settings(
+        backend="opensearch", opensearch_endpoint="https://search-x.eu-west-1.es.amazonaws.com", **settings
+    )
+    return OpenSearchBackend(s, client=client, backoff_s=0.001)
+
+
+def _searches(fake: FakeClient) -> list[dict[str, Any]]:
+    return [kw for name, kw in fake.calls if name == "search"]
+
+
+# --- dense / hybrid ---------------------------------------------------------------------------
+
+
+def test_dense_converts_scores_to_cosine(fake: FakeClient) -> None:
+    hits = _backend(fake).dense("idx", axis(0), k=2, filters={"type": "tc_files"})
+    assert [round(h.score, 6) for h in hits] == [0.9, 0.5]
+    assert all(h.dense == h.score for h in hits)
+    (call,) = _searches(fake)
+    assert call["body"]["query"]["knn"][b.VECTOR_FIELD]["filter"]["bool"]["filter"][1] == {
+        "term": {"metadata.type": "tc_files"}
+    }
+
+
+def test_dense_refuses_wrong_dimension(fake: FakeClient) -> None:
+    with pytest.raises(EmbedderMismatchError, match="8-dim"):
+        _backend(fake).dense("idx", np.ones(3, dtype=np.float32), k=2)
+    assert _searches(fake) == []
+
+
+def test_hybrid_server_mode_uses_rrf_pipeline_on_219(fake: FakeClient) -> None:
+    backend = _backend(fake)
+    result = backend.hybrid("idx", "encryption", axis(0), k=10, pagination_depth=100)
+    assert result.mode is HybridMode.SERVER and result.fusion == "rrf"
+    assert result.fused is not None and [h.score for h in result.fused] == [0.9, 0.4]
+    (search,) = _searches(fake)
+    assert search["search_pipeline"] == b.RRF_PIPELINE
+    assert search["body"]["query"]["hybrid"]["pagination_depth"] == 100
+    assert search["body"]["size"] == 10
+    # the pipeline is created once per process, not per query
+    backend.hybrid("idx", "encryption", axis(0), k=10)
+    assert [n for n, _ in fake.calls].count("pipeline.put") == 1
+
+
+def test_hybrid_server_mode_falls_back_to_normalization_before_219(spec: OpenSearchSpec) -> None:
+    fake = FakeClient(spec, version="2.17.0")
+    result = _backend(fake).hybrid("idx", "encryption", axis(0), k=5)
+    assert result.fusion == "normalization"
+    (put,) = [kw for n, kw in fake.calls if n == "pipeline.put"]
+    assert put["id"] == b.MINMAX_PIPELINE
+    with pytest.raises(ConfigurationError, match=r"2\.19"):
+        OpenSearchBackend(
+            Settings(backend="opensearch", opensearch_endpoint="http://x"), client=fake, fusion="rrf"
+        ).hybrid("idx", "q", axis(0), k=5)
+
+
+def test_hybrid_explain_attaches_per_leg_scores(fake: FakeClient) -> None:
+    result = _backend(fake).hybrid("idx", "encryption", axis(0), k=2, explain=True)
+    assert result.fused is not None
+    first = result.fused[0]
+    # chunk 0 came back from the lexical leg (7.5) but not from the k-NN leg (chunks 3, 4)
+    assert (first.score, first.lexical, first.dense) == (0.9, 7.5, None)
+    assert len(_searches(fake)) == 3
+
+
+def test_hybrid_client_mode_returns_both_legs(fake: FakeClient) -> None:
+    result = _backend(fake, opensearch_hybrid_mode="client").hybrid(
+        "idx", "encryption", axis(0), k=2, filters={"round_number": 1}, pagination_depth=50
+    )
+    assert result.mode is HybridMode.CLIENT and result.fused is None
+    assert [h.lexical for h in result.lexical] == [7.5, 2.0]
+    assert [round(h.dense or 0, 6) for h in result.dense] == [0.9, 0.5]
+    sizes = [s["body"]["size"] for s in _searches(fake)]
+    assert sizes == [50, 50]
+    assert not any(n == "pipeline.put" for n, _ in fake.calls)
+
+
+def test_serverless_never_asks_for_version_and_has_no_rrf(fake: FakeClient) -> None:
+    backend = _backend(fake, opensearch_service="aoss")
+    result = backend.hybrid("idx", "q", axis(0), k=3)
+    assert result.fusion == "normalization"
+    assert not any(n == "info" for n, _ in fake.calls)
+
+
+# --- retries and errors -------------------------------------------------------------------------
+
+
+def test_retries_transient_errors_with_backoff(fake: FakeClient) -> None:
+    fake.search_errors = [
+        os_exc.TransportError(429, "too_many_requests", {}),
+        os_exc.TransportError(503, "unavailable", {}),
+    ]
+    hits = _backend(fake).lexical("idx", "encryption", k=2)
+    assert len(hits) == 2 and len(_searches(fake)) == 3
+
+
+def test_gives_up_after_max_retries(fake: FakeClient) -> None:
+    fake.search_errors = [os_exc.TransportError(502, "bad_gateway", {}) for _ in range(5)]
+    with pytest.raises(BackendError, match="502"):
+        _backend(fake).lexical("idx", "q", k=1)
+    assert len(_searches(fake)) == 4  # 1 + max_retries (3)
+
+
+def test_bad_request_is_not_retried_and_names_the_reason(fake: FakeClient) -> None:
+    info = {
+        "error": {"root_cause": [{"type": "mapper_parsing_exception", "reason": "failed to parse field"}]}
+    }
+    fake.search_errors = [os_exc.RequestError(400, "search_phase_execution_exception", info)]
+    with pytest.raises(BackendError, match="mapper_parsing_exception: failed to parse field"):
+        _backend(fake).lexical("idx", "q", k=1)
+    assert len(_searches(fake)) == 1
+
+
+def test_auth_failure_explains_what_to_check(fake: FakeClient) -> None:
+    fake.search_errors = [os_exc.AuthorizationException(403, "security_exception", {})]
+    with pytest.raises(BackendError, match="EVIDENCE_OPENSEARCH_SERVICE"):
+        _backend(fake).lexical("idx", "q", k=1)
+
+
+def test_connection_errors_are_retried_then_reported(fake: FakeClient) -> None:
+    fake.search_errors = [os_exc.ConnectionError("N/A", "refused", OSError("refused")) for _ in range(4)]
+    with pytest.raises(BackendError, match="cannot reach OpenSearch"):
+        _backend(fake).lexical("idx", "q", k=1)
+
+
+def test_missing_index(fake: FakeClient) -> None:
+    with pytest.raises(IndexNotFoundError):
+        _backend(fake).get_index("missing")
+
+
+@pytest.mark.parametrize(
+    "name", ["../etc", "UPPER", "_hidden", "-dash", "a/b", "a b", "a*", "", "x" * 65, ".."]
+)
+def test_index_names_are_validated_before_any_request(fake: FakeClient, name: str) -> None:
+    with pytest.raises(RequestValidationError):
+        _backend(fake).lexical(name, "q", k=1)
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("key", ["", "_id", ".x", "a..b", "x."])
+def test_bad_filter_keys(fake: FakeClient, key: str) -> None:
+    with pytest.raises(RequestValidationError):
+        _backend(fake).lexical("idx", "q", k=1, filters={key: "v"})
+
+
+# --- client construction ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    import opensearchpy
+
+    seen: dict[str, Any] = {}
+
+    def fake_client(**kwargs: Any) -> SimpleNamespace:
+        seen.update(kwargs)
+        return SimpleNamespace(**kwargs)
+
+    monkeypatch.setattr(opensearchpy, "OpenSearch", fake_client)
+    return seen
+
+
+def test_basic_auth_for_self_managed(captured: dict[str, Any]) -> None:
+    build_client(
+        Settings(
+            opensearch_endpoint="https://os.internal:9200",
+            opensearch_username="admin",
+            opensearch_password="s3cret",
+            opensearch_timeout_s=7,
+            opensearch_verify_certs=False,
+        )
+    )
+    assert captured["http_auth"] == ("admin", "s3cret")
+    assert captured["timeout"] == 7 and captured["verify_certs"] is False and captured["use_ssl"] is True
+    assert captured["max_retries"] == 0  # ours, with backoff
+
+
+def _fake_boto3(monkeypatch: pytest.MonkeyPatch, *, credentials: Any, region: str | None) -> None:
+    import boto3
+
+    class Session:
+        region_name = region
+
+        def get_credentials(self) -> Any:
+            return credentials
+
+    monkeypatch.setattr(boto3, "Session", Session)
+
+
+def _signed_scope(auth: Any) -> str:
+    """Sign a real request and read the credential scope back from its Authorization header."""
+    import requests
+
+    prepared = requests.Request("GET", "https://host.example/idx/_search").prepare()
+    header = str(auth(prepared).headers["Authorization"])
+    credential = header.split("Credential=")[1].split(",", maxsplit=1)[0]
+    return credential.split("/", 2)[2]
+
+
+def test_sigv4_for_serverless(captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.credentials import Credentials
+    from opensearchpy import AWSV4SignerAuth
+
+    _fake_boto3(monkeypatch, credentials=Credentials("AKIDEXAMPLE", "secret"), region=None)
+    build_client(
+        Settings(
+            opensearch_endpoint="https://abc123.eu-west-1.aoss.amazonaws.com",
+            opensearch_service="aoss",
+            aws_region="eu-west-1",
+        )
+    )
+    auth = captured["http_auth"]
+    assert isinstance(auth, AWSV4SignerAuth)
+    assert _signed_scope(auth) == "eu-west-1/aoss/aws4_request"
+
+
+def test_sigv4_region_from_endpoint(captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.credentials import Credentials
+
+    _fake_boto3(monkeypatch, credentials=Credentials("AK", "SK"), region=None)
+    build_client(Settings(opensearch_endpoint="search-dom-x1.ap-southeast-2.es.amazonaws.com"))
+    assert _signed_scope(captured["http_auth"]) == "ap-southeast-2/es/aws4_request"
+    assert captured["hosts"] == ["https://search-dom-x1.ap-southeast-2.es.amazonaws.com"]
+
+
+def test_sigv4_without_credentials_is_a_configuration_error(
+    captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_boto3(monkeypatch, credentials=None, region="eu-west-1")
+    with pytest.raises(ConfigurationError, match="credentials"):
+        build_client(Settings(opensearch_endpoint="https://x.eu-west-1.es.amazonaws.com"))
+
+
+def test_no_endpoint_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="EVIDENCE_OPENSEARCH_ENDPOINT"):
+        build_client(Settings())
+
+
+def test_client_is_built_lazily_once(captured: dict[str, Any]) -> None:
+    backend = OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint="http://127.0.0.1:9"))
+    assert captured == {}
+    first = backend.client
+    assert backend.client is first and captured["hosts"] == ["http://127.0.0.1:9"]
+
+
+# --- selection by settings -------------------------------------------------------------------
+
+
+def test_factory_selects_by_settings(tmp_path: Path) -> None:
+    from evidence.search.embedded import EmbeddedBackend
+
+    emb = get_backend(Settings(store_dir=tmp_path))
+    assert isinstance(emb, EmbeddedBackend)
+    emb.close()
+    osb = get_backend(
+        Settings(backend="opensearch", opensearch_endpoint="https://x.eu-west-1.es.amazonaws.com")
+    )
+    assert isinstance(osb, OpenSearchBackend) and osb._client is None
+    with pytest.raises(ConfigurationError):
+        get_backend(Settings(backend="opensearch"))
+
+
+def test_factory_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVIDENCE_BACKEND", "opensearch")
+    monkeypatch.setenv("EVIDENCE_OPENSEARCH_ENDPOINT", "https://abc.us-east-1.aoss.amazonaws.com")
+    monkeypatch.setenv("EVIDENCE_OPENSEARCH_SERVICE", "aoss")
+    monkeypatch.setenv("EVIDENCE_OPENSEARCH_HYBRID_MODE", "client")
+    backend = get_backend(Settings())
+    assert isinstance(backend, OpenSearchBackend) and backend.serverless
+    assert backend.settings.opensearch_hybrid_mode is HybridMode.CLIENT
+
+
+def test_importing_the_adapter_loads_no_sdk() -> None:
+    code = (
+        "import sys, evidence.search.opensearch, evidence.search.factory, evidence.migrate;"
+        "bad = [m for m in ('opensearchpy', 'boto3', 'botocore', 'tantivy') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={"PYTHONPATH": "shared"})
+
+
+def test_hybrid_body_builder_is_what_the_adapter_sends(fake: FakeClient) -> None:
+    """No drift between the spec-validated builder and the adapter's request."""
+    _backend(fake).hybrid("idx", "encryption", axis(1), k=4, filters={"type": "x"}, pagination_depth=40)
+    (search,) = _searches(fake)
+    expected = b.hybrid_body(
+        "encryption",
+        [float(v) for v in axis(1)],
+        k=4,
+        filters={"type": "x"},
+        kind=ChunkKind.PASSAGE,
+        pagination_depth=40,
+    )
+    assert search["body"] == expected
