@@ -160,3 +160,37 @@ def test_context_trace_is_fresh_per_run(tmp_path: Path) -> None:
     a = vrm.run(c, first_stage())
     b = vrm.run(c, first_stage())
     assert a.followups == b.followups and a.hits == b.hits and c.trace.followups == []
+
+
+def test_run_request_builds_the_retrieve_response(tmp_path: Path) -> None:
+    """What EvidenceService.retrieve delegates to: XML, JSON hits, follow-ups, telemetry."""
+    import time
+    import xml.etree.ElementTree as ET
+    from types import SimpleNamespace
+
+    from evidence.model import PlanRequest, RetrieveRequest
+    from evidence.plan.rules import rule_plan
+    from evidence.rank.pipeline import run_request
+
+    crit = "Do you encrypt data?"
+    backend = new_backend(tmp_path, _corpus())
+    service = SimpleNamespace(
+        backend=backend,
+        reranker=ScriptedReranker(lambda q, t: 0.9 if "policy 3" in t else 0.2),
+        query_vector=lambda index, text: vec(text),
+    )
+    req = RetrieveRequest(
+        query="encryption at rest policy", criterion_question=crit, profile="vrm", top_k=4, explain=True
+    )
+    plan = rule_plan(PlanRequest(query=req.query, criterion_question=crit, profile="vrm"))
+    resp = run_request(service, "ranktest", req, plan, started=time.perf_counter())
+    assert [h.rank for h in resp.hits] == [1, 2, 3, 4] and resp.hits[0].chunk_id == "c3"
+    assert resp.hits[0].scores is not None and resp.hits[0].scores["rerank"] == 0.9
+    assert [f.round_number for f in resp.followups] == [1, 2]
+    assert resp.valid_indexes == [1, 2, 3, 4, 5]
+    root = ET.fromstring(f"<r>{resp.evidence_xml}</r>")
+    assert root[-1].tag == "index_5" and "(Multiple Rounds)" in (root[-1].findtext("source") or "")
+    assert resp.telemetry.path_used == "hybrid+rerank" and resp.telemetry.degraded == []
+    assert resp.confidence == 0.9 and resp.can_answer
+    with pytest.raises(RequestValidationError):
+        run_request(service, "ranktest", req.model_copy(update={"top_k": 0}), plan, started=0.0)
