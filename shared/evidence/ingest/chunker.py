@@ -117,14 +117,23 @@ def make_passages(
             out.append(Passage(a, b, k - i, section, doc.page_at(a)))
             if k >= r1:
                 break
-            nxt = k - overlap
-            # Start the next window on a sentence start inside the overlap when there is one.
-            for t in range(max(nxt, i + 1), k):
-                if offs[t][0] in span_starts:
-                    nxt = t
-                    break
-            i = max(nxt, i + 1)
+            i = _next_start(text, offs, max(k - overlap, i + 1), k, span_starts)
     return out
+
+
+def _next_start(text: str, offs: Sequence[tuple[int, int]], lo: int, hi: int, span_starts: set[int]) -> int:
+    """Where the next window starts inside the overlap [lo, hi): a sentence start, else a word start.
+
+    Never mid-word or on a closing bracket: "##ing" or ")" make a poor first token.
+    """
+    for t in range(lo, hi):
+        if offs[t][0] in span_starts:
+            return t
+    for t in range(lo, hi):
+        start = offs[t][0]
+        if start == 0 or text[start - 1].isspace():
+            return t
+    return lo
 
 
 def _best_end(text: str, offs: Sequence[tuple[int, int]], lo: int, hi: int, span_ends: set[int]) -> int:

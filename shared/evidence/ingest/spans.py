@@ -36,7 +36,8 @@ class FactSpan:
 
 _BULLET = re.compile(
     r"^[ \t]*(?:"
-    r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013\u2014]"  # -, *, bullets, dashes
+    # -, *, +, bullet glyphs, en dash (Word's dash bullet); not the em dash, which opens asides
+    r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013]"
     # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
     r")[ \t]+\S"
@@ -318,20 +319,22 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
             flush()
             i += 1
             continue
-        if not in_fence and (
-            _heading_line(start, line, heading_starts) or _RULE.match(line) or _TABLE_SEP.match(line)
-        ):
+        if in_fence:
+            # Code and layout blocks are line-oriented: one span per line, never sentence-split.
+            _emit(text, start, end, SpanType.SENTENCE, max_chars=max_chars, out=out)
+            i += 1
+            continue
+        if _heading_line(start, line, heading_starts) or _RULE.match(line) or _TABLE_SEP.match(line):
             flush()
             i += 1
             continue
         kind: SpanType | None = None
-        if not in_fence:
-            if table[i]:
-                kind = SpanType.TABLE_ROW
-            elif _CAPTION.match(line):
-                kind = SpanType.CAPTION
-            elif _BULLET.match(line):
-                kind = SpanType.BULLET
+        if table[i]:
+            kind = SpanType.TABLE_ROW
+        elif _CAPTION.match(line):
+            kind = SpanType.CAPTION
+        elif _BULLET.match(line):
+            kind = SpanType.BULLET
         if kind is None:
             para = (start, end) if para is None else (para[0], end)
             i += 1

@@ -219,3 +219,13 @@ def test_chunks_exact_unique_and_covering(text: str, window: tuple[int, int]) ->
             assert any(a <= s and e <= b for a, b in covered), (s, e)
     for p in passages:
         assert tokens_in(doc.text, p.char_start, p.char_end) <= tokens
+
+
+def test_next_window_starts_on_a_word() -> None:
+    text = " ".join(f"(item{i}) unbelievably-long-hyphenated,words" for i in range(200))
+    doc = ParsedDocument(text=text)
+    # each item is ~15 word pieces, so a 16-token overlap always holds a word start
+    passages = make_passages(doc, extract_spans(doc), passage_tokens=32, overlap=16)
+    assert len(passages) > 10
+    for p in passages:
+        assert p.char_start == 0 or text[p.char_start - 1] == " "

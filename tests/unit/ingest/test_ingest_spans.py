@@ -150,7 +150,7 @@ def test_wrapped_bullets_continue() -> None:
 def test_rules_and_fences_are_not_spans() -> None:
     text = "Para one.\n\n---\n\n***\n\n```python\nx = 1. Y = 2\n```\n"
     texts = sentences(text)
-    assert texts == ["Para one.", "x = 1.", "Y = 2"]
+    assert texts == ["Para one.", "x = 1. Y = 2"]  # code is one span per line
 
 
 def test_sections_and_pages_on_spans() -> None:
