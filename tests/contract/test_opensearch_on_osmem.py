@@ -1,0 +1,72 @@
+"""OpenSearch-only behaviour checked over real HTTP against osmem-server: per-item bulk errors,
+crash-safe upsert ordering, and how unsupported features (k-NN, hybrid) surface."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from evidence.config import Settings
+from evidence.errors import BackendError, IndexNotFoundError
+from evidence.search.opensearch import OpenSearchBackend
+
+from tests.contract.corpus import DIM, EMBEDDER, axis, corpus, vectors_for
+
+INDEX = "osmem-only"
+
+
+@pytest.fixture
+def osb(osmem_clone: Any) -> Iterator[OpenSearchBackend]:
+    backend = OpenSearchBackend(
+        Settings(backend="opensearch", opensearch_endpoint=osmem_clone.url), max_retries=0, bulk_docs=3
+    )
+    backend.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    yield backend
+    backend.close()
+
+
+def test_per_item_bulk_errors_are_surfaced_and_isolated(osb: OpenSearchBackend) -> None:
+    docs = corpus()
+    bad_chunk = replace(docs[1].chunks[0], page="not-a-page")  # type: ignore[arg-type]  # mapped as integer
+    bad = replace(docs[1], chunks=(bad_chunk, *docs[1].chunks[1:]))
+    with pytest.raises(BackendError) as err:
+        osb.upsert(INDEX, [docs[0], bad, docs[2]], vectors_for([docs[0], bad, docs[2]]))
+    message = err.value.message
+    assert "incident" in message and bad_chunk.chunk_id in message
+    # the good documents are complete; the failed one has no hash marker, so it is redone next time
+    assert osb.document_hash(INDEX, "policy") == docs[0].content_hash
+    assert osb.document_hash(INDEX, "followup-r1") == docs[2].content_hash
+    assert osb.document_hash(INDEX, "incident") is None
+    (res,) = osb.upsert(INDEX, [docs[1]], vectors_for([docs[1]]))
+    assert res.status == "created"
+
+
+def test_bulk_is_chunked(osb: OpenSearchBackend, osmem_clone: Any) -> None:
+    docs = corpus()
+    osb.upsert(INDEX, docs, vectors_for(docs))  # 9 chunks with bulk_docs=3 -> several requests
+    assert osb.get_index(INDEX).chunks == sum(len(d.chunks) for d in docs)
+
+
+def test_unsupported_knn_surfaces_as_backend_error(osb: OpenSearchBackend) -> None:
+    docs = corpus()
+    osb.upsert(INDEX, docs, vectors_for(docs))
+    with pytest.raises(BackendError, match="knn"):
+        osb.dense(INDEX, axis(0), k=3)
+    with pytest.raises(BackendError):
+        osb.hybrid(INDEX, "encryption", axis(0), k=3)
+
+
+def test_upsert_into_missing_index(osb: OpenSearchBackend) -> None:
+    docs = corpus()[:1]
+    with pytest.raises(IndexNotFoundError):
+        osb.upsert("never-created", docs, [None])
+
+
+def test_vector_shape_is_checked_before_writing(osb: OpenSearchBackend) -> None:
+    docs = corpus()[:1]
+    with pytest.raises(Exception, match="shape"):
+        osb.upsert(INDEX, docs, [np.zeros((1, DIM), dtype=np.float32)])
+    assert osb.document_hash(INDEX, docs[0].document_id) is None
