@@ -87,11 +87,15 @@ def test_migrate_is_resumable(store: Path, target: OpenSearchBackend, osmem_clon
     source.close()
     assert target.get_index(SRC).documents == 2  # the first batch made it
 
-    code, report = _cli(store, osmem_clone.url, "--batch-size", "2")
-    assert code == 0 and report is not None
-    assert (report["unchanged"], report["created"]) == (2, len(corpus()) - 2)
+    source = EmbeddedBackend(store)
+    ticks: list[tuple[int, int | None, str]] = []
+    resumed = migrate(source, target, SRC, batch_size=2, progress=lambda *a: ticks.append(a))
+    source.close()
+    assert (resumed.unchanged, resumed.created) == (2, len(corpus()) - 2)
+    n = len(corpus())
+    assert ticks == [(2, n, "documents"), (4, n, "documents"), (5, n, "documents")]
     code, report = _cli(store, osmem_clone.url)
-    assert report is not None and report["unchanged"] == len(corpus())
+    assert code == 0 and report is not None and report["unchanged"] == len(corpus())
 
 
 def test_migrate_refuses_another_embedder(store: Path, target: OpenSearchBackend, osmem_clone: Any) -> None:

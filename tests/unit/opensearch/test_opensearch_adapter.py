@@ -308,6 +308,21 @@ def test_sigv4_for_serverless(captured: dict[str, Any], monkeypatch: pytest.Monk
     assert _signed_scope(auth) == "eu-west-1/aoss/aws4_request"
 
 
+def test_sigv4_builds_a_real_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kwargs are accepted by opensearch-py itself, and requests go out signed."""
+    from botocore.credentials import Credentials
+    from opensearchpy import RequestsHttpConnection
+
+    _fake_boto3(monkeypatch, credentials=Credentials("AK", "SK"), region="eu-west-1")
+    client = build_client(
+        Settings(opensearch_endpoint="https://abc.eu-west-1.aoss.amazonaws.com", opensearch_service="aoss")
+    )
+    (conn,) = client.transport.connection_pool.connections
+    assert isinstance(conn, RequestsHttpConnection)
+    assert _signed_scope(conn.session.auth) == "eu-west-1/aoss/aws4_request"
+    client.close()
+
+
 def test_sigv4_region_from_endpoint(captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore.credentials import Credentials
 
