@@ -601,6 +601,7 @@ def _parse_html(html: str, filename: str) -> ParsedDocument:
 
 # --- PDF -------------------------------------------------------------------------------------
 
+_CODE_CHARS = frozenset("{}[]<>=_;|*#@$%^~`\\:")
 _PDF_HEADING = re.compile(r"^(?:\d+\.)*\d+\.?\s+([A-Z][^.!?;:]{1,60})$")
 
 
@@ -612,14 +613,54 @@ def _is_pdf_heading(line: str) -> bool:
     words = s.split()
     if len(words) > 8:
         return False
+    if not s[0].isalnum() or any(c in _CODE_CHARS for c in s):
+        return False  # code, tables and markup, not headings
     letters = [c for c in s if c.isalpha()]
-    if len(letters) >= 4 and all(c.isupper() for c in letters) and ":" not in s:
+    if len(letters) >= 4 and all(c.isupper() for c in letters) and not any(c.isdigit() for c in s):
         return True
     # "2.1 Study Design" / "3 Results": numbered, and Title Case so "2 Tablets were taken" stays a fact.
     m = _PDF_HEADING.match(s)
-    if not m or len(words) > 6:
+    if not m or len(words) > 6 or any(c.isdigit() for c in m.group(1)):
         return False
     return all(w[0].isupper() for w in m.group(1).split() if len(w) > 3)
+
+
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"^(?:page\s*)?[#ivxlc]+(?:\s*(?:/|of)\s*#)?$", re.IGNORECASE)
+
+
+def _strip_running_lines(pages: list[str]) -> list[str]:
+    """Drop running headers and footers, which would otherwise glue onto the sentences next to them.
+
+    The first or last line of a page (of three lines or more) is running when, with digits
+    masked, it recurs at that end of at least half the pages (min. 3); a bare page number
+    ("12", "Page 3 of 9") there is dropped too.
+    """
+    if len(pages) < 2:
+        return pages
+    split = [p.split("\n") for p in pages]
+
+    def ends(lines: list[str]) -> list[tuple[str, int]]:
+        idx = [i for i, line in enumerate(lines) if line.strip()]
+        if len(idx) < 3:
+            return []
+        return [("top", idx[0]), ("bottom", idx[-1])]
+
+    counts: dict[tuple[str, str], int] = {}
+    for lines in split:
+        for seen in {(where, _DIGITS.sub("#", lines[i].strip())) for where, i in ends(lines)}:
+            counts[seen] = counts.get(seen, 0) + 1
+    need = max(3, (len(pages) + 1) // 2)
+    out: list[str] = []
+    for lines in split:
+        drop = set()
+        for where, i in ends(lines):
+            key = _DIGITS.sub("#", lines[i].strip())
+            if counts.get((where, key), 0) >= need or _PAGE_NUMBER.match(key):
+                drop.add(i)
+        kept = [line for i, line in enumerate(lines) if i not in drop]
+        out.append("\n".join(kept).strip("\n").rstrip())
+    return out
 
 
 def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
@@ -660,6 +701,7 @@ def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         raise DocumentParseError(filename, "corrupt PDF: no pages")
     if not any(t.strip() for t in page_texts):
         raise DocumentParseError(filename, "PDF has no extractable text (scanned? no text layer)")
+    page_texts = _strip_running_lines(page_texts)
     starts: list[int] = []
     parts: list[str] = []
     pos = 0

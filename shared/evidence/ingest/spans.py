@@ -344,10 +344,18 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
             indent = len(line) - len(line.lstrip())
             j = i + 1
             prev = line
+            opened = line.count("(") - line.count(")")
             while j < n and _continues_bullet(
-                lines[j], prev, indent, is_table=table[j], heading_starts=heading_starts, start=offsets[j]
+                lines[j],
+                prev,
+                indent,
+                opened=opened,
+                is_table=table[j],
+                heading_starts=heading_starts,
+                start=offsets[j],
             ):
                 prev = lines[j]
+                opened += prev.count("(") - prev.count(")")
                 end = offsets[j] + len(lines[j])
                 j += 1
             i = j
@@ -367,7 +375,7 @@ def _heading_line(start: int, line: str, heading_starts: set[int]) -> bool:
 
 
 def _continues_bullet(
-    line: str, prev: str, indent: int, *, is_table: bool, heading_starts: set[int], start: int
+    line: str, prev: str, indent: int, *, opened: int, is_table: bool, heading_starts: set[int], start: int
 ) -> bool:
     """A wrapped bullet: an indented line, or (PDF text) a lower-case line after an unfinished one."""
     s = line.strip()
@@ -376,8 +384,8 @@ def _continues_bullet(
     if _RULE.match(line) or _FENCE.match(line) or _TABLE_SEP.match(line):
         return False
     lead = len(line) - len(line.lstrip())
-    if lead > indent:
-        return True
+    if lead > indent or opened > 0:
+        return True  # indented, or the item left a parenthesis open
     return s[0].islower() and prev.rstrip()[-1:] not in (".", "!", "?", ":", ";")
 
 

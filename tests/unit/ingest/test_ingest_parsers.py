@@ -385,3 +385,17 @@ def test_pdf_heading_heuristic_is_conservative(line: str, heading: bool) -> None
     from evidence.ingest.parsers import _is_pdf_heading
 
     assert _is_pdf_heading(line) is heading
+
+
+def test_pdf_running_headers_and_page_numbers_are_dropped() -> None:
+    pages = [
+        ["ACME Security Policy", f"Body sentence on page {n}. Another fact {n}.", f"Page {n} of 4"]
+        for n in range(1, 5)
+    ]
+    doc = parse_bytes(make_pdf(pages), filename="policy.pdf")
+    assert "ACME Security Policy" not in doc.text
+    assert "Page 2 of 4" not in doc.text
+    spans = extract_spans(doc)
+    assert [(s.text, s.page) for s in spans] == [
+        (f"{kind} {n}.", n) for n in range(1, 5) for kind in ("Body sentence on page", "Another fact")
+    ]

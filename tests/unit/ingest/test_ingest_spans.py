@@ -268,3 +268,14 @@ def test_pathological_paragraph_stays_linear() -> None:
     for s in spans:
         assert text[s.char_start : s.char_end] == s.text
         assert len(s.text) <= 1000
+
+
+def test_bullet_with_open_parenthesis_continues_on_next_line() -> None:
+    text = (
+        "\u2022 maps (from XML (namespaceURI, localName) pairs to\nMIME types) (see\nSection 3)\n\u2022 next"
+    )
+    spans = extract_spans(ParsedDocument(text=text))
+    assert [s.text for s in spans] == [
+        "\u2022 maps (from XML (namespaceURI, localName) pairs to\nMIME types) (see\nSection 3)",
+        "\u2022 next",
+    ]
