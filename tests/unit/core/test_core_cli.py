@@ -1,0 +1,71 @@
+"""The CLI contract of DESIGN.md §3: outputs, one-line errors and exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from evidence.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "policy.md").write_text("# Encryption\n\nData at rest is encrypted with AES-256.\n")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    records = tmp_path / "followups.jsonl"
+    records.write_text(
+        json.dumps({"id": "fu1", "text": "Question: Encrypted at rest?\nAnswer: Yes, AES-256.",
+                    "metadata": {"type": "followup_response:1", "round_number": 1,
+                                 "criterion_question": "Is data encrypted at rest?",
+                                 "question": "Encrypted at rest?", "answer": "Yes, AES-256.",
+                                 "FILENAME": "Round 1"}}) + "\n"
+    )
+    s = tmp_path / "store"
+    assert main(["index", str(docs), "--index", "t", "--store", str(s), "--type", "tc_files"]) == 1  # broken.pdf
+    assert main(["index", str(records), "--index", "t", "--store", str(s)]) == 0
+    return s
+
+
+def test_query_formats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["query", "encryption at rest", "--index", "t", "--store", str(store), "--format", "json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and json.loads(out[0])["hits"]
+    assert main(["query", "Is data encrypted at rest?", "--index", "t", "--store", str(store),
+                 "--profile", "vrm", "--format", "xml"]) == 0
+    xml = capsys.readouterr().out
+    assert xml.startswith("<index_1>") and xml.rstrip().endswith(">")
+    root = ET.fromstring(f"<r>{xml}</r>")
+    assert "Round 1" in root[-1].find("source").text  # type: ignore[union-attr, operator]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["index", "/no/such/path", "--index", "t"], 2, "no such file"),
+        (["query", "  ", "--index", "t"], 2, "empty"),
+        (["query", "x", "--index", "missing"], 1, "does not exist"),
+        (["query", "x", "--index", "t", "--top-k", "0"], 2, "top_k"),
+        (["query", "x", "--index", "BAD NAME"], 2, "index names"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(
+    store: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    capsys.readouterr()
+    assert main([*argv, "--store", str(store)]) == code
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_bad_option_value_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["query", "x", "--index", "t", "--format", "yaml"])
+    assert exit_.value.code == 2
