@@ -258,3 +258,18 @@ def test_vectors_roundtrip(loaded: SearchBackend) -> None:
     np.testing.assert_allclose(got[wanted[0]], vecs[0][1], atol=1e-6)
     np.testing.assert_allclose(got[wanted[1]], vecs[3][0], atol=1e-6)
     assert got[wanted[0]].dtype == np.float32
+
+
+def test_nan_rows_mean_no_vector(backend: SearchBackend) -> None:
+    """The service stores spans without embeddings by passing NaN rows (service._mask_rows)."""
+    backend.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    doc = corpus()[0]  # two passages + one span
+    vecs = np.stack([axis(0), axis(1), np.full(DIM, np.nan, dtype=np.float32)])
+    (res,) = backend.upsert(INDEX, [doc], [vecs])
+    assert (res.status, res.passages, res.spans) == ("created", 2, 1)
+    got = backend.vectors(INDEX, [c.chunk_id for c in doc.chunks])
+    assert set(got) == {doc.chunks[0].chunk_id, doc.chunks[1].chunk_id}
+    assert len(backend.lookup(INDEX, {"document_id": doc.document_id})) == 3
+    assert [h.chunk.kind for h in backend.lexical(INDEX, "AES-256", k=5, kind=ChunkKind.SPAN)] == [
+        ChunkKind.SPAN
+    ]

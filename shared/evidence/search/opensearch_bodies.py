@@ -199,7 +199,9 @@ def rrf_pipeline_body(rank_constant: int = RRF_RANK_CONSTANT) -> dict[str, Any]:
 # --- documents ------------------------------------------------------------------------------
 
 
-def chunk_source(chunk: Chunk, document_hash: str, vector: Sequence[float] | None) -> dict[str, Any]:
+def chunk_source(
+    chunk: Chunk, document_hash: str, vector: Sequence[float] | np.ndarray | None
+) -> dict[str, Any]:
     source: dict[str, Any] = {
         "chunk_id": chunk.chunk_id,
         "document_id": chunk.document_id,
@@ -238,6 +240,15 @@ def marker_source(doc: DocumentChunks) -> dict[str, Any]:
     }
 
 
+def usable_vector(row: np.ndarray) -> np.ndarray | None:
+    """A row of NaN means "no vector for this chunk" (the service does not embed spans); a zero
+    row has no direction, and OpenSearch refuses it in a cosine space. Both are stored without one."""
+    arr = np.asarray(row, dtype=np.float32)
+    if not np.isfinite(arr).all() or not arr.any():
+        return None
+    return arr
+
+
 def bulk_actions(
     index: str, doc: DocumentChunks, vectors: np.ndarray | None, *, with_ids: bool = True
 ) -> Iterator[dict[str, Any]]:
@@ -249,7 +260,9 @@ def bulk_actions(
         action: dict[str, Any] = {
             "_op_type": "index",
             "_index": index,
-            "_source": chunk_source(chunk, doc.content_hash, None if vectors is None else vectors[i]),
+            "_source": chunk_source(
+                chunk, doc.content_hash, None if vectors is None else usable_vector(vectors[i])
+            ),
         }
         if with_ids:
             action["_id"] = chunk.chunk_id
