@@ -44,7 +44,12 @@ DEFAULT_FOLLOWUPS_SOURCE = "Follow-up Responses"
 
 
 def escape_text(text: str) -> str:
-    """Text safe inside an XML element: illegal characters removed, markup characters escaped."""
+    """Text safe inside an XML element: illegal characters removed, markup characters escaped.
+
+    Line ends become LF first: a parser would fold a trailing CR into the entry's own newline
+    (CRLF normalisation), so the text an LLM sees and the text a parser reads would differ.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return escape(_XML_ILLEGAL.sub("", text))
 
 
