@@ -12,6 +12,7 @@ import codecs
 import io
 import re
 import zipfile
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import PurePath
 from xml.etree import ElementTree
@@ -663,6 +664,15 @@ def _strip_running_lines(pages: list[str]) -> list[str]:
     return out
 
 
+_WORD_TITLE = re.compile(r"^Microsoft (?:Word|PowerPoint) - ", re.IGNORECASE)
+
+
+def _clean_pdf_title(title: str) -> str:
+    """Producer boilerplate ("Microsoft Word - x.docx", "untitled") is not a title."""
+    t = _WORD_TITLE.sub("", title.strip())
+    return "" if t.lower() in ("untitled", "untitled document", "") else t
+
+
 def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
     try:
         from pypdf import PdfReader
@@ -690,7 +700,7 @@ def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         try:
             meta = reader.metadata
             if meta is not None and isinstance(meta.title, str):
-                title = meta.title.strip()
+                title = _clean_pdf_title(meta.title)
         except Exception:
             title = ""
     except DocumentParseError:
@@ -753,7 +763,7 @@ def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
     lines: list[str] = []
     heads: list[tuple[int, int, str]] = []  # (line index, level, name)
     title = ""
-    for el in body:
+    for el in _docx_blocks(body):
         if el.tag == f"{_W}p":
             text, style, numbered = _docx_paragraph(el)
             if not text.strip():
@@ -793,6 +803,17 @@ def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
         raise DocumentParseError(filename, "empty document (no text in the docx)")
     sections = _flat_sections([(line_starts[i], lvl, name) for i, lvl, name in heads], len(text))
     return ParsedDocument(text=text, title=title, sections=sections, fmt="docx")
+
+
+def _docx_blocks(parent: ElementTree.Element) -> Iterator[ElementTree.Element]:
+    """Body-level paragraphs and tables, looking inside content controls (<w:sdt>)."""
+    for el in parent:
+        if el.tag == f"{_W}sdt":
+            content = el.find(f"{_W}sdtContent")
+            if content is not None:
+                yield from _docx_blocks(content)
+        else:
+            yield el
 
 
 def _docx_paragraph(p: ElementTree.Element) -> tuple[str, str, bool]:

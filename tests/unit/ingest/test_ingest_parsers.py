@@ -399,3 +399,38 @@ def test_pdf_running_headers_and_page_numbers_are_dropped() -> None:
     assert [(s.text, s.page) for s in spans] == [
         (f"{kind} {n}.", n) for n in range(1, 5) for kind in ("Body sentence on page", "Another fact")
     ]
+
+
+def test_docx_content_controls_are_read() -> None:
+    import zipfile
+
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    xml = (
+        f'<w:document xmlns:w="{w}"><w:body>'
+        "<w:p><w:r><w:t>Outside.</w:t></w:r></w:p>"
+        "<w:sdt><w:sdtContent><w:p><w:r><w:t>Inside a control.</w:t></w:r></w:p></w:sdtContent></w:sdt>"
+        "</w:body></w:document>"
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("word/document.xml", xml)
+    doc = parse_bytes(buf.getvalue(), filename="c.docx")
+    assert doc.text == "Outside.\n\nInside a control."
+
+
+def test_docx_errors_name_the_file() -> None:
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("word/document.xml", "<w:document><unclosed>")
+    with pytest.raises(DocumentParseError, match=r"^bad\.docx: corrupt docx"):
+        parse_bytes(buf.getvalue(), filename="bad.docx")
+    with pytest.raises(DocumentParseError, match=r"^x\.docx: "):
+        parse_bytes(b"PK\x03\x04 not a zip", filename="x.docx")
+
+
+def test_pdf_producer_title_boilerplate_is_cleaned() -> None:
+    doc = parse_bytes(make_pdf([["Text."]], title="Microsoft Word - Retention Policy"), filename="r.pdf")
+    assert doc.title == "Retention Policy"
+    assert parse_bytes(make_pdf([["Text."]], title="untitled"), filename="r.pdf").title == ""
