@@ -314,8 +314,22 @@ def _flat_sections(heads: list[tuple[int, int, str]], end: int) -> tuple[Section
 # --- HTML ------------------------------------------------------------------------------------
 
 _SKIP_TAGS = frozenset(
-    {"script", "style", "nav", "noscript", "template", "svg", "iframe", "object", "select"}
+    {
+        "script",
+        "style",
+        "nav",
+        "noscript",
+        "template",
+        "svg",
+        "iframe",
+        "object",
+        "select",
+        "button",
+        "dialog",
+    }
 )
+# Landmarks that hold site chrome rather than content.
+_SKIP_ROLES = frozenset({"navigation", "search", "menu", "menubar", "toolbar", "banner", "dialog"})
 _VOID = frozenset(
     {
         "area",
@@ -348,7 +362,9 @@ _WS = re.compile(r"\s+")
 
 def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
     for key, value in attrs:
-        if key == "hidden":
+        if key == "hidden" or (key == "aria-hidden" and value == "true"):
+            return True
+        if key == "role" and value and value.strip().lower() in _SKIP_ROLES:
             return True
         if key == "style" and value and "display:none" in value.replace(" ", "").lower():
             return True
@@ -363,8 +379,9 @@ class _HtmlText(HTMLParser):
         self.out: list[str] = []
         self.length = 0
         self.pending_break = 0  # newlines owed before the next text (1 line, 2 paragraph)
+        self.trailing_newlines = 0  # newlines already at the end of the output
+        self.after_prefix = False  # just wrote a list marker: breaks wait for the item's text
         self.space_pending = False
-        self.line_has_text = False
         # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
         # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
         self.skip_tag = ""
@@ -383,37 +400,46 @@ class _HtmlText(HTMLParser):
     def _emit(self, s: str) -> None:
         self.out.append(s)
         self.length += len(s)
+        body = s.rstrip("\n")
+        self.trailing_newlines = (self.trailing_newlines + len(s)) if not body else len(s) - len(body)
+
+    @property
+    def _mid_line(self) -> bool:
+        return self.length > 0 and self.trailing_newlines == 0 and not self.after_prefix
 
     def _break(self, n: int) -> None:
         if self.lists:
             n = 1  # a <p> or <div> inside a list item must not put a blank line inside the list
-        if self.line_has_text:
+        if self.length and not self.after_prefix:
             self.pending_break = max(self.pending_break, n)
-        elif self.length and n == 2 and self.pending_break:
-            self.pending_break = 2
+        self.space_pending = False
+
+    def _line_break(self) -> None:
+        """<br>: each one adds a line, so two make a blank line."""
+        if self.length and not self.after_prefix:
+            self.pending_break = min(self.pending_break + 1, 2)
         self.space_pending = False
 
     def _start_text(self) -> None:
-        if self.pending_break and self.length:
-            self._emit("\n" * self.pending_break)
-            self.line_has_text = False
+        need = self.pending_break - self.trailing_newlines
+        if self.pending_break and self.length and need > 0:
+            self._emit("\n" * need)
         self.pending_break = 0
 
     def _write(self, text: str) -> None:
         if not text:
             return
         self._start_text()
-        if self.space_pending and self.line_has_text:
+        if self.space_pending and self._mid_line:
             self._emit(" ")
         self.space_pending = False
         self._emit(text)
-        self.line_has_text = True
+        self.after_prefix = False
 
     def _write_prefix(self, prefix: str) -> None:
         self._start_text()
         self._emit(prefix)
-        # the prefix alone does not count as line content: a <p> inside the <li> must not break it
-        self.line_has_text = False
+        self.after_prefix = True
         self.pending_break = 0
         self.space_pending = False
 
@@ -433,11 +459,11 @@ class _HtmlText(HTMLParser):
         if self.cell is not None or self.row is not None:
             self._start_in_table(tag)
             return
-        if tag in ("br",):
+        if tag == "br":
             if self.pre_depth:
                 self._write_raw_pre("\n")
             else:
-                self._break(1)
+                self._line_break()
         elif tag == "hr":
             self._break(2)
         elif tag in _HEADINGS:
@@ -541,7 +567,7 @@ class _HtmlText(HTMLParser):
             return
         if self.heading is not None and self.heading[1] < 0 and data.strip():
             self._start_text()
-            start = self.length + (1 if self.space_pending and self.line_has_text else 0)
+            start = self.length + (1 if self.space_pending and self._mid_line else 0)
             self.heading = (self.heading[0], start, self.heading[2])
         if self.heading is not None:
             self.heading[2].append(data)
@@ -560,14 +586,12 @@ class _HtmlText(HTMLParser):
         lines = data.replace("\r\n", "\n").split("\n")
         for i, line in enumerate(lines):
             if i:
-                if self.pending_break:
-                    self._start_text()
+                self._start_text()
                 self._emit("\n")
-                self.line_has_text = False
             if line:
                 self._start_text()
                 self._emit(line)
-                self.line_has_text = True
+                self.after_prefix = False
 
     def _flush_cell(self) -> None:
         if self.cell is not None and self.row is not None:

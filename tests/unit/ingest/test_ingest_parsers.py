@@ -434,3 +434,12 @@ def test_pdf_producer_title_boilerplate_is_cleaned() -> None:
     doc = parse_bytes(make_pdf([["Text."]], title="Microsoft Word - Retention Policy"), filename="r.pdf")
     assert doc.title == "Retention Policy"
     assert parse_bytes(make_pdf([["Text."]], title="untitled"), filename="r.pdf").title == ""
+
+
+def test_html_line_breaks_pre_endings_and_chrome_roles() -> None:
+    html = (
+        b"<p>a<br>b<br><br>c</p><pre>$ run\n</pre><p>After pre.</p>"
+        b"<div role='navigation'>menu</div><span aria-hidden='true'>icon</span><button>Click</button>"
+        b"<ul><li><br>x</li></ul>"
+    )
+    assert parse_bytes(html, filename="b.html").text == "a\nb\n\nc\n\n$ run\n\nAfter pre.\n\n- x"
