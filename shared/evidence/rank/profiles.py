@@ -47,7 +47,7 @@ VRM_PARAMS = ProfileParams(
 
 
 def _tail() -> tuple[Stage, ...]:
-    return (RelevancyCutoff(), FollowupDocumentBoost(), PerDocumentCap(), MMR(), TopK(), CharBudget())
+    return (FollowupDocumentBoost(), RelevancyCutoff(), PerDocumentCap(), MMR(), TopK(), CharBudget())
 
 
 def default_profile() -> Profile:

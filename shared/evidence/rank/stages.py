@@ -297,7 +297,7 @@ class Rerank:
 
 
 class RelevancyCutoff:
-    """Seed 000's relevancy cutoff: drop reranker scores below `rerank_cutoff`.
+    """Seed 000's relevancy cutoff: drop reranker scores (boosted, after seed 001) below `rerank_cutoff`.
 
     Acts only on candidates that carry a reranker score, so with no reranker (or after a
     reranker failure) it cuts nothing: fused scores are on another scale.
@@ -309,7 +309,9 @@ class RelevancyCutoff:
         cutoff = ctx.params.rerank_cutoff
         out = []
         for c in candidates:
-            r = c.scores.get("rerank")
+            # Seed 001 cuts the boosted list (`boosted[:n] if r.score >= cutoff`), so a boosted
+            # follow-up document just under the cutoff survives; unboosted items use the rerank score.
+            r = c.scores.get("boosted", c.scores["rerank"]) if "rerank" in c.scores else None
             if r is not None and r < cutoff:
                 ctx.trace.drop(ctx, c, f"rerank score {r:.4f} < rerank_cutoff {cutoff}")
             else:

@@ -154,3 +154,15 @@ def test_boost_happens_before_top_k(tmp_path: Path) -> None:
         first_stage(),
     )
     assert "fdoc" not in [h.chunk_id for h in off.hits]
+
+
+def test_cutoff_applies_to_the_boosted_list_as_seed_001_orders_it() -> None:
+    """Seed 001: `[r for r in boosted[:n] if r.score >= relevancy_cutoff]`: a follow-up document
+    just under the cutoff is lifted over it by the boost; an original document is not."""
+    from evidence.rank.stages import RelevancyCutoff
+
+    cands = [reranked("orig", 0.095), reranked("fdoc", 0.095, "followup_document")]
+    boosted, c = boost(cands)
+    kept = RelevancyCutoff().run(boosted, c)  # type: ignore[arg-type]
+    assert [x.chunk_id for x in kept] == ["fdoc"]
+    assert kept[0].score == pytest.approx(0.10925)
