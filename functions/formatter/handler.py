@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from evidence.observability import lambda_handler
-from pydantic import ValidationError
 
 
 def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from evidence.api import runtime
+    from pydantic import ValidationError
 
     service = runtime.get_service()
     if isinstance(event, dict) and "retrieve_uri" in event:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from evidence.api.indexer import process_batch
 from evidence.observability import lambda_handler
 
-_handler = lambda_handler("indexer", process_batch)
+
+def _process(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Imported at the first invocation: a handler module's import stays near-free (cold start).
+    from evidence.api.indexer import process_batch
+
+    return process_batch(event, context)
+
+
+_handler = lambda_handler("indexer", _process)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
