@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from evidence.records import ParsedDocument, Section, SpanType
 
 DEFAULT_MAX_SPAN_CHARS = 1000
+# Bullets and captions longer than this are prose in disguise and get sentence-split.
+_PROSE_ITEM_CHARS = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +363,13 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
             i = j
         else:
             i += 1
-        _emit(text, start, end, kind, max_chars=max_chars, out=out)
+        if kind is not SpanType.TABLE_ROW and end - start > _PROSE_ITEM_CHARS:
+            # A paragraph-long "bullet" (an inline "1. ... 2. ..." abstract, an <li> holding prose)
+            # is sentence-split so spans stay sentence-sized; its pieces keep the line's type.
+            for a, b in split_sentences(text, start, end):
+                _emit(text, a, b, kind, max_chars=max_chars, out=out)
+        else:
+            _emit(text, start, end, kind, max_chars=max_chars, out=out)
     flush()
     return out
 

@@ -279,3 +279,20 @@ def test_bullet_with_open_parenthesis_continues_on_next_line() -> None:
         "\u2022 maps (from XML (namespaceURI, localName) pairs to\nMIME types) (see\nSection 3)",
         "\u2022 next",
     ]
+
+
+def test_paragraph_long_bullet_is_sentence_split_but_keeps_its_type() -> None:
+    body = " ".join(
+        f"{n}. Finding number {n} was replicated in a second independent cohort of patients."
+        for n in range(1, 9)
+    )
+    spans = extract_spans(ParsedDocument(text=body))
+    assert len(body) > 400
+    assert [s.text for s in spans] == [
+        f"{n}. Finding number {n} was replicated in a second independent cohort of patients."
+        for n in range(1, 9)
+    ]
+    assert all(s.span_type is SpanType.BULLET for s in spans)
+    assert all(len(s.text) < 120 for s in spans)
+    short = extract_spans(ParsedDocument(text="- Keep cold. Do not freeze."))
+    assert [s.text for s in short] == ["- Keep cold. Do not freeze."]
