@@ -189,9 +189,16 @@ def iter_sources(
         overrides["type"] = doc_type
     for path in paths:
         if path.is_dir():
+            beir_dirs: dict[Path, bool] = {}
             for file in _walk(path):
                 if isinstance(file, SourceFailure):
                     yield file
+                    continue
+                if _beir_companion(file, beir_dirs):
+                    yield SourceFailure(
+                        str(file),
+                        "skipped: part of a BEIR dataset folder (only corpus.jsonl[.gz] is indexed)",
+                    )
                     continue
                 rel = file.relative_to(path).as_posix()
                 yield from _file_items(file, rel, overrides)
@@ -201,6 +208,22 @@ def iter_sources(
             yield SourceFailure(str(path), "not a regular file or folder")
         else:
             yield SourceFailure(str(path), "no such file or folder")
+
+
+_CORPUS_NAMES = ("corpus.jsonl", "corpus.jsonl.gz")
+
+
+def _beir_companion(file: Path, cache: dict[Path, bool]) -> bool:
+    """Queries, qrels and the like next to a BEIR `corpus.jsonl[.gz]` (or in its qrels/ folder)."""
+    if file.name in _CORPUS_NAMES:
+        return False
+    folder = file.parent
+    for candidate in (folder, folder.parent) if folder.name == "qrels" else (folder,):
+        if candidate not in cache:
+            cache[candidate] = any((candidate / name).is_file() for name in _CORPUS_NAMES)
+        if cache[candidate]:
+            return True
+    return False
 
 
 def _file_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:

@@ -204,3 +204,17 @@ def test_type_taxonomy_notes() -> None:
     note = type_note("marketing")
     assert note is not None
     assert "marketing" in note
+
+
+def test_beir_folder_indexes_only_the_corpus(tmp_path: Path) -> None:
+    ds = tmp_path / "scifact"
+    (ds / "qrels").mkdir(parents=True)
+    write_jsonl(ds / "corpus.jsonl.gz", [{"_id": "1", "title": "T", "text": "Doc one."}])
+    write_jsonl(ds / "queries.jsonl", [{"_id": "q1", "text": "a question", "metadata": {}}])
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t1\t1\n")
+    (tmp_path / "notes.txt").write_text("Unrelated notes.")
+    out = list(iter_sources([tmp_path]))
+    assert [i.document_id for i in items(out)] == ["notes.txt", "1"]  # path order: notes.txt < scifact/
+    skipped = sorted(Path(f.source).name for f in failures(out))
+    assert skipped == ["queries.jsonl", "test.tsv"]
+    assert all("BEIR" in f.reason for f in failures(out))
