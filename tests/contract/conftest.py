@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from evidence.config import Settings
@@ -50,7 +51,8 @@ def _recording_client(url: str, log: list[tuple[str, str, Any]]) -> Any:
         def perform_request(  # type: ignore[override]
             self, method: str, url: str, params: Any = None, body: Any = None, **kwargs: Any
         ) -> Any:
-            log.append((method, url, body))
+            query = f"?{urlencode(params)}" if params else ""  # recorded, so tests can check params
+            log.append((method, url + query, body))
             return super().perform_request(method, url, params=params, body=body, **kwargs)
 
     return OpenSearch(hosts=[url], transport_class=_Recording, timeout=10, max_retries=0)

@@ -70,3 +70,35 @@ def test_vector_shape_is_checked_before_writing(osb: OpenSearchBackend) -> None:
     with pytest.raises(Exception, match="shape"):
         osb.upsert(INDEX, docs, [np.zeros((1, DIM), dtype=np.float32)])
     assert osb.document_hash(INDEX, docs[0].document_id) is None
+
+
+def test_serverless_code_path_without_ids_or_refresh(osmem_clone: Any) -> None:
+    """The `aoss` path (server-assigned ids, delete-then-insert, no refresh) over real HTTP.
+
+    osmem is not Serverless: this proves our sequencing, not Serverless's behaviour.
+    """
+    from tests.contract.conftest import _recording_client
+    from tests.contract.corpus import edited
+
+    log: list[tuple[str, str, Any]] = []
+    settings = Settings(backend="opensearch", opensearch_endpoint=osmem_clone.url, opensearch_service="aoss")
+    aoss = OpenSearchBackend(settings, client=_recording_client(osmem_clone.url, log), max_retries=0)
+    aoss.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    docs = corpus()
+    aoss.upsert(INDEX, docs, vectors_for(docs))
+    new = edited(docs[0], ["Only one passage now."])
+    (res,) = aoss.upsert(INDEX, [new], [np.stack([axis(2)])])
+    assert res.status == "updated"
+    assert [h.chunk.text for h in aoss.lookup(INDEX, {"document_id": "policy"}, kind=None)] == [
+        "Only one passage now."
+    ]
+    assert aoss.document_hash(INDEX, "policy") == new.content_hash
+    assert aoss.get_index(INDEX).documents == len(docs)
+    assert aoss.delete_document(INDEX, "incident") == 2
+    bulk_bodies = [body for method, url, body in log if url.split("?")[0].endswith("/_bulk")]
+    assert bulk_bodies and all('"_id"' not in str(body) for body in bulk_bodies)
+    assert not any("refresh" in url for _m, url, _b in log)
+    assert any("conflicts=proceed" in url for _m, url, _b in log)  # params are recorded
+    create = next(body for method, url, body in log if method == "PUT" and url == f"/{INDEX}")
+    assert "similarity" not in create["settings"]["index"]
+    aoss.close()
