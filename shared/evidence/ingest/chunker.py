@@ -10,13 +10,14 @@ neighbour instead, so a lone heading does not become a passage).
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from evidence.embed.tokenizer import token_offsets
+from evidence.embed.tokenizer import get_tokenizer, token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
 from evidence.ingest.spans import FactSpan, extract_spans
@@ -27,6 +28,7 @@ DEFAULT_OVERLAP = 32
 DEFAULT_RECORD_MAX_TOKENS = 2048
 # Bumped whenever chunking changes what it produces, so stores re-index instead of keeping stale chunks.
 CHUNKER_VERSION = "1"
+_WHITESPACE = re.compile(r"[ \n]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,34 @@ class Passage:
     tokens: int | None  # None: not counted (a record short enough to skip the tokenizer)
     section: str
     page: int | None
+
+
+_BLOCK_CHARS = 16_000
+
+
+def word_pieces(text: str, *, block_chars: int = _BLOCK_CHARS) -> list[tuple[int, int]]:
+    """`token_offsets(text)`, computed in whitespace-cut blocks for long texts.
+
+    Word pieces never cross whitespace (the BERT pre-tokenizer splits there and its normaliser
+    works per character), so cutting at a space or newline gives the very same offsets, while
+    `encode_batch` spreads the blocks over the cores.
+    """
+    if len(text) <= 2 * block_chars:
+        return token_offsets(text)
+    spans: list[tuple[int, int]] = []
+    a, n = 0, len(text)
+    while a < n:
+        b = min(a + block_chars, n)
+        if b < n:
+            cut = max(text.rfind(" ", a + 1, b), text.rfind("\n", a + 1, b))
+            if cut == -1:
+                ws = _WHITESPACE.search(text, b)
+                cut = ws.start() if ws else n
+            b = cut
+        spans.append((a, b))
+        a = b
+    encodings = get_tokenizer().encode_batch([text[x:y] for x, y in spans], add_special_tokens=False)
+    return [(s + x, e + x) for (x, _), enc in zip(spans, encodings, strict=True) for s, e in enc.offsets]
 
 
 def _validate(passage_tokens: int, overlap: int) -> None:
@@ -76,7 +106,7 @@ def make_passages(
         if b <= a:
             return []
         return [Passage(a, b, None, _dominant_section(doc.sections, a, b), doc.page_at(a))]
-    offs = [(s, e) for s, e in token_offsets(text) if e > s]
+    offs = [(s, e) for s, e in word_pieces(text) if e > s]
     if not offs:
         a, b = _trim(text, 0, len(text))
         if b <= a:

@@ -229,3 +229,18 @@ def test_next_window_starts_on_a_word() -> None:
     assert len(passages) > 10
     for p in passages:
         assert p.char_start == 0 or text[p.char_start - 1] == " "
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_pieces, min_size=1, max_size=400).map("".join), st.integers(min_value=4, max_value=64))
+def test_blockwise_word_pieces_equal_whole_text(text: str, block: int) -> None:
+    from evidence.ingest.chunker import word_pieces
+
+    assert word_pieces(text, block_chars=block) == token_offsets(text)
+
+
+def test_blockwise_word_pieces_on_a_long_text_without_spaces() -> None:
+    from evidence.ingest.chunker import word_pieces
+
+    text = "a" * 5000 + " " + "\u4e2d\u6587" * 3000 + "\n" + "b" * 100
+    assert word_pieces(text, block_chars=1000) == token_offsets(text)
