@@ -292,6 +292,12 @@ class OpenSearchBackend:
                     exc.__cause__.error
                 ):
                     raise
+        if not exists and dimension > 0 and self.settings.opensearch_hybrid_mode is HybridMode.SERVER:
+            try:
+                self.ensure_search_pipeline()
+            except (BackendError, ConfigurationError) as exc:
+                # Not fatal: lexical and k-NN work without it, and hybrid retries the put.
+                logger.warning("could not put the hybrid search pipeline: %s", exc.message)
         info = self._read_info(name, with_counts=False)
         if info.embedder_id != embedder_id or info.dimension != dimension:
             raise EmbedderMismatchError(
@@ -566,11 +572,18 @@ class OpenSearchBackend:
                 lexical=self.lexical(name, text, k=depth, filters=filters, kind=kind),
                 dense=self.dense(name, vector, k=depth, filters=filters, kind=kind),
             )
-        pipeline, fusion = self.ensure_search_pipeline()
+        pipeline, fusion, _ = self._pipeline_choice()
         body = bodies.hybrid_body(
             text, _as_list(vector), k=k, filters=filters, kind=kind, pagination_depth=depth
         )
-        fused = bodies.parse_hybrid(self._search("hybrid search", name, body, search_pipeline=pipeline))
+        try:
+            response = self._search("hybrid search", name, body, search_pipeline=pipeline)
+        except BackendError as exc:
+            if not _missing_pipeline(exc) or pipeline in self._pipelines_ready:
+                raise
+            self.ensure_search_pipeline()
+            response = self._search("hybrid search", name, body, search_pipeline=pipeline)
+        fused = bodies.parse_hybrid(response)
         if not explain:
             return HybridResult(mode=mode, fused=fused, fusion=fusion)
         lexical = self.lexical(name, text, k=depth, filters=filters, kind=kind)
@@ -592,12 +605,9 @@ class OpenSearchBackend:
                 self._version = _version_tuple(str(info.get("version", {}).get("number", "0")))
         return self._version
 
-    def ensure_search_pipeline(self) -> tuple[str, str]:
-        """Create (once per process) the pipeline hybrid queries run through.
-
-        RRF via score-ranker-processor where the cluster has it (>= 2.19), else min-max
-        normalisation + arithmetic mean.
-        """
+    def _pipeline_choice(self) -> tuple[str, str, dict[str, Any]]:
+        """(pipeline name, fusion, body): RRF via score-ranker-processor where the cluster has it
+        (>= 2.19), else min-max normalisation + arithmetic mean."""
         fusion = self._fusion
         if fusion is None:
             fusion = "rrf" if self.cluster_version() >= (2, 19) else "normalization"
@@ -607,9 +617,16 @@ class OpenSearchBackend:
                     "RRF needs OpenSearch >= 2.19 (score-ranker-processor); use "
                     "EVIDENCE_OPENSEARCH_HYBRID_MODE=client on Serverless or older clusters"
                 )
-            pipeline, body = bodies.RRF_PIPELINE, bodies.rrf_pipeline_body()
-        else:
-            pipeline, body = bodies.MINMAX_PIPELINE, bodies.normalization_pipeline_body()
+            return bodies.RRF_PIPELINE, fusion, bodies.rrf_pipeline_body()
+        return bodies.MINMAX_PIPELINE, fusion, bodies.normalization_pipeline_body()
+
+    def ensure_search_pipeline(self) -> tuple[str, str]:
+        """Put the pipeline hybrid queries run through (idempotent; once per process).
+
+        Called by `create_index` (indexing roles may manage pipelines) and, should a query find
+        it missing, once by `hybrid` itself; queries never put it routinely.
+        """
+        pipeline, fusion, body = self._pipeline_choice()
         if pipeline not in self._pipelines_ready:
             self._call("put search pipeline", lambda: self.client.search_pipeline.put(id=pipeline, body=body))
             self._pipelines_ready.add(pipeline)
@@ -673,6 +690,13 @@ def _check_vectors(doc: DocumentChunks, vecs: Vector | None, info: IndexInfo) ->
             f"for index {info.name!r} ({info.embedder_id!r})",
             field="vectors",
         )
+
+
+def _missing_pipeline(exc: BackendError) -> bool:
+    text = exc.message.lower()
+    return "pipeline" in text and any(
+        phrase in text for phrase in ("not defined", "not found", "does not exist", "no such")
+    )
 
 
 def _reason(info: Any) -> str:

@@ -54,8 +54,18 @@ class FakeClient:
             "knn": _hits([0.95, 0.75], first=3),
             "match": _hits([7.5, 2.0]),
         }
-        self.indices = SimpleNamespace(get=self._get_index)
+        self.pipelines: set[str] = set()
+        self.indices = SimpleNamespace(get=self._get_index, exists=self._exists, create=self._create)
         self.search_pipeline = SimpleNamespace(put=self._put_pipeline)
+
+    def _exists(self, index: str) -> bool:
+        self.calls.append(("indices.exists", {"index": index}))
+        return False
+
+    def _create(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.spec.validate_request("put", "/{index}", body)
+        self.calls.append(("indices.create", {"index": index, "body": body}))
+        return {"acknowledged": True}
 
     def _get_index(self, index: str) -> dict[str, Any]:
         self.calls.append(("indices.get", {"index": index}))
@@ -68,6 +78,7 @@ class FakeClient:
     def _put_pipeline(self, id: str, body: dict[str, Any]) -> dict[str, Any]:
         self.spec.validate_request("put", "/_search/pipeline/{id}", body)
         self.calls.append(("pipeline.put", {"id": id, "body": body}))
+        self.pipelines.add(id)
         return {"acknowledged": True}
 
     def info(self) -> dict[str, Any]:
@@ -79,6 +90,11 @@ class FakeClient:
         self.calls.append(("search", {"index": index, "body": body, **params}))
         if self.search_errors:
             raise self.search_errors.pop(0)
+        pipeline = params.get("search_pipeline")
+        if pipeline is not None and pipeline not in self.pipelines:
+            reason = f"Pipeline {pipeline} is not defined"
+            info = {"error": {"root_cause": [{"type": "illegal_argument_exception", "reason": reason}]}}
+            raise os_exc.RequestError(400, "illegal_argument_exception", info)
         query = body["query"]
         if "hybrid" in query:
             return self.responses["hybrid"]
@@ -123,6 +139,7 @@ def test_dense_refuses_wrong_dimension(fake: FakeClient) -> None:
 
 
 def test_hybrid_server_mode_uses_rrf_pipeline_on_219(fake: FakeClient) -> None:
+    fake.pipelines.add(b.RRF_PIPELINE)
     backend = _backend(fake)
     result = backend.hybrid("idx", "encryption", axis(0), k=10, pagination_depth=100)
     assert result.mode is HybridMode.SERVER and result.fusion == "rrf"
@@ -131,9 +148,33 @@ def test_hybrid_server_mode_uses_rrf_pipeline_on_219(fake: FakeClient) -> None:
     assert search["search_pipeline"] == b.RRF_PIPELINE
     assert search["body"]["query"]["hybrid"]["pagination_depth"] == 100
     assert search["body"]["size"] == 10
-    # the pipeline is created once per process, not per query
+    assert not any(n == "pipeline.put" for n, _ in fake.calls)  # queries never put routinely
+
+
+def test_hybrid_puts_a_missing_pipeline_once_and_retries(fake: FakeClient) -> None:
+    backend = _backend(fake)
+    result = backend.hybrid("idx", "encryption", axis(0), k=10)
+    assert result.fused is not None and len(result.fused) == 2
     backend.hybrid("idx", "encryption", axis(0), k=10)
     assert [n for n, _ in fake.calls].count("pipeline.put") == 1
+    assert len(_searches(fake)) == 3  # refused, retried, then the second query
+
+
+def test_create_index_puts_the_pipeline(fake: FakeClient) -> None:
+    backend = _backend(fake)
+    backend.create_index("fresh", embedder_id=EMBEDDER, dimension=DIM)
+    assert [kw["id"] for n, kw in fake.calls if n == "pipeline.put"] == [b.RRF_PIPELINE]
+    backend.hybrid("fresh", "q", axis(0), k=3)
+    assert [n for n, _ in fake.calls].count("pipeline.put") == 1
+
+
+def test_create_index_without_pipeline_rights_still_works(fake: FakeClient) -> None:
+    def refuse(id: str, body: dict[str, Any]) -> None:
+        raise os_exc.AuthorizationException(403, "security_exception", {})
+
+    fake.search_pipeline = SimpleNamespace(put=refuse)
+    info = _backend(fake).create_index("fresh", embedder_id=EMBEDDER, dimension=DIM)
+    assert info.embedder_id == EMBEDDER
 
 
 def test_hybrid_server_mode_falls_back_to_normalization_before_219(spec: OpenSearchSpec) -> None:
@@ -149,6 +190,7 @@ def test_hybrid_server_mode_falls_back_to_normalization_before_219(spec: OpenSea
 
 
 def test_hybrid_explain_attaches_per_leg_scores(fake: FakeClient) -> None:
+    fake.pipelines.add(b.RRF_PIPELINE)
     result = _backend(fake).hybrid("idx", "encryption", axis(0), k=2, explain=True)
     assert result.fused is not None
     first = result.fused[0]
@@ -390,6 +432,7 @@ def test_importing_the_adapter_loads_no_sdk() -> None:
 
 def test_hybrid_body_builder_is_what_the_adapter_sends(fake: FakeClient) -> None:
     """No drift between the spec-validated builder and the adapter's request."""
+    fake.pipelines.add(b.RRF_PIPELINE)
     _backend(fake).hybrid("idx", "encryption", axis(1), k=4, filters={"type": "x"}, pagination_depth=40)
     (search,) = _searches(fake)
     expected = b.hybrid_body(
