@@ -63,11 +63,6 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     if kind == "opensearch" and request.node.get_closest_marker("needs_knn"):
         pytest.skip("osmem-server has no k-NN/hybrid; proven on the spec in tests/unit/opensearch")
-    if (
-        kind == "embedded"
-        and not Path(__file__).resolve().parents[2].joinpath("shared/evidence/search/embedded.py").exists()
-    ):  # pragma: no cover - only while the embedded backend is being written
-        pytest.skip("embedded backend not there yet")
     return kind
 
 
