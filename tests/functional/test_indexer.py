@@ -167,6 +167,22 @@ def test_stale_notifications_are_skipped(
         service.retrieve("vendor-acme", RetrieveRequest(query="encrypted"))
 
 
+@pytest.mark.parametrize(
+    ("event_name", "outcome"),
+    [
+        ("LifecycleExpiration:Delete", "absent"),
+        ("ObjectRestore:Completed", "ignored"),
+        ("ObjectTagging:Put", "ignored"),
+    ],
+)
+def test_other_s3_event_types(
+    uploads: Uploads, service: EvidenceService, event_name: str, outcome: str
+) -> None:
+    from evidence.api.indexer import S3Change, apply_change
+
+    assert apply_change(S3Change(event_name=event_name, bucket=BUCKET, key="indexes/acme/x.txt")) == outcome
+
+
 def test_all_failed_batch_still_answers_with_the_list(
     service: EvidenceService, context: LambdaContext
 ) -> None:

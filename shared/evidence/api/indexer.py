@@ -65,7 +65,12 @@ class S3Change:
 
     @property
     def removed(self) -> bool:
-        return self.event_name.startswith("ObjectRemoved")
+        # Lifecycle expirations delete objects without an ObjectRemoved event.
+        return self.event_name.startswith(("ObjectRemoved", "LifecycleExpiration"))
+
+    @property
+    def created(self) -> bool:
+        return self.event_name.startswith("ObjectCreated")
 
     @property
     def document_id(self) -> str:
@@ -190,6 +195,8 @@ def apply_change(change: S3Change) -> str:
         )
         return "deleted"
 
+    if not change.created:
+        return "ignored"  # restore, tagging, ACL, replication...: the content did not change
     if change.key.endswith("/") and not change.size:
         return "skipped"  # a console "folder"
     limit = runtime.settings().max_document_bytes
@@ -240,6 +247,7 @@ def apply_change(change: S3Change) -> str:
 
 def handle_record(record: SQSRecord) -> list[str]:
     """One SQS message: every S3 change in it, or a typed failure of this message only."""
+    get_logger().append_keys(message_id=record.message_id)
     try:
         return [apply_change(change) for change in parse_notification(record.body)]
     except EvidenceError as exc:
