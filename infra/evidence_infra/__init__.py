@@ -1,0 +1,1 @@
+"""The evidence CDK app: one construct per capability, wired together in `stack.EvidenceStack`."""

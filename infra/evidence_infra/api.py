@@ -1,0 +1,144 @@
+"""API: API Gateway REST in front of the retriever (every route under /v1), IAM auth or API keys."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from .settings import ApiAuth, InfraSettings
+
+STAGE = "live"
+MAX_QUERY_CHARS = 4096  # DESIGN.md §3
+
+#: API Gateway's own rejections in the product's error envelope (DESIGN.md §3). messageString is
+#: already a quoted JSON string, so it is inserted bare.
+GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str | None, str]] = {
+    apigw.ResponseType.BAD_REQUEST_BODY: ("400", "validation_error"),
+    apigw.ResponseType.BAD_REQUEST_PARAMETERS: ("400", "validation_error"),
+    apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "too_large"),
+    apigw.ResponseType.THROTTLED: ("429", "throttled"),
+    apigw.ResponseType.DEFAULT_4_XX: (None, "request_rejected"),
+    apigw.ResponseType.DEFAULT_5_XX: (None, "gateway_error"),
+}
+
+
+class Api(Construct):
+    def __init__(
+        self, scope: Construct, id: str, *, settings: InfraSettings, handler: lambda_.IFunction
+    ) -> None:
+        super().__init__(scope, id)
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        use_keys = settings.api_auth is ApiAuth.API_KEY
+        method_options = apigw.MethodOptions(
+            authorization_type=apigw.AuthorizationType.NONE if use_keys else apigw.AuthorizationType.IAM,
+            api_key_required=use_keys,
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            rest_api_name="evidence",
+            description="evidence retrieval API (DESIGN.md §3)",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                metrics_enabled=True,
+                tracing_enabled=True,
+                throttling_rate_limit=settings.api_rate_limit,
+                throttling_burst_limit=settings.api_burst_limit,
+            ),
+            default_method_options=method_options,
+        )
+        for response_type, (status, code) in GATEWAY_ERRORS.items():
+            self.rest_api.add_gateway_response(
+                f"Envelope{response_type.response_type}",
+                type=response_type,
+                status_code=status,
+                templates={
+                    "application/json": (
+                        f'{{"error": {{"code": "{code}", "message": $context.error.messageString}}}}'
+                    )
+                },
+            )
+        integration = apigw.LambdaIntegration(handler, proxy=True)
+        validate_params = apigw.RequestValidator(
+            self,
+            "ParamsValidator",
+            rest_api=self.rest_api,
+            validate_request_parameters=True,
+            validate_request_body=False,
+        )
+        validate_body = apigw.RequestValidator(
+            self,
+            "BodyValidator",
+            rest_api=self.rest_api,
+            validate_request_parameters=True,
+            validate_request_body=True,
+        )
+        v1 = self.rest_api.root.add_resource("v1")
+        proxy = v1.add_resource("{proxy+}")
+        proxy.add_method(
+            "ANY",
+            integration,
+            request_validator=validate_params,
+            request_parameters={"method.request.path.proxy": True},
+        )
+        # The hot route gets a body schema: a missing or oversized query is refused before Lambda runs.
+        retrieve_model = self.rest_api.add_model(
+            "RetrieveRequest",
+            content_type="application/json",
+            model_name="RetrieveRequest",
+            schema=apigw.JsonSchema(
+                schema=apigw.JsonSchemaVersion.DRAFT4,
+                type=apigw.JsonSchemaType.OBJECT,
+                required=["query"],
+                properties={
+                    "query": apigw.JsonSchema(
+                        type=apigw.JsonSchemaType.STRING, min_length=1, max_length=MAX_QUERY_CHARS
+                    ),
+                    "profile": apigw.JsonSchema(type=apigw.JsonSchemaType.STRING),
+                    "explain": apigw.JsonSchema(type=apigw.JsonSchemaType.BOOLEAN),
+                },
+            ),
+        )
+        retrieve = v1.add_resource("indexes").add_resource("{index}").add_resource("retrieve")
+        retrieve.add_method(
+            "POST",
+            integration,
+            request_validator=validate_body,
+            request_models={"application/json": retrieve_model},
+            request_parameters={"method.request.path.index": True},
+        )
+        self.api_key: apigw.IApiKey | None = None
+        if use_keys:
+            plan = self.rest_api.add_usage_plan(
+                "UsagePlan",
+                name="evidence",
+                throttle=apigw.ThrottleSettings(
+                    rate_limit=settings.api_rate_limit, burst_limit=settings.api_burst_limit
+                ),
+            )
+            plan.add_api_stage(stage=self.rest_api.deployment_stage)
+            self.api_key = self.rest_api.add_api_key("ApiKey", api_key_name="evidence-default")
+            plan.add_api_key(self.api_key)

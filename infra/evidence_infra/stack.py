@@ -1,0 +1,116 @@
+"""The evidence stack: every capability construct, wired together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from .api import Api
+from .assets import Assets, load_assets
+from .batch import Batch
+from .functions import Functions
+from .nag import suppress
+from .observability import Observability
+from .queues import Queues
+from .search import Search
+from .settings import InfraSettings
+from .storage import Storage
+
+
+class EvidenceStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: InfraSettings | None = None,
+        assets: Assets | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope, id, description="evidence: retrieval API, S3 indexing, batch assessments", **kwargs
+        )
+        # Distributed Map's ResultWriter is rendered only under this feature flag (set before any child).
+        self.node.set_context("@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2", True)
+        # Access logs delivered under a bucket policy, not the legacy LogDeliveryWrite ACL.
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
+        self.settings = settings = settings or InfraSettings.from_context(self.node)
+        assets = assets or load_assets(settings)
+        self.key = kms.Key(
+            self,
+            "DataKey",
+            enable_key_rotation=True,
+            alias="alias/evidence-data",
+            description="evidence: buckets, queues, topic, search",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.storage = Storage(self, "Storage", key=self.key)
+        # The queues get their own key: S3 notifications need a statement for s3.amazonaws.com in the
+        # queue key's policy naming the bucket, and the bucket is encrypted with the data key — one
+        # shared key would be a dependency cycle.
+        self.queue_key = kms.Key(
+            self,
+            "QueueKey",
+            enable_key_rotation=True,
+            alias="alias/evidence-queues",
+            description="evidence: indexing queue and its DLQ",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.queues = Queues(
+            self,
+            "Queues",
+            key=self.queue_key,
+            indexer_timeout=Duration.seconds(settings.indexer_timeout_s),
+            max_receive_count=settings.max_receive_count,
+        )
+        self.storage.notify(self.queues.indexing)
+        self.search = Search(self, "Search", settings=settings, key=self.key)
+        self.functions = Functions(
+            self,
+            "Functions",
+            settings=settings,
+            assets=assets,
+            key=self.key,
+            search=self.search,
+            documents=self.storage.documents,
+            results=self.storage.results,
+            queue=self.queues.indexing,
+        )
+        self.search.add_setup(
+            layer=self.functions.layer,
+            code=assets.functions["search_setup"],
+            runtime=self.functions.runtime,
+            version=assets.version,
+        )
+        self.api = Api(self, "Api", settings=settings, handler=self.functions.retriever)
+        self.batch = Batch(
+            self,
+            "Batch",
+            settings=settings,
+            results=self.storage.results,
+            planner=self.functions.planner,
+            retriever=self.functions.retriever,
+            formatter=self.functions.formatter,
+        )
+        self.observability = Observability(
+            self,
+            "Observability",
+            settings=settings,
+            key=self.key,
+            functions=self.functions.functions,
+            queue=self.queues.indexing,
+            dead_letter=self.queues.dead_letter,
+            api=self.api.rest_api,
+            state_machine=self.batch.state_machine,
+        )
+        CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
+        CfnOutput(self, "DocumentsBucket", value=self.storage.documents.bucket_name)
+        CfnOutput(self, "ResultsBucket", value=self.storage.results.bucket_name)
+        CfnOutput(self, "BatchStateMachine", value=self.batch.state_machine.state_machine_arn)
+        CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)
+        if self.api.api_key is not None:
+            CfnOutput(self, "ApiKeyId", value=self.api.api_key.key_id)
+        suppress(self)

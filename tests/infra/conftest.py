@@ -1,0 +1,27 @@
+"""Session fixtures: each flag set is synthesized once (see infra_synth.py)."""
+
+from __future__ import annotations
+
+import pytest
+from infra_synth import Synth, synth
+
+
+@pytest.fixture(scope="session")
+def default_synth() -> Synth:
+    """Default flags: OpenSearch domain in a VPC, IAM auth, inline Map."""
+    return synth({})
+
+
+@pytest.fixture(scope="session")
+def alt_synth() -> Synth:
+    """The other side of every flag: Serverless, API keys, Distributed Map, Cohere, rules planner."""
+    return synth(
+        {
+            "evidence:search": "serverless",
+            "evidence:apiAuth": "apikey",
+            "evidence:distributedMap": "true",
+            "evidence:reranker": "cohere",
+            "evidence:cohereSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cohere-AbCdEf",
+            "evidence:planner": "rules",
+        }
+    )
