@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import signal
 import sys
 import threading
 import time
@@ -247,6 +248,13 @@ def run_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # unwinds serve_forever in this (main) thread
+
+    previous = (
+        signal.signal(signal.SIGTERM, stop) if threading.current_thread() is threading.main_thread() else None
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -255,4 +263,6 @@ def run_serve(args: argparse.Namespace) -> int:
         server.server_close()
         service.close()
         runtime.reset()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0

@@ -147,4 +147,5 @@ def test_evidence_serve_subprocess_with_the_real_embedder(tmp_path: Path) -> Non
         assert status == 422 and err["error"]["field"] == "query"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        code = proc.wait(timeout=10)
+    assert code == 0  # SIGTERM closes the server and the store cleanly
