@@ -17,7 +17,7 @@ def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
     service = runtime.get_service()
-    if isinstance(event, dict) and "retrieve_uri" in event:
+    if isinstance(event, dict) and (event.get("task") == "format" or "retrieve_uri" in event):
         from evidence.assess import S3Store, format_step
 
         return format_step(service, event, S3Store()).model_dump(mode="json", exclude_none=True)

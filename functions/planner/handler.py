@@ -17,7 +17,7 @@ def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
     service = runtime.get_service()
-    if isinstance(event, dict) and "criterion" in event:
+    if isinstance(event, dict) and (event.get("task") == "plan" or "criterion" in event):
         from evidence.assess import plan_step
 
         return plan_step(service, event).model_dump(mode="json")

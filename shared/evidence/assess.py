@@ -6,12 +6,14 @@ pointer payloads travel (`CriterionTask`): a step that produces evidence writes 
 result store (S3, or memory locally) and passes its URI, because a state payload is capped
 at 256 KB. A failed criterion becomes a `failed` entry; the batch goes on.
 
-Task payloads (also in events/stepfunctions/):
+Task payloads (also in events/stepfunctions/; built by infra/evidence_infra/batch.py):
 
-* plan step (planner function):   {index, profile, criterion: {id, question}, output_uri}
+* plan step (planner function):   {task: "plan", index, profile, criterion: {id, question}, output_uri}
                                   → the same + plan
-* retrieve step (retriever function, non-HTTP event): … + plan → … + retrieve_uri, hits
-* format step (formatter function): … + retrieve_uri → {id, status, result_uri, hits, …}
+* retrieve step (retriever function, non-HTTP event): {task: "retrieve", …, plan}
+                                  → … + retrieve_uri, hits
+* format step (formatter function): {task: "format", …, plan, retrieve_uri, hits}
+                                  → {id, status, result_uri, hits}
 """
 
 from __future__ import annotations

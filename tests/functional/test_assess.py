@@ -72,15 +72,26 @@ def test_step_functions_tasks_through_the_handlers(
     runtime.configure(service=service, settings=service.settings, s3_client=s3)
     seed(service)
 
+    # The payloads exactly as infra/evidence_infra/batch.py builds them from the iteration state.
     task = load_event("stepfunctions/plan_task")
+    fields = {k: task[k] for k in ("index", "profile", "criterion", "output_uri")}
     planned = planner(task, context)
     assert (
         planned["plan"]["criterion_hash"]
         == load_event("stepfunctions/retrieve_task")["plan"]["criterion_hash"]
     )
-    retrieved = retriever(json.loads(json.dumps(planned)), context)
+    retrieved = retriever({"task": "retrieve", **fields, "plan": planned["plan"]}, context)
     assert retrieved["retrieve_uri"].endswith("/SEC-07.retrieve.json") and retrieved["hits"] >= 1
-    result = formatter(retrieved, context)
+    result = formatter(
+        {
+            "task": "format",
+            **fields,
+            "plan": planned["plan"],
+            "retrieve_uri": retrieved["retrieve_uri"],
+            "hits": retrieved["hits"],
+        },
+        context,
+    )
     assert result == {
         "id": "SEC-07",
         "status": "ok",
