@@ -359,3 +359,76 @@ def test_cfn_lint_finds_no_errors(which: str, request: pytest.FixtureRequest) ->
         f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches if m.rule.id != "W3005"
     ]
     assert found == [], "\n".join(found)
+
+
+def _render(template: Any, state: dict[str, Any], item: Any = None) -> Any:
+    """Step Functions' Parameters/ResultSelector rendering for the paths used (`$.a.b`, Map item)."""
+    if isinstance(template, dict):
+        out: dict[str, Any] = {}
+        for key, value in template.items():
+            if key.endswith(".$"):
+                if value == "$$.Map.Item.Value":
+                    out[key[:-2]] = item
+                    continue
+                assert value.startswith("$."), value
+                node: Any = state
+                for part in value[2:].split("."):
+                    node = node[part]
+                out[key[:-2]] = node
+            else:
+                out[key] = _render(value, state, item)
+        return out
+    return template
+
+
+def test_state_machine_payloads_match_the_assess_contract(default_synth: Synth) -> None:
+    """The payloads the state machine builds are what evidence.assess's steps (the handlers) accept,
+    and what the handlers return is what the next state selects: run the chain on those payloads."""
+    from evidence.assess import CriterionResult, CriterionTask, MemoryStore, format_step, retrieve_step
+    from evidence.model import Plan, RetrieveResponse, Telemetry
+
+    definition = _definition(default_synth)
+    criteria = definition["States"]["Criteria"]
+    inner = criteria["ItemProcessor"]["States"]
+    batch = {
+        "index": "vendor",
+        "profile": "vrm",
+        "output_s3_uri": "s3://results/batches/run-1",
+        "criteria": [{"id": "c/1", "question": "Is data encrypted at rest?"}],
+    }
+    state = _render(criteria["ItemSelector"], batch, batch["criteria"][0])
+
+    plan_payload = _render(inner["Plan"]["Parameters"], state)
+    task = CriterionTask.model_validate(plan_payload)
+    assert (task.index, task.profile, task.output_uri) == ("vendor", "vrm", "s3://results/batches/run-1")
+    plan = Plan(query=task.criterion.question, normalized_query="data encrypted rest", profile="vrm")
+    planner_output = task.model_copy(update={"plan": plan}).model_dump(mode="json")
+    state["planned"] = _render(inner["Plan"]["ResultSelector"], planner_output)
+
+    class Service:
+        def retrieve(self, index: str, request: Any) -> RetrieveResponse:
+            assert request.query == "Is data encrypted at rest?"
+            return RetrieveResponse(
+                hits=[],
+                followups=[],
+                evidence_xml="",
+                valid_indexes=[],
+                plan=plan,
+                telemetry=Telemetry(stages=[], path_used="hybrid", total_ms=1.0),
+                can_answer=False,
+                needs_clarification=False,
+                confidence=0.0,
+            )
+
+        def format(self, request: Any) -> Any:
+            from evidence.model import FormatResponse
+
+            return FormatResponse(evidence_xml="", valid_indexes=[])
+
+    store = MemoryStore()
+    retrieved = retrieve_step(Service(), _render(inner["Retrieve"]["Parameters"], state), store)  # type: ignore[arg-type]
+    state["retrieved"] = _render(inner["Retrieve"]["ResultSelector"], retrieved.model_dump(mode="json"))
+    assert set(state["retrieved"]) == {"retrieve_uri", "hits"}
+    result = format_step(Service(), _render(inner["Format"]["Parameters"], state), store)  # type: ignore[arg-type]
+    assert isinstance(result, CriterionResult) and result.status == "ok"
+    assert result.result_uri == "s3://results/batches/run-1/c%2F1.json"
