@@ -52,7 +52,11 @@ class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
 def get_logger() -> Logger:
     from aws_lambda_powertools import Logger
 
-    return Logger(service=SERVICE, logger_handler=_StdoutHandler())
+    # POWERTOOLS_SERVICE_NAME (set per function by the stack) wins; "evidence" elsewhere.
+    logger = Logger(logger_handler=_StdoutHandler())
+    if logger.service == "service_undefined":
+        logger.append_keys(service=SERVICE)
+    return logger
 
 
 @lru_cache(maxsize=1)
@@ -64,14 +68,19 @@ def get_tracer() -> Tracer | None:
     if Tracer._is_tracer_disabled():
         return None
     # Only botocore (S3, Bedrock) is worth a subsegment; patching everything costs cold start.
-    return Tracer(service=SERVICE, patch_modules=["botocore"])
+    return Tracer(patch_modules=["botocore"])
 
 
 @lru_cache(maxsize=1)
 def get_metrics() -> Metrics:
     from aws_lambda_powertools import Metrics
 
-    return Metrics(namespace=NAMESPACE, service=SERVICE)
+    metrics = Metrics()  # POWERTOOLS_METRICS_NAMESPACE / POWERTOOLS_SERVICE_NAME when set
+    if not metrics.namespace:
+        metrics.namespace = NAMESPACE
+    if not metrics.service:
+        metrics.service = SERVICE
+    return metrics
 
 
 def lambda_handler(function: str, fn: LambdaFn, *, correlation_id_path: str | None = None) -> LambdaFn:
