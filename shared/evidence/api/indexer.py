@@ -78,9 +78,7 @@ class S3Change:
 
 
 def default_index() -> str:
-    # Settings gains `default_index` with the lead's config; until then the constant applies.
-    configured = getattr(runtime.settings(), "default_index", None)
-    return configured if isinstance(configured, str) and configured else DEFAULT_INDEX
+    return runtime.settings().default_index or DEFAULT_INDEX
 
 
 def parse_notification(body: str) -> list[S3Change]:

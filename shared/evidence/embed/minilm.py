@@ -28,7 +28,7 @@ class MiniLMEmbedder:
     model_id = MODEL_ID
     dimension = DIMENSION
 
-    def __init__(self, *, max_tokens: int = 256, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, *, max_tokens: int = 256, batch_size: int = 16, threads: int = 0) -> None:
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         # Physical cores beat hyper-threads for int8 GEMMs; os.cpu_count() is the best cheap guess.
@@ -72,7 +72,10 @@ class MiniLMEmbedder:
         session = self._get_session()
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            width = max(len(ids[i]) for i in batch)
+            # Widths rounded up to a multiple of 32: at most 8 distinct shapes, so onnxruntime's
+            # memory arena reuses its blocks instead of growing with every new length (measured:
+            # ~1.5 GB RSS after 400 SciFact documents with exact widths).
+            width = min(-(-max(len(ids[i]) for i in batch) // 32) * 32, self.max_tokens)
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
