@@ -19,6 +19,7 @@ Usage: python infra/bundle.py [--force] [--check]
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -323,7 +324,20 @@ def _copy_tree(src: Path, dst: Path) -> None:
 
 
 def build(*, python_version: str = "3.12", force: bool = False, allow_missing: bool = False) -> BundleReport:
-    """Build (or reuse) the layer and the function folders; returns sizes."""
+    """Build (or reuse) the layer and the function folders; returns sizes.
+
+    One build at a time per checkout: a synth and a test running in parallel (pytest-xdist, or
+    `make synth` beside `make test`) wait for each other instead of deleting each other's files."""
+    BUILD.mkdir(exist_ok=True)
+    with (BUILD / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _build(python_version=python_version, force=force, allow_missing=allow_missing)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(*, python_version: str, force: bool, allow_missing: bool) -> BundleReport:
     if python_version not in RUNTIME_PLATFORMS:
         raise BundleError(f"python{python_version} is not supported; use one of {sorted(RUNTIME_PLATFORMS)}")
     started = time.monotonic()
