@@ -36,10 +36,22 @@ OPTIONS: list[tuple[str, FirstStage]] = [
     ("rrf k=20", FirstStage(fusion=FusionConfig(FusionMethod.RRF, rank_constant=20))),
     ("minmax 0.5/0.5", FirstStage(fusion=FusionConfig(FusionMethod.MINMAX))),
     ("zscore 0.5/0.5", FirstStage(fusion=FusionConfig(FusionMethod.ZSCORE))),
-    ("minmax 0.3/0.7", FirstStage(fusion=FusionConfig(FusionMethod.MINMAX, weights={"lexical": 0.3, "dense": 0.7}))),
-    ("minmax 0.7/0.3", FirstStage(fusion=FusionConfig(FusionMethod.MINMAX, weights={"lexical": 0.7, "dense": 0.3}))),
-    ("zscore 0.3/0.7", FirstStage(fusion=FusionConfig(FusionMethod.ZSCORE, weights={"lexical": 0.3, "dense": 0.7}))),
-    ("zscore 0.7/0.3", FirstStage(fusion=FusionConfig(FusionMethod.ZSCORE, weights={"lexical": 0.7, "dense": 0.3}))),
+    (
+        "minmax 0.3/0.7",
+        FirstStage(fusion=FusionConfig(FusionMethod.MINMAX, weights={"lexical": 0.3, "dense": 0.7})),
+    ),
+    (
+        "minmax 0.7/0.3",
+        FirstStage(fusion=FusionConfig(FusionMethod.MINMAX, weights={"lexical": 0.7, "dense": 0.3})),
+    ),
+    (
+        "zscore 0.3/0.7",
+        FirstStage(fusion=FusionConfig(FusionMethod.ZSCORE, weights={"lexical": 0.3, "dense": 0.7})),
+    ),
+    (
+        "zscore 0.7/0.3",
+        FirstStage(fusion=FusionConfig(FusionMethod.ZSCORE, weights={"lexical": 0.7, "dense": 0.3})),
+    ),
 ]
 
 
@@ -53,7 +65,9 @@ def main() -> int:
     qrels = load_qrels(ds.qrels)
     queries = load_queries(ds.queries, set(qrels))
     index, _ = ensure_indexed(svc, ds, with_vectors=True, progress=None)
-    vectors = dict(zip((q for q, _ in queries), svc.embedder.embed_documents([t for _, t in queries]), strict=True))
+    vectors = dict(
+        zip((q for q, _ in queries), svc.embedder.embed_documents([t for _, t in queries]), strict=True)
+    )
     print(f"{'option':<18} nDCG@10  recall@100")
     for name, stage in OPTIONS:
         nd, rc = [], []

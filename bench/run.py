@@ -1,4 +1,4 @@
-"""`make bench`: indexing throughput, retrieve latency on SciFact, and retrieve latency + RSS at 100k passages.
+"""`make bench`: indexing throughput, retrieve latency on SciFact, retrieve latency and RSS at 100k passages.
 
 Results print as a Markdown table and are written to bench/results.json. Each part runs in a
 fresh store under .bench/ (no embedding cache), except the SciFact latency part, which reuses
@@ -65,8 +65,10 @@ def bench_indexing(dataset: Path, work: Path, embed_docs: int) -> dict[str, Any]
     svc = EvidenceService(Settings(store_dir=work / "dense"))
     report = svc.index_paths("bench", [subset])
     idx = svc.backend._open("bench")  # type: ignore[attr-defined]
-    texts = [r[0] + " " + r[1] if r[0] else r[1] for r in idx._db.execute(
-        "SELECT title, text FROM chunks WHERE kind = 'passage'")]
+    texts = [
+        r[0] + " " + r[1] if r[0] else r[1]
+        for r in idx._db.execute("SELECT title, text FROM chunks WHERE kind = 'passage'")
+    ]
     tok = get_tokenizer()
     full = [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]
     embedded = [min(n, svc.settings.embed_max_tokens - 2) + 2 for n in full]
@@ -108,7 +110,7 @@ def bench_scifact_latency(dataset: Path, store: Path) -> dict[str, Any]:
         "retrieve_vrm_profile_ms": _latency(
             lambda q: svc.retrieve(index, RetrieveRequest(query=q, profile="vrm")), queries
         ),
-        "query_embedding_ms": _latency(lambda q: svc.embedder.embed_query(q), queries),
+        "query_embedding_ms": _latency(svc.embedder.embed_query, queries),
         "chunks": svc.backend.get_index(index).chunks,
     }
     svc.close()
@@ -141,9 +143,18 @@ def bench_100k(work: Path, n: int) -> dict[str, Any]:
                 for j in range(per_doc):
                     words = rng.choice(len(vocab), size=int(rng.integers(80, 200)), p=weights)
                     text = " ".join(vocab[w] for w in words)
-                    chunks.append(Chunk(chunk_id=f"d{d}:{j}", document_id=f"d{d}", kind=ChunkKind.PASSAGE,
-                                        text=text, char_start=0, char_end=len(text), sequence=j,
-                                        metadata={"type": "tc_files" if d % 10 else "followup_document"}))
+                    chunks.append(
+                        Chunk(
+                            chunk_id=f"d{d}:{j}",
+                            document_id=f"d{d}",
+                            kind=ChunkKind.PASSAGE,
+                            text=text,
+                            char_start=0,
+                            char_end=len(text),
+                            sequence=j,
+                            metadata={"type": "tc_files" if d % 10 else "followup_document"},
+                        )
+                    )
                 docs.append(DocumentChunks(f"d{d}", f"h{d}", f"d{d}", tuple(chunks), chunks[0].metadata))
                 v = rng.normal(size=(per_doc, embedder.dimension)).astype(np.float32)
                 vecs.append(v / np.linalg.norm(v, axis=1, keepdims=True))
@@ -154,14 +165,14 @@ def bench_100k(work: Path, n: int) -> dict[str, Any]:
     # Measure in a fresh process so RSS reflects serving, not building.
     code = f"""
 import json, sys, time, resource
-sys.path.insert(0, {str(ROOT / 'shared')!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})
+sys.path.insert(0, {str(ROOT / "shared")!r}); sys.path.insert(0, {str(ROOT / "bench")!r})
 import numpy as np
 from pathlib import Path
 from evidence.embed.minilm import MiniLMEmbedder
 from evidence.search.embedded import EmbeddedBackend
 from evidence.rank.first_stage import FirstStage
 from evidence.evaluation import percentile
-b = EmbeddedBackend(Path({str(work / '100k')!r})); e = MiniLMEmbedder(); fs = FirstStage()
+b = EmbeddedBackend(Path({str(work / "100k")!r})); e = MiniLMEmbedder(); fs = FirstStage()
 rng = np.random.default_rng(1)
 qs = [" ".join(f"w{{int(i)}}" for i in rng.integers(0, 3000, size=6)) for _ in range(200)]
 def one(q, filters=None):

@@ -13,8 +13,9 @@ from evidence.observability import lambda_handler
 
 
 def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from evidence.api import runtime
     from pydantic import ValidationError
+
+    from evidence.api import runtime
 
     service = runtime.get_service()
     if isinstance(event, dict) and (event.get("task") == "format" or "retrieve_uri" in event):

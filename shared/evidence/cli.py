@@ -105,7 +105,9 @@ def print_response(resp: Any, fmt: str) -> None:
             print(resp.evidence_xml)
         return
     tel = resp.telemetry
-    print(f"{len(resp.hits)} hits, {len(resp.followups)} follow-ups  [{tel.path_used}, {tel.total_ms:.0f} ms]")
+    print(
+        f"{len(resp.hits)} hits, {len(resp.followups)} follow-ups  [{tel.path_used}, {tel.total_ms:.0f} ms]"
+    )
     if tel.degraded:
         print(f"degraded: {', '.join(tel.degraded)}")
     for h in resp.hits:
@@ -163,9 +165,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
-    parser = argparse.ArgumentParser(prog="evidence", description="Evidence retrieval for assessment workflows.")
+    parser = argparse.ArgumentParser(
+        prog="evidence", description="Evidence retrieval for assessment workflows."
+    )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", metavar="DIR", help="store directory (default ./.evidence or EVIDENCE_STORE_DIR)")
+    common.add_argument(
+        "--store", metavar="DIR", help="store directory (default ./.evidence or EVIDENCE_STORE_DIR)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runners: dict[str, Callable[[argparse.Namespace], int]] = {}
 

@@ -68,6 +68,7 @@ class Settings(BaseSettings):
     # Remote models
     aws_region: str | None = None
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
+    titan_dimension: int = Field(default=1024, description="256, 512 or 1024")
     bedrock_rerank_model: str = "cohere.rerank-v3-5:0"
     bedrock_planner_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     cohere_api_key: SecretStr | None = None

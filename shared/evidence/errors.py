@@ -47,9 +47,7 @@ class IndexNotFoundError(NotFoundError):
     code = "index_not_found"
 
     def __init__(self, index: str) -> None:
-        super().__init__(
-            f"index {index!r} does not exist; index a document into it first", field="index"
-        )
+        super().__init__(f"index {index!r} does not exist; index a document into it first", field="index")
         self.index = index
 
 

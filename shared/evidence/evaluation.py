@@ -54,8 +54,13 @@ def find_dataset(root: Path) -> Dataset:
     queries = _first(root, ["queries.jsonl", "queries.jsonl.gz"])
     qrels = _first(root, ["qrels-test.tsv", "qrels/test.tsv"])
     missing = [
-        n for n, p in (("corpus.jsonl[.gz]", corpus), ("queries.jsonl[.gz]", queries),
-                       ("qrels-test.tsv or qrels/test.tsv", qrels)) if p is None
+        n
+        for n, p in (
+            ("corpus.jsonl[.gz]", corpus),
+            ("queries.jsonl[.gz]", queries),
+            ("qrels-test.tsv or qrels/test.tsv", qrels),
+        )
+        if p is None
     ]
     if missing or corpus is None or queries is None or qrels is None:
         raise RequestValidationError(f"{root} lacks {', '.join(missing)} (BEIR layout)", field="dataset")
@@ -167,8 +172,13 @@ def _fingerprint(ds: Dataset, service: EvidenceService, with_vectors: bool) -> s
     s = service.settings
     h.update(
         json.dumps(
-            [s.passage_tokens, s.passage_overlap, s.record_max_tokens, with_vectors,
-             service.embedder.model_id if with_vectors else ""]
+            [
+                s.passage_tokens,
+                s.passage_overlap,
+                s.record_max_tokens,
+                with_vectors,
+                service.embedder.model_id if with_vectors else "",
+            ]
         ).encode()
     )
     return h.hexdigest()
@@ -188,7 +198,7 @@ def ensure_indexed(
         try:
             backend.get_index(index)
             return index, 0.0
-        except Exception:  # noqa: BLE001 - a missing or broken index is simply rebuilt
+        except Exception:
             pass
     start = time.perf_counter()
     if not with_vectors and isinstance(backend, EmbeddedBackend):
@@ -272,7 +282,10 @@ def run_eval(
         "ndcg_at_10": round(statistics.fmean(ndcgs), 4) if ndcgs else 0.0,
         "recall_at_100": round(statistics.fmean(recalls), 4) if recalls else 0.0,
         "mrr_at_10": round(statistics.fmean(mrrs), 4) if mrrs else 0.0,
-        "latency_ms": {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)},
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+        },
         "index_seconds": round(index_seconds, 2),
     }
     if spans:

@@ -10,8 +10,8 @@ import base64
 import binascii
 import threading
 import time
-from contextlib import nullcontext
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -81,7 +81,11 @@ def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder is EmbedderKind.TITAN:
         from evidence.embed.titan import TitanEmbedder
 
-        return TitanEmbedder(model_id=settings.bedrock_embed_model, region=settings.aws_region)
+        return TitanEmbedder(
+            model_id=settings.bedrock_embed_model,
+            region=settings.aws_region,
+            dimension=settings.titan_dimension,
+        )
     from evidence.embed.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder(
@@ -205,7 +209,7 @@ class EvidenceService:
                 IndexDocumentResponse(
                     index=index,
                     document_id=d.document_id,
-                    status=status,  # type: ignore[arg-type]
+                    status=status,
                     chunks=n_pass,
                     spans=len(d.chunks) - n_pass,
                 )
@@ -380,4 +384,3 @@ def _mask_rows(matrix: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def get_service() -> EvidenceService:
     """The process-wide service (Lambda handlers, the local server): built on first call."""
     return EvidenceService(get_settings())
-

@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+
 from evidence.config import Settings
 from evidence.search.base import SearchBackend
-
 from tests.unit.opensearch.spec_cache import load_spec, validate_recorded
 
 BACKENDS = ["embedded", "opensearch"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+
 from evidence.ids import chunk_id, content_hash, normalize_and_hash
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SpanType
 

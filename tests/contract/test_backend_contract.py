@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from evidence.errors import EmbedderMismatchError, IndexNotFoundError
 from evidence.records import ChunkKind
 from evidence.search.base import SearchBackend
-
 from tests.contract.corpus import CRITERION_HASH, DIM, EMBEDDER, axis, corpus, edited, vectors_for
 
 INDEX = "contract-idx"

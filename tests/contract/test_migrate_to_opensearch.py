@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from evidence.cli import main
 from evidence.config import Settings
 from evidence.errors import EmbedderMismatchError
 from evidence.migrate import migrate
 from evidence.search.embedded import EmbeddedBackend, iter_chunks
 from evidence.search.opensearch import OpenSearchBackend
-
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
 
 SRC = "vendor-a"

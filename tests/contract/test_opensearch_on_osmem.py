@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from evidence.config import Settings
 from evidence.errors import BackendError, IndexNotFoundError
 from evidence.search.opensearch import OpenSearchBackend
-
 from tests.contract.corpus import DIM, EMBEDDER, axis, corpus, vectors_for
 
 INDEX = "osmem-only"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evidence.api import runtime
 from evidence.config import Settings
 from evidence.service import EvidenceService

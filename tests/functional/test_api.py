@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
+
 from evidence.api.openapi import openapi_document
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
-
 from functions.retriever.handler import handler
 from tests.functional.conftest import body
 
@@ -181,7 +181,6 @@ def test_logs_carry_the_correlation_id_and_metrics_are_emf(
 
 def test_planner_rejects_bad_input_by_name(service: EvidenceService, context: LambdaContext) -> None:
     from evidence.errors import RequestValidationError
-
     from functions.planner.handler import handler as planner
 
     with pytest.raises(RequestValidationError) as err:

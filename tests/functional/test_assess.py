@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evidence.api import runtime
 from evidence.assess import (
     AssessmentInput,
@@ -20,7 +21,6 @@ from evidence.errors import RequestValidationError
 from evidence.model import IndexDocumentRequest
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
-
 from tests.functional.conftest import REGION
 
 STATE_LIMIT = 256 * 1024

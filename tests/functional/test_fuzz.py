@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from evidence.api import runtime
 from evidence.config import Settings
 from evidence.server import ApiServer, make_server

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
 from evidence.api import runtime
 from evidence.api.indexer import DEFAULT_INDEX, NotificationError, parse_notification, target
 from evidence.config import Settings
@@ -15,7 +16,6 @@ from evidence.errors import IndexNotFoundError
 from evidence.model import RetrieveRequest
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
-
 from functions.indexer.handler import handler
 from tests.functional.conftest import REGION, sqs_event
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from evidence.cli import main
 from evidence.testing import events_dir
 

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
 from evidence.server import ApiServer, http_to_event, make_server
 from evidence.service import EvidenceService
 from evidence.testing import load_event

@@ -44,6 +44,7 @@ def test_flags_parse() -> None:
         ({"reranker": "cohere"}, "cohereSecretArn"),
         ({"mapConcurrency": 0}, "expected 1..1000"),
         ({"indexerTimeoutSeconds": "soon"}, "expected an integer"),
+        ({"defaultIndex": "../etc"}, "not a valid index name"),
     ],
 )
 def test_invalid_flags_are_refused(context: dict[str, Any], message: str) -> None:

@@ -105,6 +105,7 @@ def test_four_functions_and_setup_share_the_layer_python312_x86(default_synth: S
         "EVIDENCE_AWS_REGION",
         "EVIDENCE_RERANKER",
         "EVIDENCE_RESULTS_BUCKET",
+        "EVIDENCE_DEFAULT_INDEX",
     ):
         assert key in env, key
     assert env["EVIDENCE_BACKEND"] == "opensearch" and env["EVIDENCE_OPENSEARCH_SERVICE"] == "es"

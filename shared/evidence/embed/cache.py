@@ -24,7 +24,8 @@ class EmbeddingCache:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, hash TEXT, vector BLOB, PRIMARY KEY(model, hash))"
+            "CREATE TABLE IF NOT EXISTS embeddings"
+            " (model TEXT, hash TEXT, vector BLOB, PRIMARY KEY(model, hash))"
         )
         self._lock = threading.Lock()
 
@@ -35,7 +36,8 @@ class EmbeddingCache:
                 part = list(hashes[start : start + 900])
                 marks = ",".join("?" * len(part))
                 for h, blob in self._db.execute(
-                    f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})", [model, *part]
+                    f"SELECT hash, vector FROM embeddings WHERE model = ? AND hash IN ({marks})",
+                    [model, *part],
                 ):
                     out[h] = np.frombuffer(blob, dtype=np.float32)
         return out

@@ -58,10 +58,12 @@ class MiniLMEmbedder:
 
     def _encode(self, texts: Sequence[str]) -> list[list[int]]:
         tok = get_tokenizer()
-        cls_id = tok.token_to_id("[CLS]")
-        sep_id = tok.token_to_id("[SEP]")
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
         room = self.max_tokens - 2
-        return [[cls_id, *e.ids[:room], sep_id] for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+        return [
+            [cls_id, *e.ids[:room], sep_id] for e in tok.encode_batch(list(texts), add_special_tokens=False)
+        ]
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:
@@ -93,4 +95,5 @@ class MiniLMEmbedder:
         return out
 
     def embed_query(self, text: str) -> Matrix:
-        return self.embed_documents([text])[0]
+        row: Matrix = self.embed_documents([text])[0]
+        return row

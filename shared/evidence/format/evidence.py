@@ -142,9 +142,7 @@ def followup_entry(candidate: Candidate) -> FollowupEntry:
     )
 
 
-def evidence_from_candidates(
-    hits: Sequence[Candidate], followups: Sequence[Candidate]
-) -> EvidenceDocument:
+def evidence_from_candidates(hits: Sequence[Candidate], followups: Sequence[Candidate]) -> EvidenceDocument:
     return build_evidence(
         [EvidenceEntry(hit_source(c), c.chunk.text) for c in hits],
         [followup_entry(c) for c in followups],

@@ -68,7 +68,7 @@ def _is_table_row(line: str) -> bool:
 _ABBREV = frozenset(
     """e.g i.e eg ie cf viz vs al etc.al dr mr mrs ms mx prof st mt sr jr gen col lt sgt capt rev hon
     fig figs eq eqs ref refs vol vols ed eds pp ch chap sec secs art approx ca esp incl resp dept univ
-    corp assn nat'l intl no nos jan feb mar apr jun jul aug sep sept oct nov dec""".split()  # noqa: SIM905
+    corp assn nat'l intl no nos jan feb mar apr jun jul aug sep sept oct nov dec""".split()
 )
 # ...but these may end a sentence, unless a number follows ("No. 5", "Jan. 12").
 _ABBREV_BEFORE_NUMBER = frozenset(
@@ -96,7 +96,7 @@ _ABBREV_BEFORE_NUMBER = frozenset(
 _OPENERS = frozenset(
     """the this these those that it its we our in a an however there they he she his her as at for on
     to thus moreover furthermore finally here although while when after before but of from with by
-    since because all both each one two patients results conclusions methods background""".split()  # noqa: SIM905
+    since because all both each one two patients results conclusions methods background""".split()
 )
 _TERMINAL = re.compile("(?:[.!?\u2026]+)[\"'\u201d\u2019)\\]]*(?=\\s)")
 _OPEN = "\"'\u201c\u2018([{"

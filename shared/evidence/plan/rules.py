@@ -11,8 +11,8 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 # Question scaffolding that carries no retrieval signal in assessment criteria.
 _FILLER = frozenset(
     "does do is are the a an of to in for on and or with by vendor vendors organization company "
-    "please describe provide explain whether how what which who when where there their your you "
-    "have has any all be been being this that these those it its can could should would will".split()
+    "please describe provide explain whether how what which who when where there their your you have "
+    "has any all be been being this that these those it its can could should would will".split()
 )
 
 

@@ -42,7 +42,9 @@ class FusionMethod(StrEnum):
 @dataclass(frozen=True, slots=True)
 class FusionConfig:
     method: FusionMethod = FusionMethod.RRF
-    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({"lexical": 1.0, "dense": 1.0}))
+    weights: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({"lexical": 1.0, "dense": 1.0})
+    )
     rank_constant: int = 60
 
     def __post_init__(self) -> None:

@@ -34,15 +34,27 @@ from evidence.rank.stages import (
 )
 
 DEFAULT_PARAMS = ProfileParams(
-    first_stage_k=100, rerank_k=70, top_k=10, rerank_cutoff=0.1, followup_max_rounds=0,
-    followup_boost=1.0, followup_boost_cap=1.0,
+    first_stage_k=100,
+    rerank_k=70,
+    top_k=10,
+    rerank_cutoff=0.1,
+    followup_max_rounds=0,
+    followup_boost=1.0,
+    followup_boost_cap=1.0,
 )
 
 #: Seeds 000 (first stage 100, rerank top 70, top 6, cutoff 0.1, 3 rounds), 001 (boost 1.15
 #: capped at 1.0 on reranker scores) and 003 (min_similarity and max_chars off).
 VRM_PARAMS = ProfileParams(
-    first_stage_k=100, rerank_k=70, top_k=6, rerank_cutoff=0.1, followup_max_rounds=3,
-    followup_boost=1.15, followup_boost_cap=1.0, min_similarity=None, max_chars=None,
+    first_stage_k=100,
+    rerank_k=70,
+    top_k=6,
+    rerank_cutoff=0.1,
+    followup_max_rounds=3,
+    followup_boost=1.15,
+    followup_boost_cap=1.0,
+    min_similarity=None,
+    max_chars=None,
 )
 
 
@@ -56,7 +68,12 @@ def default_profile() -> Profile:
         description="hybrid first stage, rerank, top-k",
         defaults=DEFAULT_PARAMS,
         stages=(
-            FollowupExtraction(), DedupContent(), MinSimilarity(), CandidateLimit(), Rerank(), *_tail(),
+            FollowupExtraction(),
+            DedupContent(),
+            MinSimilarity(),
+            CandidateLimit(),
+            Rerank(),
+            *_tail(),
         ),
     )
 
@@ -67,8 +84,12 @@ def vrm_profile() -> Profile:
         description="vendor risk: linked follow-ups last, follow-up documents boosted (seeds 000/001/003)",
         defaults=VRM_PARAMS,
         stages=(
-            FollowupExtraction(), DedupContent(), MinSimilarity(), CandidateLimit(),
-            Rerank(use_criterion=True), *_tail(),
+            FollowupExtraction(),
+            DedupContent(),
+            MinSimilarity(),
+            CandidateLimit(),
+            Rerank(use_criterion=True),
+            *_tail(),
         ),
     )
 

@@ -246,10 +246,14 @@ class BedrockReranker:
             raise RerankError(f"Bedrock rerank timed out after {self._timeout_s}s", reason="timeout") from exc
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
-            reason = "throttled" if code in {"ThrottlingException", "ServiceQuotaExceededException"} else (
-                "unavailable"
-                if code in {"InternalServerException", "BadGatewayException", "DependencyFailedException"}
-                else "error"
+            reason = (
+                "throttled"
+                if code in {"ThrottlingException", "ServiceQuotaExceededException"}
+                else (
+                    "unavailable"
+                    if code in {"InternalServerException", "BadGatewayException", "DependencyFailedException"}
+                    else "error"
+                )
             )
             raise RerankError(f"Bedrock rerank failed: {code}", reason=reason) from exc
         except BotoCoreError as exc:
@@ -285,13 +289,24 @@ def build_reranker(settings: Settings) -> Reranker | None:
 
 @lru_cache(maxsize=8)
 def _cached(  # noqa: PLR0917 - positional so lru_cache keys on the configuration
-    kind: RerankerKind, key: str, model: str, base_url: str | None, timeout: float, retries: int,
-    region: str | None, bedrock_model: str,
+    kind: RerankerKind,
+    key: str,
+    model: str,
+    base_url: str | None,
+    timeout: float,
+    retries: int,
+    region: str | None,
+    bedrock_model: str,
 ) -> Reranker | None:
     return build_reranker(
         Settings(
-            reranker=kind, cohere_api_key=key or None, cohere_model=model, cohere_base_url=base_url,
-            rerank_timeout_s=timeout, rerank_retries=retries, aws_region=region,
+            reranker=kind,
+            cohere_api_key=key or None,
+            cohere_model=model,
+            cohere_base_url=base_url,
+            rerank_timeout_s=timeout,
+            rerank_retries=retries,
+            aws_region=region,
             bedrock_rerank_model=bedrock_model,
         )
     )
@@ -301,7 +316,12 @@ def get_reranker(settings: Settings) -> Reranker | None:
     """Cached per configuration: warm Lambda invocations reuse the client and its connections."""
     key = settings.cohere_api_key.get_secret_value() if settings.cohere_api_key else ""
     return _cached(
-        settings.reranker, key, settings.cohere_model, settings.cohere_base_url,
-        settings.rerank_timeout_s, settings.rerank_retries, settings.aws_region,
+        settings.reranker,
+        key,
+        settings.cohere_model,
+        settings.cohere_base_url,
+        settings.rerank_timeout_s,
+        settings.rerank_retries,
+        settings.aws_region,
         settings.bedrock_rerank_model,
     )

@@ -58,9 +58,7 @@ class Trace:
 
     def drop(self, ctx: RankContext, candidate: Candidate, reason: str) -> None:
         if ctx.explain:
-            self.detail.setdefault("dropped", []).append(
-                {"chunk_id": candidate.chunk_id, "reason": reason}
-            )
+            self.detail.setdefault("dropped", []).append({"chunk_id": candidate.chunk_id, "reason": reason})
 
 
 @runtime_checkable
@@ -156,8 +154,10 @@ class FollowupExtraction:
         kept.sort(key=lambda c: (round_of(c.metadata), c.chunk.document_id, c.chunk.sequence, c.chunk_id))
         ctx.trace.followups = kept
         ctx.trace.detail.update(
-            matched=len(matched), from_first_stage=in_first_stage,
-            from_lookup=len(matched) - in_first_stage, kept_rounds=sorted(keep_rounds),
+            matched=len(matched),
+            from_first_stage=in_first_stage,
+            from_lookup=len(matched) - in_first_stage,
+            kept_rounds=sorted(keep_rounds),
         )
         log.info(
             "Extracted follow-up responses",
@@ -495,4 +495,3 @@ __all__ = [
     "TopK",
     "Trace",
 ]
-

@@ -329,7 +329,8 @@ class _Index:
                         blob = _vector_blob(None if vecs is None else vecs[i])
                         db.execute(
                             "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
-                            " page, sequence, char_start, char_end, span_type, metadata, content_hash, vector)"
+                            " page, sequence, char_start, char_end, span_type, metadata, content_hash,"
+                            " vector)"
                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             (
                                 c.chunk_id,
@@ -440,7 +441,11 @@ class _Index:
             for kd in [kind] if kind is not None else list(ChunkKind):
                 scored.extend(self._search_kind(kd, terms, k, filters))
         found = self.chunks_by_id([cid for _, cid in scored])
-        hits = [SearchHit(chunk=found[cid][1], score=score, lexical=score) for score, cid in scored if cid in found]
+        hits = [
+            SearchHit(chunk=found[cid][1], score=score, lexical=score)
+            for score, cid in scored
+            if cid in found
+        ]
         # Tantivy breaks ties by doc address; make order independent of segment layout.
         hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
         return hits[:k]

@@ -24,7 +24,7 @@ N_DOCS = 1500
 def _write_corpus(path: Path) -> None:
     with path.open("w") as fh:
         for i in range(N_DOCS):
-            text = f"Record marker{i} covers policy number {i}. Access reviews happen quarterly for team {i % 7}."
+            text = f"Record marker{i} covers policy {i}. Access reviews happen quarterly for team {i % 7}."
             fh.write(json.dumps({"id": f"r{i}", "text": text, "metadata": {"type": "tc_files"}}) + "\n")
 
 
@@ -97,7 +97,7 @@ def test_sigkill_midway_then_reindex(tmp_path: Path) -> None:
     assert 0 < docs_after_kill < N_DOCS
 
     proc = _index(store, corpus)
-    out, err = proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
     docs, passages = _assert_consistent(store)
     assert (docs, passages) == (N_DOCS, N_DOCS)

@@ -21,25 +21,54 @@ def store(tmp_path: Path) -> Path:
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
     records = tmp_path / "followups.jsonl"
     records.write_text(
-        json.dumps({"id": "fu1", "text": "Question: Encrypted at rest?\nAnswer: Yes, AES-256.",
-                    "metadata": {"type": "followup_response:1", "round_number": 1,
-                                 "criterion_question": "Is data encrypted at rest?",
-                                 "question": "Encrypted at rest?", "answer": "Yes, AES-256.",
-                                 "FILENAME": "Round 1"}}) + "\n"
+        json.dumps(
+            {
+                "id": "fu1",
+                "text": "Question: Encrypted at rest?\nAnswer: Yes, AES-256.",
+                "metadata": {
+                    "type": "followup_response:1",
+                    "round_number": 1,
+                    "criterion_question": "Is data encrypted at rest?",
+                    "question": "Encrypted at rest?",
+                    "answer": "Yes, AES-256.",
+                    "FILENAME": "Round 1",
+                },
+            }
+        )
+        + "\n"
     )
     s = tmp_path / "store"
-    assert main(["index", str(docs), "--index", "t", "--store", str(s), "--type", "tc_files"]) == 1  # broken.pdf
+    assert (
+        main(["index", str(docs), "--index", "t", "--store", str(s), "--type", "tc_files"]) == 1
+    )  # broken.pdf
     assert main(["index", str(records), "--index", "t", "--store", str(s)]) == 0
     return s
 
 
 def test_query_formats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
-    assert main(["query", "encryption at rest", "--index", "t", "--store", str(store), "--format", "json"]) == 0
+    assert (
+        main(["query", "encryption at rest", "--index", "t", "--store", str(store), "--format", "json"]) == 0
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and json.loads(out[0])["hits"]
-    assert main(["query", "Is data encrypted at rest?", "--index", "t", "--store", str(store),
-                 "--profile", "vrm", "--format", "xml"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                "Is data encrypted at rest?",
+                "--index",
+                "t",
+                "--store",
+                str(store),
+                "--profile",
+                "vrm",
+                "--format",
+                "xml",
+            ]
+        )
+        == 0
+    )
     xml = capsys.readouterr().out
     assert xml.startswith("<index_1>") and xml.rstrip().endswith(">")
     root = ET.fromstring(f"<r>{xml}</r>")

@@ -11,8 +11,15 @@ from evidence.records import Chunk, ChunkKind, SearchHit
 
 def hit(cid: str, score: float) -> SearchHit:
     return SearchHit(
-        chunk=Chunk(chunk_id=cid, document_id=cid, kind=ChunkKind.PASSAGE, text=cid, char_start=0,
-                    char_end=len(cid), sequence=0),
+        chunk=Chunk(
+            chunk_id=cid,
+            document_id=cid,
+            kind=ChunkKind.PASSAGE,
+            text=cid,
+            char_start=0,
+            char_end=len(cid),
+            sequence=0,
+        ),
         score=score,
     )
 

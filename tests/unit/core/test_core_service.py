@@ -37,7 +37,9 @@ def _folder(tmp_path: Path) -> Path:
 
 
 def test_minilm_embeddings_are_normalised_and_semantic(embedder) -> None:  # type: ignore[no-untyped-def]
-    m = embedder.embed_documents(["A man is eating food.", "A man eats a piece of bread.", "Stocks fell sharply."])
+    m = embedder.embed_documents(
+        ["A man is eating food.", "A man eats a piece of bread.", "Stocks fell sharply."]
+    )
     assert m.shape == (3, 384) and m.dtype == np.float32
     assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
     sims = m @ m.T

@@ -13,6 +13,9 @@ from types import MappingProxyType
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from evidence.format import (
     EvidenceEntry,
     FollowupEntry,
@@ -31,8 +34,6 @@ from evidence.ids import content_hash
 from evidence.model import FormatRequest
 from evidence.rank.candidate import Candidate
 from evidence.records import Chunk, ChunkKind
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 GOLDEN = Path(__file__).parents[2] / "golden"
 

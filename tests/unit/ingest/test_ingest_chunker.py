@@ -3,13 +3,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from evidence.embed.tokenizer import token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
 from evidence.ingest import chunk_document, extract_spans, make_passages, parse_text
 from evidence.records import ChunkKind, ParsedDocument, Section, SpanType
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 SENT = "The study enrolled forty patients with chronic kidney disease and followed them for a year."
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from evidence.ingest import SourceItem, chunk_document, extract_spans, iter_sources
 from evidence.records import ChunkKind, ParsedDocument
 

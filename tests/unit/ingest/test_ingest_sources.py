@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from evidence.errors import DocumentParseError, RequestValidationError
 from evidence.ids import normalize_and_hash
 from evidence.ingest import SourceFailure, SourceItem, enrich_metadata, iter_sources, type_note

@@ -3,11 +3,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from evidence.ingest import extract_spans, parse_text, split_sentences
 from evidence.ingest.spans import split_long
 from evidence.records import ParsedDocument, Section, SpanType
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 
 def sentences(text: str) -> list[str]:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from opensearchpy import exceptions as os_exc
+
 from evidence.config import HybridMode, Settings
 from evidence.errors import (
     BackendError,
@@ -24,8 +26,6 @@ from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
 from evidence.search.factory import get_backend
 from evidence.search.opensearch import OpenSearchBackend, build_client
-from opensearchpy import exceptions as os_exc
-
 from tests.contract.corpus import DIM, EMBEDDER, axis, corpus
 from tests.unit.opensearch.spec_validator import OpenSearchSpec
 

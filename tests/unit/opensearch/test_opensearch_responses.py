@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
-
 from tests.contract.corpus import corpus, vectors_for
 from tests.unit.opensearch.spec_validator import OpenSearchSpec
 

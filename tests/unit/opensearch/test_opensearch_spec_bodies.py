@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
-
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
 from tests.unit.opensearch.spec_validator import OpenSearchSpec, SpecValidationError
 

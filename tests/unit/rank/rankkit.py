@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from evidence.ids import content_hash, normalize_and_hash
 from evidence.rank.candidate import Candidate
 from evidence.rank.pipeline import ProfileParams, RankContext

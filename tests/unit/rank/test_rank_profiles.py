@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rankkit import FailingReranker, ScriptedReranker, chunk, ctx, first_stage, followup, new_backend, vec
+
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
 from evidence.rank import profiles
 from evidence.rank.pipeline import BOUNDS, Profile, ProfileParams, get_profile, validate_overrides
-from rankkit import FailingReranker, ScriptedReranker, chunk, ctx, first_stage, followup, new_backend, vec
 
 VRM_STAGES = [
     "followup_extraction",

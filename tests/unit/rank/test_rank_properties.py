@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from evidence.rank.candidate import Candidate
-from evidence.rank.pipeline import ProfileParams, get_profile
-from evidence.search.embedded import EmbeddedBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rankkit import ListFirstStage, ScriptedReranker, chunk, ctx, followup, new_backend, vec
+
+from evidence.rank.candidate import Candidate
+from evidence.rank.pipeline import ProfileParams, get_profile
+from evidence.search.embedded import EmbeddedBackend
 
 CRIT_A = "Do you encrypt data at rest?"
 CRIT_B = "Do you run background checks?"

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rankkit import chunk, ctx, first_stage, new_backend
+
 from evidence.config import RerankerKind, Settings
 from evidence.errors import ConfigurationError
 from evidence.rank.pipeline import get_profile
@@ -25,7 +27,6 @@ from evidence.rank.rerank import (
     build_reranker,
     get_reranker,
 )
-from rankkit import chunk, ctx, first_stage, new_backend
 
 
 @dataclass

@@ -11,12 +11,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from evidence.format.evidence import evidence_from_candidates
-from evidence.format.hits import to_followups
-from evidence.ids import normalize_and_hash
-from evidence.rank.candidate import Candidate
-from evidence.rank.pipeline import get_profile
-from evidence.rank.stages import FollowupExtraction
 from rankkit import (
     INDEX,
     ScriptedReranker,
@@ -28,6 +22,13 @@ from rankkit import (
     overlap_score,
     vec,
 )
+
+from evidence.format.evidence import evidence_from_candidates
+from evidence.format.hits import to_followups
+from evidence.ids import normalize_and_hash
+from evidence.rank.candidate import Candidate
+from evidence.rank.pipeline import get_profile
+from evidence.rank.stages import FollowupExtraction
 
 CRITERION = "Do you encrypt customer data at rest?"
 VENDOR_DOCS = [

@@ -6,10 +6,11 @@ import logging
 from pathlib import Path
 
 import pytest
+from rankkit import ScriptedReranker, cand, chunk, ctx, first_stage, new_backend, vec
+
 from evidence.rank.candidate import Candidate
 from evidence.rank.pipeline import get_profile
 from evidence.rank.stages import FollowupDocumentBoost
-from rankkit import ScriptedReranker, cand, chunk, ctx, first_stage, new_backend, vec
 
 VRM = get_profile("vrm").defaults
 

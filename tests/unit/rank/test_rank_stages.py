@@ -6,6 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rankkit import (
+    FailingReranker,
+    ScriptedReranker,
+    cand,
+    chunk,
+    ctx,
+    new_backend,
+    vec,
+)
+
 from evidence.errors import ConfigurationError
 from evidence.rank.candidate import Candidate
 from evidence.rank.pipeline import Profile, ProfileParams
@@ -22,15 +32,6 @@ from evidence.rank.stages import (
     RelevancyCutoff,
     Rerank,
     TopK,
-)
-from rankkit import (
-    FailingReranker,
-    ScriptedReranker,
-    cand,
-    chunk,
-    ctx,
-    new_backend,
-    vec,
 )
 
 SEED003 = Profile(

@@ -72,8 +72,8 @@ def lucene_bm25(docs: dict[str, list[str]], query: list[str]) -> dict[str, float
 
 VOCAB = (
     "encryption key rotation backup retention policy vendor access control audit incident breach "
-    "notification cloud storage database tenant region availability recovery objective customer "
-    "data processing subprocessor privacy security review quarterly annual logging monitoring"
+    "notification cloud storage database tenant region availability recovery objective customer data "
+    "processing subprocessor privacy security review quarterly annual logging monitoring"
 ).split()
 
 
@@ -95,22 +95,38 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedBackend, 
     texts = _fixture_docs()
     docs = []
     for did, text in texts.items():
-        chunk = Chunk(chunk_id=did, document_id=did, kind=ChunkKind.PASSAGE, text=text, char_start=0,
-                      char_end=len(text), sequence=0, content_hash=content_hash(text))
+        chunk = Chunk(
+            chunk_id=did,
+            document_id=did,
+            kind=ChunkKind.PASSAGE,
+            text=text,
+            char_start=0,
+            char_end=len(text),
+            sequence=0,
+            content_hash=content_hash(text),
+        )
         docs.append(DocumentChunks(did, content_hash(text), did, (chunk,)))
     backend.upsert("parity", docs, [None] * len(docs))
     return backend, {did: analyzer.analyze(t) for did, t in texts.items()}
 
 
-def test_fixture_is_mostly_longer_than_24_tokens(indexed: tuple[EmbeddedBackend, dict[str, list[str]]]) -> None:
+def test_fixture_is_mostly_longer_than_24_tokens(
+    indexed: tuple[EmbeddedBackend, dict[str, list[str]]],
+) -> None:
     _, tokens = indexed
     assert sum(len(t) > 24 for t in tokens.values()) / len(tokens) > 0.6
 
 
 @pytest.mark.parametrize(
     "query",
-    ["encryption key rotation", "customer data breach notification", "audit", "backup retention policy vendor",
-     "quarterly security review of subprocessor privacy", "monitoring logging logging"],
+    [
+        "encryption key rotation",
+        "customer data breach notification",
+        "audit",
+        "backup retention policy vendor",
+        "quarterly security review of subprocessor privacy",
+        "monitoring logging logging",
+    ],
 )
 def test_ranking_and_scores_match_lucene(
     indexed: tuple[EmbeddedBackend, dict[str, list[str]]], query: str
