@@ -6,6 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_wafv2 as waf
 from constructs import Construct
 
 from .settings import ApiAuth, InfraSettings
@@ -142,3 +143,56 @@ class Api(Construct):
             plan.add_api_stage(stage=self.rest_api.deployment_stage)
             self.api_key = self.rest_api.add_api_key("ApiKey", api_key_name="evidence-default")
             plan.add_api_key(self.api_key)
+        if settings.waf:
+            self._web_acl(settings.waf_rate_limit)
+
+    def _web_acl(self, rate_limit: int) -> None:
+        """Rate limiting per IP and AWS's managed lists of bad inputs and bad IPs. Not the common rule
+        set: its body-size and XSS rules would block legitimate document uploads (HTML, up to 6 MB)."""
+
+        def visibility(name: str) -> waf.CfnWebACL.VisibilityConfigProperty:
+            return waf.CfnWebACL.VisibilityConfigProperty(
+                cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+            )
+
+        def managed(name: str, priority: int) -> waf.CfnWebACL.RuleProperty:
+            return waf.CfnWebACL.RuleProperty(
+                name=name,
+                priority=priority,
+                statement=waf.CfnWebACL.StatementProperty(
+                    managed_rule_group_statement=waf.CfnWebACL.ManagedRuleGroupStatementProperty(
+                        vendor_name="AWS", name=name
+                    )
+                ),
+                override_action=waf.CfnWebACL.OverrideActionProperty(none={}),
+                visibility_config=visibility(f"evidence-{name}"),
+            )
+
+        acl = waf.CfnWebACL(
+            self,
+            "WebAcl",
+            scope="REGIONAL",
+            default_action=waf.CfnWebACL.DefaultActionProperty(allow={}),
+            visibility_config=visibility("evidence-api"),
+            rules=[
+                waf.CfnWebACL.RuleProperty(
+                    name="RateLimitPerIp",
+                    priority=0,
+                    statement=waf.CfnWebACL.StatementProperty(
+                        rate_based_statement=waf.CfnWebACL.RateBasedStatementProperty(
+                            aggregate_key_type="IP", limit=rate_limit
+                        )
+                    ),
+                    action=waf.CfnWebACL.RuleActionProperty(block={}),
+                    visibility_config=visibility("evidence-rate-limit"),
+                ),
+                managed("AWSManagedRulesKnownBadInputsRuleSet", 1),
+                managed("AWSManagedRulesAmazonIpReputationList", 2),
+            ],
+        )
+        waf.CfnWebACLAssociation(
+            self,
+            "WebAclAssociation",
+            resource_arn=self.rest_api.deployment_stage.stage_arn,
+            web_acl_arn=acl.attr_arn,
+        )

@@ -119,13 +119,13 @@ def suppress(s: EvidenceStack) -> None:
         )
 
     api = s.api.rest_api
-    ack(
-        api,
-        "AwsSolutions-APIG3",
-        "No WAF by default: every method needs SigV4 (or an API key with a usage plan) "
-        "and the stage throttles; "
-        "attach a WebACL to the stage where the API faces untrusted networks.",
-    )
+    if not s.settings.waf:
+        ack(
+            api,
+            "AwsSolutions-APIG3",
+            "No WAF by default: every method needs SigV4 (or an API key with a usage plan) and the stage "
+            "throttles; -c evidence:waf=true attaches a web ACL (rate limit, AWS bad-input and IP lists).",
+        )
     ack(
         api,
         "AwsSolutions-COG4",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -78,6 +79,9 @@ class InfraSettings:
     opensearch_master_instance_type: str = "m7g.large.search"
     opensearch_volume_gb: int = 100
     embed_dimension: int = 384
+    waf: bool = False  # a WAFv2 web ACL on the API stage
+    waf_rate_limit: int = 2000  # requests per 5 minutes per source IP
+    default_index: str = "documents"  # EVIDENCE_DEFAULT_INDEX: uploads outside indexes/<index>/
 
     @classmethod
     def from_context(cls, node: Node) -> InfraSettings:
@@ -108,7 +112,13 @@ class InfraSettings:
             raise InfraConfigError(
                 f"{PREFIX}opensearchDataNodes={nodes}: zone awareness over 2 AZs needs an even count"
             )
+        default_index = str(get("defaultIndex", d.default_index))
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", default_index):
+            raise InfraConfigError(f"{PREFIX}defaultIndex={default_index!r}: not a valid index name")
         return cls(
+            default_index=default_index,
+            waf=_bool(get("waf", d.waf)),
+            waf_rate_limit=_int("wafRateLimit", get("wafRateLimit", d.waf_rate_limit), 100, 2_000_000_000),
             search=_enum(SearchKind, "search", get("search", d.search)),
             api_auth=_enum(ApiAuth, "apiAuth", get("apiAuth", d.api_auth)),
             assets=_enum(AssetMode, "assets", get("assets", d.assets)),

@@ -23,5 +23,6 @@ def alt_synth() -> Synth:
             "evidence:reranker": "cohere",
             "evidence:cohereSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cohere-AbCdEf",
             "evidence:planner": "rules",
+            "evidence:waf": "true",
         }
     )

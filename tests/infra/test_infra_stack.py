@@ -265,6 +265,22 @@ def test_api_key_mode_has_usage_plan(alt_synth: Synth) -> None:
     alt_synth.template.resource_count_is("AWS::ApiGateway::ApiKey", 1)
 
 
+def test_waf_by_flag(default_synth: Synth, alt_synth: Synth) -> None:
+    default_synth.template.resource_count_is("AWS::WAFv2::WebACL", 0)
+    _, acl = alt_synth.one("AWS::WAFv2::WebACL")
+    rules = {r["Name"]: r for r in acl["Properties"]["Rules"]}
+    assert rules["RateLimitPerIp"]["Statement"]["RateBasedStatement"] == {
+        "AggregateKeyType": "IP",
+        "Limit": 2000,
+    }
+    # The common rule set would block legitimate uploads (HTML bodies, up to 6 MB): not used.
+    assert "AWSManagedRulesCommonRuleSet" not in rules
+    _, association = alt_synth.one("AWS::WAFv2::WebACLAssociation")
+    assert association["Properties"]["WebACLArn"] == {
+        "Fn::GetAtt": [next(iter(alt_synth.resources("AWS::WAFv2::WebACL"))), "Arn"]
+    }
+
+
 # --- batch ---------------------------------------------------------------------------------------
 
 
