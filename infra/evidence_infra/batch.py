@@ -53,7 +53,7 @@ class Batch(Construct):
             parameters={
                 "defaults": {
                     "profile": "default",
-                    "output_s3_uri.$": sfn.JsonPath.format(
+                    "output_s3_uri": sfn.JsonPath.format(
                         "s3://{}/batches/{}", results.bucket_name, sfn.JsonPath.string_at("$$.Execution.Name")
                     ),
                 },

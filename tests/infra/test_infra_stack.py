@@ -315,6 +315,36 @@ def test_state_machine_maps_criteria_with_retry_and_catch(default_synth: Synth) 
     assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
 
 
+def _walk(node: Any) -> Any:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+@pytest.mark.parametrize("which", ["default_synth", "alt_synth"])
+def test_every_path_field_holds_a_path_or_an_intrinsic(which: str, request: pytest.FixtureRequest) -> None:
+    """`key.$` must hold a JSONPath or an intrinsic function (and `.$.$` is never right)."""
+    s: Synth = request.getfixturevalue(which)
+    for key, value in _walk(_definition(s)):
+        if isinstance(key, str) and key.endswith(".$"):
+            assert not key.endswith(".$.$"), key
+            assert isinstance(value, str) and value.startswith(("$", "States.")), (key, value)
+
+
+def test_defaults_fill_profile_and_output_location(default_synth: Synth) -> None:
+    states = _definition(default_synth)["States"]
+    defaults = states["Defaults"]["Parameters"]["defaults"]
+    assert defaults["profile"] == "default"
+    assert defaults["output_s3_uri.$"] == "States.Format('s3://{}/batches/{}', 'TOKEN', $$.Execution.Name)"
+    # Caller's values win: JsonMerge(defaults, input) - the input is the second argument.
+    assert states["ApplyDefaults"]["Parameters"]["merged.$"] == "States.JsonMerge($.defaults, $.input, false)"
+    assert states["Defaults"]["Parameters"]["input.$"] == "$"
+
+
 def test_distributed_map_by_flag_writes_results_to_s3(alt_synth: Synth) -> None:
     criteria = _definition(alt_synth)["States"]["Criteria"]
     assert criteria["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
