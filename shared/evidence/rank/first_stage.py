@@ -9,10 +9,12 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from evidence.errors import RequestValidationError
 from evidence.model import StageTelemetry
 from evidence.rank.candidate import Candidate, sort_key
-from evidence.rank.fusion import FusionConfig, fuse
+from evidence.rank.fusion import FusionConfig, FusionMethod, fuse
 from evidence.records import ChunkKind, SearchHit
 from evidence.search.base import Filters, SearchBackend, Vector
 
@@ -37,17 +39,59 @@ class FirstStageResult:
     telemetry: StageTelemetry
 
 
+def default_fusion() -> FusionConfig:
+    """z-score normalisation, equal weights: the best untuned option measured (README, Quality)."""
+    return FusionConfig(method=FusionMethod.ZSCORE)
+
+
 @dataclass(frozen=True, slots=True)
 class FirstStage:
-    """Runs each leg for `k` results (OpenSearch's hybrid does the same per sub-query) and fuses.
+    """Runs each leg for `max(k, leg_depth)` results and fuses them.
 
-    Each leg fetches `max(k, leg_depth)` so fusion sees enough of both lists even for small k.
+    With `complete` (the default), every candidate either leg found is scored by the other leg
+    too before fusing: its cosine from the stored vector, its BM25 score from a lexical query
+    restricted to those chunks (0 when no query term occurs in it). Fusion then compares true
+    scores instead of imputing a floor for "not in that leg's top k", which is what lifts hybrid
+    above both legs on SciFact (0.7331 → 0.7412 nDCG@10 with z-scores).
     """
 
     mode: RetrievalMode = RetrievalMode.HYBRID
-    fusion: FusionConfig = field(default_factory=FusionConfig)
+    fusion: FusionConfig = field(default_factory=default_fusion)
     leg_depth: int = 100
+    complete: bool = True
     name: str = "first_stage"
+
+    def _complete_legs(
+        self,
+        backend: SearchBackend,
+        index: str,
+        query: str,
+        vector: Vector,
+        legs: dict[str, Sequence[SearchHit]],
+        filters: Filters | None,
+        kind: ChunkKind | None,
+    ) -> dict[str, Sequence[SearchHit]]:
+        lex = {h.chunk.chunk_id: h for h in legs["lexical"]}
+        den = {h.chunk.chunk_id: h for h in legs["dense"]}
+        need_lex = [cid for cid in den if cid not in lex]
+        if need_lex:
+            restricted = {**(filters or {}), "chunk_id": need_lex}
+            for h in backend.lexical(index, query, k=len(need_lex), filters=restricted, kind=kind):
+                lex[h.chunk.chunk_id] = h
+            for cid in need_lex:
+                if cid not in lex:  # no query term in it: BM25 is 0, not unknown
+                    lex[cid] = SearchHit(chunk=den[cid].chunk, score=0.0, lexical=0.0)
+        need_den = [cid for cid in lex if cid not in den]
+        if need_den:
+            q = np.asarray(vector, dtype=np.float32)
+            for cid, vec in backend.vectors(index, need_den).items():
+                sim = float(np.asarray(vec, dtype=np.float32) @ q)
+                den[cid] = SearchHit(chunk=lex[cid].chunk, score=sim, dense=sim)
+
+        def ranked(hits: dict[str, SearchHit]) -> list[SearchHit]:
+            return sorted(hits.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
+
+        return {"lexical": ranked(lex), "dense": ranked(den)}
 
     def retrieve(
         self,
@@ -72,6 +116,10 @@ class FirstStage:
             t = time.perf_counter()
             legs["dense"] = backend.dense(index, vector, k=depth, filters=filters, kind=kind)
             leg_ms["dense_ms"] = (time.perf_counter() - t) * 1000
+        if len(legs) == 2 and self.complete and vector is not None:
+            t = time.perf_counter()
+            legs = self._complete_legs(backend, index, query, vector, legs, filters, kind)
+            leg_ms["complete_ms"] = (time.perf_counter() - t) * 1000
         if len(legs) == 1:
             ((name, hits),) = legs.items()
             cands = [
@@ -90,6 +138,7 @@ class FirstStage:
         detail: dict[str, Any] = {
             "mode": self.mode.value,
             "fusion": self.fusion.method.value,
+            "complete": self.complete,
             **{f"{n}_hits": len(h) for n, h in legs.items()},
             **{n: round(v, 3) for n, v in leg_ms.items()},
         }

@@ -20,8 +20,8 @@ from evidence.records import ChunkKind, DocumentChunks, SearchHit
 Vector = npt.NDArray[np.float32]
 
 #: Filters: `{"type": "followup_document"}` is a term filter, `{"type": ["a", "b"]}` a terms
-#: filter (any of). Keys are metadata keys or the built-in fields `document_id`, `kind`,
-#: `span_type`, `section`, `criterion_question_hash`.
+#: filter (any of). Keys are metadata keys or the built-in fields `chunk_id`, `document_id`,
+#: `kind`, `span_type`, `section`, `criterion_question_hash`.
 Filters = Mapping[str, str | int | bool | Sequence[str]]
 
 

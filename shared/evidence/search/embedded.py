@@ -84,7 +84,7 @@ _CHUNK_COLS = (
     "char_start, char_end, span_type, metadata, content_hash"
 )
 #: Built-in fields that filters may name besides metadata keys.
-BUILTIN_FILTER_FIELDS = ("document_id", "kind", "span_type", "section")
+BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
 _WRITER_HEAP = 64_000_000
 
 
@@ -464,7 +464,10 @@ class _Index:
             musts = [(tantivy.Occur.Must, query)]
             for key, value in filters.items():
                 vals = list(value) if isinstance(value, list | tuple) else [value]
-                tq = tantivy.Query.term_set_query(schema, "meta", [f"{key}={filter_value(v)}" for v in vals])
+                if key == "chunk_id":  # its own raw field: restricting to known chunks (score completion)
+                    tq = tantivy.Query.term_set_query(schema, "chunk_id", [str(v) for v in vals])
+                else:
+                    tq = tantivy.Query.term_set_query(schema, "meta", [f"{key}={filter_value(v)}" for v in vals])
                 # Zero-weight filter: restricts the set without touching BM25 scores.
                 musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
             query = tantivy.Query.boolean_query(musts)

@@ -32,7 +32,9 @@ VECTOR_FIELD = "embedding"
 LEXICAL_FIELD = "search_text"
 MARKER_KIND = "document"
 #: Filter keys that are top-level fields; every other key is `metadata.<key>`.
-BUILTIN_FILTER_FIELDS = frozenset({"document_id", "kind", "span_type", "section", "criterion_question_hash"})
+BUILTIN_FILTER_FIELDS = frozenset(
+    {"chunk_id", "document_id", "kind", "span_type", "section", "criterion_question_hash"}
+)
 #: Metadata keys mapped explicitly (the seeds filter and sort on them); others via dynamic templates.
 KNOWN_METADATA_KEYS = ("type", "round_number", "criterion_question_hash", "FILENAME")
 CHUNK_KINDS = (ChunkKind.PASSAGE.value, ChunkKind.SPAN.value)

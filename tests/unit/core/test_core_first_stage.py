@@ -1,0 +1,86 @@
+"""The first stage: legs, fusion, and score completion over the union of both legs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evidence.ids import content_hash
+from evidence.rank.first_stage import FirstStage, RetrievalMode
+from evidence.rank.fusion import FusionConfig, FusionMethod
+from evidence.records import Chunk, ChunkKind, DocumentChunks
+from evidence.search.embedded import EmbeddedBackend
+
+TEXTS = {
+    "lex": "encryption keys rotate yearly",  # lexical match, vector far from the query
+    "dense": "cryptographic material is renewed annually",  # no shared term, vector close
+    "both": "encryption at rest with yearly key rotation",
+    "none": "the cafeteria opens at noon",
+}
+AXIS = {"lex": 3, "dense": 0, "both": 0, "none": 2}
+
+
+def _vec(axis: int, tilt: float = 0.0) -> np.ndarray:
+    v = np.zeros(4, dtype=np.float32)
+    v[axis] = 1.0
+    v[1] = tilt
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> EmbeddedBackend:
+    b = EmbeddedBackend(tmp_path)
+    b.create_index("fs", embedder_id="fake", dimension=4)
+    docs, vecs = [], []
+    for i, (did, text) in enumerate(TEXTS.items()):
+        chunk = Chunk(
+            chunk_id=did,
+            document_id=did,
+            kind=ChunkKind.PASSAGE,
+            text=text,
+            char_start=0,
+            char_end=len(text),
+            sequence=0,
+            content_hash=content_hash(text),
+        )
+        docs.append(DocumentChunks(did, content_hash(text), did, (chunk,)))
+        vecs.append(_vec(AXIS[did], tilt=0.1 * i)[None, :])
+    b.upsert("fs", docs, vecs)
+    return b
+
+
+def test_completion_scores_every_candidate_on_both_legs(backend: EmbeddedBackend) -> None:
+    query, vector = "encryption key rotation", _vec(0)
+    # legs of depth 1 so each leg alone misses what the other found
+    stage = FirstStage(leg_depth=1, fusion=FusionConfig(FusionMethod.ZSCORE))
+    out = stage.retrieve(backend, "fs", query=query, vector=vector, k=1)
+    assert len(out.candidates) == 1
+    full = FirstStage(leg_depth=2).retrieve(backend, "fs", query=query, vector=vector, k=10)
+    by_id = {c.chunk_id: c for c in full.candidates}
+    # "dense" has no query term: its completed BM25 is exactly 0, not missing
+    assert by_id["dense"].scores["lexical"] == 0.0
+    # "lex" was found lexically; its dense score is its true cosine, filled in from its vector
+    assert by_id["lex"].scores["dense"] == pytest.approx(float(_vec(3, 0.0) @ vector), abs=1e-6)
+    exact = backend.lexical("fs", query, k=10)
+    assert by_id["both"].scores["lexical"] == pytest.approx(
+        next(h.score for h in exact if h.chunk.chunk_id == "both")
+    )
+    assert full.telemetry.detail and full.telemetry.detail["complete"] is True
+
+
+def test_without_completion_missing_legs_are_absent(backend: EmbeddedBackend) -> None:
+    out = FirstStage(leg_depth=2, complete=False).retrieve(
+        backend, "fs", query="encryption key rotation", vector=_vec(0), k=10
+    )
+    assert any("lexical" not in c.scores or "dense" not in c.scores for c in out.candidates)
+
+
+@pytest.mark.parametrize("mode", list(RetrievalMode))
+def test_modes_and_empty_results(backend: EmbeddedBackend, mode: RetrievalMode) -> None:
+    stage = FirstStage(mode=mode)
+    out = stage.retrieve(backend, "fs", query="encryption", vector=_vec(0), k=10)
+    assert out.candidates and all(c.score == c.first_stage_score for c in out.candidates)
+    # only stop words and no vector: nothing to search with, so nothing comes back
+    assert stage.retrieve(backend, "fs", query="the of and", vector=None, k=10).candidates == []
