@@ -63,6 +63,7 @@ class FirstStage:
 
     def _complete_legs(
         self,
+        *,
         backend: SearchBackend,
         index: str,
         query: str,
@@ -118,7 +119,15 @@ class FirstStage:
             leg_ms["dense_ms"] = (time.perf_counter() - t) * 1000
         if len(legs) == 2 and self.complete and vector is not None:
             t = time.perf_counter()
-            legs = self._complete_legs(backend, index, query, vector, legs, filters, kind)
+            legs = self._complete_legs(
+                backend=backend,
+                index=index,
+                query=query,
+                vector=vector,
+                legs=legs,
+                filters=filters,
+                kind=kind,
+            )
             leg_ms["complete_ms"] = (time.perf_counter() - t) * 1000
         if len(legs) == 1:
             ((name, hits),) = legs.items()

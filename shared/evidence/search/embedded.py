@@ -467,7 +467,8 @@ class _Index:
                 if key == "chunk_id":  # its own raw field: restricting to known chunks (score completion)
                     tq = tantivy.Query.term_set_query(schema, "chunk_id", [str(v) for v in vals])
                 else:
-                    tq = tantivy.Query.term_set_query(schema, "meta", [f"{key}={filter_value(v)}" for v in vals])
+                    terms = [f"{key}={filter_value(v)}" for v in vals]
+                    tq = tantivy.Query.term_set_query(schema, "meta", terms)
                 # Zero-weight filter: restricts the set without touching BM25 scores.
                 musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
             query = tantivy.Query.boolean_query(musts)
