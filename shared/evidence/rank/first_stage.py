@@ -163,3 +163,72 @@ class FirstStage:
 
 def describe(stage: FirstStage) -> Mapping[str, Any]:
     return {"mode": stage.mode.value, "fusion": stage.fusion.method.value, "leg_depth": stage.leg_depth}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHybridFirstStage:
+    """OpenSearch's server-side hybrid: one `hybrid` query through the search pipeline.
+
+    Used when the backend offers `hybrid` and `opensearch_hybrid_mode=server`; the fused
+    ranking comes from the cluster's processors. Without a query vector it degrades to the
+    lexical leg.
+    """
+
+    explain: bool = False
+    name: str = "first_stage"
+    mode: RetrievalMode = RetrievalMode.HYBRID
+
+    def retrieve(
+        self,
+        backend: SearchBackend,
+        index: str,
+        *,
+        query: str,
+        vector: Vector | None,
+        k: int,
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> FirstStageResult:
+        hybrid = getattr(backend, "hybrid", None)
+        if hybrid is None or vector is None:
+            return FirstStage(
+                mode=RetrievalMode.LEXICAL if vector is None else RetrievalMode.HYBRID
+            ).retrieve(backend, index, query=query, vector=vector, k=k, filters=filters, kind=kind)
+        start = time.perf_counter()
+        result = hybrid(
+            index, query, vector, k=k, filters=filters, kind=kind, pagination_depth=k, explain=self.explain
+        )
+        if result.fused is None:  # the backend chose client mode: fuse here
+            return FirstStage().retrieve(
+                backend, index, query=query, vector=vector, k=k, filters=filters, kind=kind
+            )
+        lex = {h.chunk.chunk_id: h.score for h in result.lexical}
+        den = {h.chunk.chunk_id: h.score for h in result.dense}
+        cands: list[Candidate] = []
+        for h in result.fused[:k]:
+            scores = {"fused": h.score}
+            if h.chunk.chunk_id in lex:
+                scores["lexical"] = lex[h.chunk.chunk_id]
+            if h.chunk.chunk_id in den:
+                scores["dense"] = den[h.chunk.chunk_id]
+            cands.append(
+                Candidate(
+                    chunk=h.chunk, score=h.score, first_stage_score=h.score, scores=MappingProxyType(scores)
+                )
+            )
+        cands.sort(key=sort_key)
+        tel = StageTelemetry(
+            name=self.name,
+            candidates_in=len(result.fused),
+            candidates_out=len(cands),
+            ms=round((time.perf_counter() - start) * 1000, 3),
+            detail={"mode": "server-hybrid", "fusion": result.fusion or "pipeline"},
+        )
+        return FirstStageResult(cands, tel)
+
+
+def first_stage_for(backend: SearchBackend, *, server_hybrid: bool, explain: bool = False) -> Any:
+    """The first stage a request uses: the cluster's hybrid pipeline when configured, else ours."""
+    if server_hybrid and hasattr(backend, "hybrid"):
+        return ServerHybridFirstStage(explain=explain)
+    return FirstStage()

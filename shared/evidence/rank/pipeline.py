@@ -251,9 +251,10 @@ def run_request(
 
     `service` provides `backend`, `reranker` and `query_vector(index, text)` (EvidenceService).
     """
+    from evidence.config import BackendKind, HybridMode
     from evidence.format.evidence import evidence_from_candidates
     from evidence.format.hits import to_followups, to_hits
-    from evidence.rank.first_stage import FirstStage
+    from evidence.rank.first_stage import first_stage_for
 
     profile = get_profile(request.profile)
     params = profile.params(request.overrides())
@@ -270,7 +271,13 @@ def run_request(
         backend=service.backend,
         reranker=service.reranker,
     )
-    outcome = profile.run(ctx, FirstStage())
+    settings = service.settings
+    server_hybrid = (
+        settings.backend is BackendKind.OPENSEARCH and settings.opensearch_hybrid_mode is HybridMode.SERVER
+    )
+    outcome = profile.run(
+        ctx, first_stage_for(ctx.backend, server_hybrid=server_hybrid, explain=request.explain)
+    )
     doc = evidence_from_candidates(outcome.hits, outcome.followups)
     hits = to_hits(outcome.hits, explain=request.explain)
     return RetrieveResponse(

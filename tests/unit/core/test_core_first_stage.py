@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +85,44 @@ def test_modes_and_empty_results(backend: EmbeddedBackend, mode: RetrievalMode) 
     assert out.candidates and all(c.score == c.first_stage_score for c in out.candidates)
     # only stop words and no vector: nothing to search with, so nothing comes back
     assert stage.retrieve(backend, "fs", query="the of and", vector=None, k=10).candidates == []
+
+
+class _ServerHybrid:
+    """The embedded backend plus a `hybrid` method shaped like the OpenSearch adapter's
+    (no cluster can run here; this checks the glue, the adapter's bodies are spec-tested)."""
+
+    def __init__(self, inner: EmbeddedBackend, client_mode: bool = False) -> None:
+        self.inner = inner
+        self.client_mode = client_mode
+        self.calls: list[dict[str, object]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def hybrid(self, index: str, text: str, vector: np.ndarray, **kw: object) -> object:
+        from evidence.search.opensearch import HybridResult
+
+        self.calls.append(kw)
+        if self.client_mode:
+            return HybridResult(mode="client", fused=None)  # type: ignore[arg-type]
+        lex = self.inner.lexical(index, text, k=10)
+        fused = [replace(h, score=1.0 / (i + 1)) for i, h in enumerate(lex)]
+        return HybridResult(mode="server", fused=fused, lexical=lex, fusion="rrf")  # type: ignore[arg-type]
+
+
+def test_server_hybrid_first_stage_uses_the_pipeline_ranking(backend: EmbeddedBackend) -> None:
+    from evidence.rank.first_stage import ServerHybridFirstStage, first_stage_for
+
+    server = _ServerHybrid(backend)
+    stage = first_stage_for(server, server_hybrid=True)  # type: ignore[arg-type]
+    assert isinstance(stage, ServerHybridFirstStage)
+    out = stage.retrieve(server, "fs", query="encryption", vector=_vec(0), k=5)  # type: ignore[arg-type]
+    assert [c.score for c in out.candidates] == sorted((c.score for c in out.candidates), reverse=True)
+    assert out.candidates[0].scores["fused"] == 1.0 and "lexical" in out.candidates[0].scores
+    assert server.calls[0]["pagination_depth"] == 5
+    assert out.telemetry.detail == {"mode": "server-hybrid", "fusion": "rrf"}
+    # client mode (Serverless): the legs are fused here
+    client = _ServerHybrid(backend, client_mode=True)
+    fused_here = ServerHybridFirstStage().retrieve(client, "fs", query="encryption", vector=_vec(0), k=5)  # type: ignore[arg-type]
+    assert fused_here.telemetry.detail and fused_here.telemetry.detail["mode"] == "hybrid"
+    assert isinstance(first_stage_for(backend, server_hybrid=True), FirstStage)  # no `hybrid`: ours
