@@ -131,6 +131,13 @@ class Api(Construct):
             request_models={"application/json": retrieve_model},
             request_parameters={"method.request.path.index": True},
         )
+        # Other verbs on this path still reach the handler (its 404/405 envelope), as under the proxy.
+        retrieve.add_method(
+            "ANY",
+            integration,
+            request_validator=validate_params,
+            request_parameters={"method.request.path.index": True},
+        )
         self.api_key: apigw.IApiKey | None = None
         if use_keys:
             plan = self.rest_api.add_usage_plan(

@@ -224,7 +224,8 @@ def test_serverless_collection_with_kms_network_and_data_policies(alt_synth: Syn
 
 def test_api_iam_auth_validation_throttling_access_logs(default_synth: Synth) -> None:
     methods = default_synth.resources("AWS::ApiGateway::Method")
-    assert len(methods) == 2  # ANY /v1/{proxy+}, POST /v1/indexes/{index}/retrieve
+    # ANY /v1/{proxy+}; POST (body schema) and ANY on /v1/indexes/{index}/retrieve
+    assert len(methods) == 3
     for method in methods.values():
         assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
         assert "RequestValidatorId" in method["Properties"]
