@@ -175,7 +175,10 @@ def test_run_request_builds_the_retrieve_response(tmp_path: Path) -> None:
 
     crit = "Do you encrypt data?"
     backend = new_backend(tmp_path, _corpus())
+    from evidence.config import Settings
+
     service = SimpleNamespace(
+        settings=Settings(),
         backend=backend,
         reranker=ScriptedReranker(lambda q, t: 0.9 if "policy 3" in t else 0.2),
         query_vector=lambda index, text: vec(text),
