@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     bedrock_rerank_model: str = "cohere.rerank-v3-5:0"
     bedrock_planner_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     cohere_api_key: SecretStr | None = None
+    #: In Lambda the key lives in Secrets Manager; read once, on the first reranked request.
+    cohere_api_key_secret_arn: str | None = None
     cohere_base_url: str | None = None
     cohere_model: str = "rerank-v3.5"
     rerank_timeout_s: float = Field(default=5.0, gt=0, le=60)

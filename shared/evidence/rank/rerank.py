@@ -263,6 +263,27 @@ class BedrockReranker:
         return _validated(results, len(texts), n)
 
 
+@lru_cache(maxsize=4)
+def secret_string(arn: str, region: str | None) -> str:
+    """A Secrets Manager secret's string (a plain key, or JSON with an `api_key` field)."""
+    import json
+
+    import boto3
+
+    try:
+        value = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)[
+            "SecretString"
+        ]
+    except Exception as exc:
+        raise ConfigurationError(f"cannot read the Cohere API key secret {arn}: {exc}") from exc
+    if value.lstrip().startswith("{"):
+        try:
+            return str(json.loads(value)["api_key"])
+        except (ValueError, KeyError) as exc:
+            raise ConfigurationError(f"secret {arn} is JSON without an 'api_key' field") from exc
+    return str(value).strip()
+
+
 def build_reranker(settings: Settings) -> Reranker | None:
     """The reranker the settings ask for (None for `none`); ConfigurationError if incomplete."""
     kind = settings.reranker
@@ -270,6 +291,8 @@ def build_reranker(settings: Settings) -> Reranker | None:
         return None
     if kind == RerankerKind.COHERE:
         key = settings.cohere_api_key.get_secret_value() if settings.cohere_api_key else ""
+        if not key and settings.cohere_api_key_secret_arn:
+            key = secret_string(settings.cohere_api_key_secret_arn, settings.aws_region)
         return CohereReranker(
             api_key=key,
             model=settings.cohere_model,
