@@ -82,7 +82,8 @@ class CohereReranker:
     ) -> None:
         if not api_key:
             raise ConfigurationError(
-                "the Cohere reranker needs an API key (EVIDENCE_COHERE_API_KEY or EVIDENCE_COHERE_API_KEY_SECRET_ARN)"
+                "the Cohere reranker needs an API key: set EVIDENCE_COHERE_API_KEY or "
+                "EVIDENCE_COHERE_API_KEY_SECRET_ARN"
             )
         if timeout_s <= 0 or retries < 0 or max_tokens_per_doc < 1 or backoff_s < 0:
             raise ConfigurationError("Cohere reranker: timeout > 0, retries >= 0, max_tokens_per_doc >= 1")
