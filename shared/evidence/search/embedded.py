@@ -86,6 +86,8 @@ _CHUNK_COLS = (
 #: Built-in fields that filters may name besides metadata keys.
 BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
 _WRITER_HEAP = 64_000_000
+#: Chunks kept decoded in memory per open index (~1-2 kB each).
+CHUNK_CACHE_SIZE = 50_000
 
 
 def filter_value(value: object) -> str:
@@ -151,6 +153,9 @@ class _Index:
         self._tantivy: dict[ChunkKind, tantivy.Index] = {}
         self._dense: _DenseCache | None = None
         self._synced = False
+        self._cache_gen = -1
+        self._by_rowid: dict[int, Chunk] = {}
+        self._rowid_of: dict[str, int] = {}
         #: While True (inside `EmbeddedBackend.bulk`), lexical sync waits for the bulk's end:
         #: one tantivy commit instead of one per batch. The journal keeps this crash-safe.
         self.deferred = False
@@ -265,25 +270,63 @@ class _Index:
         )
         return [self._row_to_chunk(r) for r in rows]
 
+    # --- chunk cache ---------------------------------------------------------------------
+    # Turning rows into Chunks (SQL, JSON metadata) was ~60% of a warm retrieve's non-model time.
+    # Chunks are immutable within a write generation, so a bounded cache keyed by rowid is
+    # exact; any write (from any process) bumps the generation and empties it.
+
+    def _cache_check(self) -> None:
+        gen = self.generation()
+        if gen != self._cache_gen:
+            self._by_rowid.clear()
+            self._rowid_of.clear()
+            self._cache_gen = gen
+
+    def _cache_put(self, rowid: int, chunk: Chunk) -> None:
+        if len(self._by_rowid) >= CHUNK_CACHE_SIZE:
+            old_rowid, old = next(iter(self._by_rowid.items()))  # oldest first (FIFO)
+            del self._by_rowid[old_rowid]
+            self._rowid_of.pop(old.chunk_id, None)
+        self._by_rowid[rowid] = chunk
+        self._rowid_of[chunk.chunk_id] = rowid
+
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, Chunk]:
-        out: dict[int, Chunk] = {}
-        for start in range(0, len(rowids), 900):
-            part = [int(r) for r in rowids[start : start + 900]]
-            marks = ",".join("?" * len(part))
-            for row in self._db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
-                out[row[0]] = self._row_to_chunk(row)
-        return out
+        with self._lock:
+            self._cache_check()
+            out = {r: self._by_rowid[r] for r in rowids if r in self._by_rowid}
+            missing = [int(r) for r in rowids if r not in out]
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in self._db.execute(
+                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part
+                ):
+                    chunk = self._row_to_chunk(row)
+                    out[row[0]] = chunk
+                    self._cache_put(row[0], chunk)
+            return out
 
     def chunks_by_id(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, Chunk]]:
-        out: dict[str, tuple[int, Chunk]] = {}
-        for start in range(0, len(chunk_ids), 900):
-            part = list(chunk_ids[start : start + 900])
-            marks = ",".join("?" * len(part))
-            for row in self._db.execute(
-                f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part
-            ):
-                out[row[1]] = (row[0], self._row_to_chunk(row))
-        return out
+        with self._lock:
+            self._cache_check()
+            out: dict[str, tuple[int, Chunk]] = {}
+            missing: list[str] = []
+            for cid in chunk_ids:
+                rowid = self._rowid_of.get(cid)
+                if rowid is None:
+                    missing.append(cid)
+                else:
+                    out[cid] = (rowid, self._by_rowid[rowid])
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in self._db.execute(
+                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part
+                ):
+                    chunk = self._row_to_chunk(row)
+                    out[row[1]] = (row[0], chunk)
+                    self._cache_put(row[0], chunk)
+            return out
 
     def upsert(
         self, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
