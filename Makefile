@@ -9,7 +9,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 DATASET ?= ../shared/datasets/scifact
 
-.PHONY: setup demo test test-fast lint typecheck bench eval synth clean
+.PHONY: setup demo test test-fast lint bench eval synth bundle clean
 
 setup: $(STAMP)
 
@@ -31,16 +31,21 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shared functions infra tests bench
 	$(VENV)/bin/ruff format --check shared functions infra tests bench
-	$(VENV)/bin/mypy shared/evidence functions
+	$(VENV)/bin/mypy shared/evidence functions infra
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run.py --dataset $(DATASET)
+	unset PYTHONDONTWRITEBYTECODE; $(VENV)/bin/python bench/cold_start.py --runs 5
+	$(VENV)/bin/python bench/ranking_overhead.py --runs 1000
 
 eval: $(STAMP)
 	for m in bm25 dense hybrid; do $(VENV)/bin/evidence eval --dataset $(DATASET) --mode $$m --json; done
 
 synth: $(STAMP)
 	$(VENV)/bin/python -m infra.app
+
+bundle: $(STAMP)
+	$(VENV)/bin/python infra/bundle.py
 
 clean:
 	rm -rf .evidence build cdk.out .pytest_cache .mypy_cache .ruff_cache

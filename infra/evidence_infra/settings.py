@@ -68,7 +68,9 @@ class InfraSettings:
     indexer_timeout_s: int = 300
     max_receive_count: int = 5
     reranker: str = "bedrock"  # none | cohere | bedrock (EVIDENCE_RERANKER)
-    planner: str = "bedrock"  # rules | bedrock (EVIDENCE_PLANNER)
+    # rules | bedrock (EVIDENCE_PLANNER). Rules by default: the service has no LLM planner yet,
+    # so granting Bedrock to the planner by default would be an unused permission.
+    planner: str = "rules"
     cohere_secret_arn: str | None = None
     retrieve_p95_ms: int = 2000
     api_rate_limit: int = 50

@@ -14,7 +14,7 @@ def default_synth() -> Synth:
 
 @pytest.fixture(scope="session")
 def alt_synth() -> Synth:
-    """The other side of every flag: Serverless, API keys, Distributed Map, Cohere, rules planner."""
+    """The other side of every flag: Serverless, API keys, Distributed Map, Cohere, Bedrock planner."""
     return synth(
         {
             "evidence:search": "serverless",
@@ -22,7 +22,7 @@ def alt_synth() -> Synth:
             "evidence:distributedMap": "true",
             "evidence:reranker": "cohere",
             "evidence:cohereSecretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:cohere-AbCdEf",
-            "evidence:planner": "rules",
+            "evidence:planner": "bedrock",
             "evidence:waf": "true",
         }
     )
