@@ -345,16 +345,6 @@ def tty_progress(stream: Any = None) -> Progress | None:
     return show
 
 
-def _add_store(parser: argparse.ArgumentParser) -> None:
-    if not any("--store" in action.option_strings for action in parser._actions):
-        parser.add_argument(
-            "--store",
-            type=Path,
-            default=None,
-            help="embedded store directory (default ./.evidence or EVIDENCE_STORE_DIR)",
-        )
-
-
 def add_assess_parser(
     subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()
 ) -> argparse.ArgumentParser:
@@ -375,7 +365,6 @@ def add_assess_parser(
         default=None,
         help="write each criterion's result to s3://bucket/prefix/ as the state machine does",
     )
-    _add_store(parser)
     parser.set_defaults(func=run_assess)
     return parser
 

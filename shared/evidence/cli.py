@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -170,7 +171,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--store", metavar="DIR", help="store directory (default ./.evidence or EVIDENCE_STORE_DIR)"
+        "--store",
+        type=Path,
+        metavar="DIR",
+        help="store directory (default ./.evidence or EVIDENCE_STORE_DIR)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runners: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -210,9 +214,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
             if exc.name != module_name:
                 raise
             continue
-        added = getattr(module, add_name)(sub)
-        if isinstance(added, argparse.ArgumentParser) and "--store" not in added._option_string_actions:
-            added.add_argument("--store", metavar="DIR", help="store directory (default ./.evidence)")
+        add = getattr(module, add_name)
+        # Subcommands that work on a store take the shared options (`--store`) as a parent.
+        wants_parents = "parents" in inspect.signature(add).parameters
+        add(sub, [common]) if wants_parents else add(sub)
         runners[add_name.removeprefix("add_").removesuffix("_parser")] = getattr(module, run_name)
     return parser, runners
 

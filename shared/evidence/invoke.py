@@ -57,13 +57,6 @@ def add_invoke_parser(
     )
     parser.add_argument("function", choices=FUNCTIONS, help="which handler")
     parser.add_argument("event", type=Path, help="event JSON file (see events/)")
-    if not any("--store" in action.option_strings for action in parser._actions):
-        parser.add_argument(
-            "--store",
-            type=Path,
-            default=None,
-            help="embedded store directory (default ./.evidence or EVIDENCE_STORE_DIR)",
-        )
     parser.set_defaults(func=run_invoke)
     return parser
 

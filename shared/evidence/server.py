@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -213,13 +212,6 @@ def add_serve_parser(
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
-    if not any("--store" in action.option_strings for action in parser._actions):
-        parser.add_argument(
-            "--store",
-            type=Path,
-            default=None,
-            help="embedded store directory (default ./.evidence or EVIDENCE_STORE_DIR)",
-        )
     parser.set_defaults(func=run_serve)
     return parser
 
