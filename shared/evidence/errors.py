@@ -7,6 +7,9 @@ inspects them.
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Self
+
 
 class EvidenceError(Exception):
     """Base of every error the service raises on purpose."""
@@ -96,3 +99,19 @@ class UpstreamError(EvidenceError):
 
     status = 502
     code = "upstream_error"
+
+
+class ChoiceEnum(StrEnum):
+    """A mode enum whose parse error names the field and lists the valid values (DESIGN.md §5)."""
+
+    __field__ = "value"
+
+    @classmethod
+    def parse(cls, value: str) -> Self:
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(m.value for m in cls)
+            raise RequestValidationError(
+                f"unknown {cls.__field__} {value!r}; valid: {valid}", field=cls.__field__
+            ) from None

@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from evidence.errors import RequestValidationError
+from evidence.errors import ChoiceEnum
 from evidence.model import StageTelemetry
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.fusion import FusionConfig, FusionMethod, fuse
@@ -19,18 +18,12 @@ from evidence.records import ChunkKind, SearchHit
 from evidence.search.base import Filters, SearchBackend, Vector
 
 
-class RetrievalMode(StrEnum):
+class RetrievalMode(ChoiceEnum):
+    __field__ = "mode"
+
     LEXICAL = "bm25"
     DENSE = "dense"
     HYBRID = "hybrid"
-
-    @classmethod
-    def parse(cls, value: str) -> RetrievalMode:
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(m.value for m in cls)
-            raise RequestValidationError(f"unknown mode {value!r}; valid: {valid}", field="mode") from None
 
 
 @dataclass(frozen=True, slots=True)

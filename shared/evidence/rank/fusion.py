@@ -15,28 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 
-from evidence.errors import RequestValidationError
+from evidence.errors import ChoiceEnum, RequestValidationError
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.records import SearchHit
 
 
-class FusionMethod(StrEnum):
+class FusionMethod(ChoiceEnum):
+    __field__ = "fusion"
+
     RRF = "rrf"
     MINMAX = "minmax"
     ZSCORE = "zscore"
-
-    @classmethod
-    def parse(cls, value: str) -> FusionMethod:
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(m.value for m in cls)
-            raise RequestValidationError(
-                f"unknown fusion method {value!r}; valid: {valid}", field="fusion"
-            ) from None
 
 
 @dataclass(frozen=True, slots=True)
