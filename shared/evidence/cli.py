@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
@@ -127,7 +128,10 @@ def print_response(resp: Any, fmt: str) -> None:
 def cmd_query(args: argparse.Namespace) -> int:
     request = _request_from_args(args)
     service = _service(args)
-    resp = service.retrieve(args.index, request)
+    # stdout carries only the answer (`--format xml` is bare XML): anything the pipeline logs or
+    # prints on the way, e.g. through a Powertools logger set up in this process, goes to stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        resp = service.retrieve(args.index, request)
     print_response(resp, args.format)
     return EXIT_OK
 
@@ -139,9 +143,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     service = _service(args)
     bar = Progress(f"eval {args.mode}")
     try:
-        result = run_eval(
-            service, Path(args.dataset), mode=args.mode, spans=args.spans, limit=args.limit, progress=bar
-        )
+        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+            result = run_eval(
+                service, Path(args.dataset), mode=args.mode, spans=args.spans, limit=args.limit, progress=bar
+            )
     finally:
         bar.close()
     if args.json:

@@ -98,3 +98,54 @@ def test_bad_option_value_is_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as exit_:
         main(["query", "x", "--index", "t", "--format", "yaml"])
     assert exit_.value.code == 2
+
+
+def test_xml_stdout_stays_bare_when_logging_writes_to_stdout(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In Lambda, Powertools logs go to stdout. If such a handler is set up in the process (an
+    earlier handler call, a test), the vrm pipeline's INFO logs ("Extracted follow-up responses")
+    must still not reach the CLI's stdout: `--format xml` prints bare XML only."""
+    import logging
+    import sys
+
+    class StdoutAtEmit(logging.StreamHandler):  # type: ignore[type-arg]
+        @property  # type: ignore[override]
+        def stream(self) -> object:
+            return sys.stdout
+
+        @stream.setter
+        def stream(self, _: object) -> None:
+            pass
+
+    logger = logging.getLogger("evidence")
+    handler = StdoutAtEmit()
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        capsys.readouterr()
+        assert (
+            main(
+                [
+                    "query",
+                    "Is data encrypted at rest?",
+                    "--index",
+                    "t",
+                    "--store",
+                    str(store),
+                    "--profile",
+                    "vrm",
+                    "--format",
+                    "xml",
+                ]
+            )
+            == 0
+        )
+        captured = capsys.readouterr()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert "Extracted follow-up responses" in captured.err  # the log happened, on stderr
+    assert captured.out.startswith("<index_1>")
+    ET.fromstring(f"<r>{captured.out}</r>")
