@@ -61,7 +61,11 @@ class Settings(BaseSettings):
     passage_overlap: int = Field(default=32, ge=0, le=512)
     record_max_tokens: int = Field(default=2048, ge=64, le=32768)
 
-    # Lexical analysis (OpenSearch `english` analyzer by default)
+    # Lexical analysis: OpenSearch's `english` analyzer by default. The embedded backend applies
+    # the analyzer switches to new indexes (each index keeps the analysis it was built with) and
+    # computes BM25 with k1 1.2, b 0.75 only (tantivy's constants); OpenSearch takes any k1/b.
+    analyzer_stopwords: bool = True
+    analyzer_stemming: bool = True
     bm25_k1: float = Field(default=1.2, ge=0.0, le=3.0)
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
 

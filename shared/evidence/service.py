@@ -96,13 +96,9 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 def build_backend(settings: Settings) -> SearchBackend:
-    if settings.backend is BackendKind.OPENSEARCH:
-        from evidence.search.factory import get_backend
+    from evidence.search.factory import get_backend
 
-        return get_backend(settings)
-    from evidence.search.embedded import EmbeddedBackend
-
-    return EmbeddedBackend(settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b)
+    return get_backend(settings)
 
 
 class EvidenceService:

@@ -87,6 +87,34 @@ class AnalyzerConfig:
     stopwords: frozenset[str] = ENGLISH_STOP_WORDS
     stem: bool = True
 
+    @property
+    def name(self) -> str:
+        """Recorded by each index so queries are always analysed as its documents were."""
+        stop = (
+            "stop"
+            if self.stopwords == ENGLISH_STOP_WORDS
+            else ("nostop" if not self.stopwords else "customstop")
+        )
+        return f"english:{stop}:{'porter' if self.stem else 'nostem'}"
+
+    @classmethod
+    def from_name(cls, name: str) -> AnalyzerConfig:
+        parts = name.split(":")
+        if (
+            len(parts) != 3
+            or parts[0] != "english"
+            or parts[1] not in ("stop", "nostop")
+            or parts[2]
+            not in (
+                "porter",
+                "nostem",
+            )
+        ):
+            raise ValueError(f"unknown analyzer {name!r}")
+        return cls(
+            stopwords=ENGLISH_STOP_WORDS if parts[1] == "stop" else frozenset(), stem=parts[2] == "porter"
+        )
+
 
 def standard_tokenize(text: str) -> list[str]:
     tokens: list[str] = _TOKEN.findall(text)

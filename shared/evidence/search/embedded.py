@@ -33,7 +33,7 @@ import numpy as np
 from evidence.errors import BackendError, EmbedderMismatchError, IndexNotFoundError
 from evidence.model import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
-from evidence.search.analysis import EnglishAnalyzer, get_analyzer
+from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
 from evidence.search.base import Filters, IndexInfo, UpsertResult, Vector
 
 if TYPE_CHECKING:
@@ -606,7 +606,9 @@ class _Index:
 class EmbeddedBackend:
     """SearchBackend on local disk. Thread-safe within a process; one writer per store at a time."""
 
-    def __init__(self, store_dir: Path, *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self, store_dir: Path, *, k1: float = 1.2, b: float = 0.75, analyzer: AnalyzerConfig | None = None
+    ) -> None:
         if (k1, b) != (1.2, 0.75):
             # tantivy fixes BM25's k1 and b; other values would silently not apply.
             raise BackendError(
@@ -615,7 +617,8 @@ class EmbeddedBackend:
         self.store_dir = Path(store_dir)
         self.k1 = k1
         self.b = b
-        self.analyzer = get_analyzer()
+        #: For new indexes; an existing index keeps the analysis it was built with.
+        self.analyzer_config = analyzer or AnalyzerConfig()
         self._indexes: dict[str, _Index] = {}
         self._lock = threading.Lock()
 
@@ -634,7 +637,12 @@ class EmbeddedBackend:
                     raise IndexNotFoundError(index)
                 root.mkdir(parents=True, exist_ok=True)
             try:
-                opened = _Index(root, self.analyzer, self.k1, self.b)
+                opened = _Index(root, get_analyzer(self.analyzer_config), self.k1, self.b)
+                recorded = opened.info("analyzer")
+                if recorded is None:
+                    opened.set_info("analyzer", self.analyzer_config.name)
+                elif recorded != self.analyzer_config.name:
+                    opened.analyzer = get_analyzer(AnalyzerConfig.from_name(recorded))
             except sqlite3.DatabaseError as exc:
                 raise BackendError(f"index {index!r} store is unreadable: {exc}") from exc
             self._indexes[index] = opened

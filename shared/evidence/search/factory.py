@@ -14,9 +14,14 @@ from evidence.search.base import SearchBackend
 def get_backend(settings: Settings) -> SearchBackend:
     """A new backend for `settings`; callers (the service) cache it. Nothing connects yet."""
     if settings.backend is BackendKind.EMBEDDED:
+        from evidence.search.analysis import ENGLISH_STOP_WORDS, AnalyzerConfig
         from evidence.search.embedded import EmbeddedBackend
 
-        return EmbeddedBackend(settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b)
+        analyzer = AnalyzerConfig(
+            stopwords=ENGLISH_STOP_WORDS if settings.analyzer_stopwords else frozenset(),
+            stem=settings.analyzer_stemming,
+        )
+        return EmbeddedBackend(settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b, analyzer=analyzer)
     if settings.backend is BackendKind.OPENSEARCH:
         if not settings.opensearch_endpoint:
             raise ConfigurationError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from evidence.search.analysis import ENGLISH_STOP_WORDS, EnglishAnalyzer, standard_tokenize
@@ -72,3 +74,42 @@ def test_english_chain() -> None:
 )
 def test_lucene_porter(word: str, stem: str) -> None:
     assert porter_stem(word) == stem
+
+
+def test_analyzer_is_configurable_and_recorded_per_index(tmp_path: Path) -> None:
+    from evidence.config import Settings
+    from evidence.ids import content_hash
+    from evidence.records import Chunk, ChunkKind, DocumentChunks
+    from evidence.search.analysis import AnalyzerConfig
+    from evidence.search.factory import get_backend
+
+    def load(backend: object, index: str) -> None:
+        text = "The vendor is rotating the keys"
+        chunk = Chunk(
+            chunk_id="c",
+            document_id="d",
+            kind=ChunkKind.PASSAGE,
+            text=text,
+            char_start=0,
+            char_end=len(text),
+            sequence=0,
+        )
+        backend.create_index(index, embedder_id="none", dimension=0)  # type: ignore[attr-defined]
+        backend.upsert(index, [DocumentChunks("d", content_hash(text), "d", (chunk,))], [None])  # type: ignore[attr-defined]
+
+    plain = get_backend(Settings(store_dir=tmp_path, analyzer_stemming=False, analyzer_stopwords=False))
+    load(plain, "plain")
+    assert not plain.lexical("plain", "rotate", k=5)  # no stemming: "rotating" ≠ "rotate"
+    assert plain.lexical("plain", "the", k=5)  # no stop words: "the" is a term
+    plain.close()
+
+    english = get_backend(Settings(store_dir=tmp_path))  # default analysis for *new* indexes
+    load(english, "english")
+    assert english.lexical("english", "rotate", k=5)
+    assert not english.lexical("english", "the", k=5)
+    # the old index is still queried with the analysis it was built with
+    assert not english.lexical("plain", "rotate", k=5)
+    assert english.lexical("plain", "the", k=5)
+    assert AnalyzerConfig.from_name(AnalyzerConfig(stem=False).name) == AnalyzerConfig(stem=False)
+    with pytest.raises(ValueError, match="unknown analyzer"):
+        AnalyzerConfig.from_name("klingon:stop:porter")
