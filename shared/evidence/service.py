@@ -174,7 +174,6 @@ class EvidenceService:
         self._ensure_index(index, embed=embed)
         backend = self.backend
         todo = [d for d in docs if backend.document_hash(index, d.document_id) != d.content_hash]
-        changed = {d.document_id for d in todo}
         vectors: list[np.ndarray | None] = [None] * len(todo)
         if todo and embed:
             texts: list[str] = []
@@ -185,22 +184,19 @@ class EvidenceService:
                         texts.append(c.search_text)
                         owners.append((di, ci))
             emb = self.embedder.embed_documents(texts) if texts else np.empty((0, self.embedder.dimension))
-            dim = self.embedder.dimension
-            mats = [np.zeros((len(d.chunks), dim), dtype=np.float32) for d in todo]
-            # Spans carry no vector of their own: they borrow nothing and are found lexically
-            # or re-scored against the query at request time (embedding every sentence would
-            # multiply indexing cost for a leg the cascade uses last).
-            has_vec = [np.zeros(len(d.chunks), dtype=bool) for d in todo]
+            # Rows stay NaN ("no vector") for fact spans: they are found lexically, and embedding
+            # every sentence would multiply indexing cost for a leg the cascade uses last.
+            mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
             for (di, ci), vec in zip(owners, emb, strict=True):
                 mats[di][ci] = vec
-                has_vec[di][ci] = True
-            vectors = [m if h.all() else _mask_rows(m, h) for m, h in zip(mats, has_vec, strict=True)]
+            vectors = list(mats)
+        # Only documents that changed reach the backend, so only they have a result.
         results = {r.document_id: r for r in backend.upsert(index, todo, vectors)} if todo else {}
         out = []
         for d in docs:
             r = results.get(d.document_id)
             n_pass = sum(1 for c in d.chunks if c.kind is ChunkKind.PASSAGE)
-            status = r.status if (r is not None and d.document_id in changed) else "unchanged"
+            status = r.status if r is not None else "unchanged"
             out.append(
                 IndexDocumentResponse(
                     index=index,
@@ -365,15 +361,6 @@ class EvidenceService:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
-
-
-def _mask_rows(matrix: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Rows without an embedding are stored as NaN so backends can tell them from real vectors."""
-    import numpy as np
-
-    out = matrix.copy()
-    out[~keep] = np.nan
-    return out
 
 
 @lru_cache(maxsize=1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -152,10 +152,6 @@ class FirstStage:
             detail=detail,
         )
         return FirstStageResult(cands, tel)
-
-
-def describe(stage: FirstStage) -> Mapping[str, Any]:
-    return {"mode": stage.mode.value, "fusion": stage.fusion.method.value, "leg_depth": stage.leg_depth}
 
 
 @dataclass(frozen=True, slots=True)
