@@ -45,6 +45,22 @@ def store(tmp_path: Path) -> Path:
     return s
 
 
+def _vrm_xml(store: Path) -> list[str]:
+    """The vrm query whose stdout must be bare evidence XML, follow-ups last."""
+    return [
+        "query",
+        "Is data encrypted at rest?",
+        "--index",
+        "t",
+        "--store",
+        str(store),
+        "--profile",
+        "vrm",
+        "--format",
+        "xml",
+    ]
+
+
 def test_query_formats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert (
@@ -52,23 +68,7 @@ def test_query_formats(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and json.loads(out[0])["hits"]
-    assert (
-        main(
-            [
-                "query",
-                "Is data encrypted at rest?",
-                "--index",
-                "t",
-                "--store",
-                str(store),
-                "--profile",
-                "vrm",
-                "--format",
-                "xml",
-            ]
-        )
-        == 0
-    )
+    assert main(_vrm_xml(store)) == 0
     xml = capsys.readouterr().out
     assert xml.startswith("<index_1>") and xml.rstrip().endswith(">")
     root = ET.fromstring(f"<r>{xml}</r>")
@@ -125,23 +125,7 @@ def test_xml_stdout_stays_bare_when_logging_writes_to_stdout(
     logger.setLevel(logging.INFO)
     try:
         capsys.readouterr()
-        assert (
-            main(
-                [
-                    "query",
-                    "Is data encrypted at rest?",
-                    "--index",
-                    "t",
-                    "--store",
-                    str(store),
-                    "--profile",
-                    "vrm",
-                    "--format",
-                    "xml",
-                ]
-            )
-            == 0
-        )
+        assert main(_vrm_xml(store)) == 0
         captured = capsys.readouterr()
     finally:
         logger.removeHandler(handler)
