@@ -110,6 +110,36 @@ class FirstStage:
             t = time.perf_counter()
             legs["dense"] = backend.dense(index, vector, k=depth, filters=filters, kind=kind)
             leg_ms["dense_ms"] = (time.perf_counter() - t) * 1000
+        return self.fuse_legs(
+            backend,
+            index,
+            query=query,
+            vector=vector,
+            k=k,
+            legs=legs,
+            filters=filters,
+            kind=kind,
+            started=start,
+            leg_ms=leg_ms,
+        )
+
+    def fuse_legs(
+        self,
+        backend: SearchBackend,
+        index: str,
+        *,
+        query: str,
+        vector: Vector | None,
+        k: int,
+        legs: dict[str, Sequence[SearchHit]],
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+        started: float | None = None,
+        leg_ms: dict[str, float] | None = None,
+    ) -> FirstStageResult:
+        """Complete (when on) and fuse legs already fetched, by this stage or by a backend."""
+        start = time.perf_counter() if started is None else started
+        leg_ms = dict(leg_ms or {})
         if len(legs) == 2 and self.complete and vector is not None:
             t = time.perf_counter()
             legs = self._complete_legs(
@@ -187,9 +217,17 @@ class ServerHybridFirstStage:
         result = hybrid(
             index, query, vector, k=k, filters=filters, kind=kind, pagination_depth=k, explain=self.explain
         )
-        if result.fused is None:  # the backend chose client mode: fuse here
-            return FirstStage().retrieve(
-                backend, index, query=query, vector=vector, k=k, filters=filters, kind=kind
+        if result.fused is None:  # the backend chose client mode: fuse its two legs here
+            return FirstStage().fuse_legs(
+                backend,
+                index,
+                query=query,
+                vector=vector,
+                k=k,
+                filters=filters,
+                kind=kind,
+                legs={"lexical": result.lexical, "dense": result.dense},
+                started=start,
             )
         lex = {h.chunk.chunk_id: h.score for h in result.lexical}
         den = {h.chunk.chunk_id: h.score for h in result.dense}

@@ -95,6 +95,11 @@ class _ServerHybrid:
         self.inner = inner
         self.client_mode = client_mode
         self.calls: list[dict[str, object]] = []
+        self.dense_calls = 0
+
+    def dense(self, *args: object, **kw: object) -> object:
+        self.dense_calls += 1
+        return self.inner.dense(*args, **kw)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
@@ -103,8 +108,13 @@ class _ServerHybrid:
         from evidence.search.opensearch import HybridResult
 
         self.calls.append(kw)
-        if self.client_mode:
-            return HybridResult(mode="client", fused=None)  # type: ignore[arg-type]
+        if self.client_mode:  # the adapter's client mode: the two legs, nothing fused
+            return HybridResult(
+                mode="client",  # type: ignore[arg-type]
+                fused=None,
+                lexical=self.inner.lexical(index, text, k=10),
+                dense=self.dense(index, vector, k=10),  # type: ignore[arg-type]
+            )
         lex = self.inner.lexical(index, text, k=10)
         fused = [replace(h, score=1.0 / (i + 1)) for i, h in enumerate(lex)]
         return HybridResult(mode="server", fused=fused, lexical=lex, fusion="rrf")  # type: ignore[arg-type]
@@ -125,4 +135,8 @@ def test_server_hybrid_first_stage_uses_the_pipeline_ranking(backend: EmbeddedBa
     client = _ServerHybrid(backend, client_mode=True)
     fused_here = ServerHybridFirstStage().retrieve(client, "fs", query="encryption", vector=_vec(0), k=5)  # type: ignore[arg-type]
     assert fused_here.telemetry.detail and fused_here.telemetry.detail["mode"] == "hybrid"
+    # the backend's legs are fused as they came (completion uses stored vectors, not the dense leg)
+    assert client.dense_calls == 1
+    assert fused_here.candidates
+    assert all({"lexical", "dense", "fused"} <= set(c.scores) for c in fused_here.candidates)
     assert isinstance(first_stage_for(backend, server_hybrid=True), FirstStage)  # no `hybrid`: ours
