@@ -1,37 +1,69 @@
-# One command surface. `make demo` and `make test` set everything up on a machine that has
-# only Python 3.11+ and pip: the virtualenv lives in .venv/ at the repo root.
+# One command surface. `make demo` needs only Python 3.11+ and pip (it installs the runtime
+# dependencies alone); `make test` installs the dev and CDK groups too and needs Node.js 20+
+# for the CDK tests. The virtualenv lives in .venv/ at the repo root.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.synced
+RUNTIME_STAMP := $(VENV)/.synced-runtime
 export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 DATASET ?= ../shared/datasets/scifact
+LINTED := shared functions infra tests bench
+# Coverage of the package by the whole suite (in-process code; subprocesses are not traced).
+# Measured 91.7% (5,983 statements, 499 missed) when the floor was set: raise it as coverage grows.
+COV_FLOOR ?= 88
 
-.PHONY: setup demo test test-fast lint bench eval synth bundle clean
+.PHONY: setup demo test test-fast prerequisites format lint pr bench eval synth bundle deploy-check clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml uv.lock
+$(UV):
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make: Python 3.11+ is needed (set PY=python3.11)")'
 	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
-	@test -x $(UV) || $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.4"
-	$(UV) sync --frozen --inexact --all-groups --python $(VENV)/bin/python
-	@touch $(STAMP)
+	@$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.4"
 
-demo: $(STAMP)
+# Everything: runtime, dev (tests, lint) and infra (CDK) groups.
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --inexact --all-groups --python $(VENV)/bin/python
+	@touch $(STAMP) $(RUNTIME_STAMP)
+
+# The runtime group only: what the demo (and the Lambda layer) runs.
+$(RUNTIME_STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --inexact --no-default-groups --python $(VENV)/bin/python
+	@touch $(RUNTIME_STAMP)
+
+demo: $(RUNTIME_STAMP)
 	$(VENV)/bin/evidence demo
 
-test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup
+test: $(STAMP) prerequisites
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup \
+		--cov=shared/evidence --cov-report=term:skip-covered --cov-fail-under=$(COV_FLOOR)
+
+# One line per missing prerequisite, before pytest would fail at collection (jsii needs node).
+prerequisites:
+	@command -v node >/dev/null 2>&1 || { echo "make test: Node.js 20+ is needed for the CDK tests (tests/infra); install it (e.g. apt-get install nodejs) or run make test-fast"; exit 2; }
+	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' || { echo "make test: Node.js $$(node --version) is too old for the CDK tests; install Node.js 20+"; exit 2; }
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -m "not slow and not infra"
 
+# Rewrites files: formats, then applies ruff's safe fixes (import order, …).
+format: $(STAMP)
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check shared functions infra tests bench
-	$(VENV)/bin/ruff format --check shared functions infra tests bench
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/mypy shared/evidence functions infra
+
+# Before a commit or a merge request: format, lint, the fast tests (no slow, no CDK).
+pr:
+	$(MAKE) format
+	$(MAKE) lint
+	$(MAKE) test-fast
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run.py --dataset $(DATASET)
@@ -47,5 +79,10 @@ synth: $(STAMP)
 bundle: $(STAMP)
 	$(VENV)/bin/python infra/bundle.py
 
+# Offline proof of a deploy: bundle sizes, every handler run from the bundle, synth + cdk-nag,
+# cfn-lint, staged asset sizes (docs/infra.md).
+deploy-check: $(STAMP)
+	$(VENV)/bin/python -m infra.deploy_check
+
 clean:
-	rm -rf .evidence build cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .evidence build cdk.out .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

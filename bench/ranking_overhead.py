@@ -27,7 +27,8 @@ from evidence.format.evidence import evidence_from_candidates
 from evidence.format.hits import to_followups, to_hits
 from evidence.ids import content_hash, normalize_and_hash
 from evidence.rank.candidate import Candidate
-from evidence.rank.pipeline import RankContext, get_profile
+from evidence.rank.context import RankContext
+from evidence.rank.profiles import get_profile
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend
 
@@ -168,7 +169,7 @@ def main() -> None:
         }
         results = {}
         for label, (name, overrides, use_rr) in configs.items():
-            profile = get_profile(name)
+            profile = get_profile(name).with_stage("first_stage", Fixed(cands))
             params = profile.params(overrides)
             stage_ms: list[float] = []
             stage_cpu_ms: list[float] = []
@@ -189,7 +190,7 @@ def main() -> None:
                 )
                 c0 = time.thread_time()
                 t0 = time.perf_counter()
-                out = profile.run(ctx, Fixed(cands))
+                out = profile.run(ctx)
                 t1 = time.perf_counter()
                 c1 = time.thread_time()
                 doc = evidence_from_candidates(out.hits, out.followups)

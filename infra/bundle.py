@@ -19,6 +19,7 @@ Usage: python infra/bundle.py [--force] [--check]
 from __future__ import annotations
 
 import argparse
+import ast
 import fcntl
 import hashlib
 import json
@@ -106,6 +107,13 @@ BOTOCORE_SERVICES = frozenset(
         "xray",
         "kms",
     }
+)
+#: Developer tools in shared/evidence that no handler imports at run time: the CLI, the local
+#: server, `evidence invoke`, the demo (with its sample documents), evaluation, test helpers,
+#: progress bars, the embedded → OpenSearch migration and the `evidence coach` command. Modules or packages, by top-level name.
+#: `check_layer_imports` fails the build if any bundled module imports one of them.
+DEV_MODULES = frozenset(
+    {"cli", "coach_cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"}
 )
 JUNK_DIRS = frozenset({"__pycache__", "tests", "test"})
 JUNK_SUFFIXES = (".pyi", ".pyc", ".pyx", ".pxd", ".c", ".h", ".cpp")
@@ -291,36 +299,103 @@ def target_python(python_version: str) -> Path | None:
     return None
 
 
-def _precompile(python: Path | None, *trees: Path) -> bool:
+#: Where Lambda mounts a layer's python/ folder and a function's code.
+LAYER_MOUNT = "/opt/python"
+FUNCTION_MOUNT = "/var/task"
+
+
+def _precompile(python: Path | None, trees: dict[Path, str]) -> bool:
     """Lambda's /opt and /var/task are read-only, so without shipped .pyc every cold start
-    recompiles every module. unchecked-hash: valid whatever mtimes the zip gives the sources."""
+    recompiles every module. unchecked-hash: valid whatever mtimes the zip gives the sources.
+    Each tree is compiled as if it sat where Lambda mounts it (`-s`/`-p`): tracebacks name
+    /opt/python/..., and the .pyc carry no path of the build machine."""
     if python is None:
         return False
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "compileall",
-            "-q",
-            "-j",
-            "0",
-            "--invalidation-mode",
-            "unchecked-hash",
-            *map(str, trees),
-        ],
-        check=False,
-        capture_output=True,  # a stray file that does not compile is skipped, not fatal
-    )
+    for tree, mount in trees.items():
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "compileall",
+                "-q",
+                "-j",
+                "0",
+                "--invalidation-mode",
+                "unchecked-hash",
+                "-s",
+                str(tree),
+                "-p",
+                mount,
+                str(tree),
+            ],
+            check=False,
+            capture_output=True,  # a stray file that does not compile is skipped, not fatal
+        )
     return True
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
+def _copy_tree(src: Path, dst: Path, *, exclude: Iterable[str] = ()) -> None:
     shutil.copytree(
         src,
         dst,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "*.pyi", ".mypy_cache"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests", "*.pyi", ".mypy_cache", *exclude),
         dirs_exist_ok=True,
     )
+
+
+def _copy_package(src: Path, dst: Path) -> None:
+    """shared/evidence without the developer tools (`DEV_MODULES`, top level only)."""
+    dev = {f"{name}.py" for name in DEV_MODULES} | set(DEV_MODULES)
+    dst.mkdir(parents=True, exist_ok=True)
+    for child in src.iterdir():
+        if child.name in dev or child.name in {"__pycache__", ".mypy_cache"}:
+            continue
+        if child.is_dir():
+            _copy_tree(child, dst / child.name)
+        elif child.suffix not in {".pyc", ".pyi"}:
+            shutil.copy2(child, dst / child.name)
+
+
+def _imported_modules(tree: ast.AST, package: str) -> Iterator[tuple[str, int]]:
+    """(absolute module name, line) of every import outside `if TYPE_CHECKING:` blocks."""
+
+    def visit(node: ast.AST) -> Iterator[tuple[str, int]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                yield from (item for stmt in child.orelse for item in visit_stmt(stmt))
+                continue
+            yield from visit_stmt(child)
+
+    def visit_stmt(node: ast.AST) -> Iterator[tuple[str, int]]:
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            yield base, node.lineno
+            yield from ((f"{base}.{alias.name}", node.lineno) for alias in node.names)
+        yield from visit(node)
+
+    yield from visit(tree)
+
+
+def check_layer_imports(package_dir: Path) -> list[str]:
+    """Every import, in the bundled `evidence` package, of a developer module left out of it."""
+    banned = {f"evidence.{name}" for name in DEV_MODULES}
+    problems = []
+    for path in sorted(package_dir.rglob("*.py")):
+        relative = path.relative_to(package_dir.parent)
+        package = (
+            ".".join(relative.with_suffix("").parts[:-1])
+            if path.name != "__init__.py"
+            else (".".join(relative.parent.parts))
+        )
+        for module, line in _imported_modules(ast.parse(path.read_text()), package):
+            if any(module == b or module.startswith(b + ".") for b in banned):
+                problems.append(f"{relative}:{line} imports {module}, a developer tool left out of the layer")
+    return problems
 
 
 def build(*, python_version: str = "3.12", force: bool = False, allow_missing: bool = False) -> BundleReport:
@@ -359,7 +434,10 @@ def _build(*, python_version: str, force: bool, allow_missing: bool) -> BundleRe
     site = layer / "python"
     _install_layer(reqs, site, python_version)
     _prune(site)
-    _copy_tree(ROOT / "shared" / "evidence", site / "evidence")
+    _copy_package(ROOT / "shared" / "evidence", site / "evidence")
+    problems = check_layer_imports(site / "evidence")
+    if problems:
+        raise BundleError("the layer imports developer tools it leaves out:\n" + "\n".join(problems))
 
     python = target_python(python_version)
     functions_dir = BUILD / "functions"
@@ -373,7 +451,13 @@ def _build(*, python_version: str, force: bool, allow_missing: bool) -> BundleRe
             shutil.copy2(src / "search_setup.py", dst / "search_setup.py")
         else:
             _copy_tree(src, dst)
-    precompiled = _precompile(python, site, functions_dir)
+    precompiled = _precompile(
+        python,
+        {
+            site: LAYER_MOUNT,
+            **{functions_dir / name: FUNCTION_MOUNT for name in FUNCTIONS if name not in missing},
+        },
+    )
     report = BundleReport(
         python_version=python_version,
         platform=RUNTIME_PLATFORMS[python_version],

@@ -2,7 +2,8 @@
 
 On Create/Update, through the adapter (`evidence.search.opensearch.OpenSearchBackend`):
 1. (domain only) fine-grained access control: an `evidence_writer` and an `evidence_reader` role and
-   their mappings to the functions' IAM roles (this function's role is the domain's master user);
+   their mappings to the functions' IAM roles (this function's role is the domain's master user),
+   and the security plugin's audit log switched on (the domain publishes it to CloudWatch Logs);
 2. the composable index template (the adapter's mappings, for indexes created by any writer);
 3. (server-side hybrid only) the search pipeline the hybrid queries run through.
 Delete does nothing: indexes, templates and pipelines outlive a stack update or removal (RETAIN).
@@ -36,6 +37,35 @@ _CLUSTER_COMMON = [
     "cluster:admin/search/pipeline/get",
     "cluster:admin/search/pipeline/put",
 ]
+#: The security plugin's audit log (published to CloudWatch Logs by the domain, but off until this
+#: is set): REST requests, no request bodies (they hold customer documents), no transport noise.
+AUDIT_CONFIG: dict[str, Any] = {
+    "enabled": True,
+    "audit": {
+        "enable_rest": True,
+        "enable_transport": False,
+        "disabled_rest_categories": ["GRANTED_PRIVILEGES", "AUTHENTICATED"],
+        "disabled_transport_categories": ["GRANTED_PRIVILEGES", "AUTHENTICATED"],
+        "ignore_users": [],
+        "ignore_requests": [],
+        "log_request_body": False,
+        "resolve_indices": True,
+        "resolve_bulk_requests": False,
+        "exclude_sensitive_headers": True,
+    },
+    "compliance": {
+        "enabled": True,
+        "internal_config": True,
+        "external_config": False,
+        "read_metadata_only": True,
+        "write_metadata_only": True,
+        "write_log_diffs": False,
+        "read_watched_fields": {},
+        "read_ignore_users": [],
+        "write_watched_indices": [],
+        "write_ignore_users": [],
+    },
+}
 RETRY_UNTIL_REMAINING_MS = 45_000
 RETRY_SLEEP_S = 10.0
 
@@ -63,7 +93,14 @@ def role_bodies(writers: list[str], readers: list[str]) -> dict[str, tuple[dict[
         READER_ROLE: (
             {
                 "cluster_permissions": ["cluster_composite_ops_ro", *_CLUSTER_COMMON],
-                "index_permissions": [{"index_patterns": INDEX_PATTERNS, "allowed_actions": ["read"]}],
+                # `read` covers searches and counts; dense/hybrid also GET the index (its _meta:
+                # embedder, dimension, k-NN engine) before the first query.
+                "index_permissions": [
+                    {
+                        "index_patterns": INDEX_PATTERNS,
+                        "allowed_actions": ["read", "indices:admin/get", "indices:admin/mappings/get"],
+                    }
+                ],
             },
             {"backend_roles": readers},
         ),
@@ -77,12 +114,17 @@ def setup(props: dict[str, Any]) -> dict[str, str]:
     from evidence.search.opensearch import OpenSearchBackend
 
     service = str(props["Service"])
+    # The template carries the BM25 parameters the functions are configured with.
+    bm25: dict[str, Any] = {
+        key: float(props[prop]) for key, prop in (("bm25_k1", "Bm25K1"), ("bm25_b", "Bm25B")) if prop in props
+    }
     settings = Settings(
         backend="opensearch",
         opensearch_endpoint=str(props["Endpoint"]),
         opensearch_service=service,
         aws_region=str(props["Region"]),
         opensearch_hybrid_mode=str(props.get("HybridMode", "server")),
+        **bm25,
     )
     backend = OpenSearchBackend(settings)
     out: dict[str, str] = {"Template": TEMPLATE_NAME}
@@ -99,6 +141,10 @@ def setup(props: dict[str, Any]) -> dict[str, str]:
                 "PUT", f"/_plugins/_security/api/rolesmapping/{name}", body=mapping
             )
         out["Roles"] = ",".join(role_bodies(writers, readers))
+        backend.client.transport.perform_request(
+            "PUT", "/_plugins/_security/api/audit/config", body=AUDIT_CONFIG
+        )
+        out["AuditLog"] = "enabled"
     backend.put_index_template(
         TEMPLATE_NAME,
         INDEX_PATTERNS,

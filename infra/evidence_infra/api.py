@@ -13,6 +13,16 @@ from .settings import ApiAuth, InfraSettings
 
 STAGE = "live"
 MAX_QUERY_CHARS = 4096  # DESIGN.md §3
+#: Lambda refuses an invoke payload over 6,291,456 bytes, and the proxy event wraps the body in a few
+#: kB of headers and context, so API Gateway turns a 6-10 MB body into a 5xx before our own 413.
+#: The web ACL refuses such bodies by Content-Length first, with the product's 413 envelope.
+MAX_BODY_BYTES = 6_000_000
+#: Content-Length values >= MAX_BODY_BYTES (WAF compares header text, not numbers).
+CONTENT_LENGTH_TOO_LARGE = r"^0*([1-9][0-9]{7,}|[6-9][0-9]{6})$"
+TOO_LARGE_BODY = (
+    '{"error": {"code": "payload_too_large", "message": "request bodies are limited to '
+    f'{MAX_BODY_BYTES} bytes"' + "}}"
+)
 
 #: API Gateway's own rejections in the product's error envelope (DESIGN.md §3). messageString is
 #: already a quoted JSON string, so it is inserted bare.
@@ -175,13 +185,48 @@ class Api(Construct):
                 visibility_config=visibility(f"evidence-{name}"),
             )
 
+        too_large = waf.CfnRegexPatternSet(
+            self,
+            "ContentLengthTooLarge",
+            scope="REGIONAL",
+            regular_expression_list=[CONTENT_LENGTH_TOO_LARGE],
+            description=f"Content-Length of {MAX_BODY_BYTES} bytes or more",
+        )
         acl = waf.CfnWebACL(
             self,
             "WebAcl",
             scope="REGIONAL",
             default_action=waf.CfnWebACL.DefaultActionProperty(allow={}),
             visibility_config=visibility("evidence-api"),
+            custom_response_bodies={
+                "too_large": waf.CfnWebACL.CustomResponseBodyProperty(
+                    content_type="APPLICATION_JSON", content=TOO_LARGE_BODY
+                )
+            },
             rules=[
+                waf.CfnWebACL.RuleProperty(
+                    name="BodyTooLarge",
+                    priority=10,
+                    statement=waf.CfnWebACL.StatementProperty(
+                        regex_pattern_set_reference_statement=waf.CfnWebACL.RegexPatternSetReferenceStatementProperty(
+                            arn=too_large.attr_arn,
+                            field_to_match=waf.CfnWebACL.FieldToMatchProperty(
+                                single_header={"Name": "content-length"}
+                            ),
+                            text_transformations=[
+                                waf.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")
+                            ],
+                        )
+                    ),
+                    action=waf.CfnWebACL.RuleActionProperty(
+                        block=waf.CfnWebACL.BlockActionProperty(
+                            custom_response=waf.CfnWebACL.CustomResponseProperty(
+                                response_code=413, custom_response_body_key="too_large"
+                            )
+                        )
+                    ),
+                    visibility_config=visibility("evidence-body-too-large"),
+                ),
                 waf.CfnWebACL.RuleProperty(
                     name="RateLimitPerIp",
                     priority=0,

@@ -14,16 +14,19 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from evidence.config import Settings
+from evidence.observability import NAMESPACE as METRICS_NAMESPACE
+
 from .assets import Assets
 from .search import Search, add_vpc_access
 from .settings import InfraSettings
 
 RUNTIMES = {"3.12": lambda_.Runtime.PYTHON_3_12, "3.13": lambda_.Runtime.PYTHON_3_13}
 
-#: Bedrock model ids, the defaults of shared/evidence/config.py (override with the same EVIDENCE_ env).
-RERANK_MODEL = "cohere.rerank-v3-5:0"
-PLANNER_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
-METRICS_NAMESPACE = "Evidence"
+#: The Bedrock models the functions call: the service's own defaults, so a grant cannot name
+#: another model than the code invokes.
+RERANK_MODEL = str(Settings.model_fields["bedrock_rerank_model"].default)
+PLANNER_MODEL = str(Settings.model_fields["bedrock_planner_model"].default)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class Functions(Construct):
             compatible_runtimes=[self.runtime],
             compatible_architectures=[lambda_.Architecture.X86_64],
             description="evidence package + runtime dependencies (infra/bundle.py)",
-            removal_policy=RemovalPolicy.RETAIN,
+            # Each code change publishes a new ~220 MB version; only the current one is kept.
+            removal_policy=RemovalPolicy.DESTROY,
         )
         common_env = {
             "EVIDENCE_BACKEND": "opensearch",
@@ -96,6 +100,9 @@ class Functions(Construct):
             )
             log_group.grant_write(role)
             env = {**common_env, "POWERTOOLS_SERVICE_NAME": f"evidence-{name}"}
+            if name == "indexer":
+                # What one invocation can embed before its timeout (settings.indexer_document_limit).
+                env["EVIDENCE_MAX_DOCUMENT_BYTES"] = str(settings.indexer_max_document_bytes)
             vpc, security_groups, subnets = search.placement(in_vpc=spec.in_vpc)
             if vpc is not None:
                 add_vpc_access(role)
@@ -113,8 +120,11 @@ class Functions(Construct):
                 timeout=spec.timeout,
                 environment=env,
                 tracing=lambda_.Tracing.ACTIVE,
-                # The indexer's cap protects the search cluster from an upload burst.
-                reserved_concurrent_executions=settings.indexer_concurrency if name == "indexer" else None,
+                # Opt-in: a reservation fails in accounts whose concurrency quota is 10 (new accounts);
+                # the event source's MaximumConcurrency already caps the indexer.
+                reserved_concurrent_executions=(
+                    settings.indexer_reserved_concurrency or None if name == "indexer" else None
+                ),
                 description=f"evidence {name}",
                 vpc=vpc,
                 security_groups=security_groups,
@@ -127,10 +137,12 @@ class Functions(Construct):
         self.indexer.add_event_source(
             sources.SqsEventSource(
                 queue,
-                batch_size=10,
-                max_batching_window=Duration.seconds(5),
+                # One document per invocation by default: a document that outruns the timeout fails
+                # alone (a timed-out batch has no partial response: every message would come back).
+                batch_size=settings.indexer_batch_size,
+                max_batching_window=Duration.seconds(5) if settings.indexer_batch_size > 1 else None,
                 report_batch_item_failures=True,
-                max_concurrency=max(2, settings.indexer_concurrency),
+                max_concurrency=settings.indexer_max_concurrency,
             )
         )
         self.roles["indexer"].add_to_principal_policy(
@@ -138,6 +150,12 @@ class Functions(Construct):
                 actions=["s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectTagging"],
                 resources=[documents.arn_for_objects("*")],
             )
+        )
+        # Without s3:ListBucket, S3 answers 403 (not 404) for a key that no longer exists, and the
+        # indexer cannot tell a stale notification from a permission problem: it would retry the
+        # message into the DLQ. Bucket-level action; no prefix condition (GetObject carries none).
+        self.roles["indexer"].add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[documents.bucket_arn])
         )
         key.grant_decrypt(self.roles["indexer"])
         search.grant(self.roles["indexer"], write=True)

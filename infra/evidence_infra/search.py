@@ -5,8 +5,9 @@ template and search pipelines through the adapter."""
 from __future__ import annotations
 
 import json
+import re
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -26,10 +27,19 @@ ES_WRITE_ACTIONS = [*ES_READ_ACTIONS, "es:ESHttpPut", "es:ESHttpDelete", "es:ESH
 class Search(Construct):
     """Exposes `endpoint`, `service` (es|aoss), `hybrid_mode`, and for the domain `vpc` + `client_sg`."""
 
-    def __init__(self, scope: Construct, id: str, *, settings: InfraSettings, key: kms.IKey) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        settings: InfraSettings,
+        key: kms.IKey,
+        removal: RemovalPolicy = RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
+    ) -> None:
         super().__init__(scope, id)
         self.settings = settings
         self.key = key
+        self.removal = removal
         self.vpc: ec2.IVpc | None = None
         self.client_sg: ec2.ISecurityGroup | None = None
         self.domain: opensearch.Domain | None = None
@@ -137,14 +147,25 @@ class Search(Construct):
                 audit_log_enabled=True,
                 audit_log_group=log_groups["Audit"],
             ),
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=self.removal,
         )
         self.domain.grant_read_write(self.setup_role)
+        if self.removal is not RemovalPolicy.DESTROY:
+            # A retained domain keeps its network interfaces in the private subnets and its security
+            # group: deleting those would fail the stack deletion, so they are retained with it.
+            holders = [self.vpc.node.default_child, domain_sg.node.default_child]
+            holders += [subnet.node.default_child for subnet in self.vpc.private_subnets]
+            for holder in holders:
+                assert isinstance(holder, CfnResource)
+                holder.apply_removal_policy(self.removal)
 
     # -- serverless ------------------------------------------------------------------------------
     @property
     def collection_name(self) -> str:
-        return "evidence"
+        # Collection and policy names are unique per account and region: derived from the stack.
+        # Collections: 3-32 characters, lower case letters, digits and '-'; policies add "-data".
+        name = re.sub(r"[^a-z0-9-]", "-", Stack.of(self).stack_name.lower()).strip("-")
+        return (name if name[:1].isalpha() else f"e-{name}")[:27].rstrip("-")
 
     def _build_collection(self) -> None:
         name = self.collection_name
@@ -178,7 +199,7 @@ class Search(Construct):
         )
         self.collection.add_resource_dependency(encryption)
         self.collection.add_resource_dependency(network)
-        self.collection.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.collection.apply_removal_policy(self.removal)
 
     # -- shared ----------------------------------------------------------------------------------
     @property

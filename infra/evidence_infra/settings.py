@@ -2,14 +2,53 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from constructs import Node
 
+from evidence.names import DEFAULT_INDEX, INDEX_NAME_RE, INDEX_NAME_RULE
+
 PREFIX = "evidence:"
+
+#: Regions where Bedrock serves `cohere.rerank-v3-5:0` in-region (AWS Bedrock user guide,
+#: "Supported Regions and models for reranking", read 2026-11-23). Elsewhere every rerank call
+#: fails and retrieval silently falls back to the first-stage order.
+BEDROCK_RERANK_REGIONS = frozenset(
+    {"ap-northeast-1", "ca-central-1", "eu-central-1", "us-east-1", "us-west-2"}
+)
+
+#: What one indexer invocation can embed, from measurements (README, "Benchmarks"): MiniLM int8
+#: embeds 4,143 word pieces/s on 2 cores; SciFact's plain text is 4.5 bytes per word piece; passages
+#: overlap 32 of 256 pieces. Halved for a Lambda's smaller CPU share and parser overhead.
+EMBED_TOKENS_PER_S = 4_143
+BYTES_PER_TOKEN = 4.5
+OVERLAP_FACTOR = 256 / 224
+SAFETY = 0.5
+#: Cold start (model load ~0.7 s), S3 read, index writes and the response: kept out of the budget.
+INDEXER_MARGIN_S = 30
+
+#: Largest gp3 volume (GiB) per data node for the instance types this stack is sized around: the
+#: OpenSearch Service gp2 quotas ("EBS volume size quotas"), doubled for gp3 as AWS announced with
+#: gp3 support (Big Data Blog, "Lower your Amazon OpenSearch Service storage cost with gp3"). Not
+#: read from an account here; other types are not checked (`aws opensearch
+#: describe-instance-type-limits` tells the exact figure).
+EBS_MAX_GB = {
+    "m7g.large.search": 1024,
+    "m7g.xlarge.search": 2048,
+    "m7g.2xlarge.search": 3072,
+    "r7g.large.search": 2048,
+    "r7g.xlarge.search": 3072,
+    "r7g.2xlarge.search": 6144,
+}
+EBS_MIN_GB = 10
+
+
+def indexer_document_limit(timeout_s: int) -> int:
+    """Largest object (bytes) the indexer takes, so one document cannot outrun its timeout."""
+    budget_s = max(timeout_s - INDEXER_MARGIN_S, 1)
+    return int(budget_s * EMBED_TOKENS_PER_S * BYTES_PER_TOKEN / OVERLAP_FACTOR * SAFETY)
 
 
 class SearchKind(StrEnum):
@@ -64,7 +103,9 @@ class InfraSettings:
     lambda_python: str = "3.12"
     distributed_map: bool = False
     map_concurrency: int = 10
-    indexer_concurrency: int = 5
+    indexer_concurrency: int = 5  # the SQS event source's MaximumConcurrency (2..1000)
+    indexer_reserved_concurrency: int = 0  # 0: none (a reservation fails in accounts with quota 10)
+    indexer_batch_size: int = 1  # one document per invocation: a slow one times out only itself
     indexer_timeout_s: int = 300
     max_receive_count: int = 5
     reranker: str = "bedrock"  # none | cohere | bedrock (EVIDENCE_RERANKER)
@@ -83,10 +124,23 @@ class InfraSettings:
     embed_dimension: int = 384
     waf: bool = False  # a WAFv2 web ACL on the API stage
     waf_rate_limit: int = 2000  # requests per 5 minutes per source IP
-    default_index: str = "documents"  # EVIDENCE_DEFAULT_INDEX: uploads outside indexes/<index>/
+    default_index: str = DEFAULT_INDEX  # EVIDENCE_DEFAULT_INDEX: uploads outside indexes/<index>/
+    retain_data: bool = True  # domain, collection, buckets, keys: RETAIN_ON_UPDATE_OR_DELETE
+    region: str | None = None  # the deploy region when known at synth (CDK_DEFAULT_REGION)
+
+    @property
+    def indexer_max_concurrency(self) -> int:
+        """Never above the reservation: SQS would start pollers that Lambda then throttles."""
+        if self.indexer_reserved_concurrency:
+            return min(self.indexer_concurrency, self.indexer_reserved_concurrency)
+        return self.indexer_concurrency
+
+    @property
+    def indexer_max_document_bytes(self) -> int:
+        return indexer_document_limit(self.indexer_timeout_s)
 
     @classmethod
-    def from_context(cls, node: Node) -> InfraSettings:
+    def from_context(cls, node: Node, *, region: str | None = None) -> InfraSettings:
         def get(key: str, default: Any) -> Any:
             value = node.try_get_context(PREFIX + key)
             return default if value is None or value == "" else value
@@ -115,10 +169,43 @@ class InfraSettings:
                 f"{PREFIX}opensearchDataNodes={nodes}: zone awareness over 2 AZs needs an even count"
             )
         default_index = str(get("defaultIndex", d.default_index))
-        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", default_index):
-            raise InfraConfigError(f"{PREFIX}defaultIndex={default_index!r}: not a valid index name")
+        if not INDEX_NAME_RE.fullmatch(default_index):
+            raise InfraConfigError(
+                f"{PREFIX}defaultIndex={default_index!r}: not a valid index name ({INDEX_NAME_RULE})"
+            )
+        if reranker == "bedrock" and region and region not in BEDROCK_RERANK_REGIONS:
+            raise InfraConfigError(
+                f"{PREFIX}reranker=bedrock: Bedrock has no cohere.rerank-v3-5:0 in {region} (it has it in "
+                f"{', '.join(sorted(BEDROCK_RERANK_REGIONS))}); deploy there, or use "
+                f"-c {PREFIX}reranker=cohere (with cohereSecretArn) or -c {PREFIX}reranker=none"
+            )
+        concurrency = _int("indexerConcurrency", get("indexerConcurrency", d.indexer_concurrency), 2, 1000)
+        reserved = _int(
+            "indexerReservedConcurrency",
+            get("indexerReservedConcurrency", d.indexer_reserved_concurrency),
+            0,
+            1000,
+        )
+        if reserved == 1:
+            raise InfraConfigError(
+                f"{PREFIX}indexerReservedConcurrency=1: an SQS event source polls with at least 2 "
+                "concurrent invocations; reserve 0 (none) or at least 2"
+            )
+        instance = str(get("opensearchInstanceType", d.opensearch_instance_type))
+        volume = _int(
+            "opensearchVolumeGb", get("opensearchVolumeGb", d.opensearch_volume_gb), EBS_MIN_GB, 24576
+        )
+        if instance in EBS_MAX_GB and volume > EBS_MAX_GB[instance]:
+            raise InfraConfigError(
+                f"{PREFIX}opensearchVolumeGb={volume}: {instance} takes at most {EBS_MAX_GB[instance]} GiB "
+                "of gp3 per node; choose a larger instance type or a smaller volume"
+            )
         return cls(
             default_index=default_index,
+            region=region,
+            retain_data=_bool(get("retainData", d.retain_data)),
+            indexer_reserved_concurrency=reserved,
+            indexer_batch_size=_int("indexerBatchSize", get("indexerBatchSize", d.indexer_batch_size), 1, 10),
             waf=_bool(get("waf", d.waf)),
             waf_rate_limit=_int("wafRateLimit", get("wafRateLimit", d.waf_rate_limit), 100, 2_000_000_000),
             search=_enum(SearchKind, "search", get("search", d.search)),
@@ -127,9 +214,7 @@ class InfraSettings:
             lambda_python=python,
             distributed_map=_bool(get("distributedMap", d.distributed_map)),
             map_concurrency=_int("mapConcurrency", get("mapConcurrency", d.map_concurrency), 1, 1000),
-            indexer_concurrency=_int(
-                "indexerConcurrency", get("indexerConcurrency", d.indexer_concurrency), 1, 100
-            ),
+            indexer_concurrency=concurrency,
             indexer_timeout_s=_int(
                 "indexerTimeoutSeconds", get("indexerTimeoutSeconds", d.indexer_timeout_s), 30, 900
             ),
@@ -142,12 +227,10 @@ class InfraSettings:
             api_burst_limit=_int("apiBurstLimit", get("apiBurstLimit", d.api_burst_limit), 1, 5000),
             alarm_email=get("alarmEmail", None),
             opensearch_data_nodes=nodes,
-            opensearch_instance_type=str(get("opensearchInstanceType", d.opensearch_instance_type)),
+            opensearch_instance_type=instance,
             opensearch_master_instance_type=str(
                 get("opensearchMasterInstanceType", d.opensearch_master_instance_type)
             ),
-            opensearch_volume_gb=_int(
-                "opensearchVolumeGb", get("opensearchVolumeGb", d.opensearch_volume_gb), 10, 3000
-            ),
+            opensearch_volume_gb=volume,
             embed_dimension=_int("embedDimension", get("embedDimension", d.embed_dimension), 8, 4096),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -37,17 +37,26 @@ class EvidenceStack(Stack):
         self.node.set_context("@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2", True)
         # Access logs delivered under a bucket policy, not the legacy LogDeliveryWrite ACL.
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
-        self.settings = settings = settings or InfraSettings.from_context(self.node)
+        region = None if Token.is_unresolved(self.region) else self.region
+        self.settings = settings = settings or InfraSettings.from_context(self.node, region=region)
         assets = assets or load_assets(settings)
+        # Stateful resources survive an update or a stack deletion, but a failed first deploy deletes
+        # what it created (DeletionPolicy RetainExceptOnCreate): nothing is orphaned, and the VPC
+        # is not left blocked by a retained domain's network interfaces. retainData=false: all go.
+        self.removal = removal = (
+            RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE if settings.retain_data else RemovalPolicy.DESTROY
+        )
+        # Names derive from the stack name: two stacks (dev, prod) can share an account and region.
+        name = self.stack_name.lower()
         self.key = kms.Key(
             self,
             "DataKey",
             enable_key_rotation=True,
-            alias="alias/evidence-data",
-            description="evidence: buckets, queues, topic, search",
-            removal_policy=RemovalPolicy.RETAIN,
+            alias=f"alias/{name}-data",
+            description=f"{self.stack_name}: buckets, topic, search",
+            removal_policy=removal,
         )
-        self.storage = Storage(self, "Storage", key=self.key)
+        self.storage = Storage(self, "Storage", key=self.key, removal=removal)
         # The queues get their own key: S3 notifications need a statement for s3.amazonaws.com in the
         # queue key's policy naming the bucket, and the bucket is encrypted with the data key — one
         # shared key would be a dependency cycle.
@@ -55,9 +64,9 @@ class EvidenceStack(Stack):
             self,
             "QueueKey",
             enable_key_rotation=True,
-            alias="alias/evidence-queues",
-            description="evidence: indexing queue and its DLQ",
-            removal_policy=RemovalPolicy.RETAIN,
+            alias=f"alias/{name}-queues",
+            description=f"{self.stack_name}: indexing queue and its DLQ",
+            removal_policy=removal,
         )
         self.queues = Queues(
             self,
@@ -67,7 +76,7 @@ class EvidenceStack(Stack):
             max_receive_count=settings.max_receive_count,
         )
         self.storage.notify(self.queues.indexing)
-        self.search = Search(self, "Search", settings=settings, key=self.key)
+        self.search = Search(self, "Search", settings=settings, key=self.key, removal=removal)
         self.functions = Functions(
             self,
             "Functions",
@@ -105,12 +114,14 @@ class EvidenceStack(Stack):
             dead_letter=self.queues.dead_letter,
             api=self.api.rest_api,
             state_machine=self.batch.state_machine,
+            search=self.search,
         )
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
         CfnOutput(self, "DocumentsBucket", value=self.storage.documents.bucket_name)
         CfnOutput(self, "ResultsBucket", value=self.storage.results.bucket_name)
         CfnOutput(self, "BatchStateMachine", value=self.batch.state_machine.state_machine_arn)
         CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)
+        CfnOutput(self, "AlarmTopic", value=self.observability.topic.topic_arn)
         if self.api.api_key is not None:
             CfnOutput(self, "ApiKeyId", value=self.api.api_key.key_id)
         suppress(self)

@@ -11,8 +11,9 @@ from constructs import Construct
 
 
 class Storage(Construct):
-    def __init__(self, scope: Construct, id: str, *, key: kms.IKey) -> None:
+    def __init__(self, scope: Construct, id: str, *, key: kms.IKey, removal: RemovalPolicy) -> None:
         super().__init__(scope, id)
+        self.removal = removal
         # Server access logs cannot go to a KMS-encrypted bucket: S3-managed keys here.
         self.access_logs = s3.Bucket(
             self,
@@ -26,7 +27,7 @@ class Storage(Construct):
                     expiration=Duration.days(365), noncurrent_version_expiration=Duration.days(30)
                 )
             ],
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=removal,
         )
         self.documents = self._data_bucket("Documents", key, "documents/", [])
         self.results = self._data_bucket(
@@ -49,7 +50,7 @@ class Storage(Construct):
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=log_prefix,
             lifecycle_rules=lifecycle_rules or None,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=self.removal,
         )
 
     def notify(self, queue: sqs.IQueue) -> None:

@@ -37,8 +37,8 @@ from evidence.model import (
     PlanRequest,
     RetrieveRequest,
     RetrieveResponse,
-    validate_index_name,
 )
+from evidence.names import validate_index_name
 
 if TYPE_CHECKING:
     from evidence.service import EvidenceService

@@ -22,6 +22,8 @@ _PLUGINS: tuple[tuple[str, str, str], ...] = (
     ("evidence.invoke", "add_invoke_parser", "run_invoke"),
     ("evidence.assess", "add_assess_parser", "run_assess"),
     ("evidence.migrate", "add_migrate_parser", "run_migrate"),
+    ("evidence.verbatim.commands", "add_plan_parser", "run_plan"),
+    ("evidence.coach_cli", "add_coach_parser", "run_coach"),
 )
 
 
@@ -59,13 +61,19 @@ def cmd_index(args: argparse.Namespace) -> int:
     if missing:
         raise CliError(f"no such file or folder: {', '.join(missing)}")
     service = _service(args)
-    bar = Progress(f"indexing into {args.index}")
-    try:
-        report = service.index_paths(
-            args.index, paths, doc_type=args.type, metadata=_meta_pairs(args.meta), progress=bar
-        )
-    finally:
-        bar.close()
+    if args.kind == "graph":
+        # Knowledge-graph files (docs/coach.md): each validated whole; a refused one writes nothing.
+        if args.type or args.meta:
+            raise CliError("--type and --meta do not apply to --kind graph (nodes carry their own fields)")
+        report = service.index_graph_paths(args.index, paths)
+    else:
+        bar = Progress(f"indexing into {args.index}")
+        try:
+            report = service.index_paths(
+                args.index, paths, doc_type=args.type, metadata=_meta_pairs(args.meta), progress=bar
+            )
+        finally:
+            bar.close()
     for source, reason in report.failed:
         print(f"error: {source}: {reason}", file=sys.stderr)
     created, updated, unchanged = (report.count(s) for s in ("created", "updated", "unchanged"))
@@ -76,6 +84,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{spans} spans) in {report.seconds:.1f}s"
         + (f"; {len(report.failed)} failed" if report.failed else "")
     )
+    if report.refused:
+        return EXIT_USAGE
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
@@ -140,6 +150,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from evidence.evaluation import run_eval
     from evidence.progress import Progress
 
+    if (args.dataset is None) == (args.qa is None):
+        raise CliError("give --dataset DIR or --qa FILE --index NAME")
+    if args.qa is not None:
+        return _eval_qa(args)
     service = _service(args)
     bar = Progress(f"eval {args.mode}")
     try:
@@ -161,6 +175,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
         if "spans" in result:
             print("spans: " + "  ".join(f"{k}={v}" for k, v in result["spans"].items()))
+    return EXIT_OK
+
+
+def _eval_qa(args: argparse.Namespace) -> int:
+    from evidence.evaluation import run_qa
+    from evidence.progress import Progress
+
+    if not args.index:
+        raise CliError("--qa needs --index NAME (the index holding the documents asked about)")
+    service = _service(args)
+    bar = Progress("eval qa")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+            result = run_qa(service, Path(args.qa), index=args.index, profile=args.profile, progress=bar)
+    finally:
+        bar.close()
+    if args.json:
+        print(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
+        return EXIT_OK
+    lat = result["latency_ms"]
+    print(
+        f"{result['qa_file']} on {result['index']} [{result['profile']}] {result['questions']} questions: "
+        f"answer recall {result['answer_recall']:.4f} ({result['answerable']} answerable, first "
+        f"{result['evidence_chars']} characters)  NO_RESULT precision {result['no_result_precision']:.4f} "
+        f"recall {result['no_result_recall']:.4f}  latency p50 {lat['p50']:.1f} ms p95 {lat['p95']:.1f} ms"
+    )
+    print("paths: " + "  ".join(f"{k}={v}" for k, v in result["paths"].items()))
+    for miss in result["misses"]:
+        print(f"miss: {miss['question']}  [{miss['path_used']}]")
     return EXIT_OK
 
 
@@ -189,6 +232,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     p.add_argument("--index", required=True, metavar="NAME")
     p.add_argument("--type", metavar="TYPE", help='metadata "type" for every document (e.g. tc_files)')
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--kind",
+        choices=("documents", "graph"),
+        default="documents",
+        help="graph: knowledge-graph files (JSON or YAML) for the coach profile (docs/coach.md)",
+    )
     runners["index"] = cmd_index
 
     p = sub.add_parser("query", parents=[common], help="retrieve evidence for a question")
@@ -202,7 +251,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     runners["query"] = cmd_query
 
     p = sub.add_parser("eval", parents=[common], help="quality and latency on a BEIR-layout dataset")
-    p.add_argument("--dataset", required=True, metavar="DIR")
+    p.add_argument("--dataset", metavar="DIR", help="a BEIR-layout folder")
+    p.add_argument("--qa", metavar="FILE", help="verbatim QA JSONL {question, answers}; needs --index")
+    p.add_argument("--index", metavar="NAME", help="the index --qa questions are asked of")
+    p.add_argument("--profile", default="verbatim", help="profile for --qa (default verbatim)")
     p.add_argument("--mode", choices=("bm25", "dense", "hybrid", "full"), default="hybrid")
     p.add_argument("--spans", action="store_true", help="also score fact spans against rationale sentences")
     p.add_argument("--limit", type=int, help="only the first N queries (quick checks)")

@@ -6,12 +6,22 @@ environment. Tests build `Settings(...)` directly.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from evidence.errors import ConfigurationError
+from evidence.names import DEFAULT_INDEX, INDEX_NAME_PATTERN
+
+ENV_PREFIX = "EVIDENCE_"
+#: EVIDENCE_ variables that are not settings of the service: the fuzz test's example count.
+NOT_SETTINGS = frozenset({"EVIDENCE_FUZZ_EXAMPLES"})
 
 
 class BackendKind(StrEnum):
@@ -40,8 +50,13 @@ class HybridMode(StrEnum):
     CLIENT = "client"
 
 
+class CoachIntentKind(StrEnum):
+    RULES = "rules"
+    BEDROCK = "bedrock"
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EVIDENCE_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     store_dir: Path = Field(default=Path(".evidence"), description="Embedded backend's store directory")
     backend: BackendKind = BackendKind.EMBEDDED
@@ -86,21 +101,84 @@ class Settings(BaseSettings):
 
     # OpenSearch
     opensearch_endpoint: str | None = None
-    opensearch_service: str = Field(default="es", pattern="^(es|aoss)$")
+    #: es (managed domain) | aoss (Serverless); unset: derived from the endpoint (*.aoss.amazonaws.com).
+    opensearch_service: str | None = Field(default=None, pattern="^(es|aoss)$")
     opensearch_username: str | None = None
     opensearch_password: SecretStr | None = None
     opensearch_hybrid_mode: HybridMode = HybridMode.SERVER
     opensearch_timeout_s: float = Field(default=10.0, gt=0, le=120)
     opensearch_verify_certs: bool = True
+    #: Skip version detection (e.g. "2.17.0"); GET / and the nodes API are asked otherwise.
+    opensearch_version: str | None = Field(default=None, pattern=r"^\d+\.\d+(\.\d+)?$")
+
+    #: Budget for one API request (or one backend call from the CLI) across every retry: the
+    #: retriever Lambda also caps it at its remaining time; API Gateway gives up after 29 s.
+    request_deadline_s: float = Field(default=25.0, gt=0, le=900)
+
+    # Ranking defaults per deployment (seed 003 configures its knobs per deployment). Each sets
+    # the default of every profile; `profile_defaults` sets any knob for one profile; a request's
+    # own override wins over both. 0 switches the seed-003 knobs off, as in the seed.
+    #: seed 003's EMBEDDING_MIN_REFERENCE_SIMILARITY: a floor on dense cosine similarity.
+    min_similarity: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: seed 003's EMBEDDING_MAX_REFERENCE_CHARS_PER_ITEM: a budget on the hits' total len(text).
+    max_chars: int = Field(default=0, ge=0, le=10_000_000)
+    #: e.g. EVIDENCE_PROFILE_DEFAULTS='{"vrm": {"top_k": 8, "mmr_lambda": 0.7}}'; knobs and
+    #: ranges as for a request's overrides (checked on the first request of that profile).
+    profile_defaults: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
+    #: The answerability bar without a reranker (docs/ranking.md, Answerability): can_answer
+    #: when the calibrated probability reaches it; profiles with a relevance floor withhold
+    #: hits below it. 0.5 is where the fitted model is as likely right as wrong.
+    answer_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
+    coach_intent: CoachIntentKind = CoachIntentKind.RULES
+    coach_hyde: bool = False
+    bedrock_coach_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    coach_intent_budget_ms: int = Field(default=200, ge=10, le=10_000)
+    coach_hyde_budget_ms: int = Field(default=200, ge=10, le=10_000)
 
     # Lambda wiring
-    default_index: str = Field(default="documents", pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
 
     # Limits (DESIGN.md §3)
     max_query_chars: int = 4096
     max_body_bytes: int = 6 * 1024 * 1024
     max_document_bytes: int = 50 * 1024 * 1024
+
+    @model_validator(mode="after")
+    def _no_misspelt_environment(self) -> Settings:
+        # pydantic-settings ignores an env var that names no field: a typo would silently run
+        # with the default (EVIDENCE_RERANKR=cohere: no reranking, no error).
+        unknown = unknown_environment(os.environ)
+        if unknown:
+            raise ConfigurationError(
+                "; ".join(
+                    f"{name} is not a setting" + (f" (did you mean {close}?)" if close else "")
+                    for name, close in unknown
+                )
+                + ". Fix or unset it: the settings are listed in evidence/config.py."
+            )
+        return self
+
+
+def environment_names() -> frozenset[str]:
+    """Every environment variable a `Settings` field reads (upper case)."""
+    return frozenset(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def unknown_environment(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """(name, closest valid name or None) for each EVIDENCE_ variable that is no setting."""
+    valid = environment_names()
+    unknown = []
+    for name in sorted(environ):
+        upper = name.upper()  # pydantic-settings matches names case-insensitively
+        if upper.startswith(ENV_PREFIX) and upper not in valid and upper not in NOT_SETTINGS:
+            # Compared without the prefix, which every name shares and would make all look close.
+            fields = sorted(v.removeprefix(ENV_PREFIX) for v in valid)
+            close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), fields, n=1, cutoff=0.75)
+            unknown.append((name, ENV_PREFIX + close[0] if close else None))
+    return unknown
 
 
 @lru_cache(maxsize=1)

@@ -1,8 +1,8 @@
 """Typed errors. Each carries the HTTP status and error code it maps to.
 
-Handlers, the CLI and the local server translate them in one place each
-(`evidence.api.errors` for HTTP, `evidence.cli` for exit codes); nothing else
-inspects them.
+They are translated in two places only: `evidence.api.errors` maps them to the HTTP
+error envelope (the API Lambda and `evidence serve` share it) and the CLI maps them to exit
+codes; Step Functions tasks let them propagate so a state machine can catch them by name.
 """
 
 from __future__ import annotations
@@ -21,12 +21,6 @@ class EvidenceError(Exception):
         super().__init__(message)
         self.message = message
         self.field = field
-
-    def to_dict(self) -> dict[str, object]:
-        body: dict[str, object] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return {"error": body}
 
 
 class BadRequestError(EvidenceError):
@@ -92,6 +86,20 @@ class BackendError(EvidenceError):
 
     status = 502
     code = "backend_error"
+
+
+class ServiceUnavailableError(BackendError):
+    """The backend is overloaded or slow (429, 503, timeouts) and retrying did not help in time.
+
+    The API answers 503 with `Retry-After: retry_after_s`; callers may simply try again later.
+    """
+
+    status = 503
+    code = "service_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = max(1, int(retry_after_s))
 
 
 class UpstreamError(EvidenceError):

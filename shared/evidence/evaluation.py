@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import json
 import math
+import re
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,7 +26,6 @@ from typing import IO, Any
 
 from evidence.errors import RequestValidationError
 from evidence.rank.first_stage import FirstStage, RetrievalMode
-from evidence.records import ChunkKind, SearchHit
 from evidence.service import EvidenceService, ProgressFn
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
@@ -289,14 +289,25 @@ def run_eval(
         "index_seconds": round(index_seconds, 2),
     }
     if spans:
-        out["spans"] = _span_eval(service, index, ds, dict(queries), limit)
+        out["spans"] = _span_eval(service, index, ds, dict(queries), limit, with_vectors=with_vectors)
     return out
 
 
 def _span_eval(
-    service: EvidenceService, index: str, ds: Dataset, queries: Mapping[str, str], limit: int | None
+    service: EvidenceService,
+    index: str,
+    ds: Dataset,
+    queries: Mapping[str, str],
+    limit: int | None,
+    *,
+    with_vectors: bool,
 ) -> dict[str, Any]:
-    backend = service.backend
+    """Rationale-sentence recall and precision of passage-then-sentence span ranking
+    (`verbatim.sentences`): passages by the first stage (hybrid when the index has vectors), then
+    the sentences inside the top passages."""
+    from evidence.verbatim.sentences import SpanRanking
+
+    ranking = SpanRanking()
     ks = (5, 10, 20)
     rec: dict[int, list[float]] = {k: [] for k in ks}
     prec: dict[int, list[float]] = {k: [] for k in ks}
@@ -304,8 +315,10 @@ def _span_eval(
     for qid, gold in _iter_gold(ds.rationales):
         if qid not in queries:
             continue
-        hits: list[SearchHit] = backend.lexical(index, queries[qid], k=max(ks), kind=ChunkKind.SPAN)
-        got = [(h.chunk.document_id, h.chunk.char_start, h.chunk.char_end) for h in hits]
+        text = queries[qid]
+        vector = service.query_vector(index, text) if with_vectors else None
+        ranked = ranking.rank(service.backend, index, text, vector=vector, k=max(ks))
+        got = [(r.chunk.document_id, r.chunk.char_start, r.chunk.char_end) for r in ranked]
         for k in ks:
             r, p = span_metrics(got, gold, k)
             rec[k].append(r)
@@ -318,4 +331,117 @@ def _span_eval(
         "averaging": "macro",
         **{f"sentence_recall_at_{k}": round(statistics.fmean(rec[k]), 4) if rec[k] else 0.0 for k in ks},
         **{f"span_precision_at_{k}": round(statistics.fmean(prec[k]), 4) if prec[k] else 0.0 for k in ks},
+    }
+
+
+# --- verbatim QA (seed 002) -------------------------------------------------------------------
+
+#: Only this much of the evidence counts: minimal evidence, not the whole label.
+QA_EVIDENCE_CHARS = 600
+_SPACE = re.compile(r"\s+")
+
+
+def load_qa(path: Path) -> list[dict[str, Any]]:
+    """JSONL `{"question": str, "answers": [str, ...]}` (`[]` = unanswerable); other keys are kept."""
+    if not path.is_file():
+        raise RequestValidationError(f"QA file {path} does not exist", field="qa")
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RequestValidationError(f"{path}:{n}: not JSON ({exc.msg})", field="qa") from None
+            if not isinstance(rec, dict):
+                raise RequestValidationError(f"{path}:{n}: each line must be a JSON object", field="qa")
+            question, answers = rec.get("question"), rec.get("answers")
+            if not isinstance(question, str) or not question.strip():
+                raise RequestValidationError(f"{path}:{n}: 'question' must be a non-empty string", field="qa")
+            if not isinstance(answers, list) or not all(isinstance(a, str) and a.strip() for a in answers):
+                raise RequestValidationError(
+                    f"{path}:{n}: 'answers' must be a list of non-empty strings ([] = unanswerable)",
+                    field="qa",
+                )
+            out.append(rec)
+    if not out:
+        raise RequestValidationError(f"QA file {path} holds no questions", field="qa")
+    return out
+
+
+def _squash(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def answer_found(evidence: Sequence[str], answers: Sequence[str], limit: int = QA_EVIDENCE_CHARS) -> bool:
+    """Whether an expected answer is in the first `limit` characters of the evidence (hit texts in
+    rank order, one per line); whitespace runs compare as one space."""
+    head = _squash("\n".join(evidence))[:limit]
+    return any(_squash(a) in head for a in answers)
+
+
+def run_qa(
+    service: EvidenceService,
+    qa_file: Path,
+    *,
+    index: str,
+    profile: str = "verbatim",
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Answer recall, NO_RESULT precision, path distribution and latency of a verbatim QA file."""
+    from evidence.model import RetrieveRequest
+
+    items = load_qa(qa_file)
+    service.backend.get_index(index)
+    answerable = found = 0
+    no_result = no_result_right = unanswerable = 0
+    paths: dict[str, int] = {}
+    by_mode: dict[str, list[int]] = {}
+    latencies: list[float] = []
+    misses: list[dict[str, Any]] = []
+    for i, rec in enumerate(items):
+        t0 = time.perf_counter()
+        resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=profile))
+        latencies.append((time.perf_counter() - t0) * 1000)
+        path = resp.telemetry.path_used
+        paths[path] = paths.get(path, 0) + 1
+        empty = not resp.hits
+        if empty:
+            no_result += 1
+        if rec["answers"]:
+            answerable += 1
+            ok = answer_found([h.text for h in resp.hits], rec["answers"])
+            found += ok
+        else:
+            unanswerable += 1
+            ok = empty
+            no_result_right += ok
+        mode = str(rec.get("mode", "")) or None
+        if mode:
+            by_mode.setdefault(mode, [0, 0])
+            by_mode[mode][0] += ok
+            by_mode[mode][1] += 1
+        if not ok:
+            misses.append({"question": rec["question"], "path_used": path})
+        if progress and (i + 1) % 10 == 0:
+            progress(i + 1, len(items), "questions")
+    return {
+        "qa_file": qa_file.name,
+        "index": index,
+        "profile": profile,
+        "questions": len(items),
+        "answerable": answerable,
+        "unanswerable": unanswerable,
+        "evidence_chars": QA_EVIDENCE_CHARS,
+        "answer_recall": round(found / answerable, 4) if answerable else 0.0,
+        "no_result_precision": round(no_result_right / no_result, 4) if no_result else 1.0,
+        "no_result_recall": round(no_result_right / unanswerable, 4) if unanswerable else 1.0,
+        "paths": dict(sorted(paths.items(), key=lambda kv: -kv[1])),
+        "by_mode": {m: round(a / n, 4) for m, (a, n) in sorted(by_mode.items())},
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+        },
+        "misses": misses,
     }

@@ -21,7 +21,11 @@ def normalize_question(text: str) -> str:
     single spaces so that "Do you encrypt data-at-rest?" and
     "do you encrypt data at rest" hash alike.
     """
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    # Format characters (category Cf: soft hyphen, zero-width space/joiners, bidi marks) are
+    # invisible and would split a word ("encryp\u00adtion"); ordinary text has none, so the
+    # hashes of indexes built before this rule are unchanged.
+    visible = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    folded = unicodedata.normalize("NFKC", visible).casefold()
     # Strip combining marks so "résumé" and "resume" agree.
     decomposed = unicodedata.normalize("NFKD", folded)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
@@ -31,6 +35,17 @@ def normalize_question(text: str) -> str:
 def normalize_and_hash(text: str) -> str:
     """sha256 hex of `normalize_question(text)`."""
     return hashlib.sha256(normalize_question(text).encode("utf-8")).hexdigest()
+
+
+def criterion_hash(text: str | None) -> str | None:
+    """The hash that links follow-ups to a criterion, or None when the criterion has no words.
+
+    A criterion of punctuation or invisible characters only normalises to "", whose hash
+    every other such criterion shares: linking on it would attach unrelated follow-ups.
+    """
+    if text is None or not normalize_question(text):
+        return None
+    return normalize_and_hash(text)
 
 
 def content_hash(text: str) -> str:

@@ -6,24 +6,14 @@ naming the field and its range.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-INDEX_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_QUERY_CHARS = 4096
 
 MetaScalar = str | int | float | bool
 Metadata = dict[str, MetaScalar | list[str] | None]
-
-
-def validate_index_name(name: str) -> str:
-    if not INDEX_NAME_RE.fullmatch(name):
-        raise ValueError(
-            "index names are 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
-        )
-    return name
 
 
 class _Edge(BaseModel):
@@ -156,11 +146,21 @@ class StageTelemetry(_Edge):
     detail: dict[str, Any] | None = None
 
 
+class AnswerTelemetry(_Edge):
+    """What `confidence` and `can_answer` were computed from (docs/ranking.md, Answerability)."""
+
+    basis: Literal["rerank", "dense", "lexical", "cascade", "followups", "none"]
+    features: dict[str, float] = Field(default_factory=dict)
+    #: True when the profile's relevance floor withheld the hits because can_answer was false.
+    withheld: bool = False
+
+
 class Telemetry(_Edge):
     stages: list[StageTelemetry]
     path_used: str
     degraded: list[str] = Field(default_factory=list)
     total_ms: float
+    answer: AnswerTelemetry | None = None
 
 
 class Plan(_Edge):

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 NAMESPACE = "Evidence"
 SERVICE = "evidence"
+#: 1 when a retrieve fell back from the reranker to first-stage order, else 0: its average is the
+#: fallback rate the stack alarms on (infra/evidence_infra/observability.py).
+RERANK_FALLBACKS = "rerank_fallbacks"
 
 LambdaFn = Callable[[Any, Any], Any]
 
@@ -158,6 +161,7 @@ def record_retrieve(response: RetrieveResponse) -> None:
     add_metric("hits", len(response.hits))
     add_metric("followups", len(response.followups))
     add_metric("degraded", 1 if telemetry.degraded else 0)
+    add_metric(RERANK_FALLBACKS, 1 if any(r.startswith("rerank:") for r in telemetry.degraded) else 0)
     for reason in telemetry.degraded:
         get_logger().warning("retrieval degraded", extra={"degraded": reason})
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-MetaValue = str | int | float | bool | list[str]
-
 
 class ChunkKind(StrEnum):
     PASSAGE = "passage"
@@ -34,6 +32,8 @@ class Section:
     char_start: int
     char_end: int
     level: int = 1
+    #: The source's own code for the section when it has one (FDA SPL: a LOINC code).
+    code: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,8 @@ class ParsedDocument:
     sections: tuple[Section, ...] = ()
     page_starts: tuple[int, ...] = ()
     fmt: str = "txt"
+    #: Names of the document's subject taken from the document itself (SPL: brand and generic).
+    subject: tuple[str, ...] = ()
 
     def page_at(self, offset: int) -> int | None:
         if not self.page_starts:

@@ -1,7 +1,8 @@
 """The service: what handlers, the CLI and the local server call.
 
-index / delete / retrieve / plan / format. Dependencies (backend, embedder,
-reranker) are built lazily from settings on first use, or injected by tests.
+index / delete / retrieve / plan / format, and the coach (knowledge graphs, seed 004).
+Dependencies (backend, embedder, reranker) are built lazily from settings on first use, or
+injected by tests.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evidence.config import BackendKind, EmbedderKind, Settings, get_settings
+from evidence.config import BackendKind, EmbedderKind, HybridMode, Settings, get_settings
 from evidence.errors import (
+    ConfigurationError,
     DocumentNotFoundError,
     DocumentParseError,
     EmbedderMismatchError,
@@ -27,6 +28,7 @@ from evidence.errors import (
     RequestValidationError,
 )
 from evidence.model import (
+    AnswerTelemetry,
     DeleteDocumentResponse,
     FormatRequest,
     FormatResponse,
@@ -36,15 +38,20 @@ from evidence.model import (
     PlanRequest,
     RetrieveRequest,
     RetrieveResponse,
-    validate_index_name,
+    StageTelemetry,
+    Telemetry,
 )
+from evidence.names import validate_index_name
 from evidence.records import ChunkKind, DocumentChunks
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from evidence.coach.contract import CoachRequest, CoachResponse
+    from evidence.coach.service import CoachRuntime
     from evidence.embed.base import Embedder
     from evidence.ingest import SourceItem
+    from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchBackend
 
 #: progress(done, total or None, label)
@@ -61,6 +68,8 @@ class IndexReport:
     indexed: list[IndexDocumentResponse] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     seconds: float = 0.0
+    #: Inputs refused as invalid (a knowledge graph with a cycle, ...): nothing of them was written.
+    refused: int = 0
 
     @property
     def chunks(self) -> int:
@@ -68,6 +77,18 @@ class IndexReport:
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.indexed if r.status == status)
+
+
+def content_document_id(filename: str, data: bytes) -> str:
+    """The id of an upload the caller did not name: its file name and a hash of its bytes.
+
+    Two different uploads never share it (two vendors' `policy.pdf` stay two documents), and the
+    same bytes uploaded again are the same document (a no-op). To REPLACE a document with a new
+    version, name it: pass `document_id`.
+    """
+    import hashlib
+
+    return f"{filename}@{hashlib.sha256(data).hexdigest()[:16]}"
 
 
 def check_index_name(index: str) -> str:
@@ -108,7 +129,7 @@ class EvidenceService:
         *,
         backend: SearchBackend | None = None,
         embedder: Embedder | None = None,
-        reranker: Any | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         self._backend = backend
@@ -116,6 +137,7 @@ class EvidenceService:
         self._reranker = reranker
         self._reranker_built = reranker is not None
         self._lock = threading.Lock()
+        self._coach: CoachRuntime | None = None
 
     # --- dependencies, built on first use -------------------------------------------------
 
@@ -143,7 +165,7 @@ class EvidenceService:
         return self._embedder
 
     @property
-    def reranker(self) -> Any | None:
+    def reranker(self) -> Reranker | None:
         if not self._reranker_built:
             with self._lock:
                 if not self._reranker_built:
@@ -210,6 +232,7 @@ class EvidenceService:
 
     def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
         from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
 
         check_index_name(index)
         if request.text is not None:
@@ -228,9 +251,20 @@ class EvidenceService:
                 field="content",
             )
         metadata = enrich_metadata(dict(request.metadata))
-        document_id = request.document_id or request.filename
+        document_id = request.document_id or content_document_id(request.filename, data)
+        from evidence.coach.service import is_graph
+
+        if is_graph(metadata):
+            return self._graph_response(
+                index,
+                self.coach_runtime.index_graph(
+                    index, data, filename=request.filename, graph_id=document_id, metadata=metadata
+                ),
+            )
         parsed = parse_bytes(data, filename=request.filename, content_type=request.content_type)
-        source = str(metadata.get("FILENAME") or request.filename)
+        # What an LLM reads in <source>: seed 000's FILENAME when given, else the document's id
+        # (the caller's, an s3:// URI, or the content-derived one), which tells documents apart.
+        source = str(metadata.get("FILENAME") or document_id)
         chunks = chunk_document(
             parsed,
             document_id=document_id,
@@ -239,7 +273,7 @@ class EvidenceService:
             passage_tokens=self.settings.passage_tokens,
             overlap=self.settings.passage_overlap,
         )
-        return self.write_documents(index, [chunks])[0]
+        return self.write_documents(index, [annotate_chunks(chunks, parsed)])[0]
 
     def index_paths(
         self,
@@ -252,6 +286,7 @@ class EvidenceService:
         embed: bool = True,
     ) -> IndexReport:
         from evidence.ingest import SourceFailure, iter_sources
+        from evidence.search.base import BulkLoading
 
         check_index_name(index)
         start = time.perf_counter()
@@ -269,8 +304,8 @@ class EvidenceService:
                     progress(done, None, "documents")
 
         self._ensure_index(index, embed=embed)
-        bulk = getattr(self.backend, "bulk", None)
-        with bulk(index) if bulk is not None else nullcontext():
+        backend = self.backend
+        with backend.bulk(index) if isinstance(backend, BulkLoading) else nullcontext():
             for item in iter_sources(paths, doc_type=doc_type, metadata=metadata or {}):
                 if isinstance(item, SourceFailure):
                     report.failed.append((item.source, item.reason))
@@ -287,15 +322,80 @@ class EvidenceService:
         report.seconds = time.perf_counter() - start
         return report
 
+    def index_graph_paths(self, index: str, paths: Sequence[Path], *, embed: bool = True) -> IndexReport:
+        """Knowledge-graph files (`evidence index FILE --kind graph`): each is validated whole and
+        written or replaced; a refused file writes nothing and counts in `refused`."""
+        from evidence.graph import GraphValidationError, is_graph_filename
+        from evidence.ingest.sources import file_identity
+
+        check_index_name(index)
+        start = time.perf_counter()
+        report = IndexReport()
+        files: list[Path] = []
+        for path in paths:
+            if path.is_dir():
+                files.extend(sorted(p for p in path.rglob("*") if p.is_file() and is_graph_filename(p.name)))
+            elif path.is_file():
+                files.append(path)
+            else:
+                report.failed.append((str(path), "no such file or folder"))
+        for file in files:
+            graph_id, source = file_identity(file)
+            try:
+                data = file.read_bytes()
+                result = self.coach_runtime.index_graph(
+                    index, data, filename=file.name, graph_id=graph_id, embed=embed
+                )
+            except OSError as exc:
+                report.failed.append((str(file), f"cannot read: {exc.strerror or exc}"))
+                continue
+            except GraphValidationError as exc:
+                report.failed.append((source, exc.message))
+                report.refused += 1
+                continue
+            except EvidenceError as exc:
+                report.failed.append((source, exc.message))
+                continue
+            report.indexed.append(self._graph_response(index, result))
+        report.seconds = time.perf_counter() - start
+        return report
+
+    @staticmethod
+    def _graph_response(index: str, report: Any) -> IndexDocumentResponse:
+        """A graph as one document of the index: `chunks` counts its nodes, `spans` their sentences."""
+        return IndexDocumentResponse(
+            index=index,
+            document_id=report.graph_id,
+            status=report.status,
+            chunks=report.chunks,
+            spans=report.spans,
+        )
+
+    @property
+    def coach_runtime(self) -> CoachRuntime:
+        if self._coach is None:
+            with self._lock:
+                if self._coach is None:
+                    from evidence.coach.service import CoachRuntime
+
+                    self._coach = CoachRuntime(self)
+        return self._coach
+
+    def coach(self, index: str, request: CoachRequest) -> CoachResponse:
+        """Seed 004's coach request against a knowledge-graph index (docs/coach.md)."""
+        check_index_name(index)
+        return self.coach_runtime.coach(index, request)
+
     def chunk_source(self, item: SourceItem) -> DocumentChunks:
         """Parse (files) and chunk one work item from `iter_sources`."""
         from evidence.ingest import chunk_document, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
 
         parsed = item.parsed
         if parsed is None:
             parsed = parse_bytes(item.data or b"", filename=item.filename, content_type=item.content_type)
         s = self.settings
-        return chunk_document(
+        chunks = chunk_document(
             parsed,
             document_id=item.document_id,
             source=item.source,
@@ -305,11 +405,16 @@ class EvidenceService:
             as_record=item.as_record,
             record_max_tokens=s.record_max_tokens,
         )
+        # Records (BEIR, JSONL) are retrieval units, not documents with sections and a subject.
+        return chunks if item.as_record else annotate_chunks(chunks, parsed)
 
     def delete_document(self, index: str, document_id: str) -> DeleteDocumentResponse:
         check_index_name(index)
         self.backend.get_index(index)
         n = self.backend.delete_document(index, document_id)
+        if n == 0:
+            # A knowledge graph is one document to its caller, stored as one document per node.
+            n = self.coach_runtime.delete_graph(index, document_id)
         if n == 0:
             raise DocumentNotFoundError(
                 f"document {document_id!r} is not in index {index!r}", field="document_id"
@@ -333,25 +438,130 @@ class EvidenceService:
         return emb.embed_query(text)
 
     def plan(self, request: PlanRequest) -> Plan:
+        return self.plan_with_markers(request)[0]
+
+    def plan_with_markers(self, request: PlanRequest, *, index: str | None = None) -> tuple[Plan, list[str]]:
+        """The plan and any degradation markers (an LLM planner that fell back to the rules)."""
+        if request.profile == "verbatim":
+            from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model
+
+            known = index_subjects(self.backend, index, request.query) if index else []
+            outcome = plan_verbatim(request.query, settings=self.settings, known_entities=known)
+            return to_plan_model(request.query, outcome, filters=request.filters), outcome.degraded
         from evidence.plan.rules import rule_plan
 
-        return rule_plan(request)
+        return rule_plan(request), []
 
     def retrieve(self, index: str, request: RetrieveRequest) -> RetrieveResponse:
-        from evidence.rank.pipeline import run_request
+        """Plan, run the request's profile, and build the response from its outcome."""
+        from evidence.format.evidence import evidence_from_candidates
+        from evidence.format.hits import to_followups, to_hits
+        from evidence.rank.confidence import answer_signal
+        from evidence.rank.context import RankContext
+        from evidence.rank.profiles import get_profile
 
         check_index_name(index)
         started = time.perf_counter()
         self.backend.get_index(index)
-        plan = self.plan(
+        profile = get_profile(request.profile)
+        plan, plan_degraded = self.plan_with_markers(
             PlanRequest(
                 query=request.query,
                 criterion_question=request.criterion_question,
                 profile=request.profile,
                 filters=request.filters,
+            ),
+            index=index,
+        )
+        params = profile.params({**self._deployment_defaults(profile.name), **request.overrides()})
+        criterion = request.criterion_question or (request.query if plan.criterion_hash else None)
+        s = self.settings
+        outcome = profile.run(
+            RankContext(
+                index=index,
+                query=request.query,
+                query_vector=self.query_vector(index, request.query),
+                criterion_question=criterion,
+                criterion_hash=plan.criterion_hash,
+                params=params,
+                filters=plan.filters or None,
+                explain=request.explain,
+                backend=self.backend,
+                reranker=self.reranker,
+                server_hybrid=s.backend is BackendKind.OPENSEARCH
+                and s.opensearch_hybrid_mode is HybridMode.SERVER,
+                plan=plan,
             )
         )
-        return run_request(self, index, request, plan, started=started)
+        if request.profile == "verbatim":
+            from evidence.verbatim.profile import cascade_signal
+
+            signal = cascade_signal(request.query, outcome.hits)
+        else:
+            signal = answer_signal(
+                request.query,
+                outcome.hits,
+                outcome.followups,
+                rerank_cutoff=params.rerank_cutoff,
+                min_confidence=s.answer_min_confidence,
+            )
+        withheld = profile.relevance_floor and not signal.can_answer and bool(outcome.hits)
+        kept = [] if withheld else outcome.hits
+        from evidence.verbatim.check import verify_spans
+
+        # The verbatim guarantee: no span leaves unless it is its source's text at its offsets.
+        verify_spans(self.backend, index, [c.chunk for c in kept if c.chunk.kind is ChunkKind.SPAN])
+        if request.profile == "verbatim":
+            from evidence.verbatim.profile import bundle_evidence
+
+            doc = bundle_evidence(kept)
+        else:
+            doc = evidence_from_candidates(kept, outcome.followups)
+        hits = to_hits(kept, explain=request.explain)
+        return RetrieveResponse(
+            hits=hits,
+            followups=to_followups(outcome.followups),
+            evidence_xml=doc.xml,
+            valid_indexes=doc.valid_indexes,
+            plan=plan,
+            telemetry=Telemetry(
+                stages=[
+                    StageTelemetry(
+                        name=r.name,
+                        candidates_in=r.candidates_in,
+                        candidates_out=r.candidates_out,
+                        ms=r.ms,
+                        detail=dict(r.detail) if r.detail else None,
+                    )
+                    for r in outcome.stages
+                ],
+                path_used=outcome.path_used,
+                degraded=[*plan_degraded, *outcome.degraded],
+                total_ms=round((time.perf_counter() - started) * 1000.0, 3),
+                answer=AnswerTelemetry(basis=signal.basis, features=signal.features, withheld=withheld),
+            ),
+            can_answer=signal.can_answer,
+            confidence=signal.confidence,
+            needs_clarification=False,
+        )
+
+    def _deployment_defaults(self, profile: str) -> dict[str, Any]:
+        """Knob defaults this deployment sets (EVIDENCE_MIN_SIMILARITY, …, PROFILE_DEFAULTS)."""
+        from evidence.rank.pipeline import validate_overrides
+
+        s = self.settings
+        out: dict[str, Any] = {}
+        if s.min_similarity:
+            out["min_similarity"] = s.min_similarity
+        if s.max_chars:
+            out["max_chars"] = s.max_chars
+        try:
+            out.update(validate_overrides(s.profile_defaults.get(profile, {})))
+        except RequestValidationError as exc:
+            raise ConfigurationError(
+                f"EVIDENCE_PROFILE_DEFAULTS[{profile!r}]: {exc.message}", field="profile_defaults"
+            ) from None
+        return out
 
     def format(self, request: FormatRequest) -> FormatResponse:
         from evidence.format import format_request
@@ -361,9 +571,3 @@ class EvidenceService:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
-
-
-@lru_cache(maxsize=1)
-def get_service() -> EvidenceService:
-    """The process-wide service (Lambda handlers, the local server): built on first call."""
-    return EvidenceService(get_settings())

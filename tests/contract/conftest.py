@@ -20,13 +20,18 @@ import pytest
 
 from evidence.config import Settings
 from evidence.search.base import SearchBackend
-from tests.unit.opensearch.spec_cache import load_spec, validate_recorded
+from tests.prerequisites import missing
+from tests.unit.search.opensearch.spec_cache import SPEC_HINT, load_spec, validate_recorded
+from tests.unit.search.opensearch.spec_validator import parse_version
 
 BACKENDS = ["embedded", "opensearch"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_knn: needs k-NN search (osmem-server has none)")
+    config.addinivalue_line(
+        "markers", "serverless: the fault proxy plays an OpenSearch Serverless collection"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +42,7 @@ def osmem_server() -> Iterator[Any]:
     try:
         resolve_binary()
     except OsmemError as exc:  # pragma: no cover - depends on the platform wheel
-        pytest.skip(f"osmem-server not available: {exc}")
+        missing("osmem-server", f"install the osmem-server wheel for this platform ({exc})")
 
     server = OsmemServer.start(japanese=False)
     yield server
@@ -62,7 +67,10 @@ def _recording_client(url: str, log: list[tuple[str, str, Any]]) -> Any:
 def backend_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     if kind == "opensearch" and request.node.get_closest_marker("needs_knn"):
-        pytest.skip("osmem-server has no k-NN/hybrid; proven on the spec in tests/unit/opensearch")
+        # Deferred to the spec tests, so the spec must be there for the deferral to mean anything.
+        if load_spec() is None:
+            missing("opensearch-api-spec", SPEC_HINT)
+        pytest.skip("osmem-server has no k-NN/hybrid; proven on the spec in tests/unit/search/opensearch")
     return kind
 
 
@@ -87,11 +95,12 @@ def backend(backend_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -
     osb.close()
     spec = load_spec()
     if spec is None:  # pragma: no cover - the spec ships next to the repo
-        return
+        missing("opensearch-api-spec", SPEC_HINT)
+    version = parse_version(request.getfixturevalue("osmem_server").version)
     checked = 0
     for method, url, body in log:
         if body is None:
             continue
-        validate_recorded(spec, method, url, body)
+        validate_recorded(spec, method, url, body, version=version)
         checked += 1
     assert checked > 0 or not log, "no request bodies were validated"

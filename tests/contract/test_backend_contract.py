@@ -229,6 +229,17 @@ def test_hybrid_legs_agree_on_filters(loaded: SearchBackend) -> None:
     assert set(_ids(lex)) == set(_ids(den)) == {"followup-r1", "followup-r2"}
 
 
+def test_zero_vector_query_scores_zero(loaded: SearchBackend) -> None:
+    """A zero query vector has no direction: a cosine space refuses it (k-NN: "zero vector is not
+    supported"), the embedded backend scores every chunk 0. Both answer chunks that have a vector,
+    each with similarity 0, filters and kinds honoured; OpenSearch sends no k-NN query for it."""
+    zero = np.zeros(DIM, dtype=np.float32)
+    hits = loaded.dense(INDEX, zero, k=3)
+    assert len(hits) == 3 and all(h.score == 0.0 and h.dense == 0.0 for h in hits)
+    assert {h.chunk.kind for h in hits} == {ChunkKind.PASSAGE}
+    assert _ids(loaded.dense(INDEX, zero, k=5, filters={"type": "followup_document"})) == ["followup-doc"]
+
+
 # --- lookup / vectors -----------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ crash-safe upsert ordering, and how unsupported features (k-NN, hybrid) surface.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from evidence.config import Settings
 from evidence.errors import BackendError, IndexNotFoundError
+from evidence.records import DocumentChunks
 from evidence.search.opensearch import OpenSearchBackend
 from tests.contract.corpus import DIM, EMBEDDER, axis, corpus, vectors_for
 
@@ -95,10 +97,49 @@ def test_serverless_code_path_without_ids_or_refresh(osmem_clone: Any) -> None:
     assert aoss.document_hash(INDEX, "policy") == new.content_hash
     assert aoss.get_index(INDEX).documents == len(docs)
     assert aoss.delete_document(INDEX, "incident") == 2
-    bulk_bodies = [body for method, url, body in log if url.split("?")[0].endswith("/_bulk")]
-    assert bulk_bodies and all('"_id"' not in str(body) for body in bulk_bodies)
+    bulk_lines = [
+        json.loads(line)
+        for method, url, body in log
+        if url.split("?")[0].endswith("/_bulk")
+        for line in str(body).splitlines()
+        if line.strip()
+    ]
+    writes = [line["index"] for line in bulk_lines if "index" in line]
+    deletes = [line["delete"] for line in bulk_lines if "delete" in line]
+    assert writes and all("_id" not in meta for meta in writes)  # the collection assigns ids
+    assert deletes and all("_id" in meta for meta in deletes)  # rows are deleted by their ids
     assert not any("refresh" in url for _m, url, _b in log)
-    assert any("conflicts=proceed" in url for _m, url, _b in log)  # params are recorded
-    create = next(body for method, url, body in log if method == "PUT" and url == f"/{INDEX}")
+    assert not any("_delete_by_query" in url for _m, url, _b in log)  # Serverless has none
+    create = next(body for method, url, body in log if method == "PUT" and url.split("?")[0] == f"/{INDEX}")
     assert "similarity" not in create["settings"]["index"]
     aoss.close()
+
+
+def _with_metadata(doc: DocumentChunks, metadata: dict[str, object]) -> DocumentChunks:
+    meta = {**doc.metadata, **metadata}
+    return replace(doc, metadata=meta, chunks=tuple(replace(c, metadata=meta) for c in doc.chunks))
+
+
+def test_metadata_that_looks_like_a_date_or_number_stays_a_keyword(osb: OpenSearchBackend) -> None:
+    """Issue 15.6: with date detection on, "2024-05-01" mapped the key as `date` and every later
+    non-date value of that key failed its document."""
+    docs = corpus()
+    first = _with_metadata(docs[0], {"issued": "2024-05-01", "revision": "12"})
+    later = _with_metadata(docs[1], {"issued": "next spring", "revision": "twelve"})
+    assert [r.status for r in osb.upsert(INDEX, [first], [None])] == ["created"]
+    assert [r.status for r in osb.upsert(INDEX, [later], [None])] == ["created"]
+    assert {h.chunk.document_id for h in osb.lookup(INDEX, {"issued": "next spring"})} == {"incident"}
+    assert {h.chunk.document_id for h in osb.lookup(INDEX, {"issued": "2024-05-01"})} == {"policy"}
+
+
+def test_total_fields_limit_fails_only_the_document_that_crosses_it(osb: OpenSearchBackend) -> None:
+    """What happens at index.mapping.total_fields.limit: each new metadata key is a field; the
+    document that would cross the limit fails alone, with the server's reason, and gets no marker."""
+    osb.client.indices.put_settings(index=INDEX, body={"index": {"mapping": {"total_fields": {"limit": 60}}}})
+    docs = corpus()
+    wide = _with_metadata(docs[1], {f"key_{i}": "v" for i in range(80)})
+    with pytest.raises(BackendError, match="Limit of total fields") as err:
+        osb.upsert(INDEX, [docs[0], wide], [None, None])
+    assert "incident" in err.value.message and err.value.status == 502
+    assert osb.document_hash(INDEX, "policy") == docs[0].content_hash
+    assert osb.document_hash(INDEX, "incident") is None

@@ -36,6 +36,7 @@ def test_health_and_openapi(service: EvidenceService, context: LambdaContext) ->
         "/v1/indexes/{index}/documents",
         "/v1/indexes/{index}/documents/{document_id}",
         "/v1/indexes/{index}/retrieve",
+        "/v1/indexes/{index}/coach",
         "/v1/plan",
         "/v1/format",
     }

@@ -38,7 +38,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     runtime.configure(service=service, settings=settings)
     from evidence.model import IndexDocumentRequest
 
-    for name in ("index_document", "index_followup"):
+    # A knowledge graph too, so that coach requests run their whole pipeline.
+    for name in ("index_document", "index_followup", "index_graph"):
         service.index_document(
             INDEX, IndexDocumentRequest.model_validate_json(load_event(f"apigw/{name}")["body"])
         )

@@ -79,7 +79,7 @@ FOLLOWUP = (
 
 
 def test_upload_is_searchable_then_delete_removes_it(
-    uploads: Uploads, service: EvidenceService, context: LambdaContext
+    uploads: Uploads, service: EvidenceService, context: LambdaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = "indexes/vendor-acme/followups/Round 2 answers (encryption).txt"
     uploads.s3.put_object(
@@ -102,10 +102,22 @@ def test_upload_is_searchable_then_delete_removes_it(
     assert meta["round_number"] == 2
     assert meta["criterion_question"] == "Do you encrypt customer data at rest?"
 
-    # The same notification again (SQS at-least-once): nothing new.
-    status_before = service.backend.document_hash("vendor-acme", doc_id)
+    # The same notification again (SQS at-least-once): nothing is written again. The hash alone
+    # cannot show it (a re-index writes the same hash), so every upsert that reaches the backend
+    # is counted.
+    backend = service.backend
+    written: list[str] = []
+    upsert = backend.upsert
+
+    def counting_upsert(index: str, documents: Any, vectors: Any) -> Any:
+        written.extend(d.document_id for d in documents)
+        return upsert(index, documents, vectors)
+
+    monkeypatch.setattr(backend, "upsert", counting_upsert)
+    status_before = backend.document_hash("vendor-acme", doc_id)
     assert handler(event, context) == {"batchItemFailures": []}
-    assert service.backend.document_hash("vendor-acme", doc_id) == status_before
+    assert written == []  # not re-embedded, not re-indexed
+    assert backend.document_hash("vendor-acme", doc_id) == status_before
 
     uploads.s3.delete_object(Bucket=BUCKET, Key=key)
     removed = uploads.event(1)

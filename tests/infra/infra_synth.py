@@ -32,7 +32,7 @@ class Synth:
         return next(iter(found.items()))
 
 
-def synth(context: dict[str, Any]) -> Synth:
+def synth(context: dict[str, Any], stack_name: str = "Evidence") -> Synth:
     from aws_cdk import App
     from aws_cdk.assertions import Template
     from cdk_nag import AwsSolutionsChecks
@@ -40,7 +40,7 @@ def synth(context: dict[str, Any]) -> Synth:
     from infra.evidence_infra.stack import EvidenceStack
 
     app = App(context={"evidence:assets": "placeholder", **context})
-    stack = EvidenceStack(app, "Evidence")
+    stack = EvidenceStack(app, stack_name)
     report = AwsSolutionsChecks().validate_scope(stack)
     template = Template.from_stack(stack)
     return Synth(stack=stack, template=template, json=dict(template.to_json()), report=report)

@@ -17,14 +17,15 @@ from pydantic import BaseModel, ValidationError
 
 from evidence.api import runtime
 from evidence.api.errors import JSON, register, validation_error
+from evidence.coach.contract import CoachRequest
 from evidence.errors import BadRequestError, PayloadTooLargeError, RequestValidationError
 from evidence.model import (
     FormatRequest,
     IndexDocumentRequest,
     PlanRequest,
     RetrieveRequest,
-    validate_index_name,
 )
+from evidence.names import validate_index_name
 from evidence.observability import record_indexed, record_retrieve
 
 if TYPE_CHECKING:
@@ -45,9 +46,27 @@ def get_app() -> APIGatewayRestResolver:
     return _apps[0]
 
 
+#: Kept back from the Lambda's remaining time to serialise the answer and log.
+DEADLINE_MARGIN_S = 1.0
+
+
+def request_budget_s(remaining_ms: int | None, cap_s: float) -> float:
+    """The request's deadline: the setting, capped by what the Lambda has left."""
+    if remaining_ms is None:
+        return cap_s
+    return max(min(cap_s, remaining_ms / 1000 - DEADLINE_MARGIN_S), 0.0)
+
+
 def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """An API Gateway REST proxy event in, a proxy response out."""
-    return get_app().resolve(event, context)
+    """An API Gateway REST proxy event in, a proxy response out, within one deadline."""
+    from evidence.retry import deadline_scope
+
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    budget = request_budget_s(
+        int(remaining()) if callable(remaining) else None, runtime.settings().request_deadline_s
+    )
+    with deadline_scope(budget):
+        return get_app().resolve(event, context)
 
 
 def json_response(status: int, payload: BaseModel | dict[str, Any]) -> Response[str]:
@@ -153,6 +172,11 @@ def build_app() -> APIGatewayRestResolver:
         response = runtime.get_service().retrieve(name, request)
         record_retrieve(response)
         return json_response(200, response)
+
+    @app.post("/v1/indexes/<index>/coach")
+    def coach(index: str) -> Response[str]:
+        name = index_name(index)
+        return json_response(200, runtime.get_service().coach(name, parse_body(app, CoachRequest)))
 
     @app.post("/v1/plan")
     def plan() -> Response[str]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evidence.errors import EvidenceError, RequestValidationError
+from evidence.errors import EvidenceError, RequestValidationError, ServiceUnavailableError
 from evidence.observability import get_logger, record_error
 
 if TYPE_CHECKING:
@@ -71,7 +71,10 @@ def to_response(exc: BaseException) -> Response[str]:
     from aws_lambda_powertools.event_handler import Response
 
     status, body = status_and_body(exc)
-    return Response(status_code=status, content_type=JSON, body=body)
+    headers: dict[str, str] = {}
+    if isinstance(exc, ServiceUnavailableError):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    return Response(status_code=status, content_type=JSON, body=body, headers=headers or None)
 
 
 def register(app: APIGatewayRestResolver) -> None:

@@ -7,6 +7,8 @@ Conventions (docs/api.md, "Uploading to S3"):
 * index: the key prefix ``indexes/<index>/...``, else the default index. Deliberately *not*
   object metadata: an ``ObjectRemoved`` notification carries no metadata and the object is
   gone, so only the key can say which index to delete from.
+* ``kind: graph`` (``x-amz-meta-kind: graph``, or the key prefix ``graphs/``): the object is a
+  knowledge-graph file, validated whole and indexed (or replaced) as one graph (docs/coach.md).
 * ``type``: the object's user metadata ``x-amz-meta-type``, else the key-prefix convention
   (the key after ``indexes/<index>/``): ``followups/`` → ``followup_document``. Every other
   ``x-amz-meta-*`` entry becomes document metadata (``-`` → ``_``, so
@@ -35,7 +37,8 @@ from evidence.errors import (
     PayloadTooLargeError,
     UpstreamError,
 )
-from evidence.model import IndexDocumentRequest, validate_index_name
+from evidence.model import IndexDocumentRequest
+from evidence.names import validate_index_name
 from evidence.observability import add_metric, get_logger, record_indexed
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ DEFAULT_INDEX = "documents"
 INDEX_PREFIX = "indexes/"
 #: Key prefix (after any ``indexes/<index>/``) → document ``type``.
 PREFIX_TYPES: dict[str, str] = {"followups/": "followup_document"}
+#: Key prefix → ``kind``: objects under ``graphs/`` are knowledge-graph files (docs/coach.md).
+PREFIX_KINDS: dict[str, str] = {"graphs/": "graph"}
 _INT_METADATA = {"round_number"}
 
 
@@ -150,6 +155,11 @@ def target(key: str, user_metadata: dict[str, str] | None = None) -> tuple[str, 
         for prefix, doc_type in PREFIX_TYPES.items():
             if rest.startswith(prefix):
                 metadata["type"] = doc_type
+                break
+    if "kind" not in metadata:
+        for prefix, kind in PREFIX_KINDS.items():
+            if rest.startswith(prefix):
+                metadata["kind"] = kind
                 break
     metadata.pop("index", None)
     return index, metadata

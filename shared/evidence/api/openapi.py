@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from evidence.api.errors import ErrorEnvelope
+from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.model import (
-    INDEX_NAME_RE,
     DeleteDocumentResponse,
     FormatRequest,
     FormatResponse,
@@ -31,8 +31,11 @@ from evidence.model import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from evidence.names import INDEX_NAME_RE
 
 API_VERSION = "1.0.0"
+#: JSON Schema pattern: at least one character that Python's str.strip() keeps.
+NOT_SPACE = r"[^\s\u001c-\u001f\u0085]"
 REF = "#/components/schemas/{model}"
 
 
@@ -43,13 +46,20 @@ class Health(BaseModel):
     version: str
 
 
-_REQUESTS: tuple[type[BaseModel], ...] = (IndexDocumentRequest, RetrieveRequest, PlanRequest, FormatRequest)
+_REQUESTS: tuple[type[BaseModel], ...] = (
+    IndexDocumentRequest,
+    RetrieveRequest,
+    PlanRequest,
+    FormatRequest,
+    CoachRequest,
+)
 _RESPONSES: tuple[type[BaseModel], ...] = (
     IndexDocumentResponse,
     DeleteDocumentResponse,
     RetrieveResponse,
     Plan,
     FormatResponse,
+    CoachResponse,
     Health,
     ErrorEnvelope,
 )
@@ -95,9 +105,18 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
         {"required": ["text"], "not": {"required": ["content_base64"]}},
         {"required": ["content_base64"], "not": {"required": ["text"]}},
     ]
-    for model in (RetrieveRequest, PlanRequest):
+    for model in (RetrieveRequest, PlanRequest, CoachRequest):
         query = schemas[names[(model, "validation")]]["properties"]["query"]
-        query["pattern"] = r"\S"
+        # A character Python does not strip: JSON Schema's \S (ECMA) counts U+0085 and U+001C-1F
+        # as text, str.strip() as space, so "\u0085" passed the schema and failed the model.
+        query["pattern"] = NOT_SPACE
+    constraints = schemas.get("Constraints")
+    if constraints is not None:
+        # Content types are trimmed and must keep a character (checked in code).
+        types = constraints["properties"]["content_types"]
+        for branch in types.get("anyOf", [types]):
+            if branch.get("type") == "array":
+                branch["items"] = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": NOT_SPACE}
     from evidence.rank.profiles import profile_names
 
     # Retrieval refuses an unknown profile (422); planning alone accepts any name.
@@ -175,6 +194,19 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(RetrieveRequest),
                 "responses": {
                     **ok(RetrieveResponse, "Evidence"),
+                    **_errors("400", "404", "413", "422"),
+                },
+            }
+        },
+        "/v1/indexes/{index}/coach": {
+            "post": {
+                "operationId": "coach",
+                "summary": "Seed 004's coach request over a knowledge-graph index: minimal cited context, "
+                "or a clarifying question, or out of scope (docs/coach.md)",
+                "parameters": [_index_param()],
+                "requestBody": req(CoachRequest),
+                "responses": {
+                    **ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
                     **_errors("400", "404", "413", "422"),
                 },
             }

@@ -36,10 +36,6 @@ class MiniLMEmbedder:
         self._session: onnxruntime.InferenceSession | None = None
         self._lock = threading.Lock()
 
-    @property
-    def model_id_full(self) -> str:
-        return f"{MODEL_ID}@{self.max_tokens}"
-
     def _get_session(self) -> onnxruntime.InferenceSession:
         if self._session is None:
             with self._lock:

@@ -10,7 +10,6 @@ from evidence.format.evidence import (
     evidence_from_models,
     structured_output_schema,
 )
-from evidence.format.followups import question_similarity, round_of
 from evidence.format.hits import format_response, to_followups, to_hits
 
 #: What `EvidenceService.format` calls (POST /v1/format).
@@ -26,8 +25,6 @@ __all__ = [
     "evidence_from_models",
     "format_request",
     "format_response",
-    "question_similarity",
-    "round_of",
     "structured_output_schema",
     "to_followups",
     "to_hits",

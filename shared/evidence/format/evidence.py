@@ -32,12 +32,17 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-from evidence.format.followups import round_of
 from evidence.model import Followup, Hit
 from evidence.rank.candidate import Candidate
+from evidence.rank.followups import round_of
 
 # Everything outside XML 1.0's Char production (control characters, lone surrogates, U+FFFE/F).
 _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+#: What the LLM reads when nothing survived ranking (seed 003 gives its prompt an explicit
+#: "No valid evidence found" too): an empty string would read as a formatting failure.
+#: It is not an `<index_N>` entry, so nothing in it is citable and `valid_indexes` stays [].
+NO_EVIDENCE_XML = "<no_evidence>No valid evidence found</no_evidence>"
 
 DEFAULT_FOLLOWUP_SOURCE = "Follow-up Response"
 DEFAULT_FOLLOWUPS_SOURCE = "Follow-up Responses"
@@ -105,14 +110,14 @@ def format_followups(followups: Sequence[FollowupEntry], index: int) -> str:
 
 
 def build_evidence(hits: Sequence[EvidenceEntry], followups: Sequence[FollowupEntry]) -> EvidenceDocument:
-    """Hits as entries 1..N, follow-ups last as entry N+1. No evidence: "" and []."""
+    """Hits as entries 1..N, follow-ups last as entry N+1. No evidence: `NO_EVIDENCE_XML` and []."""
     entries = [_entry(i, h.source, h.content) for i, h in enumerate(hits, start=1)]
     valid = list(range(1, len(entries) + 1))
     if followups:
         index = len(entries) + 1
         entries.append(format_followups(followups, index))
         valid.append(index)
-    return EvidenceDocument(xml="\n".join(entries), valid_indexes=valid)
+    return EvidenceDocument(xml="\n".join(entries) if entries else NO_EVIDENCE_XML, valid_indexes=valid)
 
 
 # --- adapters -------------------------------------------------------------------------------

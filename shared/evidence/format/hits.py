@@ -12,9 +12,7 @@ from evidence.format.evidence import (
 )
 from evidence.model import Citation, Followup, FormatRequest, FormatResponse, Hit
 from evidence.rank.candidate import Candidate
-
-#: Key under which the follow-up extraction stage records a modified question's similarity.
-QUESTION_SIMILARITY = "question_similarity"
+from evidence.rank.followups import QUESTION_SIMILARITY
 
 
 def to_hits(candidates: Sequence[Candidate], *, explain: bool = False) -> list[Hit]:

@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 from evidence.errors import DocumentParseError
 from evidence.records import ParsedDocument, Section
 
-SUPPORTED_FORMATS: tuple[str, ...] = ("txt", "md", "html", "pdf", "docx")
+SUPPORTED_FORMATS: tuple[str, ...] = ("txt", "md", "html", "pdf", "docx", "spl")
 
 _EXTENSIONS: dict[str, str] = {
     ".txt": "txt",
@@ -33,6 +33,7 @@ _EXTENSIONS: dict[str, str] = {
     ".html": "html",
     ".htm": "html",
     ".xhtml": "html",
+    ".xml": "spl",
     ".pdf": "pdf",
     ".docx": "docx",
 }
@@ -43,6 +44,8 @@ _CONTENT_TYPES: dict[str, str] = {
     "text/x-markdown": "md",
     "text/html": "html",
     "application/xhtml+xml": "html",
+    "application/xml": "spl",
+    "text/xml": "spl",
     "application/pdf": "pdf",
     "application/x-pdf": "pdf",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
@@ -132,6 +135,10 @@ def _sniff(data: bytes, filename: str) -> str:
     for magic, name in _MAGIC:
         if head.startswith(magic):
             raise DocumentParseError(filename, f"unsupported type: {name} ({supported_description()})")
+    from evidence.ingest.spl import is_spl
+
+    if is_spl(data):
+        return "spl"
     lowered = head[:512].lower()
     if lowered.startswith((b"<!doctype html", b"<html")) or b"<html" in lowered:
         return "html"
@@ -220,7 +227,15 @@ def parse_bytes(data: bytes, *, filename: str, content_type: str | None = None) 
     if not data or not data.strip():
         raise DocumentParseError(filename, "empty document")
     fmt = detect_format(data, filename=filename, content_type=content_type)
-    if fmt == "pdf":
+    if fmt == "spl":
+        from evidence.ingest.spl import is_spl, parse_spl
+
+        if not is_spl(data):
+            raise DocumentParseError(
+                filename, "XML that is not FDA Structured Product Labeling is not supported"
+            )
+        doc = parse_spl(data, filename)
+    elif fmt == "pdf":
         doc = _parse_pdf(data, filename)
     elif fmt == "docx":
         doc = _parse_docx(data, filename)
@@ -716,7 +731,9 @@ def _parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         page_texts: list[str] = []
         for page in pages:
             try:
-                raw = page.extract_text() or ""
+                from evidence.ingest.pdf_tables import page_text
+
+                raw = page_text(page)  # tables as `| a | b |` rows
             except Exception:
                 raw = ""  # one unreadable page must not lose the rest of the document
             page_texts.append(_normalise_newlines(raw).strip("\n").rstrip())

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from evidence.errors import RequestValidationError
-from evidence.ids import normalize_and_hash
+from evidence.ids import criterion_hash
 from evidence.ingest.parsers import parse_bytes, unsupported_reason
+from evidence.rank.followups import parse_round
 from evidence.records import ParsedDocument
 
 log = logging.getLogger(__name__)
@@ -71,23 +72,11 @@ def type_note(value: str) -> str | None:
     return f"type {value!r} is outside the known taxonomy ({', '.join(KNOWN_TYPES)})"
 
 
-def _int_like(value: Any, field_name: str) -> int:
-    if isinstance(value, bool):
-        raise RequestValidationError(f"{field_name} must be an integer, got a boolean", field=field_name)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and _INT.match(value.strip()):
-        return int(value.strip())
-    raise RequestValidationError(f"{field_name} must be an integer, got {value!r}", field=field_name)
-
-
 def enrich_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
     """Validate and complete a document's metadata (index API, CLI, JSONL records alike).
 
     - `criterion_question` → `criterion_question_hash` (seed 000: the same hash as at query time);
-    - `round_number` coerced to an int ("2" → 2);
+    - `round_number` coerced to an int ("2", 2.0, "2.0" → 2; 2.5 or "two" are refused);
     - `type` checked against seed 001's taxonomy; `followup_response:{round}` needs an integer
       round, fills in `round_number` when it is missing and must agree with it when present;
     - keys with `None` values are dropped (a keyword field cannot hold them).
@@ -109,7 +98,12 @@ def enrich_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     if "round_number" in out:
-        out["round_number"] = _int_like(out["round_number"], "metadata.round_number")
+        try:
+            out["round_number"] = parse_round(out["round_number"])
+        except ValueError as exc:
+            raise RequestValidationError(
+                f"metadata.round_number: {exc}", field="metadata.round_number"
+            ) from None
     doc_type = out.get("type")
     if doc_type is not None:
         if not isinstance(doc_type, str) or not doc_type.strip():
@@ -143,8 +137,15 @@ def enrich_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
             raise RequestValidationError(
                 "metadata.criterion_question must be a string", field="metadata.criterion_question"
             )
-        if question.strip():
-            out["criterion_question_hash"] = normalize_and_hash(question)
+        linked = criterion_hash(question)
+        if linked is not None:
+            out["criterion_question_hash"] = linked
+        elif question.strip():
+            # Words-free criteria ("???") would all share one hash: refuse rather than mislink.
+            raise RequestValidationError(
+                "metadata.criterion_question has no words to link on; give the criterion's text",
+                field="metadata.criterion_question",
+            )
         else:
             del out["criterion_question"]
     return out
@@ -177,6 +178,22 @@ def _walk(folder: Path) -> Iterator[Path | SourceFailure]:
             yield Path(entry.path)
 
 
+def file_identity(file: Path) -> tuple[str, str]:
+    """(document id, source) of a file on disk.
+
+    The id is the file's resolved absolute path: two different files never share it, and the
+    same file reached through another argument (`corpus` vs `corpus/cdk`, `./x/../x`, a symlink)
+    is the same document. The source, what an LLM reads in `<source>`, is that path relative to
+    the working directory when it lies below it (as the user typed it), else the absolute path.
+    """
+    resolved = file.resolve()
+    try:
+        source = resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        source = resolved.as_posix()
+    return resolved.as_posix(), source
+
+
 def iter_sources(
     paths: Sequence[Path],
     *,
@@ -200,10 +217,9 @@ def iter_sources(
                         "skipped: part of a BEIR dataset folder (only corpus.jsonl[.gz] is indexed)",
                     )
                     continue
-                rel = file.relative_to(path).as_posix()
-                yield from _file_items(file, rel, overrides)
+                yield from _file_items(file, overrides)
         elif path.is_file():
-            yield from _file_items(path, path.name, overrides)
+            yield from _file_items(path, overrides)
         elif path.exists():
             yield SourceFailure(str(path), "not a regular file or folder")
         else:
@@ -226,9 +242,9 @@ def _beir_companion(file: Path, cache: dict[Path, bool]) -> bool:
     return False
 
 
-def _file_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
+def _file_items(file: Path, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
     if _is_jsonl(file.name):
-        yield from _jsonl_items(file, rel, overrides)
+        yield from _jsonl_items(file, overrides)
         return
     reason = unsupported_reason(file.name)
     if reason is not None:
@@ -244,7 +260,8 @@ def _file_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator[
     except OSError as exc:
         yield SourceFailure(str(file), f"cannot read: {exc.strerror or exc}")
         return
-    yield SourceItem(document_id=rel, source=file.name, filename=file.name, metadata=meta, data=data)
+    document_id, source = file_identity(file)
+    yield SourceItem(document_id=document_id, source=source, filename=file.name, metadata=meta, data=data)
 
 
 def _open_lines(file: Path) -> IO[bytes]:
@@ -253,8 +270,9 @@ def _open_lines(file: Path) -> IO[bytes]:
     return file.open("rb")
 
 
-def _jsonl_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
+def _jsonl_items(file: Path, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
     line_no = 0
+    identity = file_identity(file)
     try:
         with _open_lines(file) as fh:
             for raw in fh:
@@ -262,7 +280,7 @@ def _jsonl_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator
                 line = raw[3:] if line_no == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
                 if not line.strip():
                     continue
-                yield _jsonl_line(line, file, rel, line_no, overrides)
+                yield _jsonl_line(line, file, identity, line_no, overrides)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         # A truncated or corrupt file: the lines read so far stand; the rest is reported.
         where = f"{file}:{line_no + 1}" if line_no else str(file)
@@ -270,8 +288,11 @@ def _jsonl_items(file: Path, rel: str, overrides: Mapping[str, Any]) -> Iterator
 
 
 def _jsonl_line(
-    raw: bytes, file: Path, rel: str, line_no: int, overrides: Mapping[str, Any]
+    raw: bytes, file: Path, identity: tuple[str, str], line_no: int, overrides: Mapping[str, Any]
 ) -> SourceItem | SourceFailure:
+    """One record. Its id is the record's own (`_id`, `id`: the caller named it), else the file's
+    id and the line; its source is its `FILENAME` metadata, else the file's source and the id."""
+    file_id, file_source = identity
     where = f"{file}:{line_no}"
     try:
         obj = json.loads(raw)
@@ -294,14 +315,14 @@ def _jsonl_line(
         if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or str(doc_id) == "":
             return SourceFailure(where, "'_id' must be a non-empty string")
         own_meta: Mapping[str, Any] = {}
-        source = file.name
+        source = f"{file_source}#{doc_id}"
     else:
         raw_id = obj.get("id")
         if raw_id is not None and (
             not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool) or raw_id == ""
         ):
             return SourceFailure(where, "'id' must be a non-empty string")
-        doc_id = raw_id if raw_id is not None else f"{rel}#{line_no}"
+        doc_id = raw_id if raw_id is not None else f"{file_id}#{line_no}"
         meta_obj = obj.get("metadata", {})
         if meta_obj is None:
             meta_obj = {}
@@ -309,7 +330,7 @@ def _jsonl_line(
             return SourceFailure(where, "'metadata' must be an object")
         own_meta = meta_obj
         fname = meta_obj.get("FILENAME", meta_obj.get("filename"))
-        source = fname if isinstance(fname, str) and fname else file.name
+        source = fname if isinstance(fname, str) and fname else f"{file_source}#{raw_id or line_no}"
     try:
         meta = enrich_metadata({**own_meta, **overrides})
     except RequestValidationError as exc:

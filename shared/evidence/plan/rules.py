@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from evidence.ids import normalize_and_hash, normalize_question
+from evidence.ids import criterion_hash, normalize_question
 from evidence.model import Plan, PlanRequest
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
@@ -35,7 +35,7 @@ def rule_plan(request: PlanRequest) -> Plan:
     return Plan(
         query=request.query,
         normalized_query=normalize_question(request.query),
-        criterion_hash=normalize_and_hash(criterion) if criterion else None,
+        criterion_hash=criterion_hash(criterion),
         profile=request.profile,
         query_mode="GLOBAL",
         search_phrases=phrases,

@@ -16,7 +16,9 @@ _EMPTY: Mapping[str, float] = MappingProxyType({})
 class Candidate:
     """A chunk with the score the list is ordered by, plus each stage's score for `explain`.
 
-    `scores` keys: "lexical", "dense", "fused", "rerank", "boosted" (those that ran).
+    `scores` keys (those that ran): "lexical", "dense", "fused" (first stage), "rerank",
+    "boosted" (seed 001's boost), "mmr" (marginal value when selected), "question_similarity"
+    (follow-ups whose stored question differs from the criterion).
     """
 
     chunk: Chunk

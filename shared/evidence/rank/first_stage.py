@@ -1,21 +1,27 @@
-"""The first stage: lexical and dense legs on the backend, fused into one candidate list."""
+"""Recall stages: lexical and dense legs on the backend, fused into one candidate list.
+
+`HybridRecall` is the first stage of the `default` and `vrm` profiles: our own fusion
+(`FirstStage`), or the backend's server-side hybrid query (`ServerHybridFirstStage`) when the
+context asks for it and the backend offers it. Both also have `retrieve(...)`, the same recall
+outside a profile (evaluation, benchmarks).
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from evidence.errors import ChoiceEnum
-from evidence.model import StageTelemetry
 from evidence.rank.candidate import Candidate, sort_key
+from evidence.rank.context import RankContext
 from evidence.rank.fusion import FusionConfig, FusionMethod, fuse
 from evidence.records import ChunkKind, SearchHit
-from evidence.search.base import Filters, SearchBackend, Vector
+from evidence.search.base import Filters, HybridSearch, SearchBackend, Vector
 
 
 class RetrievalMode(ChoiceEnum):
@@ -28,8 +34,21 @@ class RetrievalMode(ChoiceEnum):
 
 @dataclass(frozen=True, slots=True)
 class FirstStageResult:
+    """Fused candidates, how many leg hits they came from, and what the stage did."""
+
     candidates: list[Candidate]
-    telemetry: StageTelemetry
+    considered: int
+    detail: dict[str, Any]
+    #: What recall actually ran: "hybrid", or the one leg there was ("bm25", "dense").
+    path: str = "hybrid"
+
+
+def _record(ctx: RankContext, result: FirstStageResult) -> list[Candidate]:
+    """A recall stage's bookkeeping on the run's trace."""
+    ctx.trace.path = result.path
+    ctx.trace.considered = result.considered
+    ctx.trace.detail.update(result.detail)
+    return list(result.candidates)
 
 
 def default_fusion() -> FusionConfig:
@@ -53,6 +72,17 @@ class FirstStage:
     leg_depth: int = 100
     complete: bool = True
     name: str = "first_stage"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        result = self.retrieve(
+            ctx.backend,
+            ctx.index,
+            query=ctx.query,
+            vector=ctx.query_vector,
+            k=ctx.params.first_stage_k,
+            filters=ctx.filters,
+        )
+        return _record(ctx, result)
 
     def _complete_legs(
         self,
@@ -98,7 +128,6 @@ class FirstStage:
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> FirstStageResult:
-        start = time.perf_counter()
         depth = max(k, self.leg_depth)
         legs: dict[str, Sequence[SearchHit]] = {}
         leg_ms: dict[str, float] = {}
@@ -119,7 +148,6 @@ class FirstStage:
             legs=legs,
             filters=filters,
             kind=kind,
-            started=start,
             leg_ms=leg_ms,
         )
 
@@ -134,11 +162,9 @@ class FirstStage:
         legs: dict[str, Sequence[SearchHit]],
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
-        started: float | None = None,
         leg_ms: dict[str, float] | None = None,
     ) -> FirstStageResult:
         """Complete (when on) and fuse legs already fetched, by this stage or by a backend."""
-        start = time.perf_counter() if started is None else started
         leg_ms = dict(leg_ms or {})
         if len(legs) == 2 and self.complete and vector is not None:
             t = time.perf_counter()
@@ -174,14 +200,8 @@ class FirstStage:
             **{f"{n}_hits": len(h) for n, h in legs.items()},
             **{n: round(v, 3) for n, v in leg_ms.items()},
         }
-        tel = StageTelemetry(
-            name=self.name,
-            candidates_in=sum(len(h) for h in legs.values()),
-            candidates_out=len(cands),
-            ms=round((time.perf_counter() - start) * 1000, 3),
-            detail=detail,
-        )
-        return FirstStageResult(cands, tel)
+        path = "bm25" if self.mode is RetrievalMode.HYBRID and vector is None else self.mode.value
+        return FirstStageResult(cands, sum(len(h) for h in legs.values()), detail, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +217,17 @@ class ServerHybridFirstStage:
     name: str = "first_stage"
     mode: RetrievalMode = RetrievalMode.HYBRID
 
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        result = replace(self, explain=ctx.explain).retrieve(
+            ctx.backend,
+            ctx.index,
+            query=ctx.query,
+            vector=ctx.query_vector,
+            k=ctx.params.first_stage_k,
+            filters=ctx.filters,
+        )
+        return _record(ctx, result)
+
     def retrieve(
         self,
         backend: SearchBackend,
@@ -208,13 +239,11 @@ class ServerHybridFirstStage:
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> FirstStageResult:
-        hybrid = getattr(backend, "hybrid", None)
-        if hybrid is None or vector is None:
+        if not isinstance(backend, HybridSearch) or vector is None:
             return FirstStage(
                 mode=RetrievalMode.LEXICAL if vector is None else RetrievalMode.HYBRID
             ).retrieve(backend, index, query=query, vector=vector, k=k, filters=filters, kind=kind)
-        start = time.perf_counter()
-        result = hybrid(
+        result = backend.hybrid(
             index, query, vector, k=k, filters=filters, kind=kind, pagination_depth=k, explain=self.explain
         )
         if result.fused is None:  # the backend chose client mode: fuse its two legs here
@@ -227,7 +256,6 @@ class ServerHybridFirstStage:
                 filters=filters,
                 kind=kind,
                 legs={"lexical": result.lexical, "dense": result.dense},
-                started=start,
             )
         lex = {h.chunk.chunk_id: h.score for h in result.lexical}
         den = {h.chunk.chunk_id: h.score for h in result.dense}
@@ -244,18 +272,19 @@ class ServerHybridFirstStage:
                 )
             )
         cands.sort(key=sort_key)
-        tel = StageTelemetry(
-            name=self.name,
-            candidates_in=len(result.fused),
-            candidates_out=len(cands),
-            ms=round((time.perf_counter() - start) * 1000, 3),
-            detail={"mode": "server-hybrid", "fusion": result.fusion or "pipeline"},
-        )
-        return FirstStageResult(cands, tel)
+        detail = {"mode": "server-hybrid", "fusion": result.fusion or "pipeline"}
+        return FirstStageResult(cands, len(result.fused), detail)
 
 
-def first_stage_for(backend: SearchBackend, *, server_hybrid: bool, explain: bool = False) -> Any:
-    """The first stage a request uses: the cluster's hybrid pipeline when configured, else ours."""
-    if server_hybrid and hasattr(backend, "hybrid"):
-        return ServerHybridFirstStage(explain=explain)
-    return FirstStage()
+@dataclass(frozen=True, slots=True)
+class HybridRecall:
+    """The first stage of `default` and `vrm`: the cluster's hybrid pipeline when the context
+    asks for it (`server_hybrid`) and the backend offers one, else our own fusion."""
+
+    ours: FirstStage = field(default_factory=FirstStage)
+    name: str = "first_stage"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        if ctx.server_hybrid and isinstance(ctx.backend, HybridSearch):
+            return ServerHybridFirstStage().run(candidates, ctx)
+        return self.ours.run(candidates, ctx)

@@ -1,15 +1,19 @@
-"""The profile registry: `default` and `vrm` now; `verbatim` and `coach` register here later.
+"""The profile registry: `default`, `vrm`, `verbatim` and `coach`; further profiles call `register_profile`.
 
-Stage lists (after the injected first stage, which fetches `first_stage_k` per leg and fuses):
+Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
-default  dedup → min_similarity → candidate_limit → rerank → rerank_cutoff → followup_boost →
-         per_document_cap → mmr → top_k → max_chars
-vrm      followup_extraction → dedup → min_similarity → candidate_limit → rerank(criterion) →
-         rerank_cutoff → followup_boost → per_document_cap → mmr → top_k → max_chars
+default  first_stage → followup_extraction → dedup → min_similarity → candidate_limit → rerank →
+         followup_boost → rerank_cutoff → per_document_cap → mmr → top_k → max_chars
+vrm      the same, reranking against the criterion question when one is given
+verbatim verbatim_cascade → top_k → max_chars (seed 002; evidence.verbatim.profile)
+coach    first_stage → candidate_limit → rerank → graph → mmr → top_k over knowledge-graph nodes
+         (evidence/coach/profile.py; the coach endpoint runs its first three stages, docs/coach.md)
 
-Every knob works in every profile; the defaults decide what is on. `default` has follow-up
-extraction and boost switched off (rounds 0, boost 1.0) and takes top 10; `vrm` carries seeds
-000/001/003's constants.
+The boost runs before the cutoff, as seed 001's own code orders it (`boosted[:n] if score >=
+cutoff`): a follow-up document just under the cutoff is lifted over it. Every knob works in
+every profile; the defaults decide what is on. `default` has follow-up extraction and boost
+switched off (rounds 0, boost 1.0) and takes top 10; `vrm` carries seeds 000/001/003's
+constants (docs/ranking.md).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from evidence.errors import RequestValidationError
-from evidence.rank.pipeline import Profile, ProfileParams
+from evidence.rank.context import ProfileParams
+from evidence.rank.first_stage import HybridRecall
+from evidence.rank.pipeline import Profile
 from evidence.rank.stages import (
     MMR,
     CandidateLimit,
@@ -65,9 +71,11 @@ def _tail() -> tuple[Stage, ...]:
 def default_profile() -> Profile:
     return Profile(
         name="default",
-        description="hybrid first stage, rerank, top-k",
+        description="hybrid first stage, rerank, top-k; withholds evidence that does not answer",
         defaults=DEFAULT_PARAMS,
+        relevance_floor=True,
         stages=(
+            HybridRecall(),
             FollowupExtraction(),
             DedupContent(),
             MinSimilarity(),
@@ -84,6 +92,7 @@ def vrm_profile() -> Profile:
         description="vendor risk: linked follow-ups last, follow-up documents boosted (seeds 000/001/003)",
         defaults=VRM_PARAMS,
         stages=(
+            HybridRecall(),
             FollowupExtraction(),
             DedupContent(),
             MinSimilarity(),
@@ -94,12 +103,29 @@ def vrm_profile() -> Profile:
     )
 
 
-_FACTORIES: dict[str, Callable[[], Profile]] = {"default": default_profile, "vrm": vrm_profile}
+def verbatim_profile() -> Profile:
+    from evidence.verbatim.profile import verbatim_profile as build
+
+    return build()
+
+
+def _coach_profile() -> Profile:
+    from evidence.coach.profile import coach_profile
+
+    return coach_profile()
+
+
+_FACTORIES: dict[str, Callable[[], Profile]] = {
+    "default": default_profile,
+    "vrm": vrm_profile,
+    "verbatim": verbatim_profile,
+    "coach": _coach_profile,
+}
 _CACHE: dict[str, Profile] = {}
 
 
 def register_profile(name: str, factory: Callable[[], Profile]) -> None:
-    """Later issues add `verbatim` and `coach` here."""
+    """Add (or replace) a profile; it is built on first use."""
     _FACTORIES[name] = factory
     _CACHE.pop(name, None)
 

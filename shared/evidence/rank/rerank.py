@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +19,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from evidence.config import RerankerKind, Settings
 from evidence.errors import ConfigurationError, UpstreamError
+from evidence.retry import (
+    Backoff,
+    RetriesExhausted,
+    Retry,
+    call_with_retries,
+    current_deadline,
+    parse_retry_after,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +67,10 @@ def _validated(results: RerankResult, n_texts: int, top_n: int) -> RerankResult:
 class CohereReranker:
     """Cohere's `POST /v2/rerank` through `cohere.ClientV2`.
 
-    The SDK's own retries are switched off so that ours decide: 429 and 5xx are retried with
-    exponential backoff and jitter (honouring a short Retry-After), other 4xx fail at once, and a
-    timeout is not retried because the request's latency budget is already spent.
+    The SDK's own retries are switched off so that ours decide (`evidence.retry`, shared with the
+    OpenSearch adapter): 429 and 5xx are retried with exponential backoff and jitter (honouring a
+    short Retry-After) while the request's deadline allows, other 4xx fail at once, and a timeout
+    is not retried because the request's latency budget is already spent.
     """
 
     name = "cohere"
@@ -93,8 +101,7 @@ class CohereReranker:
         self._timeout_s = timeout_s
         self._retries = retries
         self._max_tokens_per_doc = max_tokens_per_doc
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
+        self._backoff = Backoff(retries=retries, base_s=backoff_s, max_s=max_backoff_s)
         self._sleep = sleep
         self._client: Any = None
         self._lock = threading.Lock()
@@ -110,15 +117,6 @@ class CohereReranker:
                 self._client = cohere.ClientV2(self._api_key, **kwargs)
             return self._client
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        if retry_after:
-            try:
-                return min(float(retry_after), float(self._max_backoff_s))
-            except ValueError:
-                pass
-        base = min(self._backoff_s * float(2**attempt), self._max_backoff_s)
-        return base * (0.5 + random.random() / 2)
-
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
         if not texts:
             return []
@@ -129,37 +127,61 @@ class CohereReranker:
         from cohere.core.api_error import ApiError
 
         client = self._get_client()
-        attempt = 0
-        while True:
-            try:
-                response = client.rerank(
-                    model=self.model,
-                    query=query,
-                    documents=list(texts),
-                    top_n=n,
-                    max_tokens_per_doc=self._max_tokens_per_doc,
-                )
-                results = [(int(r.index), float(r.relevance_score)) for r in response.results]
-                return _validated(results, len(texts), n)
-            except ApiError as exc:
-                status = exc.status_code or 0
-                retryable = status == 429 or status >= 500
-                if not retryable or attempt >= self._retries:
-                    reason = "throttled" if status == 429 else "unavailable" if status >= 500 else "error"
-                    raise RerankError(f"Cohere rerank failed with HTTP {status}", reason=reason) from exc
-                headers = exc.headers or {}
-                delay = self._delay(attempt, headers.get("retry-after") or headers.get("Retry-After"))
-                log.warning("Cohere rerank HTTP %s, retry %d in %.2fs", status, attempt + 1, delay)
-                self._sleep(delay)
-                attempt += 1
-            except httpx.TimeoutException as exc:
-                raise RerankError(
-                    f"Cohere rerank timed out after {self._timeout_s}s", reason="timeout"
-                ) from exc
-            except httpx.HTTPError as exc:
-                raise RerankError(f"Cohere rerank transport error: {exc}", reason="unavailable") from exc
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise RerankError(f"Cohere rerank: malformed response: {exc}", reason="bad_response") from exc
+        deadline = current_deadline()
+
+        def attempt(_n: int) -> RerankResult:
+            # The request's deadline, when there is one, also bounds each attempt's timeout.
+            timeout = self._timeout_s if deadline is None else deadline.clamp(self._timeout_s)
+            response = client.rerank(
+                model=self.model,
+                query=query,
+                documents=list(texts),
+                top_n=n,
+                max_tokens_per_doc=self._max_tokens_per_doc,
+                request_options={"timeout": timeout},
+            )
+            results = [(int(r.index), float(r.relevance_score)) for r in response.results]
+            return _validated(results, len(texts), n)
+
+        def classify(exc: Exception) -> Retry | None:
+            if not isinstance(exc, ApiError):
+                return None
+            status = exc.status_code or 0
+            if status != 429 and status < 500:
+                return None
+            headers = exc.headers or {}
+            return Retry(parse_retry_after(headers.get("retry-after") or headers.get("Retry-After")))
+
+        def log_retry(exc: Exception, number: int, delay: float) -> None:
+            log.warning(
+                "Cohere rerank HTTP %s, retry %d in %.2fs", getattr(exc, "status_code", "?"), number, delay
+            )
+
+        try:
+            return call_with_retries(
+                attempt,
+                backoff=self._backoff,
+                classify=classify,
+                deadline=deadline,
+                sleep=self._sleep,
+                on_retry=log_retry,
+            )
+        except RetriesExhausted as exc:
+            if not isinstance(exc.cause, ApiError):  # the deadline passed before an attempt
+                raise RerankError("Cohere rerank: the request's deadline passed", reason="timeout") from exc
+            status = exc.cause.status_code or 0
+            reason = "throttled" if status == 429 else "unavailable"
+            raise RerankError(f"Cohere rerank failed with HTTP {status}", reason=reason) from exc.cause
+        except ApiError as exc:
+            raise RerankError(
+                f"Cohere rerank failed with HTTP {exc.status_code or 0}", reason="error"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise RerankError(f"Cohere rerank timed out after {self._timeout_s}s", reason="timeout") from exc
+        except httpx.HTTPError as exc:
+            raise RerankError(f"Cohere rerank transport error: {exc}", reason="unavailable") from exc
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise RerankError(f"Cohere rerank: malformed response: {exc}", reason="bad_response") from exc
 
 
 def bedrock_model_arn(model: str, region: str) -> str:
@@ -311,43 +333,3 @@ def build_reranker(settings: Settings) -> Reranker | None:
             retries=settings.rerank_retries,
         )
     raise ConfigurationError(f"unknown reranker {kind!r}")  # pragma: no cover - enum is closed
-
-
-@lru_cache(maxsize=8)
-def _cached(  # noqa: PLR0917 - positional so lru_cache keys on the configuration
-    kind: RerankerKind,
-    key: str,
-    model: str,
-    base_url: str | None,
-    timeout: float,
-    retries: int,
-    region: str | None,
-    bedrock_model: str,
-) -> Reranker | None:
-    return build_reranker(
-        Settings(
-            reranker=kind,
-            cohere_api_key=key or None,
-            cohere_model=model,
-            cohere_base_url=base_url,
-            rerank_timeout_s=timeout,
-            rerank_retries=retries,
-            aws_region=region,
-            bedrock_rerank_model=bedrock_model,
-        )
-    )
-
-
-def get_reranker(settings: Settings) -> Reranker | None:
-    """Cached per configuration: warm Lambda invocations reuse the client and its connections."""
-    key = settings.cohere_api_key.get_secret_value() if settings.cohere_api_key else ""
-    return _cached(
-        settings.reranker,
-        key,
-        settings.cohere_model,
-        settings.cohere_base_url,
-        settings.rerank_timeout_s,
-        settings.rerank_retries,
-        settings.aws_region,
-        settings.bedrock_rerank_model,
-    )

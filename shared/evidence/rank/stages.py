@@ -17,56 +17,29 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
 from evidence.errors import ConfigurationError, EvidenceError
-from evidence.format.followups import question_similarity, round_of
 from evidence.ids import content_hash, normalize_question
 from evidence.rank.candidate import Candidate, sort_key
+from evidence.rank.context import RankContext, Stage, Trace
+from evidence.rank.followups import (
+    CRITERION_HASH_KEY,
+    FOLLOWUP_DOCUMENT_TYPE,
+    QUESTION_SIMILARITY,
+    is_followup_response,
+    question_similarity,
+    round_of,
+)
 from evidence.rank.rerank import RerankError
 from evidence.records import ChunkKind
 
-if TYPE_CHECKING:
-    from evidence.rank.pipeline import RankContext
-
 log = logging.getLogger(__name__)
-
-CRITERION_HASH_KEY = "criterion_question_hash"
-FOLLOWUP_RESPONSE_PREFIX = "followup_response"
-FOLLOWUP_DOCUMENT_TYPE = "followup_document"
-QUESTION_SIMILARITY = "question_similarity"
-
-
-@dataclass
-class Trace:
-    """Mutable per-run side channel shared by the stages of one `Profile.run`."""
-
-    followups: list[Candidate] = field(default_factory=list)
-    degraded: list[str] = field(default_factory=list)
-    detail: dict[str, Any] = field(default_factory=dict)
-    path: str = "hybrid"
-    reranked: bool = False
-
-    def degrade(self, marker: str) -> None:
-        if marker not in self.degraded:
-            self.degraded.append(marker)
-
-    def drop(self, ctx: RankContext, candidate: Candidate, reason: str) -> None:
-        if ctx.explain:
-            self.detail.setdefault("dropped", []).append({"chunk_id": candidate.chunk_id, "reason": reason})
-
-
-@runtime_checkable
-class Stage(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]: ...
 
 
 def _note(ctx: RankContext, c: Candidate, note: str) -> Candidate:
@@ -80,10 +53,6 @@ def _annotate(c: Candidate, key: str, value: float) -> Candidate:
     return replace(c, scores=MappingProxyType(scores))
 
 
-def is_followup_response(c: Candidate) -> bool:
-    return str(c.metadata.get("type", "")).startswith(FOLLOWUP_RESPONSE_PREFIX)
-
-
 # --- seed 000: follow-up extraction ---------------------------------------------------------
 
 
@@ -94,9 +63,14 @@ class FollowupExtraction:
     equals the criterion's hash. Besides scanning the first-stage list, the stage asks the
     backend for every chunk carrying that hash (a filtered lookup, no query), so a linked
     follow-up is found even when search ranks it below `first_stage_k`: recall of linked
-    follow-ups is 100%. Only the latest `followup_max_rounds` distinct rounds are kept;
-    older linked rounds are dropped, and no linked follow-up is ever passed on as a hit.
-    `followup_max_rounds = 0` switches extraction off (follow-ups then rank like any chunk).
+    follow-ups is 100%.
+
+    A follow-up *response* is one (document, round): a long answer split into several chunks
+    is one response, its chunks joined in order with their overlap removed. The latest
+    `followup_max_rounds` responses are kept (seed 000's "latest N"; ties in round go by
+    document id); older linked responses are dropped, and no linked chunk is ever passed on
+    as a hit. `followup_max_rounds = 0` switches extraction off (follow-ups then rank like
+    any chunk), and so does a criterion with no words (it would link on the empty string).
     """
 
     name = "followup_extraction"
@@ -109,11 +83,14 @@ class FollowupExtraction:
 
     @staticmethod
     def linked(c: Candidate, criterion_hash: str) -> bool:
-        return is_followup_response(c) and c.metadata.get(CRITERION_HASH_KEY) == criterion_hash
+        return is_followup_response(c.metadata) and c.metadata.get(CRITERION_HASH_KEY) == criterion_hash
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         h = ctx.criterion_hash
         max_rounds = ctx.params.followup_max_rounds
+        if ctx.criterion_question is not None and not normalize_question(ctx.criterion_question):
+            ctx.trace.detail["skipped"] = "criterion has no words to link on"
+            return list(candidates)
         if not h or max_rounds <= 0:
             ctx.trace.detail["skipped"] = "no criterion" if not h else "followup_max_rounds=0"
             return list(candidates)
@@ -126,44 +103,44 @@ class FollowupExtraction:
             else:
                 remaining.append(c)
         in_first_stage = len(matched)
-        if self.lookup:
-            filters: dict[str, Any] = dict(ctx.filters or {})
-            filters[CRITERION_HASH_KEY] = h
-            try:
-                # passages only: a follow-up's fact spans carry the same document metadata
-                found = ctx.backend.lookup(
-                    ctx.index, filters, limit=self.lookup_limit, kind=ChunkKind.PASSAGE
-                )
-            except EvidenceError as exc:
-                log.warning("follow-up lookup by criterion hash failed: %s", exc)
-                ctx.trace.degrade("followup_lookup:error")
-                found = []
-            for hit in found:
-                c = Candidate(chunk=hit.chunk, score=hit.score, first_stage_score=hit.score)
-                if self.linked(c, h) and c.chunk_id not in matched:
-                    matched[c.chunk_id] = _note(ctx, c, "follow-up: found by criterion-hash lookup")
-        # Latest N distinct rounds; ties inside a round keep document order.
-        rounds = sorted({round_of(c.metadata) for c in matched.values()}, reverse=True)[:max_rounds]
-        keep_rounds = set(rounds)
-        kept: list[Candidate] = []
-        for c in matched.values():
-            if round_of(c.metadata) in keep_rounds:
-                kept.append(self._with_question_similarity(c, ctx))
-            else:
-                ctx.trace.drop(ctx, c, f"older follow-up round {round_of(c.metadata)}")
-        kept.sort(key=lambda c: (round_of(c.metadata), c.chunk.document_id, c.chunk.sequence, c.chunk_id))
+        for c in self._lookup(ctx, h):
+            if self.linked(c, h) and c.chunk_id not in matched:
+                matched[c.chunk_id] = _note(ctx, c, "follow-up: found by criterion-hash lookup")
+        responses = group_responses(matched.values())
+        latest = sorted(responses, key=lambda key: (-key[1], key[0]))[:max_rounds]
+        for key, chunks in responses.items():
+            if key not in latest:
+                for c in chunks:
+                    ctx.trace.drop(ctx, c, f"older follow-up response (round {key[1]})")
+        kept = [self._with_question_similarity(merge_response(responses[key]), ctx) for key in latest]
+        kept.sort(key=lambda c: (round_of(c.metadata), c.chunk.document_id))
         ctx.trace.followups = kept
         ctx.trace.detail.update(
             matched=len(matched),
             from_first_stage=in_first_stage,
             from_lookup=len(matched) - in_first_stage,
-            kept_rounds=sorted(keep_rounds),
+            responses=len(responses),
+            kept_rounds=sorted({key[1] for key in latest}),
         )
         log.info(
             "Extracted follow-up responses",
             extra={"matched_count": len(kept), "remaining_count": len(remaining), "criterion_hash": h},
         )
         return remaining
+
+    def _lookup(self, ctx: RankContext, criterion_hash: str) -> list[Candidate]:
+        if not self.lookup:
+            return []
+        filters: dict[str, Any] = dict(ctx.filters or {})
+        filters[CRITERION_HASH_KEY] = criterion_hash
+        try:
+            # passages only: a follow-up's fact spans carry the same document metadata
+            found = ctx.backend.lookup(ctx.index, filters, limit=self.lookup_limit, kind=ChunkKind.PASSAGE)
+        except EvidenceError as exc:
+            log.warning("follow-up lookup by criterion hash failed: %s", exc)
+            ctx.trace.degrade("followup_lookup:error")
+            return []
+        return [Candidate(chunk=hit.chunk, score=hit.score, first_stage_score=hit.score) for hit in found]
 
     @staticmethod
     def _with_question_similarity(c: Candidate, ctx: RankContext) -> Candidate:
@@ -181,11 +158,46 @@ class FollowupExtraction:
         return _annotate(c, QUESTION_SIMILARITY, score)
 
 
+def group_responses(chunks: Iterable[Candidate]) -> dict[tuple[str, int], list[Candidate]]:
+    """Follow-up chunks by response, (document id, round), each in document order."""
+    groups: dict[tuple[str, int], list[Candidate]] = {}
+    for c in chunks:
+        groups.setdefault((c.chunk.document_id, round_of(c.metadata)), []).append(c)
+    for members in groups.values():
+        members.sort(key=lambda c: (c.chunk.char_start, c.chunk.sequence, c.chunk_id))
+    return groups
+
+
+def merge_response(chunks: Sequence[Candidate]) -> Candidate:
+    """One candidate for a response split into chunks: their text in order, overlap removed.
+
+    Chunk text is `document[char_start:char_end]`, so the overlap of two windows is known
+    exactly from their offsets; a gap between windows (trimmed white space) becomes a newline.
+    The merged candidate keeps the first chunk's id and the best score of its chunks.
+    """
+    first = chunks[0]
+    if len(chunks) == 1:
+        return first
+    text, end = first.chunk.text, first.chunk.char_end
+    for c in chunks[1:]:
+        ch = c.chunk
+        if ch.char_end <= end:
+            continue  # wholly inside what is already there
+        text += ch.text[end - ch.char_start :] if ch.char_start < end else "\n" + ch.text
+        end = ch.char_end
+    best = max(chunks, key=lambda c: c.score)
+    merged = replace(first.chunk, text=text, char_end=end, content_hash=content_hash(text))
+    notes = tuple(n for c in chunks for n in c.notes)
+    return replace(
+        first, chunk=merged, score=best.score, first_stage_score=best.first_stage_score, notes=notes
+    )
+
+
 # --- generic filters ------------------------------------------------------------------------
 
 
 class MinSimilarity:
-    """Seed 003's floor on dense cosine similarity (`min_similarity`; None = off).
+    """Seed 003's floor on dense cosine similarity (`min_similarity`; None or 0.0 = off).
 
     The similarity is `scores["dense"]` from the first stage. A candidate the dense leg did not
     return is judged by the cosine of its stored vector with the query vector (one batched
@@ -197,7 +209,7 @@ class MinSimilarity:
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         floor = ctx.params.min_similarity
-        if floor is None:
+        if not floor:  # seed 003: a threshold of 0.0 means off
             return list(candidates)
         missing = [c.chunk_id for c in candidates if "dense" not in c.scores]
         computed: dict[str, float] = {}
@@ -320,11 +332,17 @@ class RelevancyCutoff:
 
 
 class FollowupDocumentBoost:
-    """Seed 001: multiply by `followup_boost` for `type == "followup_document"`, after rerank, before top-k.
+    """Seed 001: boost `type == "followup_document"` by `followup_boost`, after rerank, before top-k.
 
-    Multiplies the score the list is ordered by (reranker score if one ran, else fused). On
-    reranker scores the result is capped at `followup_boost_cap` (None = uncapped), never below
-    the unboosted score; the unboosted score stays in `scores`. Logs when the order changed.
+    The boost scales a candidate's height above a floor: `floor + (score - floor) * factor`,
+    with `floor = min(0, lowest score in the list)`. On reranker scores (never negative) the
+    floor is 0 and this is seed 001's plain multiplication; on fused scores (no reranker, or
+    after a reranker failure: z-scores, often negative) plain multiplication would push a
+    negative score DOWN, while the shifted form always lifts, keeps the order of the boosted
+    among themselves, and never moves a boosted candidate below an unboosted one it was above.
+    On reranker scores the result is capped at `followup_boost_cap` (None = uncapped) and never
+    falls below the unboosted score; candidates tied at the cap keep their unboosted order.
+    The unboosted score stays in `scores`. Logs when the order changed.
     """
 
     name = "followup_boost"
@@ -337,20 +355,24 @@ class FollowupDocumentBoost:
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         factor = ctx.params.followup_boost
         cap = ctx.params.followup_boost_cap
-        if factor == 1.0:
+        if factor == 1.0 or not candidates:
             return list(candidates)
-        boosted: list[Candidate] = []
+        floor = min(0.0, *(c.score for c in candidates))
+        rescored: list[tuple[Candidate, float]] = []
         n = 0
         for c in candidates:
             if c.metadata.get("type") == self.doc_type:
-                new = c.score * factor
+                new = floor + (c.score - floor) * factor
                 if cap is not None and "rerank" in c.scores:
                     new = max(c.score, min(new, cap))
-                boosted.append(c.with_score("boosted", new, f"boost x{factor}" if ctx.explain else None))
+                note = f"boost x{factor}" if ctx.explain else None
+                rescored.append((c.with_score("boosted", new, note), c.score))
                 n += 1
             else:
-                boosted.append(c)
-        boosted.sort(key=sort_key)
+                rescored.append((c, c.score))
+        # Ties (at the cap, typically) go to the higher unboosted score, then the chunk id.
+        rescored.sort(key=lambda pair: (-pair[0].score, -pair[1], pair[0].chunk_id))
+        boosted = [c for c, _ in rescored]
         before = [c.chunk_id for c in candidates]
         after = [c.chunk_id for c in boosted]
         changed = before != after
@@ -359,7 +381,7 @@ class FollowupDocumentBoost:
                 "Follow-up document boost changed the ranking",
                 extra={"boosted_count": n, "before": before[:10], "after": after[:10]},
             )
-        ctx.trace.detail.update(boosted=n, order_changed=changed and n > 0)
+        ctx.trace.detail.update(boosted=n, order_changed=changed and n > 0, floor=round(floor, 6))
         return boosted
 
 
@@ -474,10 +496,6 @@ class CharBudget:
             used += cost
         ctx.trace.detail["chars"] = used
         return out
-
-
-def stage_names(stages: Sequence[Stage]) -> list[str]:
-    return [s.name for s in stages]
 
 
 __all__ = [

@@ -9,12 +9,14 @@ except for OpenSearch's server-side hybrid mode (`hybrid`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from evidence.config import HybridMode
 from evidence.records import ChunkKind, DocumentChunks, SearchHit
 
 Vector = npt.NDArray[np.float32]
@@ -106,3 +108,50 @@ class SearchBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# --- optional capabilities: a backend offers them or not; callers check with isinstance ---------
+
+
+@runtime_checkable
+class BulkLoading(Protocol):
+    """A backend that can defer expensive commits across many upserts (the embedded store)."""
+
+    def bulk(self, index: str) -> AbstractContextManager[None]:
+        """Within the block, upserts are durable per call but indexing work is batched to the end."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HybridResult:
+    """What `HybridSearch.hybrid` returns.
+
+    server mode: `fused` holds the pipeline's ranking; `lexical`/`dense` are filled only with
+    `explain=True` (so the ranking layer can report per-leg scores).
+    client mode: `fused` is None; the two legs are for the ranking layer's fusion.
+    """
+
+    mode: HybridMode
+    fused: list[SearchHit] | None
+    lexical: list[SearchHit] = field(default_factory=list)
+    dense: list[SearchHit] = field(default_factory=list)
+    fusion: str | None = None
+
+
+@runtime_checkable
+class HybridSearch(Protocol):
+    """A backend that fuses the lexical and dense legs itself (OpenSearch's search pipeline)."""
+
+    def hybrid(
+        self,
+        index: str,
+        text: str,
+        vector: Vector,
+        *,
+        k: int,
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+        pagination_depth: int | None = None,
+        mode: HybridMode | None = None,
+        explain: bool = False,
+    ) -> HybridResult: ...

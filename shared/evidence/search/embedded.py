@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evidence.errors import BackendError, EmbedderMismatchError, IndexNotFoundError
-from evidence.model import validate_index_name
+from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
 from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
 from evidence.search.base import Filters, IndexInfo, UpsertResult, Vector

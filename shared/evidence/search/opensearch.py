@@ -1,27 +1,36 @@
 """OpenSearch adapter behind the SearchBackend port (Amazon OpenSearch Service, Serverless, self-managed).
 
 - Auth: basic auth when a username is configured, SigV4 (`AWSV4SignerAuth`, service `es` or
-  `aoss`, credentials from boto3) for AWS endpoints, none for a local/loopback cluster.
-- Every call goes through `_call`: retries with exponential backoff on 429, 5xx and connection
-  errors; everything else becomes a typed error (IndexNotFoundError, BackendError with the
-  server's reason, EmbedderMismatchError from `create_index`).
+  `aoss`, credentials from boto3) for AWS endpoints, none for a local/loopback cluster. The
+  service comes from EVIDENCE_OPENSEARCH_SERVICE, else from the endpoint (`*.aoss.amazonaws.com`).
+- Every call has a deadline (`evidence.retry`: the request's, else `request_deadline_s`) and
+  goes through `_call`: 429, 5xx and connection errors are retried with backoff while the
+  deadline allows; a read timeout on a query is not (the budget is spent). Giving up on a
+  transient failure is `ServiceUnavailableError` (503, Retry-After); everything else becomes a
+  typed error (IndexNotFoundError, BackendError with the server's reason, EmbedderMismatchError).
+- Writes (docs/opensearch.md, "Writes"): one bulk request per chunk of actions, each result
+  attributed to its action by position within its own request (and checked by `_id`), only
+  unacknowledged actions resent, a document's marker written only once all its chunks are
+  acknowledged and its stale rows removed.
 - opensearch-py and boto3 are imported inside functions; the client is built on first use.
 - Request bodies come from `opensearch_bodies` (validated against the official API spec in
-  tests); this module only sequences calls.
+  tests, per supported version); this module only sequences calls.
 
 Scores: `lexical` returns OpenSearch's BM25 `_score` unchanged; `dense` converts the
-`cosinesimil` score (1 + cos) / 2 back to cos in [-1, 1]; `hybrid` (server mode) returns the
-search pipeline's fused score, with per-leg scores attached when `explain=True`.
+`cosinesimil` score back to cos in [-1, 1] (`opensearch_bodies.cosine_from_score`); `hybrid`
+(server mode) returns the search pipeline's fused score, with per-leg scores attached when
+`explain=True`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import random
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
@@ -34,10 +43,19 @@ from evidence.errors import (
     EmbedderMismatchError,
     IndexNotFoundError,
     RequestValidationError,
+    ServiceUnavailableError,
 )
 from evidence.records import ChunkKind, DocumentChunks, SearchHit
+from evidence.retry import (
+    Backoff,
+    Deadline,
+    RetriesExhausted,
+    Retry,
+    call_with_retries,
+    current_deadline,
+)
 from evidence.search import opensearch_bodies as bodies
-from evidence.search.base import Filters, IndexInfo, UpsertResult, Vector
+from evidence.search.base import Filters, HybridResult, IndexInfo, UpsertResult, Vector
 
 logger = logging.getLogger(__name__)
 
@@ -48,33 +66,51 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 #: smallest Amazon OpenSearch Service instances) and Serverless's request limit.
 DEFAULT_BULK_BYTES = 5 * 1024 * 1024
 DEFAULT_BULK_DOCS = 500
-_MAX_RESULT_WINDOW = 10_000
+_MAX_RESULT_WINDOW = bodies.MAX_RESULT_WINDOW
 _LOOKUP_PAGE = 1_000
 
 Fusion = Literal["rrf", "normalization"]
 
 
 @dataclass(frozen=True, slots=True)
-class HybridResult:
-    """What `hybrid` returns.
+class _Item:
+    """One bulk action and the document it belongs to (results are attributed to it)."""
 
-    server mode: `fused` holds the pipeline's ranking; `lexical`/`dense` are filled only with
-    `explain=True` (so the ranking layer can report per-leg scores).
-    client mode: `fused` is None; the two legs are for the ranking layer's fusion.
-    """
+    owner: str
+    action: Mapping[str, Any]
 
-    mode: HybridMode
-    fused: list[SearchHit] | None
-    lexical: list[SearchHit] = field(default_factory=list)
-    dense: list[SearchHit] = field(default_factory=list)
-    fusion: str | None = None
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    reason: str
+    #: 429/5xx/timeouts: the document is retried by the next upsert and the API says 503.
+    transient: bool
+
+
+class _BulkIncomplete(Exception):
+    """Some actions were neither acknowledged nor refused for good: another round resends them."""
+
+    def __init__(self, pending: int, last: str) -> None:
+        super().__init__(f"{pending} bulk action(s) not acknowledged; last: {last}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    document_hash: str
+    generation: str
 
 
 def _version_tuple(number: str) -> tuple[int, ...]:
-    parts = []
-    for piece in number.split("-", maxsplit=1)[0].split("."):
-        parts.append(int(piece) if piece.isdigit() else 0)
-    return tuple(parts)
+    return bodies.parse_version(number)
+
+
+def service_for(settings: Settings) -> str:
+    """`es` or `aoss`: explicit setting first, else the endpoint's host decides."""
+    if settings.opensearch_service:
+        return settings.opensearch_service
+    endpoint = settings.opensearch_endpoint or ""
+    host = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}").hostname or ""
+    return "aoss" if host.endswith(".aoss.amazonaws.com") else "es"
 
 
 def build_client(settings: Settings) -> Any:
@@ -90,6 +126,7 @@ def build_client(settings: Settings) -> Any:
     url = endpoint if "://" in endpoint else f"https://{endpoint}"
     parsed = urlparse(url)
     host = parsed.hostname or ""
+    service = service_for(settings)
     kwargs: dict[str, Any] = {
         "hosts": [url],
         "timeout": settings.opensearch_timeout_s,
@@ -104,14 +141,14 @@ def build_client(settings: Settings) -> Any:
     if settings.opensearch_username:
         password = settings.opensearch_password.get_secret_value() if settings.opensearch_password else ""
         kwargs["http_auth"] = (settings.opensearch_username, password)
-    elif settings.opensearch_service == "aoss" or host.endswith(".amazonaws.com"):
-        kwargs["http_auth"] = _sigv4_auth(settings, host)
+    elif service == "aoss" or host.endswith(".amazonaws.com"):
+        kwargs["http_auth"] = _sigv4_auth(settings, host, service)
         kwargs["connection_class"] = RequestsHttpConnection
         kwargs["pool_maxsize"] = 20
     return OpenSearch(**kwargs)
 
 
-def _sigv4_auth(settings: Settings, host: str) -> Any:
+def _sigv4_auth(settings: Settings, host: str, service: str) -> Any:
     import boto3
     from opensearchpy import AWSV4SignerAuth
 
@@ -124,7 +161,7 @@ def _sigv4_auth(settings: Settings, host: str) -> Any:
     region = settings.aws_region or session.region_name or _region_from_host(host)
     if not region:
         raise ConfigurationError("SigV4 signing needs a region: set EVIDENCE_AWS_REGION")
-    return AWSV4SignerAuth(credentials, region, settings.opensearch_service)
+    return AWSV4SignerAuth(credentials, region, service)
 
 
 def _region_from_host(host: str) -> str | None:
@@ -147,24 +184,28 @@ class OpenSearchBackend:
         refresh: bool = True,
         max_retries: int = 3,
         backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
         bulk_bytes: int = DEFAULT_BULK_BYTES,
         bulk_docs: int = DEFAULT_BULK_DOCS,
         fusion: Fusion | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings or Settings(backend="opensearch")
         self._client = client
         self._client_lock = threading.Lock()
-        self.serverless = self.settings.opensearch_service == "aoss"
+        self.service = service_for(self.settings)
+        self.serverless = self.service == "aoss"
         # Serverless rejects `refresh` (it refreshes on its own schedule, ~1 s to 10 s).
         self._refresh: str | None = "wait_for" if refresh and not self.serverless else None
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
+        self.backoff = Backoff(retries=max_retries, base_s=backoff_s, max_s=max_backoff_s)
         self.bulk_bytes = bulk_bytes
         self.bulk_docs = bulk_docs
         self._fusion = fusion
+        self._sleep = sleep
         self._infos: dict[str, IndexInfo] = {}
         self._pipelines_ready: set[str] = set()
-        self._version: tuple[int, ...] | None = None
+        self._caps: bodies.Capabilities | None = None
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -177,25 +218,73 @@ class OpenSearchBackend:
                     self._client = build_client(self.settings)
         return self._client
 
-    def _call(self, what: str, fn: Callable[[], T], *, index: str | None = None) -> T:
+    def _deadline(self) -> Deadline:
+        """The request's deadline; outside one (CLI, indexer), `request_deadline_s` per call."""
+        return current_deadline() or Deadline.after(self.settings.request_deadline_s)
+
+    def _retry_after_s(self) -> int:
+        """What to tell a caller to wait: the longest backoff we would have waited ourselves."""
+        return max(1, math.ceil(self.backoff.delay(self.backoff.retries, rng=lambda: 1.0)))
+
+    def _call(
+        self,
+        what: str,
+        fn: Callable[[float], T],
+        *,
+        index: str | None = None,
+        retry_timeouts: bool = True,
+        deadline: Deadline | None = None,
+    ) -> T:
+        """`fn(timeout_s)` with retries. Queries pass `retry_timeouts=False`: a read that took
+        the whole timeout would take it again, and the caller's budget is already spent."""
         from opensearchpy import exceptions as os_exc
 
-        attempt = 0
-        while True:
-            try:
-                return fn()
-            except (os_exc.ConnectionError, os_exc.TransportError) as exc:
-                status = exc.status_code if isinstance(exc.status_code, int) else None
-                transient = isinstance(exc, os_exc.ConnectionError) or status in _RETRY_STATUS
-                if transient and attempt < self.max_retries:
-                    delay = self.backoff_s * (2**attempt) * (0.5 + random.random())
-                    logger.warning(
-                        "opensearch %s failed (%s); retry %d in %.2fs", what, exc, attempt + 1, delay
-                    )
-                    time.sleep(delay)
-                    attempt += 1
-                    continue
-                raise self._translate(what, exc, index) from exc
+        limit = deadline or self._deadline()
+
+        def classify(exc: Exception) -> Retry | None:
+            if isinstance(exc, os_exc.ConnectionTimeout):
+                return Retry() if retry_timeouts else None
+            if isinstance(exc, os_exc.ConnectionError):
+                return Retry()
+            if isinstance(exc, os_exc.TransportError) and exc.status_code in _RETRY_STATUS:
+                return Retry()
+            return None
+
+        def log_retry(exc: Exception, attempt: int, delay: float) -> None:
+            logger.warning("opensearch %s failed (%s); retry %d in %.2fs", what, exc, attempt, delay)
+
+        try:
+            return call_with_retries(
+                lambda _attempt: fn(limit.clamp(self.settings.opensearch_timeout_s)),
+                backoff=self.backoff,
+                classify=classify,
+                deadline=limit,
+                sleep=self._sleep,
+                on_retry=log_retry,
+            )
+        except RetriesExhausted as exc:
+            raise self._unavailable(what, exc.cause, exc.retry_after_s, exc.deadline_reached) from exc.cause
+        except os_exc.ConnectionTimeout as exc:
+            raise self._unavailable(what, exc, self._retry_after_s(), False) from exc
+        except (os_exc.ConnectionError, os_exc.TransportError) as exc:
+            raise self._translate(what, exc, index) from exc
+
+    def _unavailable(
+        self, what: str, cause: BaseException, retry_after_s: int, deadline_reached: bool
+    ) -> ServiceUnavailableError:
+        from opensearchpy import exceptions as os_exc
+
+        why = "the request's deadline would pass" if deadline_reached else "retries are used up"
+        status = getattr(cause, "status_code", None)
+        detail = f"HTTP {status}" if isinstance(status, int) else type(cause).__name__
+        if isinstance(cause, os_exc.ConnectionTimeout):
+            why = f"no answer within {self.settings.opensearch_timeout_s:g}s; a query is not retried"
+        elif isinstance(cause, os_exc.ConnectionError):
+            detail = f"cannot reach OpenSearch at {self.settings.opensearch_endpoint}"
+        return ServiceUnavailableError(
+            f"OpenSearch is unavailable for {what} ({detail}; {why}); retry in {retry_after_s}s",
+            retry_after_s=retry_after_s,
+        )
 
     def _translate(self, what: str, exc: Exception, index: str | None) -> Exception:
         from opensearchpy import exceptions as os_exc
@@ -234,7 +323,9 @@ class OpenSearchBackend:
 
     def _read_info(self, index: str, *, with_counts: bool) -> IndexInfo:
         name = self._index_name(index)
-        response = self._call("get index", lambda: self.client.indices.get(index=name), index=name)
+        response = self._call(
+            "get index", lambda t: self.client.indices.get(index=name, request_timeout=t), index=name
+        )
         meta = bodies.index_meta(response, name)
         if "embedder_id" not in meta:
             raise BackendError(
@@ -250,20 +341,81 @@ class OpenSearchBackend:
             dimension=int(meta.get("dimension") or 0),
             documents=documents,
             chunks=chunks,
-            extra={"backend": "opensearch", "schema": meta.get("evidence_schema")},
+            extra={
+                "backend": "opensearch",
+                "schema": meta.get("evidence_schema"),
+                "engine": meta.get("engine") or "faiss",
+                "has_generation": bool(meta.get("has_generation")),
+            },
         )
 
     def _count(self, index: str, kind: str | Sequence[str]) -> int:
         body = bodies.count_body(kind)
-        response = self._call("count", lambda: self.client.count(index=index, body=body), index=index)
+        response = self._call(
+            "count",
+            lambda t: self.client.count(index=index, body=body, request_timeout=t),
+            index=index,
+            retry_timeouts=False,
+        )
         return int(response.get("count", 0))
 
     def _search(self, what: str, index: str, body: Mapping[str, Any], **params: Any) -> Mapping[str, Any]:
         name = self._index_name(index)
         result: Mapping[str, Any] = self._call(
-            what, lambda: self.client.search(index=name, body=body, **params), index=name
+            what,
+            lambda t: self.client.search(index=name, body=body, request_timeout=t, **params),
+            index=name,
+            retry_timeouts=False,
         )
         return result
+
+    # --- versions ---------------------------------------------------------------------------
+
+    def capabilities(self) -> bodies.Capabilities:
+        """What the cluster accepts; refuses clusters older than `bodies.MIN_VERSION`."""
+        if self._caps is None:
+            if self.serverless:
+                caps = bodies.Capabilities.serverless_collection()
+            else:
+                caps = bodies.Capabilities(version=self._detect_version())
+                if caps.version < bodies.MIN_VERSION:
+                    found = ".".join(map(str, caps.version))
+                    oldest = ".".join(map(str, bodies.MIN_VERSION))
+                    raise ConfigurationError(
+                        f"OpenSearch {found} is older than the oldest supported version ({oldest}: the "
+                        "hybrid query and the normalization-processor); upgrade the domain"
+                    )
+            self._caps = caps
+        return self._caps
+
+    def _detect_version(self) -> tuple[int, ...]:
+        if self.settings.opensearch_version:
+            return _version_tuple(self.settings.opensearch_version)
+        info = self._call("info", lambda t: self.client.info(request_timeout=t))
+        version = info.get("version") or {}
+        number = str(version.get("number") or "0")
+        if not number.startswith("7."):
+            return _version_tuple(number)
+        # `compatibility.override_main_response_version` makes GET / claim Elasticsearch 7.10.2;
+        # the nodes API still tells the truth.
+        nodes = self._call(
+            "nodes info",
+            lambda t: self.client.nodes.info(
+                node_id="_local", filter_path="nodes.*.version", request_timeout=t
+            ),
+        )
+        versions = [str(n.get("version")) for n in (nodes.get("nodes") or {}).values() if n.get("version")]
+        if not versions:
+            raise ConfigurationError(
+                f"cannot tell the OpenSearch version (GET / says {number!r}, the nodes API says nothing); "
+                "set EVIDENCE_OPENSEARCH_VERSION"
+            )
+        return min(_version_tuple(v) for v in versions)
+
+    def cluster_version(self) -> tuple[int, ...]:
+        """(0,) on Serverless, which reports none."""
+        caps = self.capabilities()
+        return (0,) if caps.serverless else caps.version
 
     # --- index lifecycle --------------------------------------------------------------------
 
@@ -273,18 +425,18 @@ class OpenSearchBackend:
         name = self._index_name(index)
         if dimension < 0:
             raise RequestValidationError("dimension must be >= 0", field="dimension")
-        body = bodies.create_index_body(
-            embedder_id,
-            dimension,
-            serverless=self.serverless,
-            k1=self.settings.bm25_k1,
-            b=self.settings.bm25_b,
+        exists = self._call(
+            "index exists", lambda t: self.client.indices.exists(index=name, request_timeout=t), index=name
         )
-        exists = self._call("index exists", lambda: self.client.indices.exists(index=name), index=name)
         if not exists:
+            body = bodies.create_index_body(
+                embedder_id, dimension, self.capabilities(), k1=self.settings.bm25_k1, b=self.settings.bm25_b
+            )
             try:
                 self._call(
-                    "create index", lambda: self.client.indices.create(index=name, body=body), index=name
+                    "create index",
+                    lambda t: self.client.indices.create(index=name, body=body, request_timeout=t),
+                    index=name,
                 )
             except BackendError as exc:
                 # Another writer created it between our check and create: verify it below.
@@ -306,15 +458,39 @@ class OpenSearchBackend:
                 "embedders",
                 field="index",
             )
+        info = self._with_generation(name, info)
         self._infos[name] = info
         return info
+
+    def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
+        """A schema-1 index gets `generation` mapped before anything filters on it (dynamic
+        mapping would make it `text`, and stale rows would never match the keep term)."""
+        if info.extra.get("has_generation"):
+            return info
+        body = bodies.generation_mapping()
+        self._call(
+            "put mapping",
+            lambda t: self.client.indices.put_mapping(index=name, body=body, request_timeout=t),
+            index=name,
+        )
+        return replace(info, extra={**info.extra, "has_generation": True})
 
     def put_index_template(
         self, name: str, patterns: Sequence[str], *, embedder_id: str, dimension: int
     ) -> None:
         """Optional: a composable template so indexes created by other writers get our mappings."""
-        body = bodies.index_template_body(patterns, embedder_id, dimension, serverless=self.serverless)
-        self._call("put index template", lambda: self.client.indices.put_index_template(name=name, body=body))
+        body = bodies.index_template_body(
+            patterns,
+            embedder_id,
+            dimension,
+            self.capabilities(),
+            k1=self.settings.bm25_k1,
+            b=self.settings.bm25_b,
+        )
+        self._call(
+            "put index template",
+            lambda t: self.client.indices.put_index_template(name=name, body=body, request_timeout=t),
+        )
 
     def get_index(self, index: str) -> IndexInfo:
         info = self._read_info(index, with_counts=True)
@@ -322,7 +498,7 @@ class OpenSearchBackend:
         return info
 
     def list_indexes(self) -> list[IndexInfo]:
-        response = self._call("list indexes", lambda: self.client.indices.get(index="*"))
+        response = self._call("list indexes", lambda t: self.client.indices.get(index="*", request_timeout=t))
         out = []
         for name in sorted(response):
             meta = bodies.index_meta(response, name)
@@ -343,21 +519,46 @@ class OpenSearchBackend:
     def delete_index(self, index: str) -> None:
         name = self._index_name(index)
         self._infos.pop(name, None)
-        self._call("delete index", lambda: self.client.indices.delete(index=name), index=name)
+        self._call(
+            "delete index", lambda t: self.client.indices.delete(index=name, request_timeout=t), index=name
+        )
 
     # --- documents --------------------------------------------------------------------------
 
     def document_hash(self, index: str, document_id: str) -> str | None:
-        return self._document_hashes(index, [document_id]).get(document_id)
+        """The stored version's hash; None if absent or, on Serverless, if rows of another
+        generation are still there (an interrupted write the last one could not see yet): the
+        caller then writes the document again, and `upsert` removes them (docs/opensearch.md)."""
+        name = self._index_name(index)
+        marker = self._markers(name, [document_id]).get(document_id)
+        if marker is None:
+            return None
+        if self.serverless and marker.generation:
+            body = {"query": bodies.stale_query([document_id], [marker.generation])}
+            stale = self._call(
+                "count",
+                lambda t: self.client.count(index=name, body=body, request_timeout=t),
+                index=name,
+                retry_timeouts=False,
+            )
+            if int(stale.get("count", 0)):
+                return None
+        return marker.document_hash
 
-    def _document_hashes(self, index: str, document_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for start in range(0, len(document_ids), _LOOKUP_PAGE):
-            batch = list(document_ids[start : start + _LOOKUP_PAGE])
+    def _markers(self, index: str, document_ids: Sequence[str]) -> dict[str, _Marker]:
+        """The current marker of each document: the newest generation if a Serverless
+        redelivery briefly left two."""
+        out: dict[str, _Marker] = {}
+        ids = list(dict.fromkeys(document_ids))
+        for start in range(0, len(ids), bodies.MAX_TERMS):
+            batch = ids[start : start + bodies.MAX_TERMS]
             response = self._search("document hash", index, bodies.markers_body(batch))
             for hit in response.get("hits", {}).get("hits", []):
                 source = hit.get("_source") or {}
-                out[str(source["document_id"])] = str(source.get("document_hash") or "")
+                doc_id = str(source["document_id"])
+                marker = _Marker(str(source.get("document_hash") or ""), str(source.get("generation") or ""))
+                if doc_id not in out or marker.generation > out[doc_id].generation:
+                    out[doc_id] = marker
         return out
 
     def upsert(
@@ -369,118 +570,287 @@ class OpenSearchBackend:
         info = self._info(name)
         for doc, vecs in zip(documents, vectors, strict=True):
             _check_vectors(doc, vecs, info)
-        existing = self._document_hashes(name, [d.document_id for d in documents])
+        last = {d.document_id: i for i, d in enumerate(documents)}
+        if len(last) != len(documents):
+            # The same id twice in one batch: the last version wins, as two upserts in a row would
+            # (one generation per batch must not hold two versions of a document).
+            keep = sorted(last.values())
+            documents, vectors = [documents[i] for i in keep], [vectors[i] for i in keep]
+        if not info.extra.get("has_generation"):
+            self._infos[name] = info = self._with_generation(name, info)
+        existing = self._markers(name, [d.document_id for d in documents])
         results: dict[str, UpsertResult] = {}
         pending: list[tuple[DocumentChunks, Vector | None, bool]] = []
+        unchanged: dict[str, str] = {}
         for doc, vecs in zip(documents, vectors, strict=True):
             old = existing.get(doc.document_id)
-            if old is not None and old == doc.content_hash:
+            if old is not None and old.document_hash == doc.content_hash:
                 results[doc.document_id] = _result(doc, "unchanged")
+                if old.generation:  # a layout-1 marker has none: its rows are all current
+                    unchanged[doc.document_id] = old.generation
             else:
                 pending.append((doc, vecs, old is not None))
+        if self.serverless and unchanged:
+            # Rows an earlier write left while they were not yet visible (a redelivery inside
+            # the consistency window): the marker's generation is the one that stays. The
+            # documents are complete either way; a failed clean-up is retried next time.
+            for doc_id, problems in self._remove_stale(name, unchanged).items():
+                logger.warning("stale rows of %s kept for now: %s", doc_id, problems[0].reason)
         failures = self._write_documents(name, pending)
-        failed_docs = {doc_id for doc_id, _ in failures}
         for doc, _vecs, replacing in pending:
-            if doc.document_id not in failed_docs:
+            if doc.document_id not in failures:
                 results[doc.document_id] = _result(doc, "updated" if replacing else "created")
         if failures:
-            shown = "; ".join(f"{doc_id}: {msg}" for doc_id, msg in failures[:5])
-            more = f" (+{len(failures) - 5} more)" if len(failures) > 5 else ""
-            raise BackendError(
-                f"bulk indexing into {name!r} failed for {len(failures)} chunk(s) of "
-                f"{len(failed_docs)} document(s): {shown}{more}. The other documents were written; "
-                "the failed ones keep their previous version and are redone by the next upsert"
-            )
+            self._raise_failures(name, failures)
         return [results[d.document_id] for d in documents if d.document_id in results]
+
+    def _raise_failures(self, index: str, failures: Mapping[str, list[_Failure]]) -> None:
+        items = [(doc_id, f) for doc_id, fs in failures.items() for f in fs]
+        shown = "; ".join(f"{doc_id}: {f.reason}" for doc_id, f in items[:5])
+        more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
+        message = (
+            f"bulk indexing into {index!r} failed for {len(items)} action(s) of "
+            f"{len(failures)} document(s): {shown}{more}. The other documents were written; "
+            "the failed ones have no marker and are redone by the next upsert"
+        )
+        if all(f.transient for _, f in items):
+            raise ServiceUnavailableError(message, retry_after_s=self._retry_after_s())
+        raise BackendError(message)
 
     def _write_documents(
         self, index: str, pending: Sequence[tuple[DocumentChunks, Vector | None, bool]]
-    ) -> list[tuple[str, str]]:
-        """Chunks first, stale chunks next, hash markers last (see opensearch_bodies).
+    ) -> dict[str, list[_Failure]]:
+        """Chunks of a new generation, then every other generation's rows removed, then the
+        markers: a marker is only ever written for a document all of whose rows are current.
 
-        One bulk stream per phase, not per document: a 1,000-document migration is a handful of
-        requests. Returns (document_id, reason) per failed chunk.
+        One bulk stream per phase, not per document: a 1,000-document migration is a handful
+        of requests. Returns the failures by document id.
         """
         if not pending:
-            return []
-        replacing = [doc.document_id for doc, _v, rep in pending if rep]
-        if self.serverless and replacing:
-            # Serverless vector collections assign their own ids, so a new version cannot
-            # overwrite the old one in place: remove the old chunks (and markers) first.
-            self._delete_by_query(index, bodies.delete_documents_body(replacing))
+            return {}
+        generation = bodies.new_generation()
         with_ids = not self.serverless
-        actions = [
-            a for doc, vecs, _r in pending for a in bodies.bulk_actions(index, doc, vecs, with_ids=with_ids)
-        ]
-        failures = self._bulk(index, actions)
-        failed = {doc_id for doc_id, _ in failures}
+        failures: dict[str, list[_Failure]] = {}
+        replacing = [doc.document_id for doc, _v, rep in pending if rep]
         if replacing and with_ids:
-            done = [(doc, rep) for doc, _v, rep in pending if rep and doc.document_id not in failed]
-            if done:
-                keep = [c.chunk_id for doc, _ in done for c in doc.chunks]
-                keep += [bodies.marker_id(doc.document_id) for doc, _ in done]
-                self._delete_by_query(
-                    index, bodies.delete_documents_body([d.document_id for d, _ in done], keep_chunk_ids=keep)
-                )
-        markers = []
-        for doc, _v, _r in pending:
-            if doc.document_id in failed:
-                continue
-            marker: dict[str, Any] = {
-                "_op_type": "index",
-                "_index": index,
-                "_source": bodies.marker_source(doc),
-            }
-            if with_ids:
-                marker["_id"] = bodies.marker_id(doc.document_id)
-            markers.append(marker)
-        return failures + self._bulk(index, markers)
+            # Chunks are overwritten in place by id: take the old marker away first, so that
+            # an interrupted write never leaves a marker vouching for a half-replaced document.
+            items = [
+                _Item(doc_id, bodies.delete_action(index, bodies.marker_id(doc_id))) for doc_id in replacing
+            ]
+            _merge(failures, self._bulk(index, items, idempotent=True))
+        chunk_items = [
+            _Item(doc.document_id, action)
+            for doc, vecs, _r in pending
+            if doc.document_id not in failures
+            for action in bodies.bulk_actions(index, doc, vecs, generation, with_ids=with_ids)
+        ]
+        _merge(failures, self._bulk(index, chunk_items, idempotent=with_ids))
+        written = [doc for doc, _v, _r in pending if doc.document_id not in failures]
+        _merge(failures, self._remove_stale(index, {doc.document_id: generation for doc in written}))
+        markers = [
+            _Item(doc.document_id, bodies.marker_action(index, doc, generation, with_ids=with_ids))
+            for doc in written
+            if doc.document_id not in failures
+        ]
+        _merge(failures, self._bulk(index, markers, idempotent=with_ids))
+        return failures
 
-    def _bulk(self, index: str, actions: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-        """Chunked by size and count; per-item failures come back as messages, not exceptions."""
+    def _remove_stale(self, index: str, keep: Mapping[str, str]) -> dict[str, list[_Failure]]:
+        """Remove every row of the documents whose generation is not `keep[document_id]`.
+
+        Managed clusters: `_delete_by_query`, one term per kept generation (bounded groups of
+        documents, so `index.max_terms_count` is never near). Serverless has no delete by query:
+        the stale rows it can see are found by search and deleted by `_id`; rows it cannot see
+        yet are removed by the document's next upsert (docs/opensearch.md, consistency window).
+        """
+        failures: dict[str, list[_Failure]] = {}
+        ids = list(keep)
+        for start in range(0, len(ids), bodies.MAX_TERMS):
+            group = ids[start : start + bodies.MAX_TERMS]
+            generations = sorted({keep[d] for d in group})
+            try:
+                if self.serverless:
+                    _merge(failures, self._delete_rows(index, bodies.stale_query(group, generations)))
+                else:
+                    self._delete_by_query(index, bodies.stale_delete_body(group, generations))
+            except ServiceUnavailableError as exc:
+                for doc_id in group:
+                    failures.setdefault(doc_id, []).append(
+                        _Failure(f"stale rows not removed: {exc.message}", True)
+                    )
+            except BackendError as exc:
+                for doc_id in group:
+                    failures.setdefault(doc_id, []).append(
+                        _Failure(f"stale rows not removed: {exc.message}", False)
+                    )
+        return failures
+
+    def _delete_rows(self, index: str, query: Mapping[str, Any]) -> dict[str, list[_Failure]]:
+        """Serverless: delete by `_id` what a query finds now (up to the result window)."""
+        items: list[_Item] = []
+        offset = 0
+        while offset < _MAX_RESULT_WINDOW:
+            size = min(_LOOKUP_PAGE, _MAX_RESULT_WINDOW - offset)
+            response = self._search("find rows", index, bodies.rows_body(query, size=size, offset=offset))
+            hits = response.get("hits", {}).get("hits", [])
+            items.extend(
+                _Item(
+                    str((h.get("_source") or {}).get("document_id", "")),
+                    bodies.delete_action(index, h["_id"]),
+                )
+                for h in hits
+            )
+            if len(hits) < size:
+                break
+            offset += size
+        return self._bulk(index, items, idempotent=True)
+
+    def _bulk(self, index: str, items: Sequence[_Item], *, idempotent: bool) -> dict[str, list[_Failure]]:
+        """Send `items` in requests of at most `bulk_docs` actions / `bulk_bytes`; retry only what
+        was not acknowledged. Per-item results are attributed by position within each request
+        (the bulk API answers in request order) and checked against the action's `_id`.
+
+        `idempotent=False` (Serverless, server-assigned ids): an action whose request failed
+        without an answer (timeout, cut connection, 5xx) may have been applied, so it is not
+        resent: its document fails and the next upsert rewrites it under a new generation.
+        Per-item 429s and whole-request 429s were not applied and are always resent.
+        """
+        from opensearchpy import exceptions as os_exc
         from opensearchpy import helpers
 
-        if not actions:
-            return []
-        # streaming_bulk reports items in order, so item i belongs to actions[i].
-        owners = [str(a["_source"]["document_id"]) for a in actions]
+        if not items:
+            return {}
+        failures: dict[str, list[_Failure]] = {}
+        pending: list[_Item] = list(items)
+        # Inside a request, its deadline; elsewhere (indexer, migrate) attempts and per-request
+        # timeouts bound a write, not one budget for what may be many requests.
+        deadline = current_deadline()
+        timeout_s = self.settings.opensearch_timeout_s
         params: dict[str, Any] = {}
         if self._refresh:
             params["refresh"] = self._refresh
+        last = ""
 
-        def run() -> list[tuple[str, str]]:
-            errors: list[tuple[str, str]] = []
-            for i, (ok, item) in enumerate(
+        def send(request: list[_Item], timeout: float) -> list[tuple[bool, Mapping[str, Any]]]:
+            # One request per call (chunk_size = len): streaming_bulk's own 429 retries stay
+            # off, because they move retried items to the end and break positional attribution.
+            return list(
                 helpers.streaming_bulk(
                     self.client,
-                    actions,
-                    chunk_size=self.bulk_docs,
-                    max_chunk_bytes=self.bulk_bytes,
+                    [dict(i.action) for i in request],
+                    chunk_size=len(request),
+                    max_chunk_bytes=2**62,
                     raise_on_error=False,
                     raise_on_exception=True,
-                    max_retries=self.max_retries,
-                    initial_backoff=max(1, int(self.backoff_s)),
+                    max_retries=0,
+                    request_timeout=timeout,
                     **params,
                 )
-            ):
-                if not ok:
-                    op = next(iter(item.values()))
+            )
+
+        def round_(_attempt: int) -> None:
+            nonlocal pending, last
+            resend: list[_Item] = []
+            for request in self._requests(pending):
+                if deadline is not None and deadline.expired:
+                    resend.extend(request)
+                    continue
+                try:
+                    results = send(request, deadline.clamp(timeout_s) if deadline else timeout_s)
+                except (os_exc.ConnectionError, os_exc.TransportError) as exc:
+                    status = exc.status_code if isinstance(exc.status_code, int) else None
+                    last = f"{type(exc).__name__} {status or ''}".strip()
+                    if status == 429:
+                        resend.extend(request)  # refused whole: nothing was applied
+                    elif isinstance(exc, os_exc.ConnectionError) or status in _RETRY_STATUS:
+                        if idempotent:
+                            resend.extend(request)
+                        else:
+                            for item in request:
+                                failures.setdefault(item.owner, []).append(
+                                    _Failure(f"outcome unknown ({last}); not resent without ids", True)
+                                )
+                    else:
+                        reason = self._translate("bulk", exc, index)
+                        for item in request:
+                            failures.setdefault(item.owner, []).append(_Failure(str(reason), False))
+                    continue
+                if len(results) != len(request):
+                    raise BackendError(
+                        f"bulk answered {len(results)} item(s) for {len(request)} action(s) into {index!r}"
+                    )
+                for item, (ok, result) in zip(request, results, strict=True):
+                    op_type, op = next(iter(result.items()))
+                    sent_id = item.action.get("_id")
+                    if sent_id is not None and op.get("_id") not in (None, sent_id):
+                        raise BackendError(
+                            f"bulk item for {sent_id!r} came back as {op.get('_id')!r}: refusing to guess"
+                        )
+                    if ok or (op_type == "delete" and op.get("status") == 404):
+                        continue  # written, or (delete) already gone
+                    status = op.get("status")
                     err = op.get("error") or {}
                     detail = (
                         f"{err.get('type')}: {err.get('reason')}" if isinstance(err, Mapping) else str(err)
                     )
-                    errors.append((owners[i], f"{op.get('_id', '?')}: {detail}"))
-            return errors
+                    if status == 429:
+                        last = detail
+                        resend.append(item)
+                    else:
+                        failures.setdefault(item.owner, []).append(
+                            _Failure(f"{op.get('_id', '?')}: {detail}", status in _RETRY_STATUS)
+                        )
+            pending = resend
+            if pending:
+                raise _BulkIncomplete(len(pending), last)
 
-        return self._call("bulk", run, index=index)
+        def log_retry(exc: Exception, attempt: int, delay: float) -> None:
+            logger.warning("opensearch bulk into %s: %s; round %d in %.2fs", index, exc, attempt + 1, delay)
+
+        try:
+            call_with_retries(
+                round_,
+                backoff=self.backoff,
+                classify=lambda exc: Retry() if isinstance(exc, _BulkIncomplete) else None,
+                deadline=deadline,
+                sleep=self._sleep,
+                on_retry=log_retry,
+            )
+        except RetriesExhausted as exc:
+            why = "deadline reached" if exc.deadline_reached else f"{exc.attempts} attempts"
+            for item in pending:
+                failures.setdefault(item.owner, []).append(
+                    _Failure(f"not acknowledged ({why}): {last}", True)
+                )
+        return failures
+
+    def _requests(self, items: Sequence[_Item]) -> list[list[_Item]]:
+        """Split by count and by serialised size (as opensearch-py's chunker measures it)."""
+        out: list[list[_Item]] = []
+        current: list[_Item] = []
+        size = 0
+        for item in items:
+            source = item.action.get("_source")
+            cost = 200 + (len(json.dumps(source, ensure_ascii=False).encode("utf-8")) if source else 0)
+            if current and (len(current) >= self.bulk_docs or size + cost > self.bulk_bytes):
+                out.append(current)
+                current, size = [], 0
+            current.append(item)
+            size += cost
+        if current:
+            out.append(current)
+        return out
 
     def _delete_by_query(self, index: str, body: Mapping[str, Any]) -> int:
+        if self.serverless:
+            raise ConfigurationError("OpenSearch Serverless has no _delete_by_query")  # pragma: no cover
         params: dict[str, Any] = {"conflicts": "proceed"}
         if self._refresh:
             params["refresh"] = "true"  # delete_by_query has no wait_for
         response = self._call(
             "delete by query",
-            lambda: self.client.delete_by_query(index=index, body=body, **params),
+            lambda t: self.client.delete_by_query(index=index, body=body, request_timeout=t, **params),
             index=index,
         )
         return int(response.get("deleted", 0))
@@ -490,12 +860,23 @@ class OpenSearchBackend:
         chunks = self._count_document_chunks(name, document_id)
         if chunks == 0 and self.document_hash(name, document_id) is None:
             return 0
-        self._delete_by_query(name, bodies.delete_documents_body([document_id]))
+        body = bodies.delete_documents_body([document_id])
+        if self.serverless:
+            failures = self._delete_rows(name, body["query"])
+            if failures:
+                self._raise_failures(name, failures)
+        else:
+            self._delete_by_query(name, body)
         return chunks
 
     def _count_document_chunks(self, index: str, document_id: str) -> int:
         body = {"query": {"bool": {"filter": bodies.filter_clauses({"document_id": document_id}, None)}}}
-        response = self._call("count", lambda: self.client.count(index=index, body=body), index=index)
+        response = self._call(
+            "count",
+            lambda t: self.client.count(index=index, body=body, request_timeout=t),
+            index=index,
+            retry_timeouts=False,
+        )
         return int(response.get("count", 0))
 
     # --- queries ----------------------------------------------------------------------------
@@ -525,13 +906,19 @@ class OpenSearchBackend:
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> list[SearchHit]:
         name = self._index_name(index)
-        self._check_query_vector(name, vector)
+        info = self._check_query_vector(name, vector)
         if k <= 0:
             return []
-        body = bodies.knn_body(_as_list(vector), k=min(k, _MAX_RESULT_WINDOW), filters=filters, kind=kind)
-        return bodies.parse_dense(self._search("k-NN search", name, body))
+        k = min(k, _MAX_RESULT_WINDOW)
+        if _no_direction(vector):
+            body = bodies.zero_vector_body(k=k, filters=filters, kind=kind)
+            return bodies.parse_zero_vector(self._search("k-NN search (zero vector)", name, body))
+        body = bodies.knn_body(_as_list(vector), k=k, filters=filters, kind=kind)
+        return bodies.parse_dense(
+            self._search("k-NN search", name, body), str(info.extra.get("engine", "faiss"))
+        )
 
-    def _check_query_vector(self, index: str, vector: Vector) -> None:
+    def _check_query_vector(self, index: str, vector: Vector) -> IndexInfo:
         info = self._info(index)
         shape = np.shape(vector)
         if info.dimension == 0:
@@ -542,6 +929,7 @@ class OpenSearchBackend:
                 f"from {info.embedder_id!r}",
                 field="index",
             )
+        return info
 
     def hybrid(
         self,
@@ -558,23 +946,31 @@ class OpenSearchBackend:
     ) -> HybridResult:
         """Server-side hybrid (`hybrid` query + search pipeline) or the two legs (client mode).
 
-        `pagination_depth` defaults to k (the first-stage k); client mode is what Serverless
-        needs when its cluster has no RRF, and what `opensearch_hybrid_mode=client` selects.
+        `pagination_depth` defaults to k (the first-stage k) and is sent only where the cluster
+        knows it (>= 2.19); client mode is what Serverless needs when its cluster has no RRF,
+        what `opensearch_hybrid_mode=client` selects, and what a zero query vector gets (a
+        cosine space refuses it).
         """
         mode = mode or self.settings.opensearch_hybrid_mode
         name = self._index_name(index)
         self._check_query_vector(name, vector)
         depth = pagination_depth or k
-        if mode is HybridMode.CLIENT:
+        if mode is HybridMode.CLIENT or _no_direction(vector):
             return HybridResult(
-                mode=mode,
+                mode=HybridMode.CLIENT,
                 fused=None,
                 lexical=self.lexical(name, text, k=depth, filters=filters, kind=kind),
                 dense=self.dense(name, vector, k=depth, filters=filters, kind=kind),
             )
         pipeline, fusion, _ = self._pipeline_choice()
         body = bodies.hybrid_body(
-            text, _as_list(vector), k=k, filters=filters, kind=kind, pagination_depth=depth
+            text,
+            _as_list(vector),
+            k=k,
+            filters=filters,
+            kind=kind,
+            pagination_depth=depth,
+            caps=self.capabilities(),
         )
         try:
             response = self._search("hybrid search", name, body, search_pipeline=pipeline)
@@ -595,24 +991,15 @@ class OpenSearchBackend:
         ]
         return HybridResult(mode=mode, fused=fused, lexical=lexical, dense=dense, fusion=fusion)
 
-    def cluster_version(self) -> tuple[int, ...]:
-        if self._version is None:
-            if self.serverless:
-                # Serverless reports no version; it tracks the latest release but has no RRF.
-                self._version = (0,)
-            else:
-                info = self._call("info", self.client.info)
-                self._version = _version_tuple(str(info.get("version", {}).get("number", "0")))
-        return self._version
-
     def _pipeline_choice(self) -> tuple[str, str, dict[str, Any]]:
         """(pipeline name, fusion, body): RRF via score-ranker-processor where the cluster has it
         (>= 2.19), else min-max normalisation + arithmetic mean."""
+        caps = self.capabilities()
         fusion = self._fusion
         if fusion is None:
-            fusion = "rrf" if self.cluster_version() >= (2, 19) else "normalization"
+            fusion = "rrf" if caps.rrf else "normalization"
         if fusion == "rrf":
-            if self.serverless or self.cluster_version() < (2, 19):
+            if not caps.rrf:
                 raise ConfigurationError(
                     "RRF needs OpenSearch >= 2.19 (score-ranker-processor); use "
                     "EVIDENCE_OPENSEARCH_HYBRID_MODE=client on Serverless or older clusters"
@@ -628,7 +1015,10 @@ class OpenSearchBackend:
         """
         pipeline, fusion, body = self._pipeline_choice()
         if pipeline not in self._pipelines_ready:
-            self._call("put search pipeline", lambda: self.client.search_pipeline.put(id=pipeline, body=body))
+            self._call(
+                "put search pipeline",
+                lambda t: self.client.search_pipeline.put(id=pipeline, body=body, request_timeout=t),
+            )
             self._pipelines_ready.add(pipeline)
         return pipeline, fusion
 
@@ -669,6 +1059,11 @@ class OpenSearchBackend:
             self._client = None
 
 
+def _merge(into: dict[str, list[_Failure]], more: Mapping[str, list[_Failure]]) -> None:
+    for doc_id, failures in more.items():
+        into.setdefault(doc_id, []).extend(failures)
+
+
 def _result(doc: DocumentChunks, status: str) -> UpsertResult:
     passages = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
     return UpsertResult(doc.document_id, status, passages, len(doc.chunks) - passages)
@@ -676,6 +1071,11 @@ def _result(doc: DocumentChunks, status: str) -> UpsertResult:
 
 def _as_list(vector: Vector) -> list[float]:
     return [float(x) for x in np.asarray(vector, dtype=np.float32).ravel()]
+
+
+def _no_direction(vector: Vector) -> bool:
+    arr = np.asarray(vector, dtype=np.float32)
+    return not np.isfinite(arr).all() or not arr.any()
 
 
 def _check_vectors(doc: DocumentChunks, vecs: Vector | None, info: IndexInfo) -> None:

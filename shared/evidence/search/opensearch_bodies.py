@@ -1,33 +1,42 @@
 """Request bodies and response parsing for the OpenSearch adapter: pure functions, no client.
 
 Kept apart from the adapter so that every body can be validated against OpenSearch's
-official API spec (tests/unit/opensearch/) without a cluster, and so that the parsing of
+official API spec (tests/unit/search/opensearch/) without a cluster, and so that the parsing of
 k-NN and hybrid responses is tested on the spec's own response shapes.
 
-Stored document layout (one OpenSearch document per chunk, `_id` = chunk id):
+Stored document layout (one OpenSearch document per chunk, `_id` = chunk id on managed
+clusters, server-assigned on Serverless):
     chunk_id, document_id, kind, text, search_text, title, source, section, page, span_type,
     char_start, char_end, sequence, content_hash, document_hash, criterion_question_hash,
-    metadata{...}, embedding[dim]
+    generation, metadata{...}, embedding[dim]
 plus one *marker* document per source document (`kind == "document"`) that records the
-document's content hash; it is written last, so a crash mid-upsert leaves a hash that no
-longer matches and the next upsert redoes the document.
+document's content hash and the `generation` of its chunks. A generation is a fresh token per
+write; the marker is written only after every chunk of that generation was acknowledged and the
+rows of other generations were removed, so a marker always certifies a complete document, and
+"remove what is stale" is one term per batch (`generation != g`) however many chunks there are.
+
+Bodies differ by cluster version (`Capabilities`): only what the target accepts is sent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from evidence.errors import RequestValidationError
-from evidence.model import validate_index_name
+from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
 
 #: Bump when the stored layout changes; recorded in the index `_meta`.
-SCHEMA_VERSION = 1
+#: 2: `generation` on every row, no date/numeric detection.
+SCHEMA_VERSION = 2
 VECTOR_FIELD = "embedding"
 LEXICAL_FIELD = "search_text"
 MARKER_KIND = "document"
@@ -38,6 +47,18 @@ BUILTIN_FILTER_FIELDS = frozenset(
 #: Metadata keys mapped explicitly (the seeds filter and sort on them); others via dynamic templates.
 KNOWN_METADATA_KEYS = ("type", "round_number", "criterion_question_hash", "FILENAME")
 CHUNK_KINDS = (ChunkKind.PASSAGE.value, ChunkKind.SPAN.value)
+GENERATION_FIELD = "generation"
+#: Document ids per terms clause; far below index.max_terms_count (65,536 by default).
+MAX_TERMS = 1_000
+#: from + size may not pass index.max_result_window (10,000 by default).
+MAX_RESULT_WINDOW = 10_000
+
+#: The oldest OpenSearch these bodies are written for: the `hybrid` query and the
+#: normalization-processor arrived in 2.10 (neural-search 2.10.0 release notes).
+MIN_VERSION = (2, 10, 0)
+#: `pagination_depth` in `hybrid` (docs: "Paginating hybrid query results", introduced 2.19),
+#: the score-ranker-processor's RRF (2.19) and faiss with `cosinesimil` (k-NN #2376, 2.19).
+V2_19 = (2, 19, 0)
 
 RRF_PIPELINE = "evidence-hybrid-rrf"
 MINMAX_PIPELINE = "evidence-hybrid-minmax"
@@ -74,6 +95,54 @@ def marker_id(document_id: str) -> str:
     return hashlib.sha256(document_id.encode("utf-8")).hexdigest()[:20] + ":doc"
 
 
+def new_generation() -> str:
+    """Sortable by time (the newest marker wins if a redelivery left two), unique by chance."""
+    return f"{time.time_ns():016x}-{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the target accepts, so no body carries a field its parser would reject.
+
+    Serverless reports no version: it gets the bodies every supported version accepts
+    (lucene engine, no `pagination_depth`, no RRF) and no BM25/refresh settings.
+    """
+
+    version: tuple[int, ...] = V2_19
+    serverless: bool = False
+
+    @classmethod
+    def serverless_collection(cls) -> Capabilities:
+        return cls(version=MIN_VERSION, serverless=True)
+
+    def _at_least(self, version: tuple[int, ...]) -> bool:
+        return not self.serverless and self.version >= version
+
+    @property
+    def knn_engine(self) -> str:
+        # lucene has had cosinesimil and efficient filtering since 2.4; faiss has cosinesimil from 2.19.
+        return "faiss" if self._at_least(V2_19) else "lucene"
+
+    @property
+    def pagination_depth(self) -> bool:
+        return self._at_least(V2_19)
+
+    @property
+    def rrf(self) -> bool:
+        return self._at_least(V2_19)
+
+
+LATEST = Capabilities()
+
+
+def parse_version(number: str) -> tuple[int, ...]:
+    """ "2.19.1" -> (2, 19, 1); "3.0.0-SNAPSHOT" -> (3, 0, 0)."""
+    parts = []
+    for piece in number.split("-", maxsplit=1)[0].split("."):
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts)
+
+
 # --- index lifecycle ------------------------------------------------------------------------
 
 
@@ -81,7 +150,7 @@ def _keyword() -> dict[str, Any]:
     return {"type": "keyword", "ignore_above": _IGNORE_ABOVE}
 
 
-def mappings(embedder_id: str, dimension: int) -> dict[str, Any]:
+def mappings(embedder_id: str, dimension: int, caps: Capabilities = LATEST) -> dict[str, Any]:
     """Field mappings; `_meta` records the embedder so a mismatch can be refused later."""
     text_english: dict[str, Any] = {"type": "text", "analyzer": "english"}
     properties: dict[str, Any] = {
@@ -103,6 +172,7 @@ def mappings(embedder_id: str, dimension: int) -> dict[str, Any]:
         "content_hash": {"type": "keyword"},
         "document_hash": {"type": "keyword"},
         "criterion_question_hash": {"type": "keyword"},
+        GENERATION_FIELD: {"type": "keyword"},
         "passages": {"type": "integer"},
         "spans": {"type": "integer"},
         "metadata": {
@@ -110,26 +180,36 @@ def mappings(embedder_id: str, dimension: int) -> dict[str, Any]:
             "properties": {key: _keyword() for key in KNOWN_METADATA_KEYS},
         },
     }
+    engine = caps.knn_engine
     if dimension > 0:
         properties[VECTOR_FIELD] = {
             "type": "knn_vector",
             "dimension": dimension,
             "method": {
                 "name": "hnsw",
-                "engine": "faiss",
+                "engine": engine,
                 "space_type": "cosinesimil",
                 "parameters": {"m": 16, "ef_construction": 128},
             },
         }
     # Every metadata value is a keyword: term filters on strings, numbers and booleans
     # behave alike (OpenSearch converts the query value), and _source keeps the original type.
+    # Date detection is OpenSearch's default: "2024-05-01" would map a key as `date` and every
+    # later non-date value of that key would fail its document. Off, whatever a value looks like.
     dynamic_templates = [
         {f"metadata_{kind}": {"path_match": "metadata.*", "match_mapping_type": kind, "mapping": _keyword()}}
-        for kind in ("string", "long", "double", "boolean")
+        for kind in ("string", "long", "double", "boolean", "date")
     ]
     return {
-        "_meta": {"evidence_schema": SCHEMA_VERSION, "embedder_id": embedder_id, "dimension": dimension},
+        "_meta": {
+            "evidence_schema": SCHEMA_VERSION,
+            "embedder_id": embedder_id,
+            "dimension": dimension,
+            "engine": engine if dimension > 0 else None,
+        },
         "dynamic": True,
+        "date_detection": False,
+        "numeric_detection": False,
         "dynamic_templates": dynamic_templates,
         "properties": properties,
     }
@@ -144,12 +224,12 @@ def index_settings(*, serverless: bool, k1: float = 1.2, b: float = 0.75) -> dic
 
 
 def create_index_body(
-    embedder_id: str, dimension: int, *, serverless: bool = False, k1: float = 1.2, b: float = 0.75
+    embedder_id: str, dimension: int, caps: Capabilities = LATEST, *, k1: float = 1.2, b: float = 0.75
 ) -> dict[str, Any]:
     """PUT /{index}."""
     return {
-        "settings": index_settings(serverless=serverless, k1=k1, b=b),
-        "mappings": mappings(embedder_id, dimension),
+        "settings": index_settings(serverless=caps.serverless, k1=k1, b=b),
+        "mappings": mappings(embedder_id, dimension, caps),
     }
 
 
@@ -157,17 +237,24 @@ def index_template_body(
     patterns: Sequence[str],
     embedder_id: str,
     dimension: int,
+    caps: Capabilities = LATEST,
     *,
-    serverless: bool = False,
+    k1: float = 1.2,
+    b: float = 0.75,
     priority: int = 100,
 ) -> dict[str, Any]:
     """PUT /_index_template/{name}: the same settings and mappings for indexes created by writes."""
     return {
         "index_patterns": list(patterns),
         "priority": priority,
-        "template": create_index_body(embedder_id, dimension, serverless=serverless),
+        "template": create_index_body(embedder_id, dimension, caps, k1=k1, b=b),
         "_meta": {"managed_by": "evidence", "evidence_schema": SCHEMA_VERSION},
     }
+
+
+def generation_mapping() -> dict[str, Any]:
+    """PUT /{index}/_mapping for a schema-1 index: the field later writes filter on."""
+    return {"properties": {GENERATION_FIELD: {"type": "keyword"}}}
 
 
 def normalization_pipeline_body(weights: tuple[float, float] = (0.5, 0.5)) -> dict[str, Any]:
@@ -202,7 +289,10 @@ def rrf_pipeline_body(rank_constant: int = RRF_RANK_CONSTANT) -> dict[str, Any]:
 
 
 def chunk_source(
-    chunk: Chunk, document_hash: str, vector: Sequence[float] | np.ndarray | None
+    chunk: Chunk,
+    document_hash: str,
+    vector: Sequence[float] | np.ndarray | None,
+    generation: str = "",
 ) -> dict[str, Any]:
     source: dict[str, Any] = {
         "chunk_id": chunk.chunk_id,
@@ -221,6 +311,7 @@ def chunk_source(
         "content_hash": chunk.content_hash,
         "document_hash": document_hash,
         "criterion_question_hash": chunk.metadata.get("criterion_question_hash"),
+        GENERATION_FIELD: generation,
         "metadata": dict(chunk.metadata),
     }
     if vector is not None:
@@ -228,7 +319,7 @@ def chunk_source(
     return source
 
 
-def marker_source(doc: DocumentChunks) -> dict[str, Any]:
+def marker_source(doc: DocumentChunks, generation: str = "") -> dict[str, Any]:
     passages = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
     return {
         "chunk_id": marker_id(doc.document_id),
@@ -236,6 +327,7 @@ def marker_source(doc: DocumentChunks) -> dict[str, Any]:
         "kind": MARKER_KIND,
         "source": doc.source,
         "document_hash": doc.content_hash,
+        GENERATION_FIELD: generation,
         "passages": passages,
         "spans": len(doc.chunks) - passages,
         "metadata": dict(doc.metadata),
@@ -252,7 +344,12 @@ def usable_vector(row: np.ndarray) -> np.ndarray | None:
 
 
 def bulk_actions(
-    index: str, doc: DocumentChunks, vectors: np.ndarray | None, *, with_ids: bool = True
+    index: str,
+    doc: DocumentChunks,
+    vectors: np.ndarray | None,
+    generation: str = "",
+    *,
+    with_ids: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """`helpers.streaming_bulk` actions for the chunks of one document (marker excluded).
 
@@ -263,12 +360,26 @@ def bulk_actions(
             "_op_type": "index",
             "_index": index,
             "_source": chunk_source(
-                chunk, doc.content_hash, None if vectors is None else usable_vector(vectors[i])
+                chunk, doc.content_hash, None if vectors is None else usable_vector(vectors[i]), generation
             ),
         }
         if with_ids:
             action["_id"] = chunk.chunk_id
         yield action
+
+
+def marker_action(
+    index: str, doc: DocumentChunks, generation: str, *, with_ids: bool = True
+) -> dict[str, Any]:
+    action: dict[str, Any] = {"_op_type": "index", "_index": index, "_source": marker_source(doc, generation)}
+    if with_ids:
+        action["_id"] = marker_id(doc.document_id)
+    return action
+
+
+def delete_action(index: str, doc_id: str) -> dict[str, Any]:
+    """Delete one stored row by its `_id` (Serverless has no `_delete_by_query`)."""
+    return {"_op_type": "delete", "_index": index, "_id": doc_id}
 
 
 def bulk_lines(actions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -363,23 +474,34 @@ def hybrid_body(
     filters: Mapping[str, Any] | None,
     kind: ChunkKind | None,
     pagination_depth: int | None = None,
+    caps: Capabilities = LATEST,
 ) -> dict[str, Any]:
     """Server-side hybrid (queries: lexical first, dense second; the pipeline's weights follow).
 
-    `pagination_depth` is how deep each sub-query collects before fusion; the first-stage k
-    is the natural value, and OpenSearch requires size <= pagination_depth.
+    `pagination_depth` is how deep each sub-query collects before fusion: the k-NN leg's k goes
+    that deep on every version, the `pagination_depth` field itself is sent only where the
+    parser knows it (>= 2.19; older parsers reject unknown fields). OpenSearch requires
+    size <= pagination_depth.
     """
     clauses = filter_clauses(filters, kind)
     depth = max(k, pagination_depth or k)
+    hybrid: dict[str, Any] = {"queries": [lexical_query(text, clauses), knn_query(vector, depth, clauses)]}
+    if caps.pagination_depth:
+        hybrid["pagination_depth"] = depth
+    return {"size": k, "query": {"hybrid": hybrid}, "_source": _SOURCE_EXCLUDES}
+
+
+def zero_vector_body(*, k: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None) -> dict[str, Any]:
+    """What a zero query vector finds: a cosine space refuses it (no direction), so instead of a
+    k-NN query, chunks that have a vector, each with similarity 0 (as the embedded backend
+    scores them), in chunk-id order."""
+    clauses = [*filter_clauses(filters, kind), {"exists": {"field": VECTOR_FIELD}}]
     return {
         "size": k,
-        "query": {
-            "hybrid": {
-                "queries": [lexical_query(text, clauses), knn_query(vector, depth, clauses)],
-                "pagination_depth": depth,
-            }
-        },
+        "query": {"bool": {"filter": clauses}},
+        "sort": [{"chunk_id": "asc"}],
         "_source": _SOURCE_EXCLUDES,
+        "track_total_hits": False,
     }
 
 
@@ -412,8 +534,9 @@ def vectors_body(chunk_ids: Sequence[str]) -> dict[str, Any]:
 
 
 def markers_body(document_ids: Sequence[str]) -> dict[str, Any]:
+    """Every marker of the documents (Serverless may briefly hold two after a redelivery)."""
     return {
-        "size": len(document_ids),
+        "size": min(MAX_RESULT_WINDOW, 4 * len(document_ids)),
         "query": {
             "bool": {
                 "filter": [
@@ -422,21 +545,42 @@ def markers_body(document_ids: Sequence[str]) -> dict[str, Any]:
                 ]
             }
         },
-        "_source": {"includes": ["document_id", "document_hash"]},
+        "_source": {"includes": ["document_id", "document_hash", GENERATION_FIELD, "passages", "spans"]},
     }
 
 
-def delete_documents_body(
-    document_ids: Sequence[str], *, keep_chunk_ids: Sequence[str] = ()
-) -> dict[str, Any]:
-    """Chunks of documents (markers included unless kept); `keep_chunk_ids` spares new versions'.
+def delete_documents_body(document_ids: Sequence[str]) -> dict[str, Any]:
+    """Every row (chunks and markers) of the documents."""
+    return {"query": {"bool": {"filter": [{"terms": {"document_id": list(document_ids)}}]}}}
 
-    Chunk ids derive from the document id, so one flat keep-list serves many documents.
-    """
-    query: dict[str, Any] = {"bool": {"filter": [{"terms": {"document_id": list(document_ids)}}]}}
-    if keep_chunk_ids:
-        query["bool"]["must_not"] = [{"terms": {"chunk_id": list(keep_chunk_ids)}}]
-    return {"query": query}
+
+def stale_query(document_ids: Sequence[str], keep_generations: Sequence[str]) -> dict[str, Any]:
+    """Rows of the documents from any other generation (older versions, an interrupted write,
+    rows of a schema-1 index with no generation): one term per generation, not per chunk."""
+    return {
+        "bool": {
+            "filter": [{"terms": {"document_id": list(document_ids)}}],
+            "must_not": [{"terms": {GENERATION_FIELD: list(keep_generations)}}],
+        }
+    }
+
+
+def stale_delete_body(document_ids: Sequence[str], keep_generations: Sequence[str]) -> dict[str, Any]:
+    """POST /{index}/_delete_by_query (managed clusters)."""
+    return {"query": stale_query(document_ids, keep_generations)}
+
+
+def rows_body(query: Mapping[str, Any], *, size: int, offset: int = 0) -> dict[str, Any]:
+    """Ids of the rows a query matches, for deleting them one by one (Serverless)."""
+    return {
+        "from": offset,
+        "size": size,
+        "query": dict(query),
+        # unmapped_type: a schema-1 index may not map `generation` yet.
+        "sort": [{"chunk_id": "asc"}, {GENERATION_FIELD: {"order": "asc", "unmapped_type": "keyword"}}],
+        "_source": {"includes": ["document_id", "chunk_id", GENERATION_FIELD]},
+        "track_total_hits": False,
+    }
 
 
 def count_body(kind: str | Sequence[str]) -> dict[str, Any]:
@@ -468,14 +612,37 @@ def chunk_from_source(source: Mapping[str, Any]) -> Chunk:
     )
 
 
-def cosine_from_score(score: float) -> float:
-    """faiss/lucene `cosinesimil` report (2 - d) / 2 = (1 + cos) / 2; the port wants cos."""
+#: `_score` of a `cosinesimil` k-NN hit as each engine computes it, for the versions we send it to:
+#: - lucene: Lucene's VectorSimilarityFunction.COSINE, (1 + cos) / 2 (OpenSearch's Lucene
+#:   engine returns Lucene's score unchanged: k-NN `Lucene.score`).
+#: - faiss (>= 2.19): inner product of normalised vectors ip = cos, translated by
+#:   `SpaceType.COSINESIMIL.scoreTranslation(1 - ip)` = max((2 - d) / 2, 0) with d = 1 - cos
+#:   (k-NN #2375, #2376; docs "Spaces": score = (2 - d) / 2).
+#: Before 2.19 the nmslib/faiss translation was 1 / (1 + d) = 1 / (2 - cos); we never create
+#: such an index (faiss only from 2.19, lucene below).
+KNN_ENGINES = ("faiss", "lucene")
+
+
+def cosine_from_score(score: float, engine: str = "faiss") -> float:
+    """The port wants cos in [-1, 1]; both engines report (1 + cos) / 2 on our versions."""
+    if engine not in KNN_ENGINES:
+        raise ValueError(f"unknown k-NN engine {engine!r}; expected one of {KNN_ENGINES}")
     return max(-1.0, min(1.0, 2.0 * score - 1.0))
 
 
 def _raw_hits(response: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Hits, the first of each chunk id only: on Serverless a rewritten chunk can be seen twice
+    until the next write of its document cleans up (docs/opensearch.md, consistency window)."""
     hits = response.get("hits") or {}
-    return list(hits.get("hits") or [])
+    seen: set[str] = set()
+    out = []
+    for hit in hits.get("hits") or []:
+        chunk_id = str((hit.get("_source") or {}).get("chunk_id", hit.get("_id", "")))
+        if chunk_id in seen:
+            continue
+        seen.add(chunk_id)
+        out.append(hit)
+    return out
 
 
 def parse_lexical(response: Mapping[str, Any]) -> list[SearchHit]:
@@ -486,12 +653,19 @@ def parse_lexical(response: Mapping[str, Any]) -> list[SearchHit]:
     return out
 
 
-def parse_dense(response: Mapping[str, Any]) -> list[SearchHit]:
+def parse_dense(response: Mapping[str, Any], engine: str = "faiss") -> list[SearchHit]:
     out = []
     for hit in _raw_hits(response):
-        cos = cosine_from_score(float(hit.get("_score") or 0.0))
+        cos = cosine_from_score(float(hit.get("_score") or 0.0), engine)
         out.append(SearchHit(chunk=chunk_from_source(hit["_source"]), score=cos, dense=cos))
     return out
+
+
+def parse_zero_vector(response: Mapping[str, Any]) -> list[SearchHit]:
+    return [
+        SearchHit(chunk=chunk_from_source(hit["_source"]), score=0.0, dense=0.0)
+        for hit in _raw_hits(response)
+    ]
 
 
 def parse_hybrid(response: Mapping[str, Any]) -> list[SearchHit]:
@@ -517,7 +691,14 @@ def parse_vectors(response: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def index_meta(mapping_response: Mapping[str, Any], index: str) -> dict[str, Any]:
-    """`_meta` of an index from GET /{index} (or GET /{index}/_mapping)."""
+    """`_meta` of an index from GET /{index} (or GET /{index}/_mapping), plus the k-NN engine its
+    vector field was created with (schema 1 did not record it in `_meta`)."""
     body: Mapping[str, Any] = mapping_response.get(index) or next(iter(mapping_response.values()), {})
-    meta = (body.get("mappings") or {}).get("_meta") or {}
-    return dict(meta)
+    mapping = body.get("mappings") or {}
+    meta = dict(mapping.get("_meta") or {})
+    vector = (mapping.get("properties") or {}).get(VECTOR_FIELD) or {}
+    engine = (vector.get("method") or {}).get("engine")
+    if engine and not meta.get("engine"):
+        meta["engine"] = engine
+    meta["has_generation"] = GENERATION_FIELD in (mapping.get("properties") or {})
+    return meta

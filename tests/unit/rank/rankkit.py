@@ -14,7 +14,7 @@ import numpy as np
 
 from evidence.ids import content_hash, normalize_and_hash
 from evidence.rank.candidate import Candidate
-from evidence.rank.pipeline import ProfileParams, RankContext
+from evidence.rank.context import ProfileParams, RankContext
 from evidence.rank.rerank import RerankError, RerankResult
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend

@@ -1,0 +1,145 @@
+"""The coach behind `EvidenceService`: graph indexing and coach requests with the service's parts.
+
+`EvidenceService` keeps one `CoachRuntime` and delegates to it, so that the backend, embedder,
+reranker and settings are the service's own, and the per-stage cost estimates that the
+deadline logic uses live as long as the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from evidence.coach.budget import StageCosts
+from evidence.coach.contract import CoachRequest, CoachResponse
+from evidence.config import BackendKind, CoachIntentKind, HybridMode
+from evidence.graph.load import parse_graph
+from evidence.graph.store import GraphIndexReport, existing_node_documents, index_graph
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from evidence.coach.hyde import HydeGenerator
+    from evidence.coach.intent import IntentClassifier
+    from evidence.config import Settings
+    from evidence.embed.base import Embedder
+    from evidence.rank.rerank import Reranker
+    from evidence.search.base import SearchBackend
+
+#: How an indexed document says "this is a knowledge graph" (API metadata, S3 `x-amz-meta-kind`).
+GRAPH_KIND = "graph"
+
+
+def is_graph(metadata: Mapping[str, Any]) -> bool:
+    return str(metadata.get("kind", "")).strip().lower() == GRAPH_KIND
+
+
+class ServiceParts(Protocol):
+    """What the coach uses of `EvidenceService` (the service layer sits above this one)."""
+
+    settings: Settings
+
+    @property
+    def backend(self) -> SearchBackend: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def reranker(self) -> Reranker | None: ...
+
+    def query_vector(self, index: str, text: str) -> np.ndarray | None: ...
+
+
+class CoachRuntime:
+    def __init__(self, service: ServiceParts) -> None:
+        self.service = service
+        self.costs = StageCosts()
+        self._lock = threading.Lock()
+        self._llm_built = False
+        self._intent: IntentClassifier | None = None
+        self._hyde: HydeGenerator | None = None
+
+    def _llm(self) -> tuple[IntentClassifier | None, HydeGenerator | None]:
+        """The optional Bedrock steps the settings ask for, built once."""
+        if not self._llm_built:
+            with self._lock:
+                if not self._llm_built:
+                    s = self.service.settings
+                    if s.coach_intent is CoachIntentKind.BEDROCK:
+                        from evidence.coach.intent import BedrockIntentClassifier
+                        from evidence.coach.llm import ConverseClient
+
+                        self._intent = BedrockIntentClassifier(
+                            ConverseClient(
+                                region=s.aws_region,
+                                model_id=s.bedrock_coach_model,
+                                timeout_s=s.coach_intent_budget_ms / 1000.0,
+                            )
+                        )
+                    if s.coach_hyde:
+                        from evidence.coach.hyde import HydeGenerator
+                        from evidence.coach.llm import ConverseClient
+
+                        self._hyde = HydeGenerator(
+                            ConverseClient(
+                                region=s.aws_region,
+                                model_id=s.bedrock_coach_model,
+                                timeout_s=s.coach_hyde_budget_ms / 1000.0,
+                            )
+                        )
+                    self._llm_built = True
+        return self._intent, self._hyde
+
+    def coach(self, index: str, request: CoachRequest) -> CoachResponse:
+        from evidence.coach.engine import CoachEngine, CoachSettings
+
+        svc = self.service
+        s = svc.settings
+        intent, hyde = self._llm()
+        engine = CoachEngine(
+            svc.backend,
+            embed_query=lambda text: svc.query_vector(index, text),
+            reranker=svc.reranker,
+            intent_classifier=intent,
+            hyde=hyde,
+            costs=self.costs,
+            settings=CoachSettings(
+                intent_budget_ms=float(s.coach_intent_budget_ms), hyde_budget_ms=float(s.coach_hyde_budget_ms)
+            ),
+            server_hybrid=s.backend is BackendKind.OPENSEARCH
+            and s.opensearch_hybrid_mode is HybridMode.SERVER,
+        )
+        return engine.run(index, request)
+
+    def index_graph(
+        self,
+        index: str,
+        data: bytes,
+        *,
+        filename: str,
+        graph_id: str,
+        metadata: Mapping[str, Any] | None = None,
+        embed: bool = True,
+    ) -> GraphIndexReport:
+        """Validate, then write or replace the graph (GraphValidationError: nothing written)."""
+        graph = parse_graph(data, filename=filename)
+        embedder = self.service.embedder if embed else None
+        return index_graph(
+            self.service.backend,
+            embedder,
+            index,
+            graph,
+            graph_id=graph_id,
+            source=filename,
+            metadata=metadata,
+        )
+
+    def delete_graph(self, index: str, graph_id: str) -> int:
+        """Remove every node of a graph; the number of chunks removed (0 if it is not there)."""
+        backend = self.service.backend
+        removed = 0
+        for doc_id in sorted(existing_node_documents(backend, index, graph_id)):
+            removed += backend.delete_document(index, doc_id)
+        return removed

@@ -1,0 +1,23 @@
+"""Names every layer agrees on: the index-name rule and the default index.
+
+The one home of these values: the API models, settings, the backends and the CDK app
+(`infra/`) import them from here instead of copying the pattern.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Index names: OpenSearch's rules narrowed to what is also a safe folder name in the
+#: embedded store (no '.', no '/', no upper case, at most 64 characters).
+INDEX_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+INDEX_NAME_RE = re.compile(INDEX_NAME_PATTERN)
+INDEX_NAME_RULE = "index names are 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
+DEFAULT_INDEX = "documents"
+
+
+def validate_index_name(name: str) -> str:
+    """`name` unchanged, or ValueError stating the rule."""
+    if not INDEX_NAME_RE.fullmatch(name):
+        raise ValueError(INDEX_NAME_RULE)
+    return name

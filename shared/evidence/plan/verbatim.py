@@ -1,0 +1,368 @@
+"""The rule planner of the verbatim profile (seed 002): entity, query mode, attribute, sections, phrases.
+
+Deterministic and instant; the LLM planner (`plan.llm`) falls back to it. It reads only the
+question. Three tables drive it, each extensible:
+
+- **attributes** (half_life, bioavailability, tmax, …): the words that ask for one (`t½`, "how
+  long does it stay in the body"), the phrases to search for, the sections it lives in and a
+  pattern a span must match to state it;
+- **section cues**: the section vocabulary's aliases plus lay words ("side effects" →
+  adverse_reactions, "kidney" → renal_impairment, "breastfeeding" → lactation);
+- **modes**: "why …" across sections → MULTI_SECTION, an attribute → ATTRIBUTE, a section named
+  → SECTION, "what is X" → GENERIC, else GLOBAL.
+
+Entity: names the caller knows (the index's subjects) when given; otherwise the capitalised or
+drug-like words of the question that are not question words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evidence.ingest.sections import SectionVocabulary, default_vocabulary, normalise_heading
+
+QUERY_MODES = ("SECTION", "ATTRIBUTE", "MULTI_SECTION", "GENERIC", "GLOBAL")
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """A fact clinicians ask for by name: how it is asked, searched for and recognised."""
+
+    name: str
+    triggers: tuple[str, ...]  # regexes over the lower-cased question
+    phrases: tuple[str, ...]  # search phrases (synonyms as the label words them)
+    sections: tuple[str, ...]  # canonical sections it usually lives in
+    evidence: str  # regex a span must match (case-insensitive) to state the attribute
+
+
+RULES_FILE = Path(__file__).parent / "data" / "verbatim_rules.json"
+
+
+def _load_tables(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate a rules document: `attributes`, `section_cues`, `lay_terms`, `why_terms`."""
+    try:
+        attributes = tuple(
+            Attribute(
+                name=str(a["name"]),
+                triggers=tuple(map(str, a["triggers"])),
+                phrases=tuple(map(str, a["phrases"])),
+                sections=tuple(map(str, a["sections"])),
+                evidence=str(a["evidence"]),
+            )
+            for a in data.get("attributes", [])
+        )
+        cues = {str(k): tuple(map(str, v)) for k, v in data.get("section_cues", {}).items()}
+        lay = {str(k): tuple(map(str, v)) for k, v in data.get("lay_terms", {}).items()}
+        why = tuple(map(str, data.get("why_terms", [])))
+        for pattern in [p for a in attributes for p in (*a.triggers, a.evidence)] + [
+            *(p for v in cues.values() for p in v),
+            *lay,
+        ]:
+            re.compile(pattern)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"verbatim rules: malformed entry ({exc})") from exc
+    except re.error as exc:
+        raise ValueError(f"verbatim rules: bad regular expression: {exc}") from exc
+    return {"attributes": attributes, "section_cues": cues, "lay_terms": lay, "why_terms": why}
+
+
+@lru_cache(maxsize=1)
+def _default_tables() -> dict[str, Any]:
+    return _load_tables(json.loads(RULES_FILE.read_text(encoding="utf-8")))
+
+
+_WHY = re.compile(r"^\s*(?:how come|what is the reason|for what reason)\b|\bwhy\b|\breasons?\b")
+_GENERIC = re.compile(
+    r"^\s*(?:what (?:is|are)|tell me about|describe|overview of|information (?:on|about)|who makes)\s+"
+    r"(?:the drug |the medicine |the medication )?(?P<rest>[^?]*)\??\s*$",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?")
+_QUESTION_WORDS = frozenset(
+    """what which who whom whose when where why how is are was were do does did can could should would will
+    may might must the a an of to in for on and or with by about tell me my i you your it its this that
+    these those there be been being has have had any all some please describe explain list give show
+    use used using take taking taken patients patient drug drugs medicine medication dose doses dosage
+    during after before from into than then if not no yes much many long often section say says
+    cause causes caused happen happens happened occur occurs get gets make makes give given need needs
+    know mean means takes took""".split()
+)
+#: Salt and form words that follow a generic name ("ferlostatin calcium", "metformin hydrochloride").
+SALT_WORDS = frozenset(
+    """calcium sodium potassium magnesium hydrochloride hcl hydrobromide maleate mesylate besylate tartrate
+    succinate citrate sulfate sulphate phosphate acetate bromide fumarate lactate nitrate monohydrate
+    dihydrate trihydrate anhydrous""".split()
+)
+#: A strength after a product name: "Quenzaril 25 mg film-coated tablets", "X 100 units/mL".
+_STRENGTH = re.compile(
+    r"\s+\d[\d.,]*\s*(?:mg|mcg|µg|g|ml|l|%|units?|iu|mmol)\b(?:\s*/\s*\w+)?(?=\s|$|,)", re.IGNORECASE
+)
+_FORM_WORDS = re.compile(
+    r"\b(?:tablets?|capsules?|injection|injectable|solution|suspension|cream|ointment|film[- ]coated|"
+    r"delayed[- ]release|extended[- ]release|oral|for oral use|for injection|powder|syrup|drops|patch)\b.*$",
+    re.IGNORECASE,
+)
+
+
+def subject_names(title: str) -> list[str]:
+    """Entity names from a document title: "LIPRAVEX (ferlostatin calcium) tablets, for oral use" →
+    ["LIPRAVEX", "ferlostatin calcium", "ferlostatin"]; a plain title → itself without form words."""
+    t = re.sub(r"[*_`#]+", "", title).strip()
+    t = _STRENGTH.sub("", t).strip()
+    out: list[str] = []
+    m = re.match(r"^\s*([^()]+?)\s*\(([^()]+)\)", t)
+    if m:
+        out.extend([m.group(1).strip(" ,;:-"), m.group(2).strip()])
+    else:
+        head = _FORM_WORDS.sub("", t).strip(" ,;:-")
+        if head:
+            out.append(head)
+    return entity_aliases(out)
+
+
+def entity_aliases(names: Iterable[str]) -> list[str]:
+    """The names plus each generic name without its salt word, de-duplicated case-insensitively."""
+    seen: dict[str, str] = {}
+    for raw in names:
+        n = " ".join(raw.split())
+        if not n or len(n) > 120:
+            continue
+        seen.setdefault(n.lower(), n)
+        words = n.split()
+        if len(words) > 1 and words[-1].lower() in SALT_WORDS:
+            base = " ".join(words[:-1])
+            seen.setdefault(base.lower(), base)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class VerbatimRules:
+    """The rule planner's tables; `default_rules()` holds the clinical ones (data/verbatim_rules.json)."""
+
+    attributes: tuple[Attribute, ...]
+    section_cues: Mapping[str, tuple[str, ...]]
+    lay_terms: Mapping[str, tuple[str, ...]]
+    why_terms: tuple[str, ...] = ()
+    vocabulary: SectionVocabulary = field(default_factory=default_vocabulary)
+
+    def __post_init__(self) -> None:
+        compiled = {
+            a.name: (
+                [re.compile(t, re.IGNORECASE) for t in a.triggers],
+                re.compile(a.evidence, re.IGNORECASE),
+            )
+            for a in self.attributes
+        }
+        object.__setattr__(self, "_attr", compiled)
+        cues = {
+            name: [re.compile(c, re.IGNORECASE) for c in pats] for name, pats in self.section_cues.items()
+        }
+        object.__setattr__(self, "_cues", cues)
+
+    @classmethod
+    def from_config(
+        cls, data: Mapping[str, Any], *, replace: bool = False, vocabulary: SectionVocabulary | None = None
+    ) -> VerbatimRules:
+        """A domain's rules: the same document as data/verbatim_rules.json, extending the
+        defaults (attributes by name, cues and lay terms by key) unless `replace`."""
+        tables = _load_tables(data)
+        if not replace:
+            base = _default_tables()
+            named = {a.name: a for a in base["attributes"]}
+            named.update({a.name: a for a in tables["attributes"]})
+            tables = {
+                "attributes": tuple(named.values()),
+                "section_cues": {**base["section_cues"], **tables["section_cues"]},
+                "lay_terms": {**base["lay_terms"], **tables["lay_terms"]},
+                "why_terms": tables["why_terms"] or base["why_terms"],
+            }
+        return cls(**tables, vocabulary=vocabulary or default_vocabulary())
+
+    def attribute(self, name: str) -> Attribute | None:
+        return next((a for a in self.attributes if a.name == name), None)
+
+    def evidence_pattern(self, name: str) -> re.Pattern[str] | None:
+        found = object.__getattribute__(self, "_attr").get(name)
+        return found[1] if found else None
+
+    def find_attributes(self, question: str) -> list[tuple[int, str]]:
+        """(position, name) of every attribute the question asks for, earliest first."""
+        out = []
+        for a in self.attributes:
+            triggers, _ = object.__getattribute__(self, "_attr")[a.name]
+            pos = min((m.start() for t in triggers if (m := t.search(question))), default=None)
+            if pos is not None:
+                out.append((pos, a.name))
+        return sorted(out)
+
+    def find_sections(self, question: str) -> list[str]:
+        """Canonical sections the question names (vocabulary aliases) or hints at (cues), in order."""
+        hits: list[tuple[int, int, str]] = []  # (position, -length, name): earliest, then longest
+        norm = normalise_heading(question)
+        table = self.vocabulary.alias_table()
+        for m in self.vocabulary.alias_pattern().finditer(norm):
+            alias = m.group()
+            if len(alias) >= 5:  # "dose", "uses": too common as plain words; cues judge them in context
+                hits.append((m.start(), -len(alias), table[alias]))
+        low = " ".join(question.lower().split())
+        for name, pats in object.__getattribute__(self, "_cues").items():
+            found = [(m.start(), -len(m.group())) for p in pats if (m := p.search(low))]
+            if found:
+                pos, neg = min(found)
+                hits.append((pos, neg, name))
+        seen: dict[str, None] = {}
+        for _, _, name in sorted(hits):
+            seen.setdefault(name, None)
+        return list(seen)
+
+    def lay_groups(self, question: str) -> list[tuple[list[str], list[str]]]:
+        """(question words a lay phrase covers, the label words for them), per lay phrase found:
+        "stopped" → (["stopped"], ["discontinuation", "discontinue"]). The two are alternatives."""
+        out = []
+        for pat, words in self.lay_terms.items():
+            for m in re.finditer(pat, question, re.IGNORECASE):
+                out.append((content_words(m.group()), list(words)))
+        return out
+
+    def lay_expansions(self, question: str) -> list[str]:
+        """Label words for the lay words of a question ("kidney" → "renal")."""
+        out: dict[str, None] = {}
+        for pat, words in self.lay_terms.items():
+            if re.search(pat, question, re.IGNORECASE):
+                for w in words:
+                    out.setdefault(w, None)
+        return list(out)
+
+
+@lru_cache(maxsize=1)
+def default_rules() -> VerbatimRules:
+    return VerbatimRules(**_default_tables())
+
+
+def content_words(question: str, *, drop: Iterable[str] = ()) -> list[str]:
+    """The question's words that carry meaning, in order, without question words or `drop`."""
+    dropped = {w.lower() for d in drop for w in _WORD.findall(d)}
+    seen: dict[str, None] = {}
+    for m in _WORD.finditer(question):
+        w = m.group()
+        lw = w.lower()
+        if lw in _QUESTION_WORDS or lw in dropped or (len(lw) < 2 and not lw.isdigit()):
+            continue
+        seen.setdefault(w, None)
+    return list(seen)
+
+
+def find_entity(question: str, known: Sequence[str] = ()) -> str | None:
+    """A known name the question mentions (longest first); with no names known, a capitalised
+    non-initial word (a guess the cascade checks against the index)."""
+    low = question.lower()
+    for name in sorted(known, key=len, reverse=True):
+        if name and re.search(r"(?<![0-9a-z])" + re.escape(name.lower()) + r"(?![0-9a-z])", low):
+            return name
+    if known:
+        return None
+    words = list(_WORD.finditer(question))
+    for i, m in enumerate(words):
+        w = m.group()
+        if w.lower() in _QUESTION_WORDS or len(w) < 4:
+            continue
+        if (i > 0 and w[0].isupper()) or (w.isupper() and len(w) > 3):
+            return w
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RulePlan:
+    """The seed's plan, as the rules produce it (converted to the API's `Plan` by the caller)."""
+
+    entity: str | None
+    query_mode: str
+    attribute: str | None
+    candidate_sections: tuple[str, ...]
+    search_phrases: tuple[str, ...]
+    extraction_level: str
+
+
+def plan_question(
+    question: str, *, known_entities: Sequence[str] = (), rules: VerbatimRules | None = None
+) -> RulePlan:
+    r = rules or default_rules()
+    q = " ".join(question.split())
+    entity = find_entity(q, known_entities)
+    # Drop every alias of the entity from the words we search and classify with.
+    entity_words: list[str] = list(known_entities) if entity and entity in known_entities else []
+    if entity:
+        entity_words.append(entity)
+    rest = q
+    for name in sorted(entity_words, key=len, reverse=True):
+        rest = re.sub(re.escape(name), " ", rest, flags=re.IGNORECASE)
+    attrs = r.find_attributes(rest)
+    attribute = attrs[0][1] if attrs else None
+    sections = r.find_sections(rest)
+    why = bool(_WHY.search(rest.lower()))
+    words = content_words(rest)
+    generic = _GENERIC.match(q)
+    generic_rest = content_words(generic.group("rest"), drop=entity_words) if generic else None
+    leftover = [w for w in words if not _section_word(w, r)]
+    if why and (sections or attribute):
+        mode = "MULTI_SECTION"
+    elif attribute is not None:
+        mode = "ATTRIBUTE"
+    elif generic is not None and entity and not generic_rest:
+        mode = "GENERIC"
+    elif len(sections) >= 2 and not leftover:
+        mode = "MULTI_SECTION"
+    elif sections:
+        mode = "SECTION"
+    else:
+        mode = "GLOBAL"
+    candidate = list(sections)
+    if attribute is not None:
+        a = r.attribute(attribute)
+        if a is not None:
+            candidate = [*a.sections, *(s for s in sections if s not in a.sections)]
+    if mode == "GENERIC":
+        candidate = ["indications", "composition", "mechanism_of_action"]
+    phrases: list[str] = []
+    core = " ".join(words)
+    if core:
+        phrases.append(core)
+    if attribute is not None:
+        a = r.attribute(attribute)
+        if a is not None:
+            phrases.extend(p for p in a.phrases if p not in phrases)
+    phrases.extend(p for p in r.lay_expansions(rest) if p not in phrases)
+    if why:
+        phrases.extend(p for p in r.why_terms if p not in phrases)
+    if not phrases and entity:
+        phrases.append(entity)
+    # A section asked for by name alone comes back whole; with more words, its sentences that match them.
+    level = (
+        "block"
+        if mode in ("GENERIC", "MULTI_SECTION") or (mode == "SECTION" and not leftover)
+        else "sentence"
+    )
+    return RulePlan(entity, mode, attribute, tuple(candidate), tuple(phrases), level)
+
+
+def _section_word(word: str, rules: VerbatimRules) -> bool:
+    """A word that only names a section ("contraindications", "side", "effects", "section")."""
+    lw = word.lower()
+    if lw in _SECTION_FILLER or any(lw in alias.split() for alias in rules.vocabulary.alias_table()):
+        return True
+    return any(
+        p.fullmatch(lw) or p.match(lw)
+        for pats in object.__getattribute__(rules, "_cues").values()
+        for p in pats
+    )
+
+
+_SECTION_FILLER = frozenset(
+    {"section", "information", "info", "label", "labeling", "summarize", "summary", "list", "effects"}
+)

@@ -1,0 +1,118 @@
+"""Term statistics over a set of spans, for the cascade's in-memory paths.
+
+The scan paths (section, attribute, global scan) rank the spans of one entity — a label has a few
+hundred — so they are scored here with the index's own analyzer (stemmed, stop words removed),
+BM25 over that set, and *coverage*: the share of the question's informative terms (IDF-weighted)
+a span contains. Coverage is what the "minimum relevance" of the global scan is measured in: BM25
+grows with any repeated term, coverage only with the question's own words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from evidence.search.analysis import get_analyzer
+
+
+@lru_cache(maxsize=8192)
+def terms(text: str) -> tuple[str, ...]:
+    return tuple(get_analyzer().analyze(text))
+
+
+@dataclass
+class SpanStats:
+    """Document frequencies over a set of texts (the entity's spans)."""
+
+    texts: Sequence[str]
+    df: Counter[str] = field(default_factory=Counter)
+    lengths: list[int] = field(default_factory=list)
+    bags: list[Counter[str]] = field(default_factory=list)
+    _weights: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict, repr=False)
+    _prefix_seen: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for t in self.texts:
+            bag = Counter(terms(t))
+            self.bags.append(bag)
+            self.lengths.append(sum(bag.values()))
+            self.df.update(bag.keys())
+
+    @property
+    def n(self) -> int:
+        return len(self.texts)
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+
+    def bm25(
+        self,
+        i: int,
+        query: Iterable[str],
+        k1: float = 1.2,
+        b: float = 0.75,
+        weights: Mapping[str, float] | None = None,
+    ) -> float:
+        bag = self.bags[i]
+        avg = (sum(self.lengths) / self.n) if self.n else 1.0
+        norm = k1 * (1 - b + b * self.lengths[i] / (avg or 1.0))
+        score = 0.0
+        for t in set(query):
+            tf = bag.get(t, 0)
+            if tf:
+                w = weights.get(t, 1.0) if weights else 1.0
+                score += w * self.idf(t) * tf * (k1 + 1) / (tf + norm)
+        return score
+
+    def weights(self, query: Sequence[str]) -> dict[str, float]:
+        """`weight` of each distinct query term, computed once per query."""
+        key = tuple(dict.fromkeys(query))
+        cached = self._weights.get(key)
+        if cached is None:
+            cached = {t: self.weight(t, key) for t in key}
+            self._weights[key] = cached
+        return cached
+
+    def weight(self, term: str, query: Sequence[str]) -> float:
+        """A term's IDF; a term in none of the texts weighs as much as the query's average present
+        term (its IDF would be the largest of all, letting one odd word veto every span)."""
+        if term in self.df or self._prefix_df(term):
+            return self.idf(term)
+        present = [self.idf(t) for t in query if t in self.df]
+        return sum(present) / len(present) if present else 1.0
+
+    def _prefix_df(self, term: str) -> bool:
+        return len(term) >= 5 and any(
+            w.startswith(term[:5]) and (w.startswith(term) or term.startswith(w)) for w in self.df
+        )
+
+    def coverage(self, i: int, query: Sequence[str | Sequence[str]]) -> float:
+        """IDF-weighted share of the query's concepts found in text i. A concept is a term or a
+        group of alternatives (a lay word and its label words: covered by any of them); matching
+        is prefix-tolerant, so "mutagen" covers "mutagenic"."""
+        groups = [(g,) if isinstance(g, str) else tuple(g) for g in query]
+        groups = [g for g in dict.fromkeys(groups) if g]
+        if not groups:
+            return 0.0
+        flat = [t for g in groups for t in g]
+        weights = self.weights(flat)
+        bag = self.bags[i]
+        total = got = 0.0
+        for g in groups:
+            present = [weights[t] for t in g if t in self.df]
+            w = max(present) if present else weights[g[0]]
+            total += w
+            if any(t in bag or _prefix_hit(t, bag) for t in g):
+                got += w
+        return got / total if total else 0.0
+
+
+def _prefix_hit(term: str, bag: Counter[str]) -> bool:
+    if len(term) < 5:
+        return False
+    stem = term[:5]
+    return any(w.startswith(stem) and (w.startswith(term) or term.startswith(w)) for w in bag)

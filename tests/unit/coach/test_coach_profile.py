@@ -1,0 +1,72 @@
+"""The `coach` profile of the ranking layer: recall over graph nodes, then graph expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evidence.coach.profile import GraphExpansion, coach_profile, recall_profile
+from evidence.graph import index_graph
+from evidence.graph.documents import NodeView
+from evidence.rank.context import RankContext
+from evidence.search.embedded import EmbeddedBackend
+from evidence.testing import HashingEmbedder
+from tests.unit.graph.graphkit import small_graph
+
+EMB = HashingEmbedder(32)
+
+
+def _ctx(backend: EmbeddedBackend, query: str, *, explain: bool = True) -> RankContext:
+    profile = coach_profile()
+    return RankContext(
+        index="kg",
+        query=query,
+        query_vector=EMB.embed_query(query),
+        criterion_question=None,
+        criterion_hash=None,
+        params=profile.defaults,
+        filters=None,
+        explain=explain,
+        backend=backend,
+        reranker=None,
+    )
+
+
+def test_expansion_adds_prerequisites_and_content(tmp_path: Path) -> None:
+    backend = EmbeddedBackend(tmp_path / "s")
+    index_graph(backend, EMB, "kg", small_graph(), graph_id="g")
+    outcome = coach_profile().run(_ctx(backend, "Solve linear equations"))
+    ids = [v.id for c in outcome.hits if (v := NodeView.from_chunk(c.chunk)) is not None]
+    assert ids[0] == "LO-C"
+    assert {"LO-B", "LO-D", "EX-C1"} <= set(ids)
+    assert [s.name for s in outcome.stages] == [
+        "first_stage",
+        "candidate_limit",
+        "rerank",
+        "graph",
+        "mmr",
+        "top_k",
+    ]
+    graph_stage = next(s for s in outcome.stages if s.name == "graph")
+    assert graph_stage.detail is None or graph_stage.detail.get("added", 0) >= 0
+    assert len(ids) == len(set(ids)) and len(ids) <= coach_profile().defaults.top_k
+    backend.close()
+
+
+def test_expansion_leaves_non_graph_hits_alone(tmp_path: Path) -> None:
+    from tests.unit.rank.rankkit import chunk
+
+    backend = EmbeddedBackend(tmp_path / "s")
+    ctx = _ctx(backend, "x")
+    from evidence.rank.candidate import Candidate
+
+    plain = [Candidate(chunk=chunk("c1"), score=1.0, first_stage_score=1.0)]
+    assert GraphExpansion().run(plain, ctx) == plain
+
+
+def test_the_engines_recall_is_the_profiles_first_stages() -> None:
+    assert [s.name for s in recall_profile(rerank=True).stages] == [
+        "first_stage",
+        "candidate_limit",
+        "rerank",
+    ]
+    assert [s.name for s in recall_profile(rerank=False).stages] == ["first_stage", "candidate_limit"]

@@ -1,0 +1,100 @@
+"""FDA SPL XML: sections with LOINC codes and nesting, product names, lists and tables as rows, safety."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evidence.errors import DocumentParseError
+from evidence.ingest.sections import label_sections
+from evidence.ingest.spans import extract_spans
+from evidence.ingest.spl import is_spl, parse_spl
+from evidence.records import SpanType
+
+SAMPLE = (Path(__file__).parent / "data" / "spl-sample.xml").read_bytes()
+
+
+def test_sections_keep_their_codes_levels_and_text() -> None:
+    doc = parse_spl(SAMPLE, "label.xml")
+    assert doc.fmt == "spl"
+    assert [(s.name, s.level, s.code) for s in doc.sections] == [
+        ("1 INDICATIONS AND USAGE", 1, "34067-9"),
+        ("2 DOSAGE AND ADMINISTRATION", 1, "34068-7"),
+        ("2.1 Recommended Dosage", 2, "42229-5"),
+        ("4 CONTRAINDICATIONS", 1, "34070-3"),
+        ("12 CLINICAL PHARMACOLOGY", 1, "34090-1"),
+        ("12.3 Pharmacokinetics", 2, "43682-4"),
+        ("16 HOW SUPPLIED/STORAGE AND HANDLING", 1, "34069-5"),
+    ]
+    for s in doc.sections:
+        assert doc.text[s.char_start :].startswith(s.name)
+    labels = label_sections(doc.sections)
+    assert [lab.canonical for lab in labels] == [
+        "indications", "dosage", "dosage", "contraindications", "pharmacology", "pharmacokinetics", "storage",
+    ]  # fmt: skip
+
+
+def test_product_names_are_the_subject_and_the_title() -> None:
+    doc = parse_spl(SAMPLE, "label.xml")
+    assert doc.subject == ("Lipravex", "ferlostatin calcium")
+    assert doc.title == "Lipravex (ferlostatin calcium)"
+
+
+def test_lists_tables_and_captions_become_spans_and_highlights_are_left_out() -> None:
+    doc = parse_spl(SAMPLE, "label.xml")
+    spans = extract_spans(doc)
+    by_type: dict[SpanType, list[str]] = {}
+    for sp in spans:
+        assert doc.text[sp.char_start : sp.char_end] == sp.text
+        by_type.setdefault(sp.span_type, []).append(sp.text)
+    assert "- Concomitant use with gemfibrozil." in by_type[SpanType.BULLET]
+    assert "| Adults of Asian ancestry | 5 mg once daily | 20 mg once daily |" in by_type[SpanType.TABLE_ROW]
+    assert "Table 1: Recommended Dosage of LIPRAVEX by Patient Population" in by_type[SpanType.CAPTION]
+    # inline markup flattened, the footnote left out of the sentence it is attached to
+    assert (
+        "The terminal elimination half-life (t1/2) of ferlostatin is approximately 19 hours."
+        in by_type[SpanType.SENTENCE]
+    )
+    assert "Geometric mean" not in doc.text
+    assert "(1)" not in doc.text  # the highlights excerpt
+    assert "product data elements" not in doc.text.lower()
+    assert "Store at 20°C to 25°C (68°F to 77°F)." in doc.text
+
+
+def test_is_spl_sniffs_the_namespace() -> None:
+    assert is_spl(SAMPLE)
+    assert not is_spl(b"<html><body>x</body></html>")
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaa">]><document xmlns="urn:hl7-org:v3"/>', "DTD"),
+        (b"<document xmlns='urn:hl7-org:v3'><component>", "malformed XML"),
+        (b"<other/>", "not an SPL document"),
+        (b"<document xmlns='urn:hl7-org:v3'/>", "structuredBody"),
+        (
+            b"<document xmlns='urn:hl7-org:v3'><component><structuredBody/></component></document>",
+            "empty document",
+        ),
+    ],
+)
+def test_bad_input_is_a_parse_error_naming_the_file(data: bytes, reason: str) -> None:
+    with pytest.raises(DocumentParseError, match=reason) as info:
+        parse_spl(data, "bad.xml")
+    assert info.value.source == "bad.xml"
+
+
+def test_parse_bytes_recognises_spl_by_extension_content_type_and_content() -> None:
+    from evidence.ingest import parse_bytes
+
+    for kw in (
+        {"filename": "label.xml"},
+        {"filename": "upload", "content_type": "application/xml"},
+        {"filename": "blob"},
+    ):
+        doc = parse_bytes(SAMPLE, **kw)  # type: ignore[arg-type]
+        assert doc.fmt == "spl" and doc.subject == ("Lipravex", "ferlostatin calcium")
+    with pytest.raises(DocumentParseError, match="not FDA Structured Product Labeling"):
+        parse_bytes(b"<?xml version='1.0'?><catalog><book/></catalog>", filename="books.xml")

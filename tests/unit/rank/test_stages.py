@@ -1,0 +1,240 @@
+"""Seed 003's three TDD tests and the generic stages (limit, rerank, cutoff, dedup, caps, MMR, top-k)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rankkit import (
+    FailingReranker,
+    ScriptedReranker,
+    cand,
+    chunk,
+    ctx,
+    new_backend,
+    vec,
+)
+
+from evidence.errors import ConfigurationError
+from evidence.rank.candidate import Candidate
+from evidence.rank.context import ProfileParams
+from evidence.rank.pipeline import Profile
+from evidence.rank.rerank import RerankError
+from evidence.rank.stages import (
+    MMR,
+    CandidateLimit,
+    CharBudget,
+    DedupContent,
+    FollowupDocumentBoost,
+    FollowupExtraction,
+    MinSimilarity,
+    PerDocumentCap,
+    RelevancyCutoff,
+    Rerank,
+    TopK,
+)
+
+SEED003 = Profile(
+    name="seed003",
+    description="similarity-ordered matches, threshold, top-k, budget",
+    defaults=ProfileParams(rerank_cutoff=0.0),
+    stages=(MinSimilarity(), TopK(), CharBudget()),
+)
+
+
+class Matches:
+    """A first stage returning matches with a dense similarity, sorted desc (seed 003 step 1)."""
+
+    name = "first_stage"
+
+    def __init__(self, *pairs: tuple[str, float]) -> None:
+        self.cands = [Candidate(chunk(f"m{i}", t), s, s, {"dense": s}) for i, (t, s) in enumerate(pairs)]
+
+    def run(self, candidates: object, c: object) -> list[Candidate]:
+        return sorted(self.cands, key=lambda x: (-x.score, x.chunk_id))
+
+
+def run003(first: Matches, **overrides: object) -> list[str]:
+    profile = replace(SEED003, stages=(first, *SEED003.stages))
+    out = profile.run(ctx(None, params=SEED003.params(dict(overrides))))
+    return [c.chunk.text for c in out.hits]
+
+
+def test_reference_threshold_filters_low_similarity() -> None:
+    assert run003(Matches(("good", 0.9), ("bad", 0.1)), top_k=2, min_similarity=0.5) == ["good"]
+
+
+def test_reference_budget_limits_included_matches() -> None:
+    assert run003(Matches(("12345", 0.9), ("12345", 0.8)), top_k=3, max_chars=5) == ["12345"]
+
+
+def test_defaults_preserve_existing_selection() -> None:
+    first = Matches(("low", 0.2), ("high", 0.9), ("mid", 0.5))
+    assert run003(first, top_k=2) == ["high", "mid"]
+    assert run003(first, top_k=2, min_similarity=None, max_chars=0) == ["high", "mid"]
+
+
+def test_budget_stops_at_first_overflow_and_never_cuts() -> None:
+    first = Matches(("aaaa", 0.9), ("bbbbbbbb", 0.8), ("c", 0.7))
+    # "c" would fit after skipping "bbbbbbbb", but the seed stops at the first overflow.
+    assert run003(first, top_k=3, max_chars=6) == ["aaaa"]
+    assert run003(first, top_k=3, max_chars=3) == []
+
+
+# --- min_similarity without a first-stage dense score ----------------------------------------
+
+
+def test_min_similarity_uses_stored_vectors_or_keeps(tmp_path: Path) -> None:
+    near, far = chunk("near", "alpha"), chunk("far", "omega")
+    backend = new_backend(tmp_path, [near, far])
+    q = vec("alpha")
+    lexical_only = [cand(near, 1.0), cand(far, 0.9), cand(chunk("ghost", "not stored"), 0.8)]
+    c = ctx(backend, query_vector=q, min_similarity=0.99, explain=True)
+    out = MinSimilarity().run(lexical_only, c)
+    assert [x.chunk_id for x in out] == ["near", "ghost"]
+    assert out[0].scores["dense"] == pytest.approx(1.0, abs=1e-5)
+    assert any("no dense similarity" in n for n in out[1].notes)
+    assert c.trace.detail["dropped"][0]["chunk_id"] == "far"
+    # no query vector: nothing can be measured, everything stays
+    c2 = ctx(backend, query_vector=None, min_similarity=0.99)
+    assert len(MinSimilarity().run(lexical_only, c2)) == 3
+
+
+# --- candidate limit, rerank, cutoff ----------------------------------------------------------
+
+
+def test_candidate_limit_uses_first_stage_score() -> None:
+    cands = [
+        Candidate(chunk("a"), score=0.9, first_stage_score=0.1),
+        Candidate(chunk("b"), score=0.1, first_stage_score=0.9),
+        Candidate(chunk("c"), score=0.5, first_stage_score=0.5),
+    ]
+    out = CandidateLimit().run(cands, ctx(None, rerank_k=2))
+    assert [c.chunk_id for c in out] == ["b", "c"]
+
+
+def test_rerank_rescored_and_sorted() -> None:
+    cands = [cand(chunk(x, x), 0.1) for x in "abc"]
+    rr = ScriptedReranker({"a": 0.2, "b": 0.9, "c": 0.5})
+    c = ctx(None, reranker=rr, query="q", criterion="crit")
+    out = Rerank().run(cands, c)
+    assert [(x.chunk_id, x.score) for x in out] == [("b", 0.9), ("c", 0.5), ("a", 0.2)]
+    assert out[0].scores["fused"] == 0.1 and out[0].scores["rerank"] == 0.9
+    assert rr.calls[0][0] == "q" and c.trace.reranked
+    Rerank(use_criterion=True).run(cands, c)
+    assert rr.calls[1][0] == "crit"
+
+
+@pytest.mark.parametrize("reason", ["timeout", "throttled", "unavailable"])
+def test_rerank_failure_keeps_first_stage_order(reason: str) -> None:
+    cands = [cand(chunk(x), s) for x, s in (("a", 0.3), ("b", 0.2), ("c", 0.1))]
+    c = ctx(None, reranker=FailingReranker(reason))
+    out = Rerank().run(cands, c)
+    assert out == cands
+    assert c.trace.degraded == [f"rerank:{reason}"] and not c.trace.reranked
+    # and the cutoff, which only acts on reranker scores, then cuts nothing
+    assert RelevancyCutoff().run(out, ctx(None, rerank_cutoff=0.5)) == cands
+
+
+def test_rerank_drops_what_the_reranker_did_not_return() -> None:
+    class TopOne(ScriptedReranker):
+        def rerank(self, query, texts, top_n=None):
+            return super().rerank(query, texts, 1)
+
+    cands = [cand(chunk(x, x), 0.1) for x in "ab"]
+    out = Rerank().run(cands, ctx(None, reranker=TopOne({"a": 0.1, "b": 0.8})))
+    assert [x.chunk_id for x in out] == ["b"]
+
+
+def test_cutoff_applies_only_to_reranker_scores() -> None:
+    cands = [
+        cand(chunk("hi"), 0.5).with_score("rerank", 0.5),
+        cand(chunk("lo"), 0.05).with_score("rerank", 0.05),
+        cand(chunk("edge"), 0.1).with_score("rerank", 0.1),
+        cand(chunk("fused"), 0.016),
+    ]
+    out = RelevancyCutoff().run(cands, ctx(None, rerank_cutoff=0.1))
+    assert [x.chunk_id for x in out] == ["hi", "edge", "fused"]
+
+
+# --- dedup, per-document cap, top-k -----------------------------------------------------------
+
+
+def test_dedup_keeps_best_scored_copy() -> None:
+    cands = [cand(chunk("a", "same"), 0.1), cand(chunk("b", "same"), 0.9), cand(chunk("c", "other"), 0.5)]
+    out = DedupContent().run(cands, ctx(None))
+    assert [x.chunk_id for x in out] == ["b", "c"]
+
+
+def test_per_document_cap() -> None:
+    cands = [cand(chunk(f"c{i}", doc="d1" if i < 3 else "d2"), 1 - i / 10) for i in range(5)]
+    assert [x.chunk_id for x in PerDocumentCap().run(cands, ctx(None, max_chunks_per_document=2))] == [
+        "c0",
+        "c1",
+        "c3",
+        "c4",
+    ]
+    assert PerDocumentCap().run(cands, ctx(None)) == cands
+
+
+def test_top_k_is_a_prefix() -> None:
+    cands = [cand(chunk(f"c{i}"), 1 - i / 10) for i in range(5)]
+    assert TopK().run(cands, ctx(None, top_k=2)) == cands[:2]
+
+
+# --- MMR -----------------------------------------------------------------------------------------
+
+
+def test_mmr_demotes_near_duplicates(tmp_path: Path) -> None:
+    a = chunk("a", "alpha")
+    a2 = chunk("a2", "alpha")  # same text → same vector
+    b = chunk("b", "beta")
+    backend = new_backend(tmp_path, [a, a2, b])
+    cands = [cand(a, 1.0), cand(a2, 0.95), cand(b, 0.5)]
+    out = MMR().run(cands, ctx(backend, mmr_lambda=0.5))
+    assert [x.chunk_id for x in out] == ["a", "b", "a2"]
+    assert all("mmr" in x.scores for x in out) and out[0].score == 1.0
+    assert MMR().run(cands, ctx(backend, mmr_lambda=1.0)) == cands
+    assert MMR().run(cands, ctx(backend)) == cands
+    # deterministic
+    assert MMR().run(cands, ctx(backend, mmr_lambda=0.5)) == out
+
+
+def test_mmr_without_vectors_keeps_relevance_order(tmp_path: Path) -> None:
+    backend = new_backend(tmp_path, [chunk("stored")])
+    cands = [cand(chunk(f"g{i}"), 1 - i / 10) for i in range(4)]
+    out = MMR().run(cands, ctx(backend, mmr_lambda=0.3))
+    assert [x.chunk_id for x in out] == [x.chunk_id for x in cands]
+
+
+def test_mmr_ignores_nan_vectors() -> None:
+    class NanBackend:
+        def vectors(self, index: str, ids: list[str]) -> dict[str, np.ndarray]:
+            return {i: np.full(4, np.nan, dtype=np.float32) for i in ids}
+
+    cands = [cand(chunk(f"g{i}"), 1 - i / 10) for i in range(3)]
+    out = MMR().run(cands, ctx(NanBackend(), mmr_lambda=0.3))
+    assert [x.chunk_id for x in out] == ["g0", "g1", "g2"]
+
+
+def test_stage_config_is_validated() -> None:
+    with pytest.raises(ConfigurationError):
+        FollowupExtraction(lookup_limit=0)
+    with pytest.raises(ConfigurationError):
+        FollowupDocumentBoost(doc_type="")
+
+
+def test_rerank_error_is_an_upstream_error() -> None:
+    from evidence.errors import UpstreamError
+
+    assert issubclass(RerankError, UpstreamError)
+
+
+def test_min_similarity_zero_is_off_even_for_negative_cosines() -> None:
+    # seed 003: a threshold of 0.0 means off; a negative cosine is still a match then
+    first = Matches(("close", 0.4), ("opposite", -0.3), ("orthogonal", 0.0))
+    assert run003(first, top_k=5, min_similarity=0.0) == ["close", "orthogonal", "opposite"]
+    assert run003(first, top_k=5, min_similarity=0.1) == ["close"]
+    assert run003(first, top_k=5, min_similarity=-0.5) == ["close", "orthogonal", "opposite"]

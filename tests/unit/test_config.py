@@ -1,0 +1,40 @@
+"""Settings refuse an EVIDENCE_ variable that names no setting instead of ignoring it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evidence.config import Settings, environment_names, unknown_environment
+from evidence.errors import ConfigurationError
+
+
+def test_a_misspelt_variable_is_refused_with_the_closest_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVIDENCE_RERANKR", "cohere")
+    with pytest.raises(ConfigurationError) as raised:
+        Settings()
+    message = raised.value.message
+    assert "EVIDENCE_RERANKR is not a setting" in message
+    assert "did you mean EVIDENCE_RERANKER?" in message
+
+
+def test_every_unknown_name_is_listed_and_case_does_not_hide_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("evidence_store_dri", "/tmp/x")
+    monkeypatch.setenv("EVIDENCE_ZZZ", "1")
+    with pytest.raises(ConfigurationError) as raised:
+        Settings()
+    assert "evidence_store_dri is not a setting (did you mean EVIDENCE_STORE_DIR?)" in raised.value.message
+    assert "EVIDENCE_ZZZ is not a setting;" in raised.value.message
+
+
+def test_valid_names_any_case_and_other_prefixes_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVIDENCE_RERANKER", "none")
+    monkeypatch.setenv("evidence_passage_tokens", "128")
+    monkeypatch.setenv("EVIDENCEX_OTHER", "1")
+    monkeypatch.setenv("EVIDENCE_FUZZ_EXAMPLES", "5")  # the fuzz test's knob, not a setting
+    assert Settings().passage_tokens == 128
+
+
+def test_unknown_environment_is_pure() -> None:
+    assert unknown_environment({"EVIDENCE_BACKEND": "embedded", "PATH": "/bin"}) == []
+    assert unknown_environment({"EVIDENCE_BACKND": "x"}) == [("EVIDENCE_BACKND", "EVIDENCE_BACKEND")]
+    assert "EVIDENCE_DEFAULT_INDEX" in environment_names()

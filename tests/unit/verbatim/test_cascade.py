@@ -1,0 +1,118 @@
+"""The cascade on a real embedded store: each path, its bounds, the order, the entity scope, NO_RESULT."""
+
+from __future__ import annotations
+
+import pytest
+
+from evidence.plan.verbatim import RulePlan, plan_question
+from evidence.service import EvidenceService
+from evidence.verbatim.cascade import (
+    ATTRIBUTE_LOOKUP,
+    BM25_FACTSPAN,
+    GLOBAL_FACTSPAN_SCAN,
+    NO_RESULT,
+    PATHS,
+    SECTION_EXACT,
+    SECTION_FUZZY,
+    CascadeConfig,
+    VerbatimCascade,
+    trigram_similarity,
+)
+
+INDEX = "label"
+
+KNOWN = ["lipravex", "ferlostatin calcium", "ferlostatin", "zorvex", "talmopril maleate", "talmopril"]
+
+
+def run(
+    service: EvidenceService, question: str, config: CascadeConfig | None = None, plan: RulePlan | None = None
+):  # type: ignore[no-untyped-def]
+    p = plan or plan_question(question, known_entities=KNOWN)
+    return VerbatimCascade(config).run(service.backend, INDEX, question, p)
+
+
+def test_section_exact_returns_the_section_in_order(label_service: EvidenceService) -> None:
+    res = run(label_service, "What are the contraindications for Lipravex?")
+    assert res.path_used == SECTION_EXACT and res.entity == "LIPRAVEX"
+    texts = [h.chunk.text for h in res.hits]
+    assert texts[0] == "LIPRAVEX is contraindicated in the following conditions:"
+    assert "- Concomitant use with gemfibrozil." in texts
+    assert all(h.chunk.document_id.endswith("lipravex.md") for h in res.hits)
+
+
+def test_attribute_lookup_prefers_the_attribute_home_section(label_service: EvidenceService) -> None:
+    res = run(label_service, "What is the t½ of ferlostatin?")
+    assert res.path_used == ATTRIBUTE_LOOKUP
+    assert (
+        res.hits[0].chunk.text
+        == "The terminal elimination half-life of ferlostatin is approximately 19 hours."
+    )
+    assert [t.path for t in res.tried] == [SECTION_EXACT, SECTION_FUZZY, ATTRIBUTE_LOOKUP]
+
+
+def test_the_entity_scopes_every_path(label_service: EvidenceService) -> None:
+    res = run(label_service, "What is the half-life of Zorvex?")
+    assert res.entity == "ZORVEX"
+    assert res.hits and all(h.chunk.document_id.endswith("zorvex.md") for h in res.hits)
+    assert "11 hours" in res.hits[0].chunk.text
+
+
+def test_bm25_and_global_scan_find_facts_no_section_names(label_service: EvidenceService) -> None:
+    res = run(label_service, "Has tendon rupture been reported with Lipravex?")
+    assert res.path_used in (BM25_FACTSPAN, GLOBAL_FACTSPAN_SCAN)
+    assert "tendon rupture" in res.hits[0].chunk.text
+    scan = run(
+        label_service,
+        "Has tendon rupture been reported with Lipravex?",
+        CascadeConfig(order=(GLOBAL_FACTSPAN_SCAN,)),
+    )
+    assert scan.path_used == GLOBAL_FACTSPAN_SCAN and "tendon rupture" in scan.hits[0].chunk.text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How much does a month of Lipravex cost?",
+        "Can Lipravex be given to dogs?",
+        "Is Lipravex covered by Medicare?",
+    ],
+)
+def test_unanswerable_questions_get_no_result(label_service: EvidenceService, question: str) -> None:
+    res = run(label_service, question)
+    assert res.path_used == NO_RESULT and res.hits == []
+    assert [t.path for t in res.tried] == list(PATHS)
+
+
+def test_section_fuzzy_matches_headings_outside_the_vocabulary(label_service: EvidenceService) -> None:
+    plan = RulePlan(
+        "Lipravex", "SECTION", None, ("specific_populations_overview",), ("populations",), "block"
+    )
+    res = run(label_service, "Lipravex specific populations", plan=plan)
+    assert res.path_used == SECTION_FUZZY
+    assert res.hits[0].chunk.section == "Specific Populations"
+    assert trigram_similarity("renal impairment", "renal impairment") == 1.0
+    assert trigram_similarity("renal", "") == 0.0
+
+
+def test_bounds_and_order_are_configuration(label_service: EvidenceService) -> None:
+    small = run(label_service, "Lipravex warnings and precautions", CascadeConfig(max_spans=2))
+    assert len(small.hits) == 2
+    tight = run(label_service, "Lipravex warnings and precautions", CascadeConfig(max_chars=250))
+    assert sum(len(h.chunk.text) for h in tight.hits) <= 250 or len(tight.hits) == 1
+    reordered = run(
+        label_service,
+        "What are the contraindications for Lipravex?",
+        CascadeConfig(order=(BM25_FACTSPAN, SECTION_EXACT)),
+    )
+    assert reordered.tried[0].path == BM25_FACTSPAN
+    with pytest.raises(ValueError, match="unknown cascade paths"):
+        CascadeConfig(order=("SQL_EXACT",))
+    with pytest.raises(ValueError, match="twice"):
+        CascadeConfig(order=(SECTION_EXACT, SECTION_EXACT))
+
+
+def test_multi_section_questions_bundle_several_sections(label_service: EvidenceService) -> None:
+    res = run(label_service, "Why is the Lipravex dose reduced in patients with severe renal impairment?")
+    assert res.path_used == SECTION_EXACT and res.multi_section
+    joined = " ".join(h.chunk.text for h in res.hits)
+    assert "2.1-fold" in joined
