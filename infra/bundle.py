@@ -110,7 +110,8 @@ BOTOCORE_SERVICES = frozenset(
 )
 #: Developer tools in shared/evidence that no handler imports at run time: the CLI, the local
 #: server, `evidence invoke`, the demo (with its sample documents), evaluation, test helpers,
-#: progress bars, the embedded → OpenSearch migration and the `evidence coach` command. Modules or packages, by top-level name.
+#: progress bars, the embedded → OpenSearch migration and the `evidence coach` command. Modules
+#: or packages, by top-level name.
 #: `check_layer_imports` fails the build if any bundled module imports one of them.
 DEV_MODULES = frozenset(
     {"cli", "coach_cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"}
