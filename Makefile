@@ -57,7 +57,7 @@ format: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
-	$(VENV)/bin/mypy shared/evidence functions infra
+	$(VENV)/bin/mypy shared/evidence functions infra tests
 
 # Before a commit or a merge request: format, lint, the fast tests (no slow, no CDK).
 pr:

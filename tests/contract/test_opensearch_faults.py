@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +57,8 @@ class Outcome:
 
 
 def check(
-    rows: list[dict[str, Any]], docs: list[DocumentChunks], versions: list[DocumentChunks] = ()
-) -> Outcome:  # type: ignore[assignment]
+    rows: list[dict[str, Any]], docs: list[DocumentChunks], versions: Sequence[DocumentChunks] = ()
+) -> Outcome:
     """`docs`: what should be there; `versions`: older versions a marker may still vouch for."""
     by_hash = {(d.document_id, d.content_hash): d for d in [*versions, *docs]}
     by_doc: dict[str, list[dict[str, Any]]] = {}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from infra_synth import Synth, synth
+
+from tests.infra.infra_synth import Synth, synth
 
 
 @pytest.fixture(scope="session")

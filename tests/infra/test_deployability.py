@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 import pytest
-from infra_synth import Synth, actions, statements
 
 from evidence.config import Settings, unknown_environment
 from evidence.observability import NAMESPACE, RERANK_FALLBACKS
@@ -20,6 +19,7 @@ from infra.evidence_infra.settings import (
     InfraSettings,
     indexer_document_limit,
 )
+from tests.infra.infra_synth import Synth, actions, statements
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 

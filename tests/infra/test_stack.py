@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra_synth import Synth, actions, resolve_join, statements
+
+from tests.infra.infra_synth import Synth, actions, resolve_join, statements
 
 pytestmark = [pytest.mark.infra, pytest.mark.xdist_group("infra")]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -22,7 +23,8 @@ def _seed_json(label: str) -> dict:  # type: ignore[type-arg]
     block = text[text.index(f"- **{label}**") :]
     body = re.search(r"```json\s*(\{.*?\n\})\s*```", block, re.S)
     assert body is not None
-    return json.loads(body.group(1))
+    loaded: dict[Any, Any] = json.loads(body.group(1))
+    return loaded
 
 
 def _keys(obj: object, prefix: str = "") -> set[str]:

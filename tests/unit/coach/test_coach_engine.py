@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from coachkit import check_invariants
 
 from evidence.coach.budget import StageCosts
 from evidence.coach.contract import CoachRequest
@@ -22,6 +21,7 @@ from evidence.graph import index_graph, parse_graph
 from evidence.rank.rerank import RerankError
 from evidence.search.embedded import EmbeddedBackend
 from evidence.testing import HashingEmbedder
+from tests.unit.coach.coachkit import check_invariants
 from tests.unit.graph.graphkit import sample_bytes
 
 INDEX = "kg"

@@ -118,6 +118,7 @@ def test_bedrock_classifier_failures_fall_back_to_the_rules(
         if answer is not None:
             stub.add_response("converse", _answer(answer))
         else:
+            assert error is not None
             stub.add_client_error("converse", service_error_code=error, http_status_code=400)
         got = classify(
             "give me problems on integrals",

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from graphkit import edge, item, lo, sample_bytes, small_obj
 
 from evidence.graph import EdgeType, GraphValidationError, find_cycle, graph_from_obj, parse_graph
+from tests.unit.graph.graphkit import edge, item, lo, sample_bytes, small_obj
 
 
 def _refused(obj: Any) -> GraphValidationError:

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from graphkit import edge, lo, small_graph, small_obj
 
 from evidence.graph import GraphReader, NodeView, graph_from_obj, index_graph
 from evidence.graph.documents import KG_EDGES, KG_ID, graph_documents
 from evidence.records import ChunkKind
 from evidence.search.embedded import EmbeddedBackend
 from evidence.testing import HashingEmbedder
+from tests.unit.graph.graphkit import edge, lo, small_graph, small_obj
 
 INDEX = "kg"
 
 
 @pytest.fixture
-def backend(tmp_path: Path) -> EmbeddedBackend:
+def backend(tmp_path: Path) -> Iterator[EmbeddedBackend]:
     b = EmbeddedBackend(tmp_path / "store")
-    yield b  # type: ignore[misc]
+    yield b
     b.close()
 
 

@@ -4,11 +4,11 @@ import io
 import random
 
 import pytest
-from ingestkit import make_docx, make_pdf
 
 from evidence.errors import DocumentParseError
 from evidence.ingest import detect_format, extract_spans, parse_bytes, parse_text
 from evidence.records import SpanType
+from tests.unit.ingest.ingestkit import make_docx, make_pdf
 
 # --- plain text and encodings ----------------------------------------------------------------
 

@@ -94,7 +94,7 @@ def test_parse_bytes_recognises_spl_by_extension_content_type_and_content() -> N
         {"filename": "upload", "content_type": "application/xml"},
         {"filename": "blob"},
     ):
-        doc = parse_bytes(SAMPLE, **kw)  # type: ignore[arg-type]
+        doc = parse_bytes(SAMPLE, **kw)
         assert doc.fmt == "spl" and doc.subject == ("Lipravex", "ferlostatin calcium")
     with pytest.raises(DocumentParseError, match="not FDA Structured Product Labeling"):
         parse_bytes(b"<?xml version='1.0'?><catalog><book/></catalog>", filename="books.xml")

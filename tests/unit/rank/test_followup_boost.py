@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rankkit import ScriptedReranker, cand, chunk, ctx, new_backend, vec
 
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import RankContext
 from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupDocumentBoost, TopK
+from tests.unit.rank.rankkit import ScriptedReranker, cand, chunk, ctx, new_backend, vec
 
 VRM = get_profile("vrm").defaults
 

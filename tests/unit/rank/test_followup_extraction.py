@@ -12,16 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rankkit import (
-    INDEX,
-    ScriptedReranker,
-    chunk,
-    ctx,
-    followup,
-    new_backend,
-    overlap_score,
-    vec,
-)
 
 from evidence.format.evidence import evidence_from_candidates
 from evidence.format.hits import to_followups
@@ -35,6 +25,16 @@ from evidence.rank.followups import round_of
 from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupExtraction
 from evidence.records import Chunk, ChunkKind
+from tests.unit.rank.rankkit import (
+    INDEX,
+    ScriptedReranker,
+    chunk,
+    ctx,
+    followup,
+    new_backend,
+    overlap_score,
+    vec,
+)
 
 CRITERION = "Do you encrypt customer data at rest?"
 VENDOR_DOCS = [

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rankkit import FailingReranker, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
@@ -14,6 +13,7 @@ from evidence.rank import profiles
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, Profile, validate_overrides
 from evidence.rank.profiles import get_profile
+from tests.unit.rank.rankkit import FailingReranker, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 VRM_STAGES = [
     "followup_extraction",

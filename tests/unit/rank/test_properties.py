@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rankkit import ListFirstStage, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams
@@ -21,6 +20,7 @@ from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupDocumentBoost
 from evidence.records import Chunk
 from evidence.search.embedded import EmbeddedBackend
+from tests.unit.rank.rankkit import ListFirstStage, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 CRIT_A = "Do you encrypt data at rest?"
 CRIT_B = "Do you run background checks?"

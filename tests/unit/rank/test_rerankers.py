@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rankkit import chunk, ctx, new_backend
 
 from evidence.config import RerankerKind, Settings
 from evidence.errors import ConfigurationError
@@ -26,6 +25,7 @@ from evidence.rank.rerank import (
     bedrock_model_arn,
     build_reranker,
 )
+from tests.unit.rank.rankkit import chunk, ctx, new_backend
 
 
 @dataclass

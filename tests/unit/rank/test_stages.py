@@ -7,15 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rankkit import (
-    FailingReranker,
-    ScriptedReranker,
-    cand,
-    chunk,
-    ctx,
-    new_backend,
-    vec,
-)
 
 from evidence.errors import ConfigurationError
 from evidence.rank.candidate import Candidate
@@ -34,6 +25,15 @@ from evidence.rank.stages import (
     RelevancyCutoff,
     Rerank,
     TopK,
+)
+from tests.unit.rank.rankkit import (
+    FailingReranker,
+    ScriptedReranker,
+    cand,
+    chunk,
+    ctx,
+    new_backend,
+    vec,
 )
 
 SEED003 = Profile(

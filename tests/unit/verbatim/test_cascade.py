@@ -26,7 +26,7 @@ KNOWN = ["lipravex", "ferlostatin calcium", "ferlostatin", "zorvex", "talmopril 
 
 def run(
     service: EvidenceService, question: str, config: CascadeConfig | None = None, plan: RulePlan | None = None
-):  # type: ignore[no-untyped-def]
+):
     p = plan or plan_question(question, known_entities=KNOWN)
     return VerbatimCascade(config).run(service.backend, INDEX, question, p)
 

@@ -35,7 +35,7 @@ def test_every_stored_span_of_the_label_checks_out(label_service: EvidenceServic
 )
 def test_a_span_that_is_not_its_source_is_an_error(
     label_service: EvidenceService, change, message: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     span = next(c for c in spans(label_service) if "half-life" in c.text)
     with pytest.raises(VerbatimMismatchError, match=message) as info:
         verify_spans(label_service.backend, INDEX, [change(span)])

@@ -5,13 +5,14 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from evidence.config import PlannerKind, Settings
-from evidence.model import PlanRequest, RetrieveRequest
+from evidence.model import PlanRequest, RetrieveRequest, RetrieveResponse
 from evidence.plan.llm import BedrockPlanner
 from evidence.records import ChunkKind
 from evidence.service import EvidenceService
@@ -21,8 +22,8 @@ from evidence.verbatim.check import VerbatimMismatchError
 INDEX = "label"
 
 
-def retrieve(service: EvidenceService, query: str, **kw: object):  # type: ignore[no-untyped-def]
-    return service.retrieve(INDEX, RetrieveRequest(query=query, profile="verbatim", **kw))  # type: ignore[arg-type]
+def retrieve(service: EvidenceService, query: str, **kw: Any) -> RetrieveResponse:
+    return service.retrieve(INDEX, RetrieveRequest(query=query, profile="verbatim", **kw))
 
 
 def test_hits_are_spans_with_their_path_and_the_plan_is_the_verbatim_plan(

@@ -129,7 +129,8 @@ _VERSIONED: dict[Version, type[Draft202012Validator]] = {}
 
 def _validator_class(target: Version | None) -> type[Draft202012Validator]:
     if target is None:
-        return Draft202012Validator
+        latest: type[Draft202012Validator] = Draft202012Validator
+        return latest
     if target not in _VERSIONED:
         _VERSIONED[target] = _version_validator(target)
     return _VERSIONED[target]
