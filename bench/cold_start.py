@@ -1,4 +1,4 @@
-"""Cold start of each Lambda handler, as DESIGN.md §4 defines it.
+"""Cold start of each Lambda handler, as docs/architecture.md#targets defines it.
 
 For every handler, in a fresh interpreter (bytecode compiled first with compileall):
 
@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     retriever = next(r for r in rows if r["handler"] == "retriever")
     ok = retriever["import_ms"] <= target["import"] and retriever["first_request_ms"] <= target["first"]
     print(
-        f"\nretriever targets (DESIGN.md §4): import ≤ {target['import']} ms, first request ≤ "
+        f"\nretriever targets (docs/architecture.md#targets):"
+        f" import ≤ {target['import']} ms, first request ≤ "
         f"{target['first']} ms → {'met' if ok else 'NOT met'}"
     )
     return 0

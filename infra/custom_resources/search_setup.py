@@ -26,7 +26,7 @@ logger = logging.getLogger("evidence.search_setup")
 logger.setLevel(logging.INFO)
 
 TEMPLATE_NAME = "evidence"
-#: Index names match ^[a-z0-9][a-z0-9_-]{0,63}$ (DESIGN.md §3): one pattern per first character
+#: Index names match ^[a-z0-9][a-z0-9_-]{0,63}$ (evidence.names): one pattern per first character
 #: covers every evidence index and never a dot-prefixed system index.
 INDEX_PATTERNS = [f"{c}*" for c in string.ascii_lowercase + string.digits]
 WRITER_ROLE = "evidence_writer"

@@ -12,7 +12,7 @@ from constructs import Construct
 from .settings import ApiAuth, InfraSettings
 
 STAGE = "live"
-MAX_QUERY_CHARS = 4096  # DESIGN.md §3
+MAX_QUERY_CHARS = 4096  # docs/contracts.md#limits
 #: Lambda refuses an invoke payload over 6,291,456 bytes, and the proxy event wraps the body in a few
 #: kB of headers and context, so API Gateway turns a 6-10 MB body into a 5xx before our own 413.
 #: The web ACL refuses such bodies by Content-Length first, with the product's 413 envelope.
@@ -24,7 +24,7 @@ TOO_LARGE_BODY = (
     f'{MAX_BODY_BYTES} bytes"' + "}}"
 )
 
-#: API Gateway's own rejections in the product's error envelope (DESIGN.md §3). messageString is
+#: API Gateway's own rejections in the product's error envelope (docs/contracts.md#errors). messageString is
 #: already a quoted JSON string, so it is inserted bare.
 GATEWAY_ERRORS: dict[apigw.ResponseType, tuple[str | None, str]] = {
     apigw.ResponseType.BAD_REQUEST_BODY: ("400", "validation_error"),
@@ -56,7 +56,7 @@ class Api(Construct):
             self,
             "RestApi",
             rest_api_name="evidence",
-            description="evidence retrieval API (DESIGN.md §3)",
+            description="evidence retrieval API",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             cloud_watch_role=True,
             deploy_options=apigw.StageOptions(

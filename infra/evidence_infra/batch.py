@@ -1,4 +1,4 @@
-"""Batch: the Step Functions state machine for batch assessments (DESIGN.md §3).
+"""Batch: the Step Functions state machine for batch assessments (docs/contracts.md#events).
 
 Input `{index, profile?, criteria: [{id, question}], output_s3_uri?}`. Per criterion:
 plan -> retrieve -> format, each a direct Lambda invoke. The retrieve and format tasks write their

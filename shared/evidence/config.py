@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
 
-    # Limits (DESIGN.md §3)
+    # Limits (docs/contracts.md#limits)
     max_query_chars: int = 4096
     max_body_bytes: int = 6 * 1024 * 1024
     max_document_bytes: int = 50 * 1024 * 1024

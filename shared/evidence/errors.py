@@ -110,7 +110,7 @@ class UpstreamError(EvidenceError):
 
 
 class ChoiceEnum(StrEnum):
-    """A mode enum whose parse error names the field and lists the valid values (DESIGN.md §5)."""
+    """A mode enum whose parse error names the field and lists the valid values (docs/contracts.md#errors)."""
 
     __field__ = "value"
 

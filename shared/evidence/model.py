@@ -1,6 +1,6 @@
 """Pydantic models at the edges: HTTP API, Lambda events, CLI JSON output.
 
-Bounds here are the contract (DESIGN.md §2-3); a value out of range is a 422
+Bounds here are the contract (docs/contracts.md#limits); a value out of range is a 422
 naming the field and its range.
 """
 
@@ -58,7 +58,7 @@ class DeleteDocumentResponse(_Edge):
 
 
 class Overrides(_Edge):
-    """Per-request overrides of a profile's defaults (DESIGN.md §2, "Scores and the seeds' knobs")."""
+    """Per-request overrides of a profile's defaults (docs/architecture.md#scores-and-knobs)."""
 
     first_stage_k: int | None = Field(default=None, ge=1, le=1000)
     rerank_k: int | None = Field(default=None, ge=1, le=1000)

@@ -207,7 +207,7 @@ def add_serve_parser(
         "serve",
         parents=list(parents),
         help="serve the HTTP API locally (same resolver as the retriever Lambda)",
-        description="The HTTP API of DESIGN.md §3 on loopback; OpenAPI at /v1/openapi.json.",
+        description="The HTTP API of docs/contracts.md on loopback; OpenAPI at /v1/openapi.json.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")

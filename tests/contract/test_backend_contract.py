@@ -1,4 +1,4 @@
-"""THE backend contract (DESIGN.md, Backends): every SearchBackend adapter passes these.
+"""THE backend contract (docs/architecture.md#ports-and-adapters): every SearchBackend adapter passes these.
 
 Parametrized over adapters by the `backend` fixture (conftest.py). Scores are compared across
 backends only where they are comparable: lexical order is checked loosely (osmem's BM25 is

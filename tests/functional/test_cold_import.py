@@ -1,4 +1,7 @@
-"""Handler modules are cheap to import: no SDK, no client, no environment read (DESIGN.md §4)."""
+"""Handler modules are cheap to import: no SDK, no client, no environment read.
+
+The targets: docs/architecture.md#targets.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md §3: outputs, one-line errors and exit codes 0/1/2."""
+"""The CLI contract of docs/contracts.md#cli: outputs, one-line errors and exit codes 0/1/2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP API: one Powertools `APIGatewayRestResolver` serving the routes of DESIGN.md §3.
+"""The HTTP API: one Powertools `APIGatewayRestResolver` serving the routes of docs/contracts.md#http.
 
 Used by the retriever Lambda and by `evidence serve` alike. Routes are thin: check the
 path, parse the body into its model, one service call, dump the response model.

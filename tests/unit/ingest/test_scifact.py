@@ -12,7 +12,7 @@ from evidence.ingest import SourceItem, chunk_document, extract_spans, iter_sour
 from evidence.records import ChunkKind, ParsedDocument
 from tests.prerequisites import missing
 
-# The datasets live next to the repository (../shared/datasets), as in DESIGN.md.
+# The datasets live next to the repository (../shared/datasets); the README says how to get them.
 SCIFACT = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "scifact"
 
 pytestmark = [pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""Fusion: RRF, min-max and z-score, with weights and the edge cases of DESIGN.md §5."""
+"""Fusion: RRF, min-max and z-score, with weights and the edge cases of docs/ranking.md#fusion."""
 
 from __future__ import annotations
 
