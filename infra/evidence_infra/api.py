@@ -9,10 +9,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as waf
 from constructs import Construct
 
+from evidence.names import MAX_QUERY_CHARS
+
 from .settings import ApiAuth, InfraSettings
 
 STAGE = "live"
-MAX_QUERY_CHARS = 4096  # docs/contracts.md#limits
 #: Lambda refuses an invoke payload over 6,291,456 bytes, and the proxy event wraps the body in a few
 #: kB of headers and context, so API Gateway turns a 6-10 MB body into a 5xx before our own 413.
 #: The web ACL refuses such bodies by Content-Length first, with the product's 413 envelope.

@@ -31,14 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evidence.errors import BadRequestError, EvidenceError, RequestValidationError
 from evidence.model import (
-    MAX_QUERY_CHARS,
     FormatRequest,
     Plan,
     PlanRequest,
     RetrieveRequest,
     RetrieveResponse,
 )
-from evidence.names import validate_index_name
+from evidence.names import MAX_QUERY_CHARS, validate_index_name
 
 if TYPE_CHECKING:
     from evidence.service import EvidenceService

@@ -142,7 +142,6 @@ class Settings(BaseSettings):
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
 
     # Limits (docs/contracts.md#limits)
-    max_query_chars: int = 4096
     max_body_bytes: int = 6 * 1024 * 1024
     max_document_bytes: int = 50 * 1024 * 1024
 

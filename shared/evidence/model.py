@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-MAX_QUERY_CHARS = 4096
+from evidence.names import MAX_QUERY_CHARS
 
 MetaScalar = str | int | float | bool
 Metadata = dict[str, MetaScalar | list[str] | None]

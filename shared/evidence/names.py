@@ -1,4 +1,4 @@
-"""Names every layer agrees on: the index-name rule and the default index.
+"""Names and limits every layer agrees on: the index-name rule, the default index, the query cap.
 
 The one home of these values: the API models, settings, the backends and the CDK app
 (`infra/`) import them from here instead of copying the pattern.
@@ -14,6 +14,9 @@ INDEX_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 INDEX_NAME_RE = re.compile(INDEX_NAME_PATTERN)
 INDEX_NAME_RULE = "index names are 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
 DEFAULT_INDEX = "documents"
+#: A query, criterion question or conversation turn: a contract limit (docs/contracts.md#limits),
+#: enforced by the API models and repeated by API Gateway's request model, so not a setting.
+MAX_QUERY_CHARS = 4096
 
 
 def validate_index_name(name: str) -> str:

@@ -23,7 +23,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ids": frozenset(),
     "progress": frozenset(),
     "config": frozenset({"names", "errors"}),
-    "model": frozenset(),
+    "model": frozenset({"names"}),
     "observability": BOTTOM | {"model"},
     "embed": BOTTOM,
     "search": BOTTOM,

@@ -18,7 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-MAX_QUERY_CHARS = 4096
+from evidence.names import MAX_QUERY_CHARS
+
 MAX_CONTENT_ITEMS = 3
 MIN_TOKEN_BUDGET = 128
 Difficulty = Literal["intro", "core", "advanced"]
