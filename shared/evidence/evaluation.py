@@ -19,16 +19,18 @@ import math
 import re
 import statistics
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from evidence.errors import RequestValidationError
 from evidence.rank.first_stage import FirstStage, RetrievalMode
-from evidence.service import EvidenceService, ProgressFn
+from evidence.service import EvidenceService, IndexProgress
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
+#: progress(done, total or None, unit)
+ProgressFn = Callable[[int, int | None, str], None]
 
 
 @dataclass(frozen=True)
@@ -201,10 +203,15 @@ def ensure_indexed(
         except Exception:
             pass
     start = time.perf_counter()
+
+    def written(p: IndexProgress) -> None:
+        if progress:
+            progress(p.documents, None, "documents")
+
     if not with_vectors and isinstance(backend, EmbeddedBackend):
-        report = service.index_paths(index, [ds.corpus], progress=progress, embed=False)
+        report = service.index_paths(index, [ds.corpus], progress=written, embed=False)
     else:
-        report = service.index_paths(index, [ds.corpus], progress=progress)
+        report = service.index_paths(index, [ds.corpus], progress=written)
     if report.failed:
         source, reason = report.failed[0]
         raise RequestValidationError(
