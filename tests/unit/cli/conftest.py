@@ -25,8 +25,8 @@ def fast_service(monkeypatch: pytest.MonkeyPatch) -> None:
 def docs(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     (folder / "acme").mkdir(parents=True)
-    (folder / "acme" / "policy.md").write_text("# Encryption\n\nData at rest is encrypted with AES-256.\n")
-    (folder / "acme" / "retention.txt").write_text("Customer data is deleted 30 days after the contract ends.\n")
+    (folder / "acme" / "policy.md").write_text("# Encryption\n\nData at rest is encrypted, AES-256.\n")
+    (folder / "acme" / "retention.txt").write_text("Customer data is deleted 30 days after the end.\n")
     (folder / "globex").mkdir()
-    (folder / "globex" / "policy.md").write_text("# Access\n\nProduction access requires MFA for every engineer.\n")
+    (folder / "globex" / "policy.md").write_text("# Access\n\nProduction access requires MFA.\n")
     return folder
