@@ -19,18 +19,17 @@ import math
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from evidence.errors import RequestValidationError
+from evidence.progress import ProgressFn
 from evidence.rank.first_stage import FirstStage, RetrievalMode
 from evidence.service import EvidenceService, IndexProgress
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
-#: progress(done, total or None, unit)
-ProgressFn = Callable[[int, int | None, str], None]
 
 
 @dataclass(frozen=True)

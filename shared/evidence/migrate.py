@@ -11,18 +11,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evidence.errors import BackendError, ConfigurationError, EmbedderMismatchError, IndexNotFoundError
+from evidence.progress import ProgressFn
 from evidence.records import DocumentChunks
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend, Vector
     from evidence.search.embedded import EmbeddedBackend
-
-ProgressFn = Callable[[int, int | None, str], None]
 
 
 @dataclass

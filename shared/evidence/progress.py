@@ -10,7 +10,11 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import Protocol, TextIO
+
+#: What long runs report to: progress(done, total or None, unit). `Progress` is one.
+ProgressFn = Callable[[int, int | None, str], None]
 
 #: Redraws at most this often (a redraw per file of a 10,000-file folder would cost more than it shows).
 _MIN_INTERVAL_S = 0.1
