@@ -94,14 +94,15 @@ class FileProgress:
         if now - self._last < _MIN_INTERVAL_S and not final:
             return
         self._last = now
-        line = self.line(state, now - self.start)
-        width = shutil.get_terminal_size((100, 24)).columns
+        width = shutil.get_terminal_size((100, 24)).columns - 1
+        line = self.line(state, now - self.start, width=width)
         # \r and erase-to-end-of-line: a shorter line leaves nothing of the longer one before it.
-        self.stream.write("\r" + line[: max(width - 1, 20)] + "\x1b[K")
+        self.stream.write("\r" + line[: max(width, 20)] + "\x1b[K")
         self.stream.flush()
         self._shown = True
 
-    def line(self, s: IndexState, elapsed: float) -> str:
+    def line(self, s: IndexState, elapsed: float, *, width: int | None = None) -> str:
+        """The progress line; within `width` the file being read keeps its end (its name)."""
         elapsed = max(elapsed, 1e-9)
         parts = [f"{s.passages:,} passages"]
         if s.failed:
@@ -117,7 +118,12 @@ class FileProgress:
             # One input (a BEIR corpus, a JSONL file): its records are what moves.
             parts.append(f"{s.documents:,} documents ({s.documents / elapsed:,.1f}/s)")
             head = f"{self.label}:"
-        return f"{head}, {', '.join(parts)}  {s.current}".rstrip()
+        line = f"{head}, {', '.join(parts)}"
+        current = s.current
+        if width is not None and current and len(line) + 2 + len(current) > width:
+            room = width - len(line) - 3
+            current = "…" + current[-room:] if room >= 8 else ""
+        return f"{line}  {current}".rstrip()
 
     def close(self) -> None:
         if self.enabled and self._shown:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evidence.cli import common
-from evidence.cli.common import EXIT_OK, CliError, Command
+from evidence.cli.common import EXIT_OK, CliError, Command, shown_path
 from evidence.cli.output import print_coach
 
 if TYPE_CHECKING:
@@ -62,14 +62,15 @@ def request_from_args(args: argparse.Namespace) -> CoachRequest:
 
 
 def _request_file(path: Path) -> dict[str, Any]:
+    where = f"--request {shown_path(path)}"
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise CliError(f"--request {path}: cannot read: {exc.strerror or exc}") from None
+        raise CliError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise CliError(f"--request {path}: not JSON: {exc}") from None
+        raise CliError(f"{where}: not JSON: {exc}") from None
     if not isinstance(loaded, dict):
-        raise CliError(f"--request {path}: expected a JSON object (seed 004's request)")
+        raise CliError(f"{where}: expected a JSON object (seed 004's request)")
     return loaded
 
 

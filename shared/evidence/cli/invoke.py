@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evidence.cli.common import EXIT_FAILED, EXIT_OK, CliError, Command, settings_from_args
+from evidence.cli.common import EXIT_FAILED, EXIT_OK, CliError, Command, settings_from_args, shown_path
 from evidence.invoke import FUNCTIONS
 
 
@@ -26,9 +26,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         event = json.loads(args.event.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise CliError(f"cannot read {args.event}: {exc.strerror or exc}") from None
+        raise CliError(f"{shown_path(args.event)}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise CliError(f"{args.event}: not JSON: {exc}") from None
+        raise CliError(f"{shown_path(args.event)}: not JSON: {exc}") from None
     runtime.configure(settings=settings_from_args(args))
     try:
         response = invoke(args.function, event)

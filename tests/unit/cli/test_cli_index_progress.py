@@ -41,6 +41,12 @@ def test_the_line_shows_files_passages_rate_and_eta() -> None:
     one = bar.line(State(0, 1, 512, 600, current="corpus.jsonl"), elapsed=2.0)
     assert one == "indexing into t:, 600 passages, 512 documents (256.0/s)  corpus.jsonl"
     assert "ETA 2m05s" in bar.line(State(1, 126), elapsed=1.0)
+    # On a narrow terminal the file keeps its end (its name), or goes when there is no room.
+    narrow = bar.line(
+        State(3, 12, current="corpus/vendors/acme/policies/security.md"), elapsed=6.0, width=110
+    )
+    assert len(narrow) == 110 and narrow.endswith("  …policies/security.md")
+    assert bar.line(State(3, 12, current="a/b.md"), elapsed=6.0, width=60).endswith("ETA 18s")
 
 
 def test_redraws_in_place_on_a_terminal_and_stays_silent_elsewhere() -> None:
