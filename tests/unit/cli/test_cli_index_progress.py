@@ -109,9 +109,9 @@ def test_error_lines_name_files_as_sources_are_named(
     for typed in ("acme", "./acme/../acme", str(docs / "acme")):
         monkeypatch.chdir(docs)
         assert main(["index", typed, "--index", "t", "--store", store]) == 1
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == len(expected), err
-        assert all(any(line.startswith(f"error: {e}") for line in err) for e in expected), err
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == len(expected), lines
+        assert all(any(line.startswith(f"error: {e}") for line in lines) for e in expected), lines
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # the file is not below: its absolute path
     assert main(["index", str(docs / "acme" / "broken.pdf"), "--index", "t", "--store", store]) == 1
