@@ -69,7 +69,7 @@ class IndexState(Protocol):
 
 
 class FileProgress:
-    """`indexing into NAME [#####---] 7/11 files, 412 passages, 0.9 files/s, ETA 4s  docs/a.pdf`,
+    """`indexing into NAME [#####---] 7/11 files, 412 passages written, 0.9 files/s, ETA 4s  docs/a.pdf`,
     redrawn in place on a terminal; nothing elsewhere (the command prints its summary itself)."""
 
     def __init__(
@@ -104,7 +104,7 @@ class FileProgress:
     def line(self, s: IndexState, elapsed: float, *, width: int | None = None) -> str:
         """The progress line; within `width` the file being read keeps its end (its name)."""
         elapsed = max(elapsed, 1e-9)
-        parts = [f"{s.passages:,} passages"]
+        parts = [f"{s.passages:,} passages written"]
         if s.failed:
             parts.append(f"{s.failed:,} failed")
         total = s.total_files

@@ -32,20 +32,20 @@ class State:
 def test_the_line_shows_files_passages_rate_and_eta() -> None:
     bar = FileProgress("indexing into t", stream=Tty())
     assert bar.line(State(3, 12, 3, 40, 1, "docs/c.pdf"), elapsed=6.0) == (
-        "indexing into t [######------------------] 3/12 files, 40 passages, 1 failed, 0.5 files/s, "
+        "indexing into t [######------------------] 3/12 files, 40 passages written, 1 failed, 0.5 files/s, "
         "ETA 18s  docs/c.pdf"
     )
     done = bar.line(State(12, 12, 12, 160), elapsed=24.0)
     assert "12/12 files" in done and "ETA" not in done
     # One input (a BEIR corpus): its records move, no ETA from one file.
     one = bar.line(State(0, 1, 512, 600, current="corpus.jsonl"), elapsed=2.0)
-    assert one == "indexing into t:, 600 passages, 512 documents (256.0/s)  corpus.jsonl"
+    assert one == "indexing into t:, 600 passages written, 512 documents (256.0/s)  corpus.jsonl"
     assert "ETA 2m05s" in bar.line(State(1, 126), elapsed=1.0)
     # On a narrow terminal the file keeps its end (its name), or goes when there is no room.
     narrow = bar.line(
         State(3, 12, current="corpus/vendors/acme/policies/security.md"), elapsed=6.0, width=110
     )
-    assert len(narrow) == 110 and narrow.endswith("  …policies/security.md")
+    assert len(narrow) == 110 and narrow.endswith("  …/security.md")
     assert bar.line(State(3, 12, current="a/b.md"), elapsed=6.0, width=60).endswith("ETA 18s")
 
 
@@ -72,7 +72,7 @@ def test_index_shows_progress_on_a_terminal(
     monkeypatch.setattr("sys.stderr", tty)
     assert main(["index", str(docs), "--index", "t", "--store", str(tmp_path / "s")]) == 0
     frames = [f for f in tty.getvalue().split("\r") if f]
-    assert frames[-1].startswith("indexing into t [########################] 3/3 files, 3 passages")
+    assert frames[-1].startswith("indexing into t [########################] 3/3 files, 3 passages written")
     assert re.search(r"\d+/3 files", frames[0])
     summary = capsys.readouterr().out.strip().splitlines()
     assert len(summary) == 1
