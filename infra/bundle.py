@@ -108,14 +108,12 @@ BOTOCORE_SERVICES = frozenset(
         "kms",
     }
 )
-#: Developer tools in shared/evidence that no handler imports at run time: the CLI, the local
-#: server, `evidence invoke`, the demo (with its sample documents), evaluation, test helpers,
-#: progress bars, the embedded → OpenSearch migration and the `evidence coach` command. Modules
-#: or packages, by top-level name.
+#: Developer tools in shared/evidence that no handler imports at run time: the CLI (every
+#: subcommand, the `evidence assess` and `evidence coach` front ends included), the local server,
+#: `evidence invoke`, the demo (with its sample documents), evaluation, test helpers, progress
+#: bars and the embedded → OpenSearch migration. Modules or packages, by top-level name.
 #: `check_layer_imports` fails the build if any bundled module imports one of them.
-DEV_MODULES = frozenset(
-    {"cli", "coach_cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"}
-)
+DEV_MODULES = frozenset({"cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"})
 JUNK_DIRS = frozenset({"__pycache__", "tests", "test"})
 JUNK_SUFFIXES = (".pyi", ".pyc", ".pyx", ".pxd", ".c", ".h", ".cpp")
 

@@ -11,16 +11,10 @@ from typing import Any
 from evidence.observability import lambda_handler
 
 
-def _process(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    # Imported at the first invocation: a handler module's import stays near-free (cold start).
-    from evidence.api.indexer import process_batch
+def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from evidence.api.indexer import process_batch  # at the first invocation: the import stays near-free
 
     return process_batch(event, context)
 
 
-_handler = lambda_handler("indexer", _process)
-
-
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = _handler(event, context)
-    return result
+handler = lambda_handler("indexer", _handle)

@@ -12,29 +12,10 @@ from typing import Any
 from evidence.observability import lambda_handler
 
 
-def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    from pydantic import ValidationError
+def _handle(event: Any, context: Any) -> dict[str, Any]:
+    from evidence.api.tasks import plan  # at the first invocation: the module import stays near-free
 
-    from evidence.api import runtime
-
-    service = runtime.get_service()
-    if isinstance(event, dict) and (event.get("task") == "plan" or "criterion" in event):
-        from evidence.assess import plan_step
-
-        return plan_step(service, event).model_dump(mode="json")
-    from evidence.api.errors import validation_error
-    from evidence.model import PlanRequest
-
-    try:
-        request = PlanRequest.model_validate(event)
-    except ValidationError as exc:
-        raise validation_error(exc) from exc
-    return service.plan(request).model_dump(mode="json")
+    return plan(event)
 
 
-_handler = lambda_handler("planner", _handle)
-
-
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = _handler(event, context)
-    return result
+handler = lambda_handler("planner", _handle)

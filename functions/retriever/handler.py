@@ -13,19 +13,14 @@ from evidence.observability import lambda_handler
 
 
 def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Imported at the first invocation: the module import stays near-free (cold start).
     if "httpMethod" in event:
         from evidence.api.app import resolve
 
         return resolve(event, context)
-    from evidence.api import runtime
-    from evidence.assess import S3Store, retrieve_step
+    from evidence.api.tasks import retrieve
 
-    return retrieve_step(runtime.get_service(), event, S3Store()).model_dump(mode="json")
-
-
-_handler = lambda_handler("retriever", _handle, correlation_id_path="requestContext.requestId")
+    return retrieve(event)
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = _handler(event, context)
-    return result
+handler = lambda_handler("retriever", _handle, correlation_id_path="requestContext.requestId")

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from evidence.errors import RequestValidationError
+from evidence.progress import ProgressFn
 from evidence.rank.first_stage import FirstStage, RetrievalMode
-from evidence.service import EvidenceService, ProgressFn
+from evidence.service import EvidenceService, IndexProgress
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
 
@@ -201,10 +202,15 @@ def ensure_indexed(
         except Exception:
             pass
     start = time.perf_counter()
+
+    def written(p: IndexProgress) -> None:
+        if progress:
+            progress(p.documents, None, "documents")
+
     if not with_vectors and isinstance(backend, EmbeddedBackend):
-        report = service.index_paths(index, [ds.corpus], progress=progress, embed=False)
+        report = service.index_paths(index, [ds.corpus], progress=written, embed=False)
     else:
-        report = service.index_paths(index, [ds.corpus], progress=progress)
+        report = service.index_paths(index, [ds.corpus], progress=written)
     if report.failed:
         source, reason = report.failed[0]
         raise RequestValidationError(

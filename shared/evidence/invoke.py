@@ -6,11 +6,9 @@ stdout holds exactly the handler's return value as JSON.
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -44,42 +42,3 @@ def invoke(function: str, event: dict[str, Any] | list[Any], context: Any = None
     handler = load_handler(function)
     with redirect_stdout(sys.stderr):
         return handler(event, context or lambda_context(f"evidence-{function}"))
-
-
-def add_invoke_parser(
-    subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "invoke",
-        parents=list(parents),
-        help="run a Lambda handler locally on an event file",
-        description="Runs functions/<FUNCTION>/handler.py on EVENT.json and prints the response as JSON.",
-    )
-    parser.add_argument("function", choices=FUNCTIONS, help="which handler")
-    parser.add_argument("event", type=Path, help="event JSON file (see events/)")
-    parser.set_defaults(func=run_invoke)
-    return parser
-
-
-def run_invoke(args: argparse.Namespace) -> int:
-    from evidence.api import runtime
-    from evidence.config import Settings
-
-    try:
-        event = json.loads(args.event.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"evidence invoke: cannot read {args.event}: {exc}", file=sys.stderr)
-        return 2
-    store = getattr(args, "store", None)
-    if store is not None:
-        runtime.configure(settings=Settings(store_dir=store))
-    try:
-        response = invoke(args.function, event)
-    except Exception as exc:
-        # A Lambda error: what the runtime would report as errorType/errorMessage.
-        print(json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}))
-        return 1
-    finally:
-        runtime.close()
-    print(json.dumps(response, ensure_ascii=False, default=str))
-    return 0

@@ -11,20 +11,17 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evidence.errors import BackendError, ConfigurationError, EmbedderMismatchError, IndexNotFoundError
+from evidence.progress import ProgressFn
 from evidence.records import DocumentChunks
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend, Vector
     from evidence.search.embedded import EmbeddedBackend
-
-ProgressFn = Callable[[int, int | None, str], None]
 
 
 @dataclass
@@ -126,89 +123,3 @@ def migrate(
             flush()
     flush()
     return report
-
-
-# --- CLI ------------------------------------------------------------------------------------
-
-
-def add_migrate_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "migrate",
-        help="copy an embedded index into OpenSearch (resumable; vectors copied, not re-embedded)",
-    )
-    p.add_argument(
-        "--from-store",
-        required=True,
-        metavar="DIR",
-        dest="from_store",
-        help="the embedded store directory to read",
-    )
-    p.add_argument("--index", required=True, metavar="NAME", help="the index to copy")
-    p.add_argument(
-        "--target-index",
-        metavar="NAME",
-        dest="target_index",
-        help="name on OpenSearch (default: the same name)",
-    )
-    p.add_argument(
-        "--endpoint", metavar="URL", help="OpenSearch endpoint (default EVIDENCE_OPENSEARCH_ENDPOINT)"
-    )
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=100,
-        metavar="N",
-        dest="batch_size",
-        help="documents per bulk round (default 100)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as one JSON line")
-    return p
-
-
-def run_migrate(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
-    from evidence.config import BackendKind, Settings
-    from evidence.progress import Progress
-    from evidence.search.embedded import EmbeddedBackend
-    from evidence.search.opensearch import OpenSearchBackend
-
-    store = Path(args.from_store)
-    if not (store / "indexes" / args.index).exists():
-        print(f"evidence migrate: error: no index {args.index!r} in store {store}", file=sys.stderr)
-        return 2
-    if args.batch_size < 1:
-        print("evidence migrate: error: --batch-size must be >= 1", file=sys.stderr)
-        return 2
-    overrides: dict[str, Any] = {"backend": BackendKind.OPENSEARCH}
-    if args.endpoint:
-        overrides["opensearch_endpoint"] = args.endpoint
-    settings = Settings(**overrides)
-    source = EmbeddedBackend(store)
-    target = OpenSearchBackend(settings)
-    bar = Progress(f"migrating {args.index}")
-    try:
-        report = migrate(
-            source,
-            target,
-            args.index,
-            target_index=args.target_index,
-            batch_size=args.batch_size,
-            progress=bar,
-        )
-    finally:
-        bar.close()
-        source.close()
-        target.close()
-    if args.json:
-        print(json.dumps(report.as_dict()))
-    else:
-        print(
-            f"migrated {report.documents} document(s) ({report.chunks} chunks) from {args.index!r} to "
-            f"{report.target_index!r}: {report.created} created, {report.updated} updated, "
-            f"{report.unchanged} already there; embedder {report.embedder_id} ({report.dimension} dims)"
-        )
-    for failure in report.failed:
-        print(f"evidence migrate: {failure}", file=sys.stderr)
-    return 1 if report.failed else 0

@@ -17,10 +17,9 @@ import contextvars
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -34,6 +33,7 @@ SERVICE = "evidence"
 RERANK_FALLBACKS = "rerank_fallbacks"
 
 LambdaFn = Callable[[Any, Any], Any]
+R = TypeVar("R")
 
 _metrics_active: contextvars.ContextVar[bool] = contextvars.ContextVar("evidence_metrics", default=False)
 
@@ -86,10 +86,13 @@ def get_metrics() -> Metrics:
     return metrics
 
 
-def lambda_handler(function: str, fn: LambdaFn, *, correlation_id_path: str | None = None) -> LambdaFn:
-    """Wrap `fn(event, context)` in Powertools' logger/tracer/metrics decorators, lazily.
+def lambda_handler(
+    function: str, fn: Callable[[Any, Any], R], *, correlation_id_path: str | None = None
+) -> Callable[[Any, Any], R]:
+    """`fn(event, context)` as a Lambda handler: Powertools' logger, tracer and metrics around it,
+    built once, at the first call, from the cached getters (the module import stays near-free).
 
-    The decorated chain is built once, at the first call, from the cached getters.
+    The one wrapper every `functions/*/handler.py` uses; typed by what `fn` returns.
     """
     built: list[LambdaFn] = []
     lock = threading.Lock()
@@ -116,12 +119,13 @@ def lambda_handler(function: str, fn: LambdaFn, *, correlation_id_path: str | No
             chain = tracer.capture_lambda_handler(chain, capture_response=False)
         return metrics.log_metrics(chain, capture_cold_start_metric=True)
 
-    def handler(event: Any, context: Any) -> Any:
+    def handler(event: Any, context: Any) -> R:
         if not built:
             with lock:
                 if not built:
                     built.append(build())
-        return built[0](event, context)
+        # Powertools' decorators return what `fn` returned, untyped.
+        return cast("R", built[0](event, context))
 
     handler.__name__ = f"{function}_handler"
     handler.__qualname__ = handler.__name__
@@ -130,16 +134,6 @@ def lambda_handler(function: str, fn: LambdaFn, *, correlation_id_path: str | No
 
 def metrics_enabled() -> bool:
     return _metrics_active.get()
-
-
-@contextmanager
-def recording_metrics() -> Iterator[None]:
-    """Record metrics outside `lambda_handler` (tests); the caller flushes."""
-    token = _metrics_active.set(True)
-    try:
-        yield
-    finally:
-        _metrics_active.reset(token)
 
 
 def add_metric(name: str, value: float, unit: str = "Count") -> None:

@@ -7,11 +7,7 @@ written back. What works here works behind API Gateway, error bodies included.
 
 from __future__ import annotations
 
-import argparse
 import base64
-import json
-import signal
-import sys
 import threading
 import time
 import uuid
@@ -195,66 +191,3 @@ class _Handler(BaseHTTPRequestHandler):
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, **kwargs: Any) -> ApiServer:
     return ApiServer((host, port), **kwargs)
-
-
-# --- `evidence serve` ---------------------------------------------------------------------------
-
-
-def add_serve_parser(
-    subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "serve",
-        parents=list(parents),
-        help="serve the HTTP API locally (same resolver as the retriever Lambda)",
-        description="The HTTP API of docs/contracts.md on loopback; OpenAPI at /v1/openapi.json.",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
-    parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
-    parser.set_defaults(func=run_serve)
-    return parser
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    from evidence.api import runtime
-    from evidence.api.app import get_app
-    from evidence.config import Settings
-    from evidence.service import EvidenceService
-
-    store = getattr(args, "store", None)
-    settings = Settings(store_dir=store) if store is not None else runtime.settings()
-    service = EvidenceService(settings)
-    runtime.configure(service=service, settings=settings)
-    get_app()
-    try:
-        server = make_server(
-            args.host, args.port, max_body_bytes=settings.max_body_bytes, quiet=not args.verbose
-        )
-    except OSError as exc:
-        print(f"evidence serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
-    print(
-        f"evidence: serving {server.url} (OpenAPI at {server.url}/v1/openapi.json); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # unwinds serve_forever in this (main) thread
-
-    previous = (
-        signal.signal(signal.SIGTERM, stop) if threading.current_thread() is threading.main_thread() else None
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        service.close()
-        runtime.reset()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return 0

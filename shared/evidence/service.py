@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.config import BackendKind, EmbedderKind, HybridMode, Settings, get_settings
 from evidence.errors import (
+    BadRequestError,
     ConfigurationError,
     DocumentNotFoundError,
     DocumentParseError,
@@ -50,15 +51,26 @@ if TYPE_CHECKING:
     from evidence.coach.contract import CoachRequest, CoachResponse
     from evidence.coach.service import CoachRuntime
     from evidence.embed.base import Embedder
-    from evidence.ingest import SourceItem
+    from evidence.ingest import SourceFailure, SourceItem
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import DocumentInfo, IndexInfo, SearchBackend
 
-#: progress(done, total or None, label)
-ProgressFn = Callable[[int, int | None, str], None]
 _WRITE_BATCH_DOCS = 256
+_WRITE_BATCH_PASSAGES = 256
 #: Embedder id recorded by indexes built without vectors.
 LEXICAL_ONLY = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProgress:
+    """Where `index_paths` is: after each input file and after each write."""
+
+    files: int  # input files read (a failed one counts), of `total_files`
+    total_files: int | None
+    documents: int  # documents written
+    passages: int  # passages written
+    failed: int
+    current: str  # the file last read
 
 
 @dataclass
@@ -282,45 +294,87 @@ class EvidenceService:
         *,
         doc_type: str | None = None,
         metadata: dict[str, str] | None = None,
-        progress: ProgressFn | None = None,
+        progress: Callable[[IndexProgress], None] | None = None,
         embed: bool = True,
     ) -> IndexReport:
-        from evidence.ingest import SourceFailure, iter_sources
+        """Index files, folders, BEIR corpora and record JSONL; one bad input fails alone.
+
+        `progress` is told after each input file and each write (`evidence index`'s bar)."""
+        from evidence.ingest.sources import SourceFailure, file_items, iter_inputs, source_overrides
         from evidence.search.base import BulkLoading
 
         check_index_name(index)
         start = time.perf_counter()
         report = IndexReport()
         batch: list[DocumentChunks] = []
-        done = 0
+        # Listing the inputs first (no reading) gives the bar its total; without a bar, stream.
+        inputs = list(iter_inputs(paths)) if progress else iter_inputs(paths)
+        total = len(inputs) if isinstance(inputs, list) else None
+        files = pending = 0  # input files read; passages waiting in `batch`
+        current = ""
+
+        def tell() -> None:
+            if progress:
+                progress(
+                    IndexProgress(
+                        files=files,
+                        total_files=total,
+                        documents=len(report.indexed),
+                        passages=report.chunks,
+                        failed=len(report.failed),
+                        current=current,
+                    )
+                )
 
         def flush() -> None:
-            nonlocal done
+            nonlocal pending
             if batch:
                 report.indexed.extend(self.write_documents(index, batch, embed=embed))
-                done += len(batch)
                 batch.clear()
-                if progress:
-                    progress(done, None, "documents")
+                pending = 0
+                tell()
 
+        overrides = source_overrides(doc_type, metadata)
         self._ensure_index(index, embed=embed)
         backend = self.backend
         with backend.bulk(index) if isinstance(backend, BulkLoading) else nullcontext():
-            for item in iter_sources(paths, doc_type=doc_type, metadata=metadata or {}):
-                if isinstance(item, SourceFailure):
-                    report.failed.append((item.source, item.reason))
-                    continue
-                try:
-                    batch.append(self.chunk_source(item))
-                except DocumentParseError as exc:
-                    report.failed.append((exc.source, exc.reason))
-                except EvidenceError as exc:
-                    report.failed.append((item.source, exc.message))
-                if len(batch) >= _WRITE_BATCH_DOCS:
-                    flush()
+            for entry in inputs:
+                if isinstance(entry, SourceFailure):
+                    report.failed.append((entry.source, entry.reason))
+                else:
+                    current = str(entry)
+                    for item in file_items(entry, overrides):
+                        pending += self._add_item(item, batch, report)
+                        # Bounded by passages as well: a few long files are minutes of embedding,
+                        # and the bar should move while they are written.
+                        if len(batch) >= _WRITE_BATCH_DOCS or pending >= _WRITE_BATCH_PASSAGES:
+                            flush()
+                files += 1
+                tell()
             flush()
         report.seconds = time.perf_counter() - start
         return report
+
+    def _add_item(
+        self, item: SourceItem | SourceFailure, batch: list[DocumentChunks], report: IndexReport
+    ) -> int:
+        """Chunk one work item into `batch` (or record its failure); returns its passage count."""
+        from evidence.ingest.sources import SourceFailure
+
+        if isinstance(item, SourceFailure):
+            report.failed.append((item.source, item.reason))
+            return 0
+        try:
+            doc = self.chunk_source(item)
+        except DocumentParseError as exc:
+            # Named as the item's source (its path as shown everywhere), not the parser's filename.
+            report.failed.append((item.source, exc.reason))
+            return 0
+        except EvidenceError as exc:
+            report.failed.append((item.source, exc.message))
+            return 0
+        batch.append(doc)
+        return sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
 
     def index_graph_paths(self, index: str, paths: Sequence[Path], *, embed: bool = True) -> IndexReport:
         """Knowledge-graph files (`evidence index FILE --kind graph`): each is validated whole and
@@ -420,6 +474,30 @@ class EvidenceService:
                 f"document {document_id!r} is not in index {index!r}", field="document_id"
             )
         return DeleteDocumentResponse(index=index, document_id=document_id, deleted_chunks=n)
+
+    def list_indexes(self) -> list[IndexInfo]:
+        return self.backend.list_indexes()
+
+    def list_documents(self, index: str) -> list[DocumentInfo]:
+        """The documents of `index` with their passage and span counts (`evidence list --index`)."""
+        from evidence.search.base import DocumentListing
+
+        check_index_name(index)
+        backend = self.backend
+        if not isinstance(backend, DocumentListing):
+            raise BadRequestError(
+                f"the {self.settings.backend.value} backend cannot list documents; "
+                "list them on the embedded store",
+                field="index",
+            )
+        return backend.list_documents(index)
+
+    def delete_index(self, index: str) -> IndexInfo:
+        """Delete a whole index; returns what it held."""
+        check_index_name(index)
+        info = self.backend.get_index(index)
+        self.backend.delete_index(index)
+        return info
 
     # --- querying -------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 
 from evidence.errors import EmbedderMismatchError, IndexNotFoundError
 from evidence.records import ChunkKind
-from evidence.search.base import SearchBackend
+from evidence.search.base import DocumentListing, SearchBackend
 from tests.contract.corpus import CRITERION_HASH, DIM, EMBEDDER, axis, corpus, edited, vectors_for
 
 INDEX = "contract-idx"
@@ -99,6 +99,23 @@ def test_delete_document(loaded: SearchBackend) -> None:
     assert "policy" not in _ids(loaded.lexical(INDEX, "encrypted AES-256 rotated", k=10))
     assert loaded.delete_document(INDEX, "policy") == 0
     assert loaded.get_index(INDEX).documents == len(corpus()) - 1
+
+
+def test_list_documents(loaded: SearchBackend) -> None:
+    """`evidence list --index NAME`: every document once, in id order, with its chunk counts."""
+    assert isinstance(loaded, DocumentListing)
+    docs = corpus()
+    listed = loaded.list_documents(INDEX)
+    assert [d.document_id for d in listed] == sorted(d.document_id for d in docs)
+    by_id = {d.document_id: d for d in docs}
+    for info in listed:
+        doc = by_id[info.document_id]
+        passages = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
+        assert (info.source, info.passages, info.spans) == (doc.source, passages, len(doc.chunks) - passages)
+    loaded.delete_document(INDEX, "policy")
+    assert "policy" not in [d.document_id for d in loaded.list_documents(INDEX)]
+    with pytest.raises(IndexNotFoundError):
+        loaded.list_documents("no-such-index")
 
 
 def test_lexical_only_upsert(backend: SearchBackend) -> None:

@@ -14,9 +14,9 @@ from evidence.assess import (
     Criterion,
     MemoryStore,
     S3Store,
-    read_criteria,
     run_assessment,
 )
+from evidence.cli.assess import read_criteria
 from evidence.errors import RequestValidationError
 from evidence.model import IndexDocumentRequest
 from evidence.service import EvidenceService
@@ -128,10 +128,19 @@ def test_formatter_task_without_pointer_is_refused(service: EvidenceService, con
 def test_read_criteria(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_text('{"id": 7, "question": "Q one?"}\n\n{"question": "Q two?"}\n')
-    assert read_criteria(path) == [Criterion(id="7", question="Q one?"), Criterion(id="3", question="Q two?")]
-    path.write_text('{"id": "a", "question": "x"}\n{"id": "a", "question": "y"}\n')
-    with pytest.raises(RequestValidationError, match="duplicate"):
-        read_criteria(path)
+    read = read_criteria(path)
+    assert read.criteria == [Criterion(id="7", question="Q one?"), Criterion(id="3", question="Q two?")]
+    assert read.refused == []
+    # A bad line or a repeated id fails that criterion alone, named by file and line.
+    path.write_text('{"id": "a", "question": "x"}\n{"id": "a", "question": "y"}\n{"id": "b"}\nnot json\n')
+    read = read_criteria(path)
+    assert [c.id for c in read.criteria] == ["a"]
+    assert [(r.id, r.status) for r in read.refused] == [("a", "failed"), ("b", "failed"), ("4", "failed")]
+    messages = [r.error["message"] for r in read.refused if r.error]
+    assert "c.jsonl:2: duplicate criterion id 'a'" in messages[0]
+    assert "c.jsonl:3: not a criterion {id, question}: question: Field required" in messages[1]
+    assert "c.jsonl:4: not JSON" in messages[2]
+    assert read.order == [("ok", 0), ("refused", 0), ("refused", 1), ("refused", 2)]
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ document in the embedded backend, which is why a node is a document and not a ch
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -184,7 +184,3 @@ class NodeView:
             content=MappingProxyType(maps["content"]),
             assesses=MappingProxyType(maps["assesses"]),
         )
-
-
-def node_ids(chunks: Sequence[Chunk]) -> list[str]:
-    return [v.id for c in chunks if (v := NodeView.from_chunk(c)) is not None]

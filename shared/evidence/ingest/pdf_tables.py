@@ -20,7 +20,6 @@ import re
 from typing import Any
 
 _GAP = re.compile(r" {3,}")
-_SPACES = re.compile(r"[ \t]{2,}")
 #: A first-column cell at most this long reads as a row label, not a line of prose.
 LABEL_CHARS = 32
 #: Column starts may drift by this many characters between rows (proportional fonts).

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from evidence.ids import content_hash
+from evidence.ingest.entities import entity_aliases, subject_names
 from evidence.records import DocumentChunks, ParsedDocument, Section
 
 #: canonical name → aliases (lower case, words separated by single spaces). Order does not matter.
@@ -311,8 +312,6 @@ SECTION_PARENT_KEY = "section_parent"
 def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[str]:
     """The subject's names: `--meta entity=…` (comma-separated for several) wins, then what the
     document names itself (SPL's product names), then its title ("BRAND (generic) tablets")."""
-    from evidence.plan.verbatim import entity_aliases, subject_names
-
     given = metadata.get(ENTITY_KEY)
     if isinstance(given, list):
         return entity_aliases(str(g) for g in given)

@@ -201,25 +201,39 @@ def iter_sources(
     metadata: Mapping[str, str] | None = None,
 ) -> Iterator[SourceItem | SourceFailure]:
     """Work items for `evidence index PATH...`; `--type` and `--meta` override a record's own metadata."""
+    overrides = source_overrides(doc_type, metadata)
+    for entry in iter_inputs(paths):
+        if isinstance(entry, SourceFailure):
+            yield entry
+        else:
+            yield from file_items(entry, overrides)
+
+
+def source_overrides(doc_type: str | None, metadata: Mapping[str, str] | None) -> dict[str, Any]:
     overrides: dict[str, Any] = dict(metadata or {})
     if doc_type is not None:
         overrides["type"] = doc_type
+    return overrides
+
+
+def iter_inputs(paths: Sequence[Path]) -> Iterator[Path | SourceFailure]:
+    """The files `iter_sources` reads, in its order, without reading them (a progress bar's total):
+    folders walked, BEIR companions and missing paths as failures."""
     for path in paths:
         if path.is_dir():
             beir_dirs: dict[Path, bool] = {}
             for file in _walk(path):
                 if isinstance(file, SourceFailure):
                     yield file
-                    continue
-                if _beir_companion(file, beir_dirs):
+                elif _beir_companion(file, beir_dirs):
                     yield SourceFailure(
                         str(file),
                         "skipped: part of a BEIR dataset folder (only corpus.jsonl[.gz] is indexed)",
                     )
-                    continue
-                yield from _file_items(file, overrides)
+                else:
+                    yield file
         elif path.is_file():
-            yield from _file_items(path, overrides)
+            yield path
         elif path.exists():
             yield SourceFailure(str(path), "not a regular file or folder")
         else:
@@ -242,7 +256,7 @@ def _beir_companion(file: Path, cache: dict[Path, bool]) -> bool:
     return False
 
 
-def _file_items(file: Path, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
+def file_items(file: Path, overrides: Mapping[str, Any]) -> Iterator[SourceItem | SourceFailure]:
     if _is_jsonl(file.name):
         yield from _jsonl_items(file, overrides)
         return

@@ -93,52 +93,6 @@ _QUESTION_WORDS = frozenset(
     cause causes caused happen happens happened occur occurs get gets make makes give given need needs
     know mean means takes took""".split()
 )
-#: Salt and form words that follow a generic name ("ferlostatin calcium", "metformin hydrochloride").
-SALT_WORDS = frozenset(
-    """calcium sodium potassium magnesium hydrochloride hcl hydrobromide maleate mesylate besylate tartrate
-    succinate citrate sulfate sulphate phosphate acetate bromide fumarate lactate nitrate monohydrate
-    dihydrate trihydrate anhydrous""".split()
-)
-#: A strength after a product name: "Quenzaril 25 mg film-coated tablets", "X 100 units/mL".
-_STRENGTH = re.compile(
-    r"\s+\d[\d.,]*\s*(?:mg|mcg|µg|g|ml|l|%|units?|iu|mmol)\b(?:\s*/\s*\w+)?(?=\s|$|,)", re.IGNORECASE
-)
-_FORM_WORDS = re.compile(
-    r"\b(?:tablets?|capsules?|injection|injectable|solution|suspension|cream|ointment|film[- ]coated|"
-    r"delayed[- ]release|extended[- ]release|oral|for oral use|for injection|powder|syrup|drops|patch)\b.*$",
-    re.IGNORECASE,
-)
-
-
-def subject_names(title: str) -> list[str]:
-    """Entity names from a document title: "LIPRAVEX (ferlostatin calcium) tablets, for oral use" →
-    ["LIPRAVEX", "ferlostatin calcium", "ferlostatin"]; a plain title → itself without form words."""
-    t = re.sub(r"[*_`#]+", "", title).strip()
-    t = _STRENGTH.sub("", t).strip()
-    out: list[str] = []
-    m = re.match(r"^\s*([^()]+?)\s*\(([^()]+)\)", t)
-    if m:
-        out.extend([m.group(1).strip(" ,;:-"), m.group(2).strip()])
-    else:
-        head = _FORM_WORDS.sub("", t).strip(" ,;:-")
-        if head:
-            out.append(head)
-    return entity_aliases(out)
-
-
-def entity_aliases(names: Iterable[str]) -> list[str]:
-    """The names plus each generic name without its salt word, de-duplicated case-insensitively."""
-    seen: dict[str, str] = {}
-    for raw in names:
-        n = " ".join(raw.split())
-        if not n or len(n) > 120:
-            continue
-        seen.setdefault(n.lower(), n)
-        words = n.split()
-        if len(words) > 1 and words[-1].lower() in SALT_WORDS:
-            base = " ".join(words[:-1])
-            seen.setdefault(base.lower(), base)
-    return list(seen.values())
 
 
 @dataclass(frozen=True)

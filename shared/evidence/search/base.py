@@ -123,6 +123,25 @@ class BulkLoading(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """One document of an index, as `evidence list --index NAME` shows it."""
+
+    document_id: str
+    source: str
+    passages: int
+    spans: int
+
+
+@runtime_checkable
+class DocumentListing(Protocol):
+    """A backend that can list an index's documents with their chunk counts (the embedded store)."""
+
+    def list_documents(self, index: str) -> list[DocumentInfo]:
+        """Every document of `index`, by id; `IndexNotFoundError` when there is no such index."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class HybridResult:
     """What `HybridSearch.hybrid` returns.
 

@@ -34,7 +34,7 @@ from evidence.errors import BackendError, EmbedderMismatchError, IndexNotFoundEr
 from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
 from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
-from evidence.search.base import Filters, IndexInfo, UpsertResult, Vector
+from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
 
 if TYPE_CHECKING:
     import tantivy
@@ -439,6 +439,12 @@ class _Index:
         ).fetchone()
         return None if row is None else str(row[0])
 
+    def documents(self) -> list[DocumentInfo]:
+        rows = self._db.execute(
+            "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
+        ).fetchall()
+        return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
+
     def counts(self) -> tuple[int, int]:
         docs = self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
@@ -680,6 +686,9 @@ class EmbeddedBackend:
         if not root.exists():
             return []
         return [self.get_index(p.name) for p in sorted(root.iterdir()) if (p / "records.sqlite3").exists()]
+
+    def list_documents(self, index: str) -> list[DocumentInfo]:
+        return self._open(index).documents()
 
     def delete_index(self, index: str) -> None:
         root = self._root(index)

@@ -55,7 +55,7 @@ from evidence.retry import (
     current_deadline,
 )
 from evidence.search import opensearch_bodies as bodies
-from evidence.search.base import Filters, HybridResult, IndexInfo, UpsertResult, Vector
+from evidence.search.base import DocumentInfo, Filters, HybridResult, IndexInfo, UpsertResult, Vector
 
 logger = logging.getLogger(__name__)
 
@@ -1041,6 +1041,32 @@ class OpenSearchBackend:
             if not search_after:
                 break
         return out
+
+    def list_documents(self, index: str) -> list[DocumentInfo]:
+        """Every document of `index` from its markers (which carry the passage and span counts)."""
+        name = self._index_name(index)
+        self._info(name)  # IndexNotFoundError before a search on a missing index
+        newest: dict[str, tuple[str, DocumentInfo]] = {}
+        search_after: list[Any] | None = None
+        while True:
+            body = bodies.document_page_body(size=_LOOKUP_PAGE, search_after=search_after)
+            raw = self._search("list documents", name, body).get("hits", {}).get("hits", [])
+            for hit in raw:
+                src = hit.get("_source") or {}
+                doc_id = str(src["document_id"])
+                generation = str(src.get(bodies.GENERATION_FIELD) or "")
+                info = DocumentInfo(
+                    doc_id,
+                    str(src.get("source") or doc_id),
+                    int(src.get("passages") or 0),
+                    int(src.get("spans") or 0),
+                )
+                if doc_id not in newest or generation > newest[doc_id][0]:
+                    newest[doc_id] = (generation, info)
+            if len(raw) < _LOOKUP_PAGE or not raw[-1].get("sort"):
+                break
+            search_after = list(raw[-1]["sort"])
+        return [info for _, info in sorted(newest.values(), key=lambda item: item[1].document_id)]
 
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         name = self._index_name(index)

@@ -524,6 +524,21 @@ def lookup_body(
     return body
 
 
+def document_page_body(*, size: int, search_after: list[Any] | None = None) -> dict[str, Any]:
+    """One page of an index's document markers, in document-id order (`evidence list --index`);
+    the chunk id breaks ties between two generations of one marker (Serverless, briefly)."""
+    body: dict[str, Any] = {
+        "size": size,
+        "query": {"bool": {"filter": [{"term": {"kind": MARKER_KIND}}]}},
+        "sort": [{"document_id": "asc"}, {"chunk_id": "asc"}],
+        "_source": {"includes": ["document_id", "source", GENERATION_FIELD, "passages", "spans"]},
+        "track_total_hits": False,
+    }
+    if search_after is not None:
+        body["search_after"] = search_after
+    return body
+
+
 def vectors_body(chunk_ids: Sequence[str]) -> dict[str, Any]:
     """By the `chunk_id` field, not `_id`: Serverless vector collections assign their own ids."""
     return {

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence import cli
-from evidence.cli import main
+from evidence.cli import common, main
 from evidence.coach.contract import CoachResponse
 from evidence.config import Settings
 from evidence.service import EvidenceService
@@ -24,7 +23,7 @@ def fast_service(monkeypatch: pytest.MonkeyPatch) -> None:
     def service(args: argparse.Namespace) -> EvidenceService:
         return EvidenceService(Settings(store_dir=Path(args.store)), embedder=HashingEmbedder())
 
-    monkeypatch.setattr(cli, "_service", service)
+    monkeypatch.setattr(common, "service_from_args", service)
 
 
 def test_index_a_graph_then_coach(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,10 +125,11 @@ def test_errors_are_one_line_with_exit_codes(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_the_demo_shows_a_coach_exchange(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from evidence.demo import COACH_REQUESTS, _coach_demo
+    from evidence.cli.demo import coach_demo
+    from evidence.demo import COACH_REQUESTS
 
     service = EvidenceService(Settings(store_dir=tmp_path / "store"), embedder=HashingEmbedder())
-    assert _coach_demo(service) == 0
+    assert coach_demo(service) == 0
     out = capsys.readouterr().out
     assert "profile 'coach' (retrieve over graph nodes)" in out
     for fields in COACH_REQUESTS:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from evidence.ingest.entities import entity_aliases, subject_names
 from evidence.plan.verbatim import (
     VerbatimRules,
     content_words,
     default_rules,
-    entity_aliases,
     find_entity,
     plan_question,
-    subject_names,
 )
 
 KNOWN = ["LIPRAVEX", "ferlostatin calcium", "ferlostatin"]

@@ -1,0 +1,61 @@
+"""The JSON tasks of the planner, formatter and retriever Lambdas (the HTTP API aside).
+
+Each function takes the Lambda event: a batch-chain task payload (Step Functions, see
+`evidence.assess`) runs its step and answers with pointers; any other event is the
+function's request model, validated (`RequestValidationError` naming the field, which a
+state machine can Catch by name) and handed to one service call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from evidence.api import runtime
+from evidence.api.errors import validation_error
+from evidence.assess import S3Store, format_step, plan_step, retrieve_step
+from evidence.model import FormatRequest, PlanRequest
+
+if TYPE_CHECKING:
+    from evidence.service import EvidenceService
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def is_task(event: Any, step: str, marker: str) -> bool:
+    """A batch-chain payload: it names its step, or carries the field only that step's input has."""
+    return isinstance(event, dict) and (event.get("task") == step or marker in event)
+
+
+def service_call(
+    event: Any, model: type[M], call: Callable[[EvidenceService, M], BaseModel]
+) -> dict[str, Any]:
+    """`event` validated as `model`, one call on the container's service, the response as JSON."""
+    try:
+        request = model.model_validate(event)
+    except ValidationError as exc:
+        raise validation_error(exc) from exc
+    return call(runtime.get_service(), request).model_dump(mode="json")
+
+
+def plan(event: Any) -> dict[str, Any]:
+    """`{query, criterion_question?, profile?, filters?}` → the plan; a plan task → the task plus its plan."""
+    if is_task(event, "plan", "criterion"):
+        return plan_step(runtime.get_service(), event).model_dump(mode="json")
+    return service_call(event, PlanRequest, lambda service, request: service.plan(request))
+
+
+def format_evidence(event: Any) -> dict[str, Any]:
+    """`{hits, followups}` → `{evidence_xml, valid_indexes}`; a format task (with `retrieve_uri`)
+    → the stored retrieval formatted, its result written next to it, and a pointer back."""
+    if is_task(event, "format", "retrieve_uri"):
+        result = format_step(runtime.get_service(), event, S3Store())
+        return result.model_dump(mode="json", exclude_none=True)
+    return service_call(event, FormatRequest, lambda service, request: service.format(request))
+
+
+def retrieve(event: Any) -> dict[str, Any]:
+    """A retrieve task → its evidence written to the result store, a pointer back."""
+    return retrieve_step(runtime.get_service(), event, S3Store()).model_dump(mode="json")

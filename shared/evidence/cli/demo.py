@@ -1,0 +1,107 @@
+"""`evidence demo`: index the bundled samples and run a request through every profile.
+
+The samples and their requests live in `evidence.demo` (data only); this module prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from evidence.cli import common
+from evidence.cli.common import EXIT_FAILED, EXIT_OK, Command
+from evidence.cli.output import print_coach, print_response
+
+if TYPE_CHECKING:
+    from evidence.service import EvidenceService
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`--store` only (the common option)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    service = common.service_from_args(args)
+    try:
+        return run_demo(service)
+    finally:
+        service.close()
+
+
+def run_demo(service: EvidenceService) -> int:
+    from evidence.demo import GENERIC, INDEX, SAMPLES, VENDOR_STEPS
+    from evidence.model import RetrieveRequest
+    from evidence.rank.profiles import profile_names
+
+    print(f"== indexing the sample into index {INDEX!r} (store: {service.settings.store_dir})")
+    for paths, doc_type in VENDOR_STEPS:
+        report = service.index_paths(INDEX, list(paths), doc_type=doc_type)
+        for source, reason in report.failed:
+            print(f"error: {source}: {reason}")
+            return EXIT_FAILED
+        for r in report.indexed:
+            label = doc_type or "follow-up responses"
+            print(f"   {r.document_id:<45} {label:<24} {r.status:<9} {r.chunks} passages, {r.spans} spans")
+    for name in profile_names():
+        if name == "coach":
+            continue  # shown on its knowledge graph, below
+        fields = SAMPLES.get(name, GENERIC)
+        request = RetrieveRequest(profile=name, **fields)
+        print(f"\n== profile {name!r}: {request.query}")
+        response = service.retrieve(INDEX, request)
+        print_response(response, "text")
+        if response.evidence_xml:
+            print(f"\n-- evidence XML for the LLM (valid indexes {response.valid_indexes}):")
+            print(response.evidence_xml)
+    return label_demo(service)
+
+
+def label_demo(service: EvidenceService) -> int:
+    from evidence.demo import LABEL, LABEL_INDEX, LABEL_QUESTIONS
+    from evidence.model import RetrieveRequest
+
+    print(f"\n== verbatim answers from a drug label: indexing {LABEL.name} into index {LABEL_INDEX!r}")
+    report = service.index_paths(LABEL_INDEX, [LABEL])
+    for source, reason in report.failed:
+        print(f"error: {source}: {reason}")
+        return EXIT_FAILED
+    for question in LABEL_QUESTIONS:
+        response = service.retrieve(LABEL_INDEX, RetrieveRequest(query=question, profile="verbatim"))
+        plan = response.plan
+        print(f"\n== verbatim: {question}")
+        print(
+            f"   plan: {plan.query_mode}, entity {plan.entity}, attribute {plan.attribute}, "
+            f"sections {plan.candidate_sections}; path {response.telemetry.path_used}"
+        )
+        print(response.evidence_xml)
+    return coach_demo(service)
+
+
+def coach_demo(service: EvidenceService) -> int:
+    from evidence.coach.contract import CoachRequest
+    from evidence.demo import COACH_GRAPH, COACH_INDEX, COACH_REQUESTS, SAMPLES
+    from evidence.model import RetrieveRequest
+
+    print(f"\n== coach: indexing the knowledge graph {COACH_GRAPH.name} into index {COACH_INDEX!r}")
+    report = service.index_graph_paths(COACH_INDEX, [COACH_GRAPH])
+    for source, reason in report.failed:
+        print(f"error: {source}: {reason}")
+        return EXIT_FAILED
+    for r in report.indexed:
+        print(f"   {r.document_id}: {r.status}, {r.chunks} nodes, {r.spans} sentences")
+    request = RetrieveRequest(profile="coach", **SAMPLES["coach"])
+    print(f"\n== profile 'coach' (retrieve over graph nodes): {request.query}")
+    print_response(service.retrieve(COACH_INDEX, request), "text")
+    for fields in COACH_REQUESTS:
+        coach_request = CoachRequest.model_validate(fields)
+        context = (
+            f"  [conversation: {coach_request.conversation_snippet}]"
+            if coach_request.conversation_snippet
+            else ""
+        )
+        print(f"\n== coach: {coach_request.query}{context}")
+        print_coach(service.coach(COACH_INDEX, coach_request))
+    return EXIT_OK
+
+
+COMMAND = Command("demo", "index a bundled sample and run every profile", add_arguments, run)

@@ -1,0 +1,67 @@
+"""`evidence eval --dataset DIR` (quality and latency on a BEIR-layout dataset) and
+`evidence eval --qa FILE --index NAME` (answer recall of a verbatim QA file)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from evidence.cli import common
+from evidence.cli.common import EXIT_OK, CliError, Command
+from evidence.cli.output import print_eval_result, print_qa_result
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", metavar="DIR", help="a BEIR-layout folder")
+    p.add_argument("--qa", metavar="FILE", help="verbatim QA JSONL {question, answers}; needs --index")
+    p.add_argument("--index", metavar="NAME", help="the index --qa questions are asked of")
+    p.add_argument("--profile", default="verbatim", help="profile for --qa (default verbatim)")
+    p.add_argument("--mode", choices=("bm25", "dense", "hybrid", "full"), default="hybrid")
+    p.add_argument("--spans", action="store_true", help="also score fact spans against rationale sentences")
+    p.add_argument("--limit", type=int, help="only the first N queries (quick checks)")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.dataset is None) == (args.qa is None):
+        raise CliError("give --dataset DIR or --qa FILE --index NAME")
+    if args.qa is not None:
+        return _run_qa(args)
+    from evidence.evaluation import run_eval
+    from evidence.progress import Progress
+
+    service = common.service_from_args(args)
+    bar = Progress(f"eval {args.mode}")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+            result = run_eval(
+                service, Path(args.dataset), mode=args.mode, spans=args.spans, limit=args.limit, progress=bar
+            )
+    finally:
+        bar.close()
+        service.close()
+    print_eval_result(result, as_json=args.json)
+    return EXIT_OK
+
+
+def _run_qa(args: argparse.Namespace) -> int:
+    from evidence.evaluation import run_qa
+    from evidence.progress import Progress
+
+    if not args.index:
+        raise CliError("--qa needs --index NAME (the index holding the documents asked about)")
+    service = common.service_from_args(args)
+    bar = Progress("eval qa")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+            result = run_qa(service, Path(args.qa), index=args.index, profile=args.profile, progress=bar)
+    finally:
+        bar.close()
+        service.close()
+    print_qa_result(result, as_json=args.json)
+    return EXIT_OK
+
+
+COMMAND = Command("eval", "quality and latency on a BEIR-layout dataset", add_arguments, run)

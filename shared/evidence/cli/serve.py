@@ -1,0 +1,71 @@
+"""`evidence serve`: the HTTP API on loopback, through the retriever's own resolver."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from evidence.cli.common import EXIT_FAILED, EXIT_OK, CliError, Command, settings_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
+    p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    from evidence.api import runtime
+    from evidence.api.app import get_app
+    from evidence.server import make_server
+    from evidence.service import EvidenceService
+
+    settings = settings_from_args(args)
+    service = EvidenceService(settings)
+    runtime.configure(service=service, settings=settings)
+    get_app()
+    try:
+        server = make_server(
+            args.host, args.port, max_body_bytes=settings.max_body_bytes, quiet=not args.verbose
+        )
+    except OSError as exc:
+        service.close()
+        runtime.reset()
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
+    print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
+    print(
+        f"evidence: serving {server.url} (OpenAPI at {server.url}/v1/openapi.json); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # unwinds serve_forever in this (main) thread
+
+    previous = (
+        signal.signal(signal.SIGTERM, stop) if threading.current_thread() is threading.main_thread() else None
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        service.close()
+        runtime.reset()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "serve",
+    "serve the HTTP API locally (same resolver as the retriever Lambda)",
+    add_arguments,
+    run,
+    description="The HTTP API (docs/api.md) on loopback; OpenAPI at /v1/openapi.json.",
+)

@@ -1,0 +1,97 @@
+"""The command registry, `--version`, and one-line errors for bad settings (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from evidence.cli import COMMANDS, build_parser, main
+
+#: Every subcommand of docs/contracts.md#cli.
+CONTRACT = {
+    "index",
+    "query",
+    "list",
+    "delete",
+    "eval",
+    "demo",
+    "serve",
+    "invoke",
+    "assess",
+    "plan",
+    "coach",
+    "migrate",
+}
+
+
+def test_every_contract_command_is_registered_once() -> None:
+    names = [c.name for c in COMMANDS]
+    assert sorted(names) == sorted(CONTRACT)
+    help_text = build_parser().format_help()
+    assert all(name in help_text for name in names)
+
+
+def test_store_option_on_store_commands_only(tmp_path: Path) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["list", "--store", str(tmp_path)]).store == tmp_path
+    with pytest.raises(SystemExit):
+        parser.parse_args(["migrate", "--from-store", "x", "--index", "i", "--store", "y"])
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"evidence {version('evidence')}"
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "evidence.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"evidence {version('evidence')}"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("EVIDENCE_RERANKER", "cohre", "EVIDENCE_RERANKER='cohre': should be 'none', 'cohere' or 'bedrock'"),
+        ("EVIDENCE_PASSAGE_TOKENS", "8", "EVIDENCE_PASSAGE_TOKENS='8': should be greater than or equal"),
+        ("EVIDENCE_RERANKR", "cohere", "EVIDENCE_RERANKR is not a setting (did you mean EVIDENCE_RERANKER?)"),
+    ],
+)
+def test_a_bad_setting_is_one_error_line_and_exit_2(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *,
+    variable: str,
+    value: str,
+    expected: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    assert main(["list", "--store", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evidence list: error: "), captured.err
+    assert expected in lines[0]
+    assert captured.out == ""
+
+
+def test_a_bad_setting_in_a_fresh_process_prints_no_traceback(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "EVIDENCE_BACKEND": "elastic", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "evidence.cli", "query", "x", "--index", "t", "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "evidence query: error: EVIDENCE_BACKEND='elastic': should be 'embedded' or 'opensearch'"
+    )
