@@ -11,7 +11,7 @@ list), MMR and top-k, so a plain retrieve over a graph index is graph-aware too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from evidence.graph.documents import KG_ROLE, ROLE_CONTENT, ROLE_LO, NodeView
 from evidence.graph.expand import content_links, prerequisite_paths
@@ -35,8 +35,24 @@ COACH_PARAMS = ProfileParams(
 NODE_FILTER = {KG_ROLE: [ROLE_LO, ROLE_CONTENT]}
 
 
+@dataclass(frozen=True)
+class NodeRecall:
+    """`HybridRecall` restricted to graph nodes (`NODE_FILTER`), whatever else the index holds.
+
+    The request's own filters still apply; a request that names `kg_role` itself keeps its
+    narrower choice, so the engine's per-intent filters pass through unchanged.
+    """
+
+    inner: HybridRecall = field(default_factory=HybridRecall)
+    name: str = "first_stage"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        filters = {**NODE_FILTER, **(ctx.filters or {})}
+        return self.inner.run(candidates, replace(ctx, filters=filters))
+
+
 def recall_stages() -> tuple[Stage, ...]:
-    return (HybridRecall(), CandidateLimit(), Rerank())
+    return (NodeRecall(), CandidateLimit(), Rerank())
 
 
 class GraphExpansion:

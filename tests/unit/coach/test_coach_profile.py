@@ -70,3 +70,27 @@ def test_the_engines_recall_is_the_profiles_first_stages() -> None:
         "rerank",
     ]
     assert [s.name for s in recall_profile(rerank=False).stages] == ["first_stage", "candidate_limit"]
+
+
+def test_recall_keeps_to_graph_nodes_when_the_index_holds_other_documents(tmp_path: Path) -> None:
+    """A plain document that matches the question better than any node is still not recalled."""
+    from evidence.ids import content_hash
+    from evidence.records import DocumentChunks
+    from tests.unit.rank.rankkit import chunk
+
+    backend = EmbeddedBackend(tmp_path / "s")
+    index_graph(backend, EMB, "kg", small_graph(), graph_id="g")
+    text = "Solve linear equations. Solve linear equations step by step."
+    plain = chunk("plain-1", text, doc="notes/plain.md")
+    doc = DocumentChunks(
+        document_id="notes/plain.md",
+        content_hash=content_hash(text),
+        source="plain.md",
+        chunks=(plain,),
+        metadata=dict(plain.metadata),
+    )
+    backend.upsert("kg", [doc], [EMB.embed_documents([text])])
+    outcome = coach_profile().run(_ctx(backend, "Solve linear equations"))
+    assert outcome.hits
+    assert [h.chunk_id for h in outcome.hits if NodeView.from_chunk(h.chunk) is None] == []
+    backend.close()
