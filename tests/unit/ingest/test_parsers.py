@@ -383,7 +383,7 @@ def test_html_unclosed_tags_inside_skipped_nav_do_not_swallow_the_page() -> None
     ],
 )
 def test_pdf_heading_heuristic_is_conservative(line: str, heading: bool) -> None:
-    from evidence.ingest.parsers import _is_pdf_heading
+    from evidence.ingest.parsers.pdf import is_pdf_heading as _is_pdf_heading
 
     assert _is_pdf_heading(line) is heading
 
