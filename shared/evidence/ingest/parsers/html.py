@@ -54,6 +54,24 @@ _PARA_BLOCKS = frozenset(
 _LINE_BLOCKS = frozenset({"li", "tr", "dt", "dd", "option"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _LISTS = frozenset({"ul", "ol", "menu"})
+# Navigation bars and permalink marks by class: Sphinx and MkDocs (`headerlink`), texinfo
+# (`nav-panel`, `copiable-anchor`/`copiable-link`), DocBook (`navheader`/`navfooter`), rustdoc and
+# GitHub (`anchor`). They repeat on every page of a manual and say nothing about its content.
+_SKIP_CLASSES = frozenset(
+    {
+        "headerlink", "copiable-anchor", "copiable-link", "anchor", "anchorjs-link", "permalink",
+        "nav-panel", "navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "skip-link",
+    }
+)  # fmt: skip
+# texinfo's `<div class="header">` is its "Next: … Previous: … Up: … [Index]" bar; elsewhere a
+# "header" class may hold the page's title, so it is skipped only in makeinfo's output.
+_TEXINFO_SKIP_CLASSES = frozenset({"header"})
+# What a permalink shows: an `<a href="#…">` holding only one of these is a mark, not text.
+_PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋"})
+
+
+def _classes(attrs: list[tuple[str, str | None]]) -> set[str]:
+    return {c for key, value in attrs if key == "class" and value for c in value.lower().split()}
 
 
 def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
@@ -91,6 +109,8 @@ class _HtmlText(HTMLParser):
         self.title_parts: list[str] | None = None
         self.title = ""
         self.first_h1 = ""
+        self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
+        self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
 
     # output helpers
     def _emit(self, s: str) -> None:
@@ -178,11 +198,28 @@ class _HtmlText(HTMLParser):
         if tag == "title" and self.title_parts is None and not self.title:
             self.title_parts = []
             return True
-        if tag in _SKIP_TAGS or _hidden(attrs):
+        if tag == "meta":
+            self._note_generator(attrs)
+        if tag == "a":
+            self.in_fragment_link = any(k == "href" and (v or "").startswith("#") for k, v in attrs)
+        if tag in _SKIP_TAGS or _hidden(attrs) or self._chrome(attrs):
             if tag not in _VOID:
                 self.skip_tag, self.skip_depth = tag, 1
             return True
         return False
+
+    def _note_generator(self, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if (values.get("name") or "").lower() == "generator":
+            content = (values.get("content") or "").lower()
+            self.texinfo = self.texinfo or "makeinfo" in content or "texi2any" in content
+
+    def _chrome(self, attrs: list[tuple[str, str | None]]) -> bool:
+        """Navigation bars and permalinks, by their class."""
+        classes = _classes(attrs)
+        if not classes:
+            return False
+        return bool(classes & _SKIP_CLASSES) or (self.texinfo and bool(classes & _TEXINFO_SKIP_CLASSES))
 
     def _start_item(self) -> None:
         self._break(1)
@@ -212,6 +249,8 @@ class _HtmlText(HTMLParser):
             self.cell.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "a":
+            self.in_fragment_link = False
         if tag == "title" and self.title_parts is not None:
             self.title = WS.sub(" ", "".join(self.title_parts)).strip()
             self.title_parts = None
@@ -265,7 +304,7 @@ class _HtmlText(HTMLParser):
         if self.title_parts is not None:
             self.title_parts.append(data)
             return
-        if self.skip_depth:
+        if self.skip_depth or (self.in_fragment_link and data.strip() in _PERMALINK_MARKS):
             return
         if self.cell is not None:
             self.cell.append(data)

@@ -6,7 +6,11 @@ headings."""
 from __future__ import annotations
 
 import io
+import logging
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentParseError
@@ -16,8 +20,13 @@ from evidence.records import ParsedDocument
 if TYPE_CHECKING:
     from pypdf import PageObject, PdfReader
 
+log = logging.getLogger(__name__)
+
 _CODE_CHARS = frozenset("{}[]<>=_;|*#@$%^~`\\:")
 _PDF_HEADING = re.compile(r"^(?:\d+\.)*\d+\.?\s+([A-Z][^.!?;:]{1,60})$")
+# "1.3. Language used in this specification": two or more levels and a closing dot, which no
+# sentence wrapped after a decimal ("3.5 Patients were...") has, so sentence case is a heading too.
+_PDF_DOTTED = re.compile(r"^\d+(?:\.\d+)+\.\s+[A-Z]")
 
 
 def is_pdf_heading(line: str) -> bool:
@@ -35,43 +44,90 @@ def is_pdf_heading(line: str) -> bool:
         return True
     # "2.1 Study Design" / "3 Results": numbered, and Title Case so "2 Tablets were taken" stays a fact.
     m = _PDF_HEADING.match(s)
-    if not m or len(words) > 6 or any(c.isdigit() for c in m.group(1)):
+    if not m or any(c.isdigit() for c in m.group(1)):
         return False
-    return all(w[0].isupper() for w in m.group(1).split() if len(w) > 3)
+    if _PDF_DOTTED.match(s):
+        return True
+    return len(words) <= 6 and all(w[0].isupper() for w in m.group(1).split() if len(w) > 3)
 
 
 _DIGITS = re.compile(r"\d+")
 _PAGE_NUMBER = re.compile(r"^(?:page\s*)?[#ivxlc]+(?:\s*(?:/|of)\s*#)?$", re.IGNORECASE)
+_EDGE_NUMBER = re.compile(r"^(\d{1,4})\b|\b(\d{1,4})$")
+#: Lines at each end of a page where running headers and footers sit ("Chapter 2" over "2.1 Scope").
+_ZONE = 2
+#: A running line is short: a header, a footer, a page number.
+_RUNNING_MAX_CHARS = 100
+
+
+def _page_zones(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(end, rank, line index) of the lines at the top and bottom of a page: rank 0 is the outermost.
+    A page of fewer than three lines has no room for a header, so it has no zones."""
+    idx = [i for i, line in enumerate(lines) if line.strip()]
+    if len(idx) < 3:
+        return []
+    # A short page's second line is as likely its content as a header's second line.
+    zone = _ZONE if len(idx) >= 3 * _ZONE else 1
+    return [("top", r, idx[r]) for r in range(zone)] + [("bottom", r, idx[-1 - r]) for r in range(zone)]
+
+
+def _printed_number(line: str) -> int | None:
+    """The page number a header or footer carries at its start or end ("4 Manual", "Chapter 2: X 3")."""
+    s = line.strip()
+    m = _EDGE_NUMBER.search(s) if len(s) <= _RUNNING_MAX_CHARS else None
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _page_offset(split: list[list[str]]) -> dict[str, int]:
+    """Per end of the page, the offset between a page's position and the number printed on its
+    outermost line, when at least a quarter of the pages (min. 3) agree on it."""
+    votes: dict[tuple[str, int], int] = {}
+    for page_no, lines in enumerate(split, start=1):
+        for where, rank, i in _page_zones(lines):
+            n = _printed_number(lines[i]) if rank == 0 else None
+            if n is not None:
+                votes[(where, page_no - n)] = votes.get((where, page_no - n), 0) + 1
+    need = max(3, len(split) // 4)
+    best: dict[str, tuple[int, int]] = {}
+    for (where, offset), count in votes.items():
+        if count >= need and count > best.get(where, (0, 0))[0]:
+            best[where] = (count, offset)
+    return {where: offset for where, (_, offset) in best.items()}
 
 
 def _strip_running_lines(pages: list[str]) -> list[str]:
-    """Drop running headers and footers, which would otherwise glue onto the sentences next to them.
+    """Drop running headers and footers, which would otherwise glue onto the sentences next to them
+    and, when they look like headings, name every page's section.
 
-    The first or last line of a page (of three lines or more) is running when, with digits
-    masked, it recurs at that end of at least half the pages (min. 3); a bare page number
-    ("12", "Page 3 of 9") there is dropped too.
+    A line in the top or bottom `_ZONE` lines of a page (of three lines or more) is running when,
+    with digits masked, it recurs in that zone on at least half the pages (min. 3); the outermost
+    line is running too when it is a bare page number ("12", "Page 3 of 9") or carries the page's
+    printed number at its start or end, the printed numbers following the pages at one offset
+    ("Chapter 2: Setup 7" on page 10, "8 User Guide" on page 11).
     """
     if len(pages) < 2:
         return pages
     split = [p.split("\n") for p in pages]
-
-    def ends(lines: list[str]) -> list[tuple[str, int]]:
-        idx = [i for i, line in enumerate(lines) if line.strip()]
-        if len(idx) < 3:
-            return []
-        return [("top", idx[0]), ("bottom", idx[-1])]
-
     counts: dict[tuple[str, str], int] = {}
     for lines in split:
-        for seen in {(where, _DIGITS.sub("#", lines[i].strip())) for where, i in ends(lines)}:
+        for seen in {(where, _DIGITS.sub("#", lines[i].strip())) for where, _, i in _page_zones(lines)}:
             counts[seen] = counts.get(seen, 0) + 1
     need = max(3, (len(pages) + 1) // 2)
+    offsets = _page_offset(split)
     out: list[str] = []
-    for lines in split:
+    for page_no, lines in enumerate(split, start=1):
         drop = set()
-        for where, i in ends(lines):
+        for where, rank, i in _page_zones(lines):
             key = _DIGITS.sub("#", lines[i].strip())
-            if counts.get((where, key), 0) >= need or _PAGE_NUMBER.match(key):
+            if (counts.get((where, key), 0) >= need and len(key) <= _RUNNING_MAX_CHARS) or (
+                rank == 0
+                and (
+                    _PAGE_NUMBER.match(key)
+                    or (where in offsets and _printed_number(lines[i]) == page_no - offsets[where])
+                )
+            ):
                 drop.add(i)
         kept = [line for i, line in enumerate(lines) if i not in drop]
         out.append("\n".join(kept).strip("\n").rstrip())
@@ -103,12 +159,77 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
     )
 
 
+class _PypdfLog(logging.Handler):
+    """pypdf's log records, routed to the parse running in the same thread.
+
+    pypdf logs each repair it makes to a non-compliant file ("Ignoring wrong pointing object",
+    "incorrect startxref pointer") under its own logger, with no word of which file; several
+    files are parsed per run, so a bare line tells the user nothing. While a thread parses a
+    PDF its records are collected and reported once, naming the file; outside a parse they go
+    on to the root logger as if they had propagated.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self._local = threading.local()
+
+    @contextmanager
+    def collect(self) -> Iterator[list[str]]:
+        previous = getattr(self._local, "messages", None)
+        messages: list[str] = []
+        self._local.messages = messages
+        try:
+            yield messages
+        finally:
+            self._local.messages = previous
+
+    def emit(self, record: logging.LogRecord) -> None:
+        messages = getattr(self._local, "messages", None)
+        if messages is None:
+            logging.getLogger().handle(record)
+        elif record.levelno >= logging.WARNING:
+            messages.append(record.getMessage().strip())
+
+
+_PYPDF_LOG = _PypdfLog()
+_INSTALL_LOCK = threading.Lock()
+
+
+def _pypdf_log() -> _PypdfLog:
+    """Installed on pypdf's logger at the first PDF, never at import."""
+    with _INSTALL_LOCK:
+        logger = logging.getLogger("pypdf")
+        if _PYPDF_LOG not in logger.handlers:
+            logger.addHandler(_PYPDF_LOG)
+            logger.propagate = False
+    return _PYPDF_LOG
+
+
+def _report_repairs(filename: str, messages: list[str]) -> None:
+    """One warning line naming the file, for every repair pypdf made while reading it."""
+    distinct = list(dict.fromkeys(m for m in messages if m))
+    if not distinct:
+        return
+    more = f" (and {len(distinct) - 3} more)" if len(distinct) > 3 else ""
+    log.warning("%s: pypdf repaired the PDF while reading it: %s%s", filename, "; ".join(distinct[:3]), more)
+
+
 def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str]:
     """Each page's text and the document's title; a PDF pypdf cannot read is a DocumentParseError."""
     try:
-        from pypdf import PdfReader
+        import pypdf  # noqa: F401 - checked here so a missing pypdf is a parse error, not a crash
     except ImportError as exc:  # pragma: no cover - pypdf is a runtime dependency
         raise DocumentParseError(filename, "PDF support needs pypdf") from exc
+    with _pypdf_log().collect() as messages:
+        try:
+            return _read_pages(data, filename)
+        finally:
+            _report_repairs(filename, messages)
+
+
+def _read_pages(data: bytes, filename: str) -> tuple[list[str], str]:
+    from pypdf import PdfReader
+
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
@@ -161,11 +282,30 @@ def _join_pages(page_texts: list[str]) -> tuple[str, list[int]]:
     return "\n\n".join(page_texts), starts
 
 
+_CODE_LINE = re.compile(
+    r"::=|:=|->|==|//|/\*|\*/|^\s*[{}]|[{};]\s*$|<[A-Za-z_][^<>]*>|^\s*#\s*(?:include|define)\b"
+)
+
+
+def is_code_line(line: str) -> bool:
+    """A line of a code sample or grammar (`X ::= Y`, `<placeholder>`, `{`, `foo();`)."""
+    return bool(_CODE_LINE.search(line))
+
+
 def _headings(text: str) -> list[Heading]:
+    """Heading lines, except those next to a line of code: "BEGIN" between two lines of an ASN.1
+    grammar is code, not a section."""
+    lines = text.split("\n")
     heads: list[Heading] = []
     pos = 0
-    for line in text.split("\n"):
-        if is_pdf_heading(line):
+    for i, line in enumerate(lines):
+        if is_pdf_heading(line) and not _next_to_code(lines, i):
             heads.append((pos, 1, line.strip()))
         pos += len(line) + 1
     return heads
+
+
+def _next_to_code(lines: list[str], i: int) -> bool:
+    before = next((line for line in reversed(lines[:i]) if line.strip()), "")
+    after = next((line for line in lines[i + 1 :] if line.strip()), "")
+    return is_code_line(before) or is_code_line(after)
