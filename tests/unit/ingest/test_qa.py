@@ -6,18 +6,20 @@ The evidence formatter shows a follow-up's question and answer from its metadata
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from evidence.format.evidence import followup_entry
 from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
 from evidence.ingest.qa import split_qa
 from evidence.rank.candidate import Candidate
-from evidence.records import ChunkKind
+from evidence.records import ChunkKind, DocumentChunks
 
 FOLLOWUP = {"type": "followup_response:2", "criterion_question": "Do you encrypt backups?"}
 
 
-def _chunks(data: bytes, filename: str, metadata: dict[str, object]):
+def _chunks(data: bytes, filename: str, metadata: Mapping[str, object]) -> DocumentChunks:
     doc = parse_bytes(data, filename=filename)
     return chunk_document(doc, document_id=filename, source=filename, metadata=enrich_metadata(metadata))
 
