@@ -64,10 +64,14 @@ def bench_indexing(dataset: Path, work: Path, embed_docs: int) -> dict[str, Any]
     subset = _corpus_subset(dataset, embed_docs, work / "subset.jsonl")
     svc = EvidenceService(Settings(store_dir=work / "dense"))
     report = svc.index_paths("bench", [subset])
-    idx = svc.backend._open("bench")  # type: ignore[attr-defined]
+    from evidence.search.embedded import EmbeddedBackend
+
+    assert isinstance(svc.backend, EmbeddedBackend)
     texts = [
-        r[0] + " " + r[1] if r[0] else r[1]
-        for r in idx._db.execute("SELECT title, text FROM chunks WHERE kind = 'passage'")
+        c.search_text
+        for doc, _ in svc.backend.index_store("bench").documents()
+        for c in doc.chunks
+        if c.kind is ChunkKind.PASSAGE
     ]
     tok = get_tokenizer()
     full = [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]

@@ -20,6 +20,7 @@ from typing import Any
 from evidence.embed.tokenizer import get_tokenizer, token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
+from evidence.ingest.qa import with_qa_fields
 from evidence.ingest.spans import FactSpan, extract_spans
 from evidence.records import Chunk, ChunkKind, DocumentChunks, ParsedDocument, Section
 
@@ -242,7 +243,7 @@ def chunk_document(
         overlap=overlap,
         single_up_to=record_max_tokens if as_record else None,
     )
-    meta = dict(metadata)
+    meta = dict(with_qa_fields(doc.text, metadata))
     title = doc.title
     chunks: list[Chunk] = []
     for pos, p in enumerate(passages):

@@ -82,6 +82,25 @@ def enrich_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
     - keys with `None` values are dropped (a keyword field cannot hold them).
     Raises `RequestValidationError` naming the field.
     """
+    out = _plain_values(meta)
+    if "round_number" in out:
+        try:
+            out["round_number"] = parse_round(out["round_number"])
+        except ValueError as exc:
+            raise RequestValidationError(
+                f"metadata.round_number: {exc}", field="metadata.round_number"
+            ) from None
+    doc_type = out.get("type")
+    if doc_type is not None:
+        _check_type(doc_type, out)
+    question = out.get("criterion_question")
+    if question is not None:
+        _link_criterion(question, out)
+    return out
+
+
+def _plain_values(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Scalars and lists of strings; `None` values dropped, objects refused."""
     out: dict[str, Any] = {}
     for key, value in meta.items():
         if not isinstance(key, str) or not key:
@@ -97,58 +116,55 @@ def enrich_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = [str(v) for v in value if v is not None]
         else:
             out[key] = value
-    if "round_number" in out:
-        try:
-            out["round_number"] = parse_round(out["round_number"])
-        except ValueError as exc:
+    return out
+
+
+def _check_type(doc_type: Any, out: dict[str, Any]) -> None:
+    """Seed 001's taxonomy: `followup_response:{round}` fills or must agree with `round_number`."""
+    if not isinstance(doc_type, str) or not doc_type.strip():
+        raise RequestValidationError("metadata.type must be a non-empty string", field="metadata.type")
+    if doc_type.startswith(_FOLLOWUP_RESPONSE):
+        suffix = doc_type[len(_FOLLOWUP_RESPONSE) :]
+        if not _INT.match(suffix.strip()):
             raise RequestValidationError(
-                f"metadata.round_number: {exc}", field="metadata.round_number"
-            ) from None
-    doc_type = out.get("type")
-    if doc_type is not None:
-        if not isinstance(doc_type, str) or not doc_type.strip():
-            raise RequestValidationError("metadata.type must be a non-empty string", field="metadata.type")
-        if doc_type.startswith(_FOLLOWUP_RESPONSE):
-            suffix = doc_type[len(_FOLLOWUP_RESPONSE) :]
-            if not _INT.match(suffix.strip()):
-                raise RequestValidationError(
-                    f"metadata.type {doc_type!r}: the round after 'followup_response:' must be an integer",
-                    field="metadata.type",
-                )
-            round_from_type = int(suffix)
-            if "round_number" not in out:
-                out["round_number"] = round_from_type
-            elif out["round_number"] != round_from_type:
-                raise RequestValidationError(
-                    f"metadata.round_number {out['round_number']} disagrees with type {doc_type!r}",
-                    field="metadata.round_number",
-                )
-        elif doc_type.startswith(_SOC2) and not doc_type[len(_SOC2) :].strip():
-            raise RequestValidationError(
-                "metadata.type 'soc2_summary:' needs a track, e.g. 'soc2_summary:overview'",
+                f"metadata.type {doc_type!r}: the round after 'followup_response:' must be an integer",
                 field="metadata.type",
             )
-        note = type_note(doc_type)
-        if note:
-            log.info(note)
-    question = out.get("criterion_question")
-    if question is not None:
-        if not isinstance(question, str):
+        round_from_type = int(suffix)
+        if "round_number" not in out:
+            out["round_number"] = round_from_type
+        elif out["round_number"] != round_from_type:
             raise RequestValidationError(
-                "metadata.criterion_question must be a string", field="metadata.criterion_question"
+                f"metadata.round_number {out['round_number']} disagrees with type {doc_type!r}",
+                field="metadata.round_number",
             )
-        linked = criterion_hash(question)
-        if linked is not None:
-            out["criterion_question_hash"] = linked
-        elif question.strip():
-            # Words-free criteria ("???") would all share one hash: refuse rather than mislink.
-            raise RequestValidationError(
-                "metadata.criterion_question has no words to link on; give the criterion's text",
-                field="metadata.criterion_question",
-            )
-        else:
-            del out["criterion_question"]
-    return out
+    elif doc_type.startswith(_SOC2) and not doc_type[len(_SOC2) :].strip():
+        raise RequestValidationError(
+            "metadata.type 'soc2_summary:' needs a track, e.g. 'soc2_summary:overview'",
+            field="metadata.type",
+        )
+    note = type_note(doc_type)
+    if note:
+        log.info(note)
+
+
+def _link_criterion(question: Any, out: dict[str, Any]) -> None:
+    """`criterion_question` → `criterion_question_hash`, the same hash as at query time (seed 000)."""
+    if not isinstance(question, str):
+        raise RequestValidationError(
+            "metadata.criterion_question must be a string", field="metadata.criterion_question"
+        )
+    linked = criterion_hash(question)
+    if linked is not None:
+        out["criterion_question_hash"] = linked
+    elif question.strip():
+        # Words-free criteria ("???") would all share one hash: refuse rather than mislink.
+        raise RequestValidationError(
+            "metadata.criterion_question has no words to link on; give the criterion's text",
+            field="metadata.criterion_question",
+        )
+    else:
+        del out["criterion_question"]
 
 
 # --- paths -----------------------------------------------------------------------------------

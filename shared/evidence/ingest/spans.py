@@ -330,48 +330,68 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
             flush()
             i += 1
             continue
-        kind: SpanType | None = None
-        if table[i]:
-            kind = SpanType.TABLE_ROW
-        elif _CAPTION.match(line):
-            kind = SpanType.CAPTION
-        elif _BULLET.match(line):
-            kind = SpanType.BULLET
+        kind = _line_kind(line, is_table=table[i])
         if kind is None:
             para = (start, end) if para is None else (para[0], end)
             i += 1
             continue
         flush()
         if kind is SpanType.BULLET:
-            indent = len(line) - len(line.lstrip())
-            j = i + 1
-            prev = line
-            opened = line.count("(") - line.count(")")
-            while j < n and _continues_bullet(
-                lines[j],
-                prev,
-                indent,
-                opened=opened,
-                is_table=table[j],
-                heading_starts=heading_starts,
-                start=offsets[j],
-            ):
-                prev = lines[j]
-                opened += prev.count("(") - prev.count(")")
-                end = offsets[j] + len(lines[j])
-                j += 1
-            i = j
+            i, end = _bullet_end(lines, offsets, i, table=table, heading_starts=heading_starts)
         else:
             i += 1
-        if kind is not SpanType.TABLE_ROW and end - start > _PROSE_ITEM_CHARS:
-            # A paragraph-long "bullet" (an inline "1. ... 2. ..." abstract, an <li> holding prose)
-            # is sentence-split so spans stay sentence-sized; its pieces keep the line's type.
-            for a, b in split_sentences(text, start, end):
-                _emit(text, a, b, kind, max_chars=max_chars, out=out)
-        else:
-            _emit(text, start, end, kind, max_chars=max_chars, out=out)
+        _emit_item(text, start, end, kind, max_chars=max_chars, out=out)
     flush()
     return out
+
+
+def _line_kind(line: str, *, is_table: bool) -> SpanType | None:
+    """The span type of a line that is one item on its own, or None for a line of prose."""
+    if is_table:
+        return SpanType.TABLE_ROW
+    if _CAPTION.match(line):
+        return SpanType.CAPTION
+    if _BULLET.match(line):
+        return SpanType.BULLET
+    return None
+
+
+def _bullet_end(
+    lines: Sequence[str], offsets: Sequence[int], i: int, *, table: Sequence[bool], heading_starts: set[int]
+) -> tuple[int, int]:
+    """The bullet starting at line `i` with its continuation lines: (next line index, end offset)."""
+    line = lines[i]
+    indent = len(line) - len(line.lstrip())
+    end = offsets[i] + len(line)
+    j = i + 1
+    prev = line
+    opened = line.count("(") - line.count(")")
+    while j < len(lines) and _continues_bullet(
+        lines[j],
+        prev,
+        indent,
+        opened=opened,
+        is_table=table[j],
+        heading_starts=heading_starts,
+        start=offsets[j],
+    ):
+        prev = lines[j]
+        opened += prev.count("(") - prev.count(")")
+        end = offsets[j] + len(lines[j])
+        j += 1
+    return j, end
+
+
+def _emit_item(
+    text: str, start: int, end: int, kind: SpanType, *, max_chars: int, out: list[tuple[int, int, SpanType]]
+) -> None:
+    if kind is not SpanType.TABLE_ROW and end - start > _PROSE_ITEM_CHARS:
+        # A paragraph-long "bullet" (an inline "1. ... 2. ..." abstract, an <li> holding prose)
+        # is sentence-split so spans stay sentence-sized; its pieces keep the line's type.
+        for a, b in split_sentences(text, start, end):
+            _emit(text, a, b, kind, max_chars=max_chars, out=out)
+    else:
+        _emit(text, start, end, kind, max_chars=max_chars, out=out)
 
 
 def _heading_line(start: int, line: str, heading_starts: set[int]) -> bool:

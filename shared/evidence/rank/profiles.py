@@ -3,7 +3,8 @@
 Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
 default  first_stage → followup_extraction → dedup → min_similarity → candidate_limit → rerank →
-         followup_boost → rerank_cutoff → per_document_cap → mmr → top_k → max_chars
+         followup_boost → rerank_cutoff → collapse_overlaps → per_document_cap → mmr → top_k →
+         max_chars
 vrm      the same, reranking against the criterion question when one is given
 verbatim verbatim_cascade → top_k → max_chars (seed 002; evidence.verbatim.profile)
 coach    first_stage → candidate_limit → rerank → graph → mmr → top_k over knowledge-graph nodes
@@ -28,6 +29,7 @@ from evidence.rank.stages import (
     MMR,
     CandidateLimit,
     CharBudget,
+    CollapseOverlaps,
     DedupContent,
     FollowupDocumentBoost,
     FollowupExtraction,
@@ -65,7 +67,15 @@ VRM_PARAMS = ProfileParams(
 
 
 def _tail() -> tuple[Stage, ...]:
-    return (FollowupDocumentBoost(), RelevancyCutoff(), PerDocumentCap(), MMR(), TopK(), CharBudget())
+    return (
+        FollowupDocumentBoost(),
+        RelevancyCutoff(),
+        CollapseOverlaps(),
+        PerDocumentCap(),
+        MMR(),
+        TopK(),
+        CharBudget(),
+    )
 
 
 def default_profile() -> Profile:

@@ -62,20 +62,11 @@ def _assert_consistent(store: Path) -> tuple[int, int]:
     backend = EmbeddedBackend(store)
     try:
         backend.sync("crash")  # what any writer does on open: replay the journal
-        idx = backend._open("crash")
-        db = idx._db
-        docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-        for kind in ChunkKind:
-            rows = db.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (kind.value,)).fetchone()[0]
-            lexical = idx._open_lexical(kind).searcher().num_docs
-            assert lexical == rows, f"{kind}: {lexical} in the inverted index, {rows} records"
-        orphans = db.execute(
-            "SELECT COUNT(*) FROM chunks WHERE document_id NOT IN (SELECT document_id FROM documents)"
-        ).fetchone()[0]
-        assert orphans == 0
-        assert db.execute("SELECT COUNT(*) FROM lexical_pending").fetchone()[0] == 0
-        passages = db.execute("SELECT COUNT(*) FROM chunks WHERE kind = 'passage'").fetchone()[0]
-        return int(docs), int(passages)
+        state = backend.index_store("crash").consistency()
+        assert state.records == state.lexical, "inverted index and records disagree"
+        assert state.orphan_chunks == 0 and state.pending == 0
+        assert state.ok
+        return state.documents, state.records[ChunkKind.PASSAGE]
     finally:
         backend.close()
 

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import io
+import logging
 import random
+import re
 
 import pytest
 
@@ -383,7 +385,7 @@ def test_html_unclosed_tags_inside_skipped_nav_do_not_swallow_the_page() -> None
     ],
 )
 def test_pdf_heading_heuristic_is_conservative(line: str, heading: bool) -> None:
-    from evidence.ingest.parsers import _is_pdf_heading
+    from evidence.ingest.parsers.pdf import is_pdf_heading as _is_pdf_heading
 
     assert _is_pdf_heading(line) is heading
 
@@ -444,3 +446,156 @@ def test_html_line_breaks_pre_endings_and_chrome_roles() -> None:
         b"<ul><li><br>x</li></ul>"
     )
     assert parse_bytes(html, filename="b.html").text == "a\nb\n\nc\n\n$ run\n\nAfter pre.\n\n- x"
+
+
+# --- real-file quality (issue 13, item 7) ---------------------------------------------------
+
+
+def test_pdf_code_sample_lines_are_not_headings() -> None:
+    """An ALL-CAPS keyword inside a grammar sample ("BEGIN") named every page after it."""
+    grammar = [
+        "ASN.1 definitions must follow the syntax below:",
+        "DEFINITIONS <EXPLICIT or IMPLICIT> TAGS ::=",
+        "BEGIN",
+        "<type and constants definitions>",
+        "END",
+        "The parser is case sensitive.",
+    ]
+    doc = parse_bytes(
+        make_pdf([["INTRODUCTION", "The library parses schemas.", "Read on."], grammar]), filename="g.pdf"
+    )
+    assert [s.name for s in doc.sections] == ["INTRODUCTION"]
+    sample = [s for s in extract_spans(doc) if "BEGIN" in s.text]
+    assert [s.section for s in sample] == ["INTRODUCTION"]  # still a fact, of the code sample
+
+
+def test_pdf_running_headers_with_printed_page_numbers_are_dropped() -> None:
+    """Book-style headers change per chapter ("Chapter 2: Setup 5", "6 User Guide") but carry the
+    printed page number at one offset from the page's position: they are running lines."""
+    facts = [
+        "Keys rotate yearly.", "Backups are encrypted.", "Access is logged.", "Admins use MFA.",
+        "Logs are kept a year.", "Vendors are reviewed.", "Laptops are encrypted.", "Tests run nightly.",
+    ]  # fmt: skip
+    pages = []
+    for n, fact in enumerate(facts, start=1):
+        printed = n - 2  # two pages of front matter, then page 1
+        if n <= 2:
+            pages.append([fact, "Front matter text.", "Printed before the numbering starts."])
+            continue
+        if n % 2:
+            header = f"Chapter {1 + n // 5}: {'Install' if n < 5 else 'Configure'} {printed}"
+        else:
+            header = f"{printed} User Guide"
+        pages.append([header, fact, f"Detail {n * 7} of this chapter.", "More text follows here."])
+    doc = parse_bytes(make_pdf(pages), filename="guide.pdf")
+    assert "Chapter" not in doc.text and "User Guide" not in doc.text
+    assert [doc.text[start:].split("\n")[0] for start in doc.page_starts] == facts
+    assert not doc.sections
+
+
+def test_pdf_heading_like_running_header_names_no_section() -> None:
+    """A header that looks like a heading ("1.1. Version" on every page) is dropped, and the real
+    sentence-case numbered headings ("1.3. Language used in this specification") name the pages."""
+    pages = [
+        ["1.1. Version", "1.3. Language used in this specification", "Keywords follow RFC 2119.", "Body."],
+        ["1.1. Version", "2.1. Directory layout", "Files live under share.", "Body."],
+        ["1.1. Version", "2.2. The source XML files", "Each package installs one.", "Body."],
+        ["1.1. Version", "Plain prose without a heading goes on here.", "More prose.", "Body."],
+    ]
+    doc = parse_bytes(make_pdf(pages), filename="spec.pdf")
+    assert "1.1. Version" not in doc.text
+    assert [s.name for s in doc.sections] == [
+        "1.3. Language used in this specification",
+        "2.1. Directory layout",
+        "2.2. The source XML files",
+    ]
+    spans = {s.text: s for s in extract_spans(doc)}
+    assert spans["More prose."].section == "2.2. The source XML files"
+
+
+@pytest.mark.parametrize(
+    ("line", "heading"),
+    [
+        ("1.3. Language used in this specification", True),
+        ("2.10. Storing the MIME type using Extended Attributes", True),
+        ("3.5 Patients were followed", False),
+    ],
+)
+def test_pdf_dotted_numbered_headings_may_be_sentence_case(line: str, heading: bool) -> None:
+    from evidence.ingest.parsers.pdf import is_pdf_heading
+
+    assert is_pdf_heading(line) is heading
+
+
+class _RootRecords(logging.Handler):
+    """What reaches the root logger, where a CLI or Lambda prints it (caplog cannot tell: pytest
+    also attaches its handler to non-propagating loggers such as pypdf's once we own it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_pypdf_repairs_are_reported_once_naming_the_file() -> None:
+    """Item 5: pypdf's own warning ("incorrect startxref pointer") used to print with no file name."""
+    pdf = make_pdf([["Readable despite a bad trailer."]])
+    broken = re.sub(rb"startxref\n\d+", b"startxref\n999", pdf)
+    root = logging.getLogger()
+    seen = _RootRecords()
+    root.addHandler(seen)
+    try:
+        doc = parse_bytes(broken, filename="vendor/policy.pdf")
+        assert doc.text == "Readable despite a bad trailer."
+        lines = [r.getMessage() for r in seen.records]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("vendor/policy.pdf: pypdf repaired the PDF while reading it: ")
+        assert "startxref" in lines[0]
+        seen.records.clear()
+        parse_bytes(pdf, filename="clean.pdf")
+        assert seen.records == []
+        # Outside a parse, pypdf's records still reach the root logger as before.
+        logging.getLogger("pypdf._reader").warning("outside any parse")
+        assert [r.getMessage() for r in seen.records] == ["outside any parse"]
+    finally:
+        root.removeHandler(seen)
+
+
+TEXINFO_PAGE = b"""<!DOCTYPE html><html><head><title>Structures (libffi)</title>
+<meta name="Generator" content="makeinfo"></head><body>
+<span id="Structures"></span><div class="header"><p>
+Next: <a href="Size.html" accesskey="n" rel="next">Size and Alignment</a>, Previous:
+<a href="Primitive.html" accesskey="p" rel="prev">Primitive Types</a>, Up: <a href="Types.html"
+accesskey="u" rel="up">Types</a> &nbsp; [<a href="Index.html" title="Index" rel="index">Index</a>]</p>
+</div><hr><h4 class="subsection">2.3.2 Structures</h4>
+<p>libffi is happy passing structures back and forth.</p>
+<dl><dt id="index-t"><span>Data type: <strong>ffi_type</strong>
+<a href='#index-t' class='copiable-anchor'> &para;</a></span></dt>
+<dd><p>The ffi_type has members.</p></dd></dl>
+<div class="nav-panel"><p>Next: <a href="Size.html">Size</a></p></div>
+</body></html>"""
+
+
+def test_html_texinfo_navigation_and_permalinks_stay_out() -> None:
+    doc = parse_bytes(TEXINFO_PAGE, filename="Structures.html")
+    assert doc.text == (
+        "2.3.2 Structures\n\nlibffi is happy passing structures back and forth.\n\n"
+        "Data type: ffi_type\n\nThe ffi_type has members."
+    )
+    assert [s.name for s in doc.sections] == ["2.3.2 Structures"]
+
+
+def test_html_sphinx_headerlinks_and_bare_permalink_marks_stay_out() -> None:
+    html = (
+        '<h2>Install<a class="headerlink" href="#install" title="Permalink">¶</a></h2>'
+        '<p>Run the installer.<a href="#fn1">1</a></p>'
+        '<h3 id="x">Usage <a href="#x">§</a></h3><p>Call it. A ¶ in prose stays ¶.</p>'
+        '<div class="header"><p>Site title</p></div>'  # not texinfo: a "header" class is content
+    )
+    doc = parse_bytes(html.encode(), filename="s.html")
+    assert (
+        doc.text == "Install\n\nRun the installer.1\n\nUsage\n\nCall it. A ¶ in prose stays ¶.\n\nSite title"
+    )
+    assert [s.name for s in doc.sections] == ["Install", "Usage"]

@@ -1,6 +1,6 @@
 """Test kit for the ranking tests: chunks, candidates, a real embedded store, contexts, rerankers.
 
-Imported by name (`from rankkit import ...`): pytest puts this folder on sys.path.
+Imported by package path (`from tests.unit.rank.rankkit import ...`).
 """
 
 from __future__ import annotations

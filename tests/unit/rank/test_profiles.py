@@ -23,6 +23,7 @@ VRM_STAGES = [
     "rerank",
     "followup_boost",
     "rerank_cutoff",
+    "collapse_overlaps",
     "per_document_cap",
     "mmr",
     "top_k",

@@ -122,7 +122,15 @@ def test_every_stage_output_is_drawn_from_its_input(  # noqa: PLR0917
         out = stage.run(current, c)
         by_id = {x.chunk_id: x.chunk for x in current}
         assert len({x.chunk_id for x in out}) == len(out), stage.name
-        assert all(x.chunk_id in by_id and x.chunk == by_id[x.chunk_id] for x in out), stage.name
+        assert all(x.chunk_id in by_id for x in out), stage.name
+        for x in out:
+            before = by_id[x.chunk_id]
+            if stage.name == "collapse_overlaps" and x.chunk != before:
+                # a passage widened over the overlapping passages of its document it absorbed
+                assert x.chunk.document_id == before.document_id
+                assert x.chunk.char_start <= before.char_start and x.chunk.char_end >= before.char_end
+            else:
+                assert x.chunk == before, stage.name
         current = out
 
 

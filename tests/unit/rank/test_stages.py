@@ -26,6 +26,7 @@ from evidence.rank.stages import (
     Rerank,
     TopK,
 )
+from evidence.records import Chunk, ChunkKind
 from tests.unit.rank.rankkit import (
     FailingReranker,
     ScriptedReranker,
@@ -238,3 +239,67 @@ def test_min_similarity_zero_is_off_even_for_negative_cosines() -> None:
     assert run003(first, top_k=5, min_similarity=0.0) == ["close", "orthogonal", "opposite"]
     assert run003(first, top_k=5, min_similarity=0.1) == ["close"]
     assert run003(first, top_k=5, min_similarity=-0.5) == ["close", "orthogonal", "opposite"]
+
+
+# --- collapse_overlaps (issue 13, item 7) ---------------------------------------------------
+
+
+POLICY = " ".join(
+    f"Sentence {i} says the backup key number {i} rotates every {i + 2} days." for i in range(60)
+)
+
+
+def _windows() -> list[Chunk]:
+    """Real passage windows of one document: neighbours share `overlap` tokens of text."""
+    from evidence.ingest import chunk_document, parse_text
+
+    doc = parse_text(POLICY, filename="policy.txt")
+    chunks = chunk_document(doc, document_id="policy", source="policy.txt", metadata={}, passage_tokens=64)
+    passages = [c for c in chunks.chunks if c.kind is ChunkKind.PASSAGE]
+    assert len(passages) >= 4 and passages[0].char_end > passages[1].char_start  # they overlap
+    return passages
+
+
+def test_collapse_overlaps_merges_neighbouring_windows_into_the_better_hit() -> None:
+    from evidence.rank.stages import CollapseOverlaps
+
+    w = _windows()
+    other = chunk("other", "another document", doc="elsewhere")
+    cands = [cand(w[1], 0.9), cand(other, 0.8), cand(w[0], 0.7), cand(w[3], 0.6)]
+    c = ctx(None, explain=True)
+    out = CollapseOverlaps().run(cands, c)
+    assert [x.chunk_id for x in out] == [w[1].chunk_id, "other", w[3].chunk_id]
+    merged = out[0]
+    assert merged.score == 0.9 and merged.scores == cands[0].scores
+    assert (merged.chunk.char_start, merged.chunk.char_end) == (w[0].char_start, w[1].char_end)
+    assert merged.chunk.text == POLICY[w[0].char_start : w[1].char_end]  # no sentence twice
+    assert out[2].chunk == w[3]  # w[3] does not overlap w[0..1]: untouched
+    assert c.trace.detail["merged"] == 1
+    assert c.trace.detail["dropped"] == [
+        {
+            "chunk_id": w[0].chunk_id,
+            "reason": f"overlaps {w[1].chunk_id} of the same document: merged into it",
+        }
+    ]
+
+
+def test_collapse_overlaps_joins_two_hits_a_third_window_bridges() -> None:
+    from evidence.rank.stages import CollapseOverlaps
+
+    w = _windows()
+    if w[0].char_end > w[2].char_start:
+        pytest.skip("windows 0 and 2 overlap directly")  # pragma: no cover - 64-token windows do not
+    out = CollapseOverlaps().run([cand(w[0], 0.9), cand(w[2], 0.8), cand(w[1], 0.7)], ctx(None))
+    assert [x.chunk_id for x in out] == [w[0].chunk_id]
+    assert (out[0].chunk.char_start, out[0].chunk.char_end) == (w[0].char_start, w[2].char_end)
+
+
+def test_collapse_overlaps_leaves_spans_other_documents_and_empty_input_alone() -> None:
+    from evidence.rank.stages import CollapseOverlaps
+
+    w = _windows()
+    span = replace(w[0], chunk_id="span", kind=ChunkKind.SPAN)
+    moved = replace(w[0], chunk_id="copy", document_id="another")
+    cands = [cand(w[0], 0.9), cand(span, 0.8), cand(moved, 0.7)]
+    assert CollapseOverlaps().run(cands, ctx(None)) == cands
+    assert CollapseOverlaps().run([], ctx(None)) == []

@@ -1,0 +1,78 @@
+"""Bytes → `ParsedDocument`: txt, Markdown, HTML, PDF (pypdf), docx and FDA SPL XML, one module
+per format (SPL's parser is `ingest/spl.py`; its detection is in `detect.py`).
+
+The parser decides the document text every offset refers to. Markdown keeps its
+source verbatim (so a span is an exact substring of the uploaded file); HTML,
+PDF and docx become plain text whose layout (line breaks, "- " bullets,
+"| a | b |" table rows: `layout.py`) is what the span extractor recognises.
+"""
+
+from __future__ import annotations
+
+from evidence.errors import DocumentParseError
+from evidence.ingest.parsers.detect import (
+    SUPPORTED_FORMATS,
+    content_type_format,
+    detect_format,
+    supported_description,
+    unsupported_reason,
+)
+from evidence.ingest.parsers.docx import parse_docx
+from evidence.ingest.parsers.html import parse_html
+from evidence.ingest.parsers.layout import normalise_newlines
+from evidence.ingest.parsers.markdown import parse_markdown
+from evidence.ingest.parsers.pdf import parse_pdf
+from evidence.ingest.parsers.text import decode_text
+from evidence.ingest.spl import is_spl, parse_spl
+from evidence.records import ParsedDocument
+
+__all__ = [
+    "SUPPORTED_FORMATS",
+    "decode_text",
+    "detect_format",
+    "parse_bytes",
+    "parse_text",
+    "supported_description",
+    "unsupported_reason",
+]
+
+
+def parse_bytes(data: bytes, *, filename: str, content_type: str | None = None) -> ParsedDocument:
+    """Parse one uploaded file; raises `DocumentParseError` naming `filename` and the reason."""
+    if not data or not data.strip():
+        raise DocumentParseError(filename, "empty document")
+    fmt = detect_format(data, filename=filename, content_type=content_type)
+    if fmt == "spl":
+        doc = _parse_spl(data, filename)
+    elif fmt == "pdf":
+        doc = parse_pdf(data, filename)
+    elif fmt == "docx":
+        doc = parse_docx(data, filename)
+    else:
+        _, charset = content_type_format(content_type)
+        text = decode_text(data, filename=filename, charset=charset)
+        doc = parse_text(text, filename=filename, fmt=fmt)
+    if not doc.text.strip():
+        raise DocumentParseError(filename, "empty document (no text after parsing)")
+    return doc
+
+
+def _parse_spl(data: bytes, filename: str) -> ParsedDocument:
+    """XML is read only as FDA Structured Product Labeling; other XML is refused by name."""
+    if not is_spl(data):
+        raise DocumentParseError(filename, "XML that is not FDA Structured Product Labeling is not supported")
+    return parse_spl(data, filename)
+
+
+def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
+    """Parse already-decoded text (API `text` uploads, JSONL records) of a text format."""
+    if fmt == "html":
+        return parse_html(text, filename)
+    text = normalise_newlines(text)
+    if not text.strip():
+        raise DocumentParseError(filename, "empty document")
+    if fmt == "md":
+        return parse_markdown(text, title=title)
+    if fmt == "txt":
+        return ParsedDocument(text=text, title=title, fmt="txt")
+    raise DocumentParseError(filename, f"unsupported format {fmt!r} for text ({supported_description()})")

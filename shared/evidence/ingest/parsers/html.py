@@ -1,0 +1,370 @@
+"""HTML: the visible text (stdlib `html.parser`), blocks as line breaks, lists as "- " items,
+tables as pipe rows; site chrome (nav, scripts, hidden and landmark subtrees) dropped."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+from evidence.errors import DocumentParseError
+from evidence.ingest.parsers.layout import WS, Heading, flat_sections, table_cell, table_row
+from evidence.records import ParsedDocument
+
+_SKIP_TAGS = frozenset(
+    {
+        "script",
+        "style",
+        "nav",
+        "noscript",
+        "template",
+        "svg",
+        "iframe",
+        "object",
+        "select",
+        "button",
+        "dialog",
+    }
+)
+# Landmarks that hold site chrome rather than content.
+_SKIP_ROLES = frozenset({"navigation", "search", "menu", "menubar", "toolbar", "banner", "dialog"})
+_VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    }
+)
+_PARA_BLOCKS = frozenset(
+    {
+        "p", "div", "section", "article", "header", "footer", "main", "aside", "blockquote", "address",
+        "figure", "figcaption", "form", "fieldset", "details", "summary", "table", "ul", "ol", "dl",
+        "caption", "pre", "body", "html", "center", "hgroup", "legend",
+    }
+)  # fmt: skip
+_LINE_BLOCKS = frozenset({"li", "tr", "dt", "dd", "option"})
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_LISTS = frozenset({"ul", "ol", "menu"})
+# Navigation bars and permalink marks by class: Sphinx and MkDocs (`headerlink`), texinfo
+# (`nav-panel`, `copiable-anchor`/`copiable-link`), DocBook (`navheader`/`navfooter`), rustdoc and
+# GitHub (`anchor`). They repeat on every page of a manual and say nothing about its content.
+_SKIP_CLASSES = frozenset(
+    {
+        "headerlink", "copiable-anchor", "copiable-link", "anchor", "anchorjs-link", "permalink",
+        "nav-panel", "navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "skip-link",
+    }
+)  # fmt: skip
+# texinfo's `<div class="header">` is its "Next: … Previous: … Up: … [Index]" bar; elsewhere a
+# "header" class may hold the page's title, so it is skipped only in makeinfo's output.
+_TEXINFO_SKIP_CLASSES = frozenset({"header"})
+# What a permalink shows: an `<a href="#…">` holding only one of these is a mark, not text.
+_PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋"})
+
+
+def _classes(attrs: list[tuple[str, str | None]]) -> set[str]:
+    return {c for key, value in attrs if key == "class" and value for c in value.lower().split()}
+
+
+def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
+    for key, value in attrs:
+        if key == "hidden" or (key == "aria-hidden" and value == "true"):
+            return True
+        if key == "role" and value and value.strip().lower() in _SKIP_ROLES:
+            return True
+        if key == "style" and value and "display:none" in value.replace(" ", "").lower():
+            return True
+    return False
+
+
+class _HtmlText(HTMLParser):
+    """Streams visible text into lines; tracks headings as sections and tables as pipe rows."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.length = 0
+        self.pending_break = 0  # newlines owed before the next text (1 line, 2 paragraph)
+        self.trailing_newlines = 0  # newlines already at the end of the output
+        self.after_prefix = False  # just wrote a list marker: breaks wait for the item's text
+        self.space_pending = False
+        # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
+        # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
+        self.skip_tag = ""
+        self.skip_depth = 0
+        self.pre_depth = 0
+        self.lists: list[list[int]] = []  # per open list: [ordered, counter]
+        self.row: list[str] | None = None
+        self.cell: list[str] | None = None
+        self.heading: tuple[int, int, list[str]] | None = None  # (level, start, parts)
+        self.heads: list[Heading] = []
+        self.title_parts: list[str] | None = None
+        self.title = ""
+        self.first_h1 = ""
+        self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
+        self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
+
+    # output helpers
+    def _emit(self, s: str) -> None:
+        self.out.append(s)
+        self.length += len(s)
+        body = s.rstrip("\n")
+        self.trailing_newlines = (self.trailing_newlines + len(s)) if not body else len(s) - len(body)
+
+    @property
+    def _mid_line(self) -> bool:
+        return self.length > 0 and self.trailing_newlines == 0 and not self.after_prefix
+
+    def _break(self, n: int) -> None:
+        if self.lists:
+            n = 1  # a <p> or <div> inside a list item must not put a blank line inside the list
+        if self.length and not self.after_prefix:
+            self.pending_break = max(self.pending_break, n)
+        self.space_pending = False
+
+    def _line_break(self) -> None:
+        """<br>: each one adds a line, so two make a blank line."""
+        if self.length and not self.after_prefix:
+            self.pending_break = min(self.pending_break + 1, 2)
+        self.space_pending = False
+
+    def _start_text(self) -> None:
+        need = self.pending_break - self.trailing_newlines
+        if self.pending_break and self.length and need > 0:
+            self._emit("\n" * need)
+        self.pending_break = 0
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        self._start_text()
+        if self.space_pending and self._mid_line:
+            self._emit(" ")
+        self.space_pending = False
+        self._emit(text)
+        self.after_prefix = False
+
+    def _write_prefix(self, prefix: str) -> None:
+        self._start_text()
+        self._emit(prefix)
+        self.after_prefix = True
+        self.pending_break = 0
+        self.space_pending = False
+
+    # parser callbacks
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._starts_outside_text(tag, attrs):
+            return
+        if self.cell is not None or self.row is not None:
+            self._start_in_table(tag)
+        elif tag == "br":
+            if self.pre_depth:
+                self._write_raw_pre("\n")
+            else:
+                self._line_break()
+        elif tag == "hr":
+            self._break(2)
+        elif tag in _HEADINGS:
+            self._break(2)
+            self.heading = (_HEADINGS[tag], -1, [])
+        elif tag in _LISTS:
+            self._break(2 if not self.lists else 1)
+            self.lists.append([1 if tag == "ol" else 0, 0])
+        elif tag == "li":
+            self._start_item()
+        elif tag == "tr":
+            self._break(1)
+            self.row = []
+        elif tag == "pre":
+            self._break(2)
+            self.pre_depth += 1
+        else:
+            self._block_break(tag)
+
+    def _starts_outside_text(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        """True when the tag writes no text: inside a skipped subtree, <title>, or a skipped tag."""
+        if self.skip_depth:
+            if tag == self.skip_tag:
+                self.skip_depth += 1
+            return True
+        if tag == "title" and self.title_parts is None and not self.title:
+            self.title_parts = []
+            return True
+        if tag == "meta":
+            self._note_generator(attrs)
+        if tag == "a":
+            self.in_fragment_link = any(k == "href" and (v or "").startswith("#") for k, v in attrs)
+        if tag in _SKIP_TAGS or _hidden(attrs) or self._chrome(attrs):
+            if tag not in _VOID:
+                self.skip_tag, self.skip_depth = tag, 1
+            return True
+        return False
+
+    def _note_generator(self, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if (values.get("name") or "").lower() == "generator":
+            content = (values.get("content") or "").lower()
+            self.texinfo = self.texinfo or "makeinfo" in content or "texi2any" in content
+
+    def _chrome(self, attrs: list[tuple[str, str | None]]) -> bool:
+        """Navigation bars and permalinks, by their class."""
+        classes = _classes(attrs)
+        if not classes:
+            return False
+        return bool(classes & _SKIP_CLASSES) or (self.texinfo and bool(classes & _TEXINFO_SKIP_CLASSES))
+
+    def _start_item(self) -> None:
+        self._break(1)
+        depth = max(len(self.lists) - 1, 0)
+        marker = "- "
+        if self.lists and self.lists[-1][0]:
+            self.lists[-1][1] += 1
+            marker = f"{self.lists[-1][1]}. "
+        self._write_prefix("  " * depth + marker)
+
+    def _block_break(self, tag: str) -> None:
+        if tag in _PARA_BLOCKS:
+            self._break(2)
+        elif tag in _LINE_BLOCKS:
+            self._break(1)
+
+    def _start_in_table(self, tag: str) -> None:
+        if tag in ("td", "th"):
+            if self.row is None:
+                self.row = []
+            self._flush_cell()
+            self.cell = []
+        elif tag == "tr":
+            self._flush_row()
+            self.row = []
+        elif tag == "br" and self.cell is not None:
+            self.cell.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a":
+            self.in_fragment_link = False
+        if tag == "title" and self.title_parts is not None:
+            self.title = WS.sub(" ", "".join(self.title_parts)).strip()
+            self.title_parts = None
+        elif self.skip_depth:
+            if tag == self.skip_tag:
+                self.skip_depth -= 1
+        elif self.row is not None:
+            self._end_in_table(tag)
+        elif tag in _HEADINGS and self.heading is not None:
+            self._end_heading(*self.heading)
+        elif tag in _LISTS:
+            if self.lists:
+                self.lists.pop()
+            self._break(2 if not self.lists else 1)
+        elif tag == "pre":
+            self.pre_depth = max(self.pre_depth - 1, 0)
+            self._break(2)
+        else:
+            self._block_break(tag)
+
+    def _end_in_table(self, tag: str) -> None:
+        """Inside a table only cells, rows and the table itself end anything."""
+        if tag in ("td", "th"):
+            self._flush_cell()
+        elif tag == "tr":
+            self._flush_row()
+        elif tag == "table":
+            self._flush_row()
+            self._break(2)
+
+    def _end_heading(self, level: int, start: int, parts: list[str]) -> None:
+        name = WS.sub(" ", "".join(parts)).strip()
+        if start >= 0 and name:
+            self.heads.append((start, level, name))
+            if level == 1 and not self.first_h1:
+                self.first_h1 = name
+        self.heading = None
+        self._break(2)
+
+    def close(self) -> None:
+        super().close()
+        if self.row is not None:
+            self._flush_row()  # a table still open at the end of the document
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in _VOID:
+            self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self.title_parts is not None:
+            self.title_parts.append(data)
+            return
+        if self.skip_depth or (self.in_fragment_link and data.strip() in _PERMALINK_MARKS):
+            return
+        if self.cell is not None:
+            self.cell.append(data)
+            return
+        if self.row is not None:
+            return  # stray text between cells
+        if self.pre_depth:
+            self._write_raw_pre(data)
+            return
+        if self.heading is not None and self.heading[1] < 0 and data.strip():
+            self._start_text()
+            start = self.length + (1 if self.space_pending and self._mid_line else 0)
+            self.heading = (self.heading[0], start, self.heading[2])
+        if self.heading is not None:
+            self.heading[2].append(data)
+        # str.split() also breaks on no-break and thin spaces: they render as one space.
+        words = data.split()
+        if data[:1].isspace():
+            self.space_pending = True
+        for n, word in enumerate(words):
+            if n:
+                self.space_pending = True
+            self._write(word)
+        if data[-1:].isspace():
+            self.space_pending = True
+
+    def _write_raw_pre(self, data: str) -> None:
+        lines = data.replace("\r\n", "\n").split("\n")
+        for i, line in enumerate(lines):
+            if i:
+                self._start_text()
+                self._emit("\n")
+            if line:
+                self._start_text()
+                self._emit(line)
+                self.after_prefix = False
+
+    def _flush_cell(self) -> None:
+        if self.cell is not None and self.row is not None:
+            self.row.append(table_cell("".join(self.cell)))
+        self.cell = None
+
+    def _flush_row(self) -> None:
+        self._flush_cell()
+        if self.row is not None and any(c for c in self.row):
+            self._break(1)
+            self._write(table_row(self.row))
+            self._break(1)
+        self.row = None
+
+
+def parse_html(html: str, filename: str) -> ParsedDocument:
+    parser = _HtmlText()
+    try:
+        parser.feed(html)
+        parser.close()
+    except Exception as exc:  # html.parser is lenient; anything raised is a real defect of the input
+        raise DocumentParseError(filename, f"malformed HTML: {exc}") from exc
+    text = "".join(parser.out)
+    if not text.strip():
+        raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
+    sections = flat_sections(sorted(parser.heads), len(text))
+    return ParsedDocument(text=text, title=parser.title or parser.first_h1, sections=sections, fmt="html")

@@ -1,0 +1,311 @@
+"""PDF (pypdf, imported at the first PDF): page texts joined by blank lines, `page_starts`
+recording where each page begins, table rows as `| a | b |` lines (`ingest/pdf_tables.py`),
+running headers and footers dropped, and short ALL-CAPS or numbered Title Case lines taken as
+headings."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from evidence.errors import DocumentParseError
+from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines
+from evidence.records import ParsedDocument
+
+if TYPE_CHECKING:
+    from pypdf import PageObject, PdfReader
+
+log = logging.getLogger(__name__)
+
+_CODE_CHARS = frozenset("{}[]<>=_;|*#@$%^~`\\:")
+_PDF_HEADING = re.compile(r"^(?:\d+\.)*\d+\.?\s+([A-Z][^.!?;:]{1,60})$")
+# "1.3. Language used in this specification": two or more levels and a closing dot, which no
+# sentence wrapped after a decimal ("3.5 Patients were...") has, so sentence case is a heading too.
+_PDF_DOTTED = re.compile(r"^\d+(?:\.\d+)+\.\s+[A-Z]")
+
+
+def is_pdf_heading(line: str) -> bool:
+    """Conservative: a heading line is dropped from fact spans, so a false positive loses a fact."""
+    s = line.strip()
+    if not (3 <= len(s) <= 60) or s[-1] in ".!?;:,":
+        return False
+    words = s.split()
+    if len(words) > 8:
+        return False
+    if not s[0].isalnum() or any(c in _CODE_CHARS for c in s):
+        return False  # code, tables and markup, not headings
+    letters = [c for c in s if c.isalpha()]
+    if len(letters) >= 4 and all(c.isupper() for c in letters) and not any(c.isdigit() for c in s):
+        return True
+    # "2.1 Study Design" / "3 Results": numbered, and Title Case so "2 Tablets were taken" stays a fact.
+    m = _PDF_HEADING.match(s)
+    if not m or any(c.isdigit() for c in m.group(1)):
+        return False
+    if _PDF_DOTTED.match(s):
+        return True
+    return len(words) <= 6 and all(w[0].isupper() for w in m.group(1).split() if len(w) > 3)
+
+
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"^(?:page\s*)?[#ivxlc]+(?:\s*(?:/|of)\s*#)?$", re.IGNORECASE)
+_EDGE_NUMBER = re.compile(r"^(\d{1,4})\b|\b(\d{1,4})$")
+#: Lines at each end of a page where running headers and footers sit ("Chapter 2" over "2.1 Scope").
+_ZONE = 2
+#: A running line is short: a header, a footer, a page number.
+_RUNNING_MAX_CHARS = 100
+
+
+def _page_zones(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(end, rank, line index) of the lines at the top and bottom of a page: rank 0 is the outermost.
+    A page of fewer than three lines has no room for a header, so it has no zones."""
+    idx = [i for i, line in enumerate(lines) if line.strip()]
+    if len(idx) < 3:
+        return []
+    # A short page's second line is as likely its content as a header's second line.
+    zone = _ZONE if len(idx) >= 3 * _ZONE else 1
+    return [("top", r, idx[r]) for r in range(zone)] + [("bottom", r, idx[-1 - r]) for r in range(zone)]
+
+
+def _printed_number(line: str) -> int | None:
+    """The page number a header or footer carries at its start or end ("4 Manual", "Chapter 2: X 3")."""
+    s = line.strip()
+    m = _EDGE_NUMBER.search(s) if len(s) <= _RUNNING_MAX_CHARS else None
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _page_offset(split: list[list[str]]) -> dict[str, int]:
+    """Per end of the page, the offset between a page's position and the number printed on its
+    outermost line, when at least a quarter of the pages (min. 3) agree on it."""
+    votes: dict[tuple[str, int], int] = {}
+    for page_no, lines in enumerate(split, start=1):
+        for where, rank, i in _page_zones(lines):
+            n = _printed_number(lines[i]) if rank == 0 else None
+            if n is not None:
+                votes[(where, page_no - n)] = votes.get((where, page_no - n), 0) + 1
+    need = max(3, len(split) // 4)
+    best: dict[str, tuple[int, int]] = {}
+    for (where, offset), count in votes.items():
+        if count >= need and count > best.get(where, (0, 0))[0]:
+            best[where] = (count, offset)
+    return {where: offset for where, (_, offset) in best.items()}
+
+
+def _strip_running_lines(pages: list[str]) -> list[str]:
+    """Drop running headers and footers, which would otherwise glue onto the sentences next to them
+    and, when they look like headings, name every page's section.
+
+    A line in the top or bottom `_ZONE` lines of a page (of three lines or more) is running when,
+    with digits masked, it recurs in that zone on at least half the pages (min. 3); the outermost
+    line is running too when it is a bare page number ("12", "Page 3 of 9") or carries the page's
+    printed number at its start or end, the printed numbers following the pages at one offset
+    ("Chapter 2: Setup 7" on page 10, "8 User Guide" on page 11).
+    """
+    if len(pages) < 2:
+        return pages
+    split = [p.split("\n") for p in pages]
+    counts: dict[tuple[str, str], int] = {}
+    for lines in split:
+        for seen in {(where, _DIGITS.sub("#", lines[i].strip())) for where, _, i in _page_zones(lines)}:
+            counts[seen] = counts.get(seen, 0) + 1
+    need = max(3, (len(pages) + 1) // 2)
+    offsets = _page_offset(split)
+    out: list[str] = []
+    for page_no, lines in enumerate(split, start=1):
+        drop = set()
+        for where, rank, i in _page_zones(lines):
+            key = _DIGITS.sub("#", lines[i].strip())
+            if (counts.get((where, key), 0) >= need and len(key) <= _RUNNING_MAX_CHARS) or (
+                rank == 0
+                and (
+                    _PAGE_NUMBER.match(key)
+                    or (where in offsets and _printed_number(lines[i]) == page_no - offsets[where])
+                )
+            ):
+                drop.add(i)
+        kept = [line for i, line in enumerate(lines) if i not in drop]
+        out.append("\n".join(kept).strip("\n").rstrip())
+    return out
+
+
+_WORD_TITLE = re.compile(r"^Microsoft (?:Word|PowerPoint) - ", re.IGNORECASE)
+
+
+def _clean_pdf_title(title: str) -> str:
+    """Producer boilerplate ("Microsoft Word - x.docx", "untitled") is not a title."""
+    t = _WORD_TITLE.sub("", title.strip())
+    return "" if t.lower() in ("untitled", "untitled document", "") else t
+
+
+def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
+    page_texts, title = _read_pdf(data, filename)
+    if not page_texts:
+        raise DocumentParseError(filename, "corrupt PDF: no pages")
+    if not any(t.strip() for t in page_texts):
+        raise DocumentParseError(filename, "PDF has no extractable text (scanned? no text layer)")
+    text, starts = _join_pages(_strip_running_lines(page_texts))
+    return ParsedDocument(
+        text=text,
+        title=title,
+        sections=flat_sections(_headings(text), len(text)),
+        page_starts=tuple(starts),
+        fmt="pdf",
+    )
+
+
+class _PypdfLog(logging.Handler):
+    """pypdf's log records, routed to the parse running in the same thread.
+
+    pypdf logs each repair it makes to a non-compliant file ("Ignoring wrong pointing object",
+    "incorrect startxref pointer") under its own logger, with no word of which file; several
+    files are parsed per run, so a bare line tells the user nothing. While a thread parses a
+    PDF its records are collected and reported once, naming the file; outside a parse they go
+    on to the root logger as if they had propagated.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self._local = threading.local()
+
+    @contextmanager
+    def collect(self) -> Iterator[list[str]]:
+        previous = getattr(self._local, "messages", None)
+        messages: list[str] = []
+        self._local.messages = messages
+        try:
+            yield messages
+        finally:
+            self._local.messages = previous
+
+    def emit(self, record: logging.LogRecord) -> None:
+        messages = getattr(self._local, "messages", None)
+        if messages is None:
+            logging.getLogger().handle(record)
+        elif record.levelno >= logging.WARNING:
+            messages.append(record.getMessage().strip())
+
+
+_PYPDF_LOG = _PypdfLog()
+_INSTALL_LOCK = threading.Lock()
+
+
+def _pypdf_log() -> _PypdfLog:
+    """Installed on pypdf's logger at the first PDF, never at import."""
+    with _INSTALL_LOCK:
+        logger = logging.getLogger("pypdf")
+        if _PYPDF_LOG not in logger.handlers:
+            logger.addHandler(_PYPDF_LOG)
+            logger.propagate = False
+    return _PYPDF_LOG
+
+
+def _report_repairs(filename: str, messages: list[str]) -> None:
+    """One warning line naming the file, for every repair pypdf made while reading it."""
+    distinct = list(dict.fromkeys(m for m in messages if m))
+    if not distinct:
+        return
+    more = f" (and {len(distinct) - 3} more)" if len(distinct) > 3 else ""
+    log.warning("%s: pypdf repaired the PDF while reading it: %s%s", filename, "; ".join(distinct[:3]), more)
+
+
+def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str]:
+    """Each page's text and the document's title; a PDF pypdf cannot read is a DocumentParseError."""
+    try:
+        import pypdf  # noqa: F401 - checked here so a missing pypdf is a parse error, not a crash
+    except ImportError as exc:  # pragma: no cover - pypdf is a runtime dependency
+        raise DocumentParseError(filename, "PDF support needs pypdf") from exc
+    with _pypdf_log().collect() as messages:
+        try:
+            return _read_pages(data, filename)
+        finally:
+            _report_repairs(filename, messages)
+
+
+def _read_pages(data: bytes, filename: str) -> tuple[list[str], str]:
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            _decrypt(reader, filename)
+        return [_page_text(page) for page in reader.pages], _title(reader)
+    except DocumentParseError:
+        raise
+    except Exception as exc:
+        raise DocumentParseError(filename, f"corrupt PDF: {exc}") from exc
+
+
+def _decrypt(reader: PdfReader, filename: str) -> None:
+    # An owner password alone still lets anyone read: try the empty user password.
+    try:
+        ok = reader.decrypt("")
+    except Exception as exc:
+        raise DocumentParseError(filename, f"encrypted PDF that cannot be opened: {exc}") from exc
+    if not ok:
+        raise DocumentParseError(filename, "encrypted PDF (a password is required)")
+
+
+def _page_text(page: PageObject) -> str:
+    from evidence.ingest.pdf_tables import page_text
+
+    try:
+        raw = page_text(page)  # tables as `| a | b |` rows
+    except Exception:
+        raw = ""  # one unreadable page must not lose the rest of the document
+    return normalise_newlines(raw).strip("\n").rstrip()
+
+
+def _title(reader: PdfReader) -> str:
+    try:
+        meta = reader.metadata
+        if meta is not None and isinstance(meta.title, str):
+            return _clean_pdf_title(meta.title)
+    except Exception:
+        pass  # a broken info dictionary costs the title, not the document
+    return ""
+
+
+def _join_pages(page_texts: list[str]) -> tuple[str, list[int]]:
+    """The document text (pages a blank line apart) and where each page starts in it."""
+    starts: list[int] = []
+    pos = 0
+    for i, t in enumerate(page_texts):
+        pos += 2 if i else 0
+        starts.append(pos)
+        pos += len(t)
+    return "\n\n".join(page_texts), starts
+
+
+_CODE_LINE = re.compile(
+    r"::=|:=|->|==|//|/\*|\*/|^\s*[{}]|[{};]\s*$|<[A-Za-z_][^<>]*>|^\s*#\s*(?:include|define)\b"
+)
+
+
+def is_code_line(line: str) -> bool:
+    """A line of a code sample or grammar (`X ::= Y`, `<placeholder>`, `{`, `foo();`)."""
+    return bool(_CODE_LINE.search(line))
+
+
+def _headings(text: str) -> list[Heading]:
+    """Heading lines, except those next to a line of code: "BEGIN" between two lines of an ASN.1
+    grammar is code, not a section."""
+    lines = text.split("\n")
+    heads: list[Heading] = []
+    pos = 0
+    for i, line in enumerate(lines):
+        if is_pdf_heading(line) and not _next_to_code(lines, i):
+            heads.append((pos, 1, line.strip()))
+        pos += len(line) + 1
+    return heads
+
+
+def _next_to_code(lines: list[str], i: int) -> bool:
+    before = next((line for line in reversed(lines[:i]) if line.strip()), "")
+    after = next((line for line in lines[i + 1 :] if line.strip()), "")
+    return is_code_line(before) or is_code_line(after)

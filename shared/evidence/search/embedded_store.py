@@ -1,0 +1,711 @@
+"""The embedded backend's storage engine: one index = one SQLite file + tantivy directories.
+
+Layout per index (`<store>/indexes/<name>/`):
+- `records.sqlite3`: documents, chunks (text, metadata, vectors as float32 blobs),
+  a `doc_meta` table for filters (a chunk's metadata is its document's), and
+  `lexical_pending`, the journal that keeps the inverted index consistent with the records.
+- `lexical/<kind>/`: a tantivy index per chunk kind over the pre-analysed text (see
+  `analysis.py`), so BM25 is Lucene's formula over OpenSearch's `english` analysis.
+
+Crash safety: SQLite is the source of truth. An upsert (1) commits records and a
+`lexical_pending` row per document in one transaction, (2) updates and commits
+tantivy, (3) clears the pending rows. A process killed anywhere leaves either
+the old or the new records, and any document still pending is re-synced into
+tantivy (delete by document, re-add from SQLite) the next time the index is
+opened for writing; tantivy commits are atomic, so re-syncing is idempotent.
+`IndexStore.consistency()` checks exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evidence.errors import BackendError, EmbedderMismatchError
+from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
+from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
+from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
+
+if TYPE_CHECKING:
+    import tantivy
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    document_id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    passages INTEGER NOT NULL,
+    spans INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    section TEXT NOT NULL,
+    page INTEGER,
+    sequence INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    span_type TEXT,
+    metadata TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS chunks_section ON chunks(section);
+CREATE TABLE IF NOT EXISTS doc_meta (
+    document_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS doc_meta_kv ON doc_meta(key, value);
+CREATE INDEX IF NOT EXISTS doc_meta_doc ON doc_meta(document_id);
+CREATE TABLE IF NOT EXISTS lexical_pending (document_id TEXT PRIMARY KEY);
+"""
+
+_CHUNK_COLS = (
+    "rowid, chunk_id, document_id, kind, text, title, source, section, page, sequence, "
+    "char_start, char_end, span_type, metadata, content_hash"
+)
+#: Built-in fields that filters may name besides metadata keys.
+BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
+_WRITER_HEAP = 64_000_000
+#: Chunks kept decoded in memory per open index (~1-2 kB each).
+CHUNK_CACHE_SIZE = 50_000
+
+
+def filter_value(value: object) -> str:
+    """One string form for filter terms, shared by the lexical and record sides."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    terms: list[tuple[str, str]] = []
+    for key, value in metadata.items():
+        if value is None or isinstance(value, dict) or key in BUILTIN_FILTER_FIELDS:
+            continue
+        values = value if isinstance(value, list) else [value]
+        terms.extend((key, filter_value(v)) for v in values)
+    return terms
+
+
+def _meta_terms(chunk: Chunk) -> list[tuple[str, str]]:
+    terms = [
+        ("document_id", chunk.document_id),
+        ("kind", chunk.kind.value),
+        ("section", chunk.section),
+    ]
+    if chunk.span_type is not None:
+        terms.append(("span_type", chunk.span_type.value))
+    terms.extend(_metadata_terms(chunk.metadata))
+    return terms
+
+
+def _vector_blob(vec: Vector | None) -> bytes | None:
+    """A row of NaN means "no vector for this chunk" (spans are not embedded)."""
+    if vec is None:
+        return None
+    arr = np.asarray(vec, dtype=np.float32)
+    return None if np.isnan(arr).any() else arr.tobytes()
+
+
+@dataclass(frozen=True)
+class Consistency:
+    """What `IndexStore.consistency` found: consistent when every record is in its inverted
+    index once, no chunk lacks its document and the journal is empty."""
+
+    documents: int
+    records: dict[ChunkKind, int]
+    lexical: dict[ChunkKind, int]
+    orphan_chunks: int
+    pending: int
+
+    @property
+    def ok(self) -> bool:
+        return self.records == self.lexical and self.orphan_chunks == 0 and self.pending == 0
+
+
+@dataclass
+class _DenseCache:
+    generation: int
+    rowids: np.ndarray  # int64
+    kinds: np.ndarray  # bool: True = passage
+    matrix: np.ndarray  # (n, dim) float32
+
+
+class IndexStore:
+    """One index: a SQLite file and a tantivy directory per chunk kind."""
+
+    def __init__(self, root: Path, analyzer: EnglishAnalyzer, k1: float, b: float) -> None:
+        self.root = root
+        self.analyzer = analyzer
+        self.k1 = k1
+        self.b = b
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(root / "records.sqlite3", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._tantivy: dict[ChunkKind, tantivy.Index] = {}
+        self._dense: _DenseCache | None = None
+        self._synced = False
+        self._cache_gen = -1
+        self._by_rowid: dict[int, Chunk] = {}
+        self._rowid_of: dict[str, int] = {}
+        #: While True (inside `EmbeddedBackend.bulk`), lexical sync waits for the bulk's end:
+        #: one tantivy commit instead of one per batch. The journal keeps this crash-safe.
+        self.deferred = False
+
+    @classmethod
+    def open(cls, root: Path, analyzer: AnalyzerConfig, *, k1: float, b: float) -> IndexStore:
+        """Open (or create) the index under `root`. A new index records `analyzer`; an existing
+        one keeps the analysis it was built with, so its queries are analysed as its documents were."""
+        try:
+            store = cls(root, get_analyzer(analyzer), k1, b)
+            recorded = store.info("analyzer")
+            if recorded is None:
+                store.set_info("analyzer", analyzer.name)
+            elif recorded != analyzer.name:
+                store.analyzer = get_analyzer(AnalyzerConfig.from_name(recorded))
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(f"index {root.name!r} store is unreadable: {exc}") from exc
+        return store
+
+    # --- info -----------------------------------------------------------------------------
+
+    def info(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_info(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        return int(self.info("generation") or 0)
+
+    def ensure_embedder(self, embedder_id: str, dimension: int) -> None:
+        """Record the embedder of a new index; refuse another one on an existing index."""
+        with self._lock:
+            current = self.info("embedder_id")
+            if current is None:
+                self.set_info("embedder_id", embedder_id)
+                self.set_info("dimension", str(dimension))
+            elif current != embedder_id or int(self.info("dimension") or 0) != dimension:
+                raise EmbedderMismatchError(
+                    f"index {self.root.name!r} was built with embedder {current} "
+                    f"({self.info('dimension')} dims), not {embedder_id} ({dimension} dims); "
+                    "use the same embedder or index into a new index",
+                    field="index",
+                )
+
+    def describe(self) -> IndexInfo:
+        docs, chunks = self.counts()
+        return IndexInfo(
+            name=self.root.name,
+            embedder_id=self.info("embedder_id") or "",
+            dimension=int(self.info("dimension") or 0),
+            documents=docs,
+            chunks=chunks,
+        )
+
+    # --- tantivy --------------------------------------------------------------------------
+
+    def _open_lexical(self, kind: ChunkKind) -> tantivy.Index:
+        """One tantivy index per chunk kind: tantivy computes N and the average length over
+        every document of an index, so passages and spans sharing one would skew BM25."""
+        found = self._tantivy.get(kind)
+        if found is not None:
+            return found
+        import tantivy
+
+        path = self.root / "lexical" / kind.value
+        sb = tantivy.SchemaBuilder()
+        sb.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
+        sb.add_text_field("document_id", stored=False, tokenizer_name="raw")
+        sb.add_text_field("meta", stored=False, tokenizer_name="raw")
+        sb.add_text_field("body", stored=False, tokenizer_name="ws", index_option="freq")
+        schema = sb.build()
+        fresh = not (path / "meta.json").exists()
+        if fresh and path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            index = tantivy.Index(schema, path=str(path), reuse=True)
+        except ValueError:
+            # An unreadable inverted index is derived data: rebuild it from the records.
+            shutil.rmtree(path)
+            path.mkdir()
+            index = tantivy.Index(schema, path=str(path), reuse=True)
+            fresh = True
+        index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+        self._tantivy[kind] = index
+        if fresh:
+            # Everything in the records must be (re)indexed lexically.
+            self._db.execute("INSERT OR IGNORE INTO lexical_pending SELECT document_id FROM documents")
+        return index
+
+    def _tantivy_doc(self, chunk: Chunk) -> tantivy.Document:
+        import tantivy
+
+        doc = tantivy.Document()
+        doc.add_text("chunk_id", chunk.chunk_id)
+        doc.add_text("document_id", chunk.document_id)
+        for key, value in _meta_terms(chunk):
+            doc.add_text("meta", f"{key}={value}")
+        doc.add_text("body", " ".join(self.analyzer.analyze(chunk.search_text)))
+        return doc
+
+    def sync_pending(self) -> int:
+        """Bring tantivy in line with the records for every journalled document."""
+        with self._lock:
+            indexes = {kind: self._open_lexical(kind) for kind in ChunkKind}
+            pending = [r[0] for r in self._db.execute("SELECT document_id FROM lexical_pending")]
+            if pending:
+                writers = {k: ix.writer(heap_size=_WRITER_HEAP, num_threads=1) for k, ix in indexes.items()}
+                for doc_id in pending:
+                    for writer in writers.values():
+                        writer.delete_documents_by_term("document_id", doc_id)
+                    for chunk in self._chunks_of(doc_id):
+                        writers[chunk.kind].add_document(self._tantivy_doc(chunk))
+                for writer in writers.values():
+                    writer.commit()
+                    writer.wait_merging_threads()
+                self._db.executemany(
+                    "DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending]
+                )
+            for ix in indexes.values():
+                ix.reload()
+            self._synced = True
+            return len(pending)
+
+    # --- records --------------------------------------------------------------------------
+
+    @staticmethod
+    def _row_to_chunk(row: Sequence[Any]) -> Chunk:
+        (_, cid, did, kind, text, title, source, section, page, seq, cs, ce, st, meta, ch) = row
+        return Chunk(
+            chunk_id=cid,
+            document_id=did,
+            kind=ChunkKind(kind),
+            text=text,
+            title=title,
+            source=source,
+            section=section,
+            page=page,
+            sequence=seq,
+            char_start=cs,
+            char_end=ce,
+            span_type=SpanType(st) if st else None,
+            metadata=json.loads(meta),
+            content_hash=ch,
+        )
+
+    def _chunks_of(self, document_id: str) -> list[Chunk]:
+        rows = self._db.execute(
+            f"SELECT {_CHUNK_COLS} FROM chunks WHERE document_id = ? ORDER BY rowid", (document_id,)
+        )
+        return [self._row_to_chunk(r) for r in rows]
+
+    # --- chunk cache ---------------------------------------------------------------------
+    # Turning rows into Chunks (SQL, JSON metadata) was ~60% of a warm retrieve's non-model time.
+    # Chunks are immutable within a write generation, so a bounded cache keyed by rowid is
+    # exact; any write (from any process) bumps the generation and empties it.
+
+    def _cache_check(self) -> None:
+        gen = self.generation()
+        if gen != self._cache_gen:
+            self._by_rowid.clear()
+            self._rowid_of.clear()
+            self._cache_gen = gen
+
+    def _cache_put(self, rowid: int, chunk: Chunk) -> None:
+        if len(self._by_rowid) >= CHUNK_CACHE_SIZE:
+            old_rowid, old = next(iter(self._by_rowid.items()))  # oldest first (FIFO)
+            del self._by_rowid[old_rowid]
+            self._rowid_of.pop(old.chunk_id, None)
+        self._by_rowid[rowid] = chunk
+        self._rowid_of[chunk.chunk_id] = rowid
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, Chunk]:
+        with self._lock:
+            self._cache_check()
+            out = {r: self._by_rowid[r] for r in rowids if r in self._by_rowid}
+            missing = [int(r) for r in rowids if r not in out]
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in self._db.execute(
+                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part
+                ):
+                    chunk = self._row_to_chunk(row)
+                    out[row[0]] = chunk
+                    self._cache_put(row[0], chunk)
+            return out
+
+    def chunks_by_id(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, Chunk]]:
+        with self._lock:
+            self._cache_check()
+            out: dict[str, tuple[int, Chunk]] = {}
+            missing: list[str] = []
+            for cid in chunk_ids:
+                rowid = self._rowid_of.get(cid)
+                if rowid is None:
+                    missing.append(cid)
+                else:
+                    out[cid] = (rowid, self._by_rowid[rowid])
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in self._db.execute(
+                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part
+                ):
+                    chunk = self._row_to_chunk(row)
+                    out[row[1]] = (row[0], chunk)
+                    self._cache_put(row[0], chunk)
+            return out
+
+    def upsert(
+        self, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
+    ) -> list[UpsertResult]:
+        results: list[UpsertResult] = []
+        with self._lock:
+            if not self._synced:
+                self.sync_pending()
+            db = self._db
+            changed: list[str] = []
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for doc, vecs in zip(documents, vectors, strict=True):
+                    n_pass = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
+                    n_span = len(doc.chunks) - n_pass
+                    row = db.execute(
+                        "SELECT content_hash FROM documents WHERE document_id = ?", (doc.document_id,)
+                    ).fetchone()
+                    if row is not None and row[0] == doc.content_hash:
+                        results.append(UpsertResult(doc.document_id, "unchanged", n_pass, n_span))
+                        continue
+                    if vecs is not None and len(vecs) != len(doc.chunks):
+                        raise BackendError(
+                            f"{doc.document_id}: {len(vecs)} vectors for {len(doc.chunks)} chunks"
+                        )
+                    self._delete_rows(doc.document_id)
+                    db.executemany(
+                        "INSERT INTO doc_meta VALUES (?, ?, ?)",
+                        [(doc.document_id, k, v) for k, v in _metadata_terms(doc.metadata)],
+                    )
+                    db.execute(
+                        "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)",
+                        (
+                            doc.document_id,
+                            doc.content_hash,
+                            doc.source,
+                            json.dumps(dict(doc.metadata)),
+                            n_pass,
+                            n_span,
+                        ),
+                    )
+                    for i, c in enumerate(doc.chunks):
+                        blob = _vector_blob(None if vecs is None else vecs[i])
+                        db.execute(
+                            "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
+                            " page, sequence, char_start, char_end, span_type, metadata, content_hash,"
+                            " vector)"
+                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (
+                                c.chunk_id,
+                                c.document_id,
+                                c.kind.value,
+                                c.text,
+                                c.title,
+                                c.source,
+                                c.section,
+                                c.page,
+                                c.sequence,
+                                c.char_start,
+                                c.char_end,
+                                c.span_type.value if c.span_type else None,
+                                json.dumps(dict(c.metadata)),
+                                c.content_hash,
+                                blob,
+                            ),
+                        )
+                    db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
+                    changed.append(doc.document_id)
+                    status = "created" if row is None else "updated"
+                    results.append(UpsertResult(doc.document_id, status, n_pass, n_span))
+                if changed:
+                    self.set_info("generation", str(self.generation() + 1))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if changed and not self.deferred:
+                self.sync_pending()
+        return results
+
+    def _delete_rows(self, document_id: str) -> int:
+        db = self._db
+        db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
+        n = db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
+        db.execute("DELETE FROM documents WHERE document_id = ?", (document_id,))
+        return int(n)
+
+    def delete_document(self, document_id: str) -> int:
+        with self._lock:
+            if not self._synced:
+                self.sync_pending()
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._delete_rows(document_id)
+                if n:
+                    db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (document_id,))
+                    self.set_info("generation", str(self.generation() + 1))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if n:
+                self.sync_pending()
+            return n
+
+    def document_hash(self, document_id: str) -> str | None:
+        row = self._db.execute(
+            "SELECT content_hash FROM documents WHERE document_id = ?", (document_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def counts(self) -> tuple[int, int]:
+        docs = self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return int(docs), int(chunks)
+
+    # --- filters --------------------------------------------------------------------------
+
+    def filtered_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> set[int] | None:
+        """Row ids allowed by the filters, or None when nothing restricts (fast path)."""
+        if not filters:
+            return None
+        where: list[str] = []
+        args: list[str] = []
+        for key, value in filters.items():
+            values = (
+                [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
+            )
+            marks = ",".join("?" * len(values))
+            if key in BUILTIN_FILTER_FIELDS:
+                where.append(f"{key} IN ({marks})")
+            else:
+                where.append(
+                    f"document_id IN (SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks}))"
+                )
+                args.append(key)
+            args.extend(values)
+        if kind is not None:
+            where.append("kind = ?")
+            args.append(kind.value)
+        sql = "SELECT rowid FROM chunks WHERE " + " AND ".join(where)
+        return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    # --- search ---------------------------------------------------------------------------
+
+    def lexical(self, text: str, k: int, filters: Filters | None, kind: ChunkKind | None) -> list[SearchHit]:
+        terms = self.analyzer.analyze(text)
+        if not terms:
+            return []
+        scored: list[tuple[float, str]] = []
+        with self._lock:
+            if not self._synced:
+                self.sync_pending()
+            for kd in [kind] if kind is not None else list(ChunkKind):
+                scored.extend(self._search_kind(kd, terms, k, filters))
+        found = self.chunks_by_id([cid for _, cid in scored])
+        hits = [
+            SearchHit(chunk=found[cid][1], score=score, lexical=score)
+            for score, cid in scored
+            if cid in found
+        ]
+        # Tantivy breaks ties by doc address; make order independent of segment layout.
+        hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
+        return hits[:k]
+
+    def _search_kind(
+        self, kind: ChunkKind, terms: list[str], k: int, filters: Filters | None
+    ) -> list[tuple[float, str]]:
+        import tantivy
+
+        index = self._open_lexical(kind)
+        schema = index.schema
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in terms]
+        )
+        if filters:
+            musts = [(tantivy.Occur.Must, query)]
+            for key, value in filters.items():
+                vals = list(value) if isinstance(value, list | tuple) else [value]
+                if key == "chunk_id":  # its own raw field: restricting to known chunks (score completion)
+                    tq = tantivy.Query.term_set_query(schema, "chunk_id", [str(v) for v in vals])
+                else:
+                    terms = [f"{key}={filter_value(v)}" for v in vals]
+                    tq = tantivy.Query.term_set_query(schema, "meta", terms)
+                # Zero-weight filter: restricts the set without touching BM25 scores.
+                musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
+            query = tantivy.Query.boolean_query(musts)
+        searcher = index.searcher()
+        result = searcher.search(query, k)
+        scale = 1.0 + self.k1
+        return [(float(score) / scale, searcher.doc(addr)["chunk_id"][0]) for score, addr in result.hits]
+
+    def _dense_cache(self) -> _DenseCache:
+        gen = self.generation()
+        cache = self._dense
+        if cache is not None and cache.generation == gen:
+            return cache
+        rows = self._db.execute(
+            "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+        ).fetchall()
+        if rows:
+            rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            kinds = np.fromiter((r[1] == "passage" for r in rows), dtype=bool, count=len(rows))
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        else:
+            rowids = np.empty(0, dtype=np.int64)
+            kinds = np.empty(0, dtype=bool)
+            matrix = np.empty((0, 0), dtype=np.float32)
+        cache = _DenseCache(gen, rowids, kinds, matrix)
+        self._dense = cache
+        return cache
+
+    def dense(
+        self, vector: Vector, k: int, filters: Filters | None, kind: ChunkKind | None
+    ) -> list[SearchHit]:
+        with self._lock:
+            cache = self._dense_cache()
+            if not len(cache.rowids):
+                return []
+            q = np.asarray(vector, dtype=np.float32).reshape(-1)
+            if q.shape[0] != cache.matrix.shape[1]:
+                raise EmbedderMismatchError(
+                    f"query vector has {q.shape[0]} dimensions; the index holds {cache.matrix.shape[1]}"
+                )
+            sims = cache.matrix @ q
+            mask = np.ones(len(sims), dtype=bool)
+            if kind is not None:
+                mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
+            allowed = self.filtered_rowids(filters, kind)
+            if allowed is not None:
+                mask &= np.isin(cache.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            candidates = np.flatnonzero(mask)
+            if not len(candidates):
+                return []
+            sub = sims[candidates]
+            n = min(k, len(sub))
+            top = np.argpartition(-sub, n - 1)[:n] if n < len(sub) else np.arange(len(sub))
+            picked = candidates[top]
+            chosen_rowids = [int(r) for r in cache.rowids[picked]]
+            scores = {int(cache.rowids[i]): float(sims[i]) for i in picked}
+        found = self.chunks_by_rowid(chosen_rowids)
+        hits = [
+            SearchHit(chunk=found[r], score=scores[r], dense=scores[r]) for r in chosen_rowids if r in found
+        ]
+        hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
+        return hits
+
+    def lookup(self, filters: Filters, limit: int, kind: ChunkKind | None) -> list[SearchHit]:
+        allowed = self.filtered_rowids(filters, kind)
+        if allowed is None:
+            rows = [r[0] for r in self._db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+        else:
+            rows = sorted(allowed)
+        chunks = self.chunks_by_rowid(rows)
+        out = [chunks[r] for r in rows if r in chunks and (kind is None or chunks[r].kind is kind)]
+        return [SearchHit(chunk=c, score=0.0) for c in out[:limit]]
+
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        out: dict[str, Vector] = {}
+        for start in range(0, len(chunk_ids), 900):
+            part = list(chunk_ids[start : start + 900])
+            marks = ",".join("?" * len(part))
+            for cid, blob in self._db.execute(
+                f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
+                part,
+            ):
+                out[cid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    # --- whole-index reads ----------------------------------------------------------------
+
+    def document_infos(self) -> list[DocumentInfo]:
+        """Every document's id, source and chunk counts, by id (`evidence list --index`)."""
+        rows = self._db.execute(
+            "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
+        ).fetchall()
+        return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
+
+    def documents(self) -> Iterator[tuple[DocumentChunks, Vector | None]]:
+        """Every document with its chunks and their vectors (None unless every chunk has one),
+        in document id order: what a migration to another backend copies."""
+        doc_rows = self._db.execute(
+            "SELECT document_id, content_hash, source, metadata FROM documents ORDER BY document_id"
+        ).fetchall()
+        for did, chash, source, meta in doc_rows:
+            rows = self._db.execute(
+                f"SELECT {_CHUNK_COLS}, vector FROM chunks WHERE document_id = ? ORDER BY rowid", (did,)
+            ).fetchall()
+            chunks = tuple(self._row_to_chunk(r[:-1]) for r in rows)
+            blobs = [r[-1] for r in rows]
+            vecs = (
+                np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
+                if blobs and all(b is not None for b in blobs)
+                else None
+            )
+            yield DocumentChunks(did, chash, source, chunks, json.loads(meta)), vecs
+
+    def consistency(self) -> Consistency:
+        """Records against the inverted indexes, as they are on disk now (no journal replay)."""
+        with self._lock:
+            db = self._db
+            records = {
+                kind: int(
+                    db.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (kind.value,)).fetchone()[0]
+                )
+                for kind in ChunkKind
+            }
+            lexical = {}
+            for kind in ChunkKind:
+                index = self._open_lexical(kind)
+                index.reload()
+                lexical[kind] = int(index.searcher().num_docs)
+            orphans = db.execute(
+                "SELECT COUNT(*) FROM chunks WHERE document_id NOT IN (SELECT document_id FROM documents)"
+            ).fetchone()[0]
+            return Consistency(
+                documents=int(db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]),
+                records=records,
+                lexical=lexical,
+                orphan_chunks=int(orphans),
+                pending=int(db.execute("SELECT COUNT(*) FROM lexical_pending").fetchone()[0]),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+            self._tantivy.clear()

@@ -1,0 +1,94 @@
+"""The embedded storage engine through its public surface: `EmbeddedBackend.index_store`."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evidence.errors import EmbedderMismatchError, IndexNotFoundError
+from evidence.ingest import chunk_document, parse_text
+from evidence.records import ChunkKind, DocumentChunks
+from evidence.search.embedded import EmbeddedBackend, iter_chunks
+
+INDEX = "store"
+DIM = 4
+
+
+def _doc(document_id: str, text: str) -> DocumentChunks:
+    parsed = parse_text(text, filename=f"{document_id}.md", fmt="md")
+    return chunk_document(parsed, document_id=document_id, source=f"{document_id}.md", metadata={"k": "v"})
+
+
+def _vectors(doc: DocumentChunks) -> np.ndarray:
+    rng = np.random.default_rng(len(doc.chunks))
+    vecs = rng.standard_normal((len(doc.chunks), DIM)).astype(np.float32)
+    for i, c in enumerate(doc.chunks):
+        if c.kind is ChunkKind.SPAN:
+            vecs[i] = np.nan  # spans are not embedded
+    return vecs
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> EmbeddedBackend:
+    b = EmbeddedBackend(tmp_path)
+    b.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    docs = [
+        _doc("a", "# Keys\n\nKeys rotate yearly. Access is logged.\n\n- MFA for admins\n"),
+        _doc("b", "# Backups\n\nBackups are encrypted. Restores are tested quarterly.\n"),
+    ]
+    b.upsert(INDEX, docs, [_vectors(d) for d in docs])
+    return b
+
+
+def test_consistency_of_a_written_index(backend: EmbeddedBackend) -> None:
+    state = backend.index_store(INDEX).consistency()
+    assert state.ok
+    assert state.documents == 2 and state.orphan_chunks == 0 and state.pending == 0
+    assert state.records[ChunkKind.PASSAGE] == 2 and state.records[ChunkKind.SPAN] >= 5
+    assert state.lexical == state.records
+
+
+def test_consistency_sees_a_lost_inverted_index_until_it_is_resynced(
+    backend: EmbeddedBackend, tmp_path: Path
+) -> None:
+    backend.close()
+    shutil.rmtree(tmp_path / "indexes" / INDEX / "lexical" / ChunkKind.SPAN.value)
+    reopened = EmbeddedBackend(tmp_path)
+    state = reopened.index_store(INDEX).consistency()
+    assert not state.ok
+    assert state.lexical[ChunkKind.SPAN] == 0 < state.records[ChunkKind.SPAN]
+    assert state.pending == 2  # the rebuilt directory journals every document for re-sync
+    assert reopened.sync(INDEX) == 2
+    assert reopened.index_store(INDEX).consistency().ok
+
+
+def test_documents_round_trip_with_vectors_only_when_every_chunk_has_one(backend: EmbeddedBackend) -> None:
+    docs = list(iter_chunks(backend, INDEX))
+    assert [d.document_id for d, _ in docs] == ["a", "b"]
+    for doc, vecs in docs:
+        assert doc.metadata == {"k": "v"} and doc.chunks
+        assert vecs is None  # spans carry no vector
+    passage = replace(docs[0][0].chunks[0], chunk_id="c-0", document_id="c")
+    passage_only = DocumentChunks("c", "h", "c.md", (passage,), {})
+    vec = np.ones((1, DIM), dtype=np.float32)
+    backend.upsert(INDEX, [passage_only], [vec])
+    (_, got) = next((d, v) for d, v in iter_chunks(backend, INDEX) if d.document_id == "c")
+    assert got is not None and np.array_equal(got, vec)
+
+
+def test_embedder_is_recorded_once_and_refused_when_it_differs(backend: EmbeddedBackend) -> None:
+    info = backend.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    assert (info.name, info.embedder_id, info.dimension, info.documents) == (INDEX, "test/e", DIM, 2)
+    with pytest.raises(EmbedderMismatchError, match="was built with embedder test/e"):
+        backend.create_index(INDEX, embedder_id="other", dimension=DIM)
+
+
+def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
+    with pytest.raises(IndexNotFoundError):
+        backend.index_store("absent")
+    with pytest.raises(IndexNotFoundError):
+        iter_chunks(backend, "absent")
