@@ -21,7 +21,7 @@ from evidence.embed.tokenizer import get_tokenizer, token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
 from evidence.ingest.qa import with_qa_fields
-from evidence.ingest.spans import FactSpan, extract_spans
+from evidence.ingest.spans import FactSpan, extract_spans, trim_offsets
 from evidence.records import Chunk, ChunkKind, DocumentChunks, ParsedDocument, Section
 
 DEFAULT_PASSAGE_TOKENS = 256
@@ -78,14 +78,6 @@ def _validate(passage_tokens: int, overlap: int) -> None:
         )
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
 def make_passages(
     doc: ParsedDocument,
     spans: Sequence[FactSpan] = (),
@@ -103,19 +95,19 @@ def make_passages(
     if single_up_to is not None and (
         len(text) <= single_up_to or len(text) - sum(map(text.count, " \n\t\r")) <= single_up_to
     ):
-        a, b = _trim(text, 0, len(text))
+        a, b = trim_offsets(text, 0, len(text))
         if b <= a:
             return []
         return [Passage(a, b, None, _dominant_section(doc.sections, a, b), doc.page_at(a))]
     offs = [(s, e) for s, e in word_pieces(text) if e > s]
     if not offs:
-        a, b = _trim(text, 0, len(text))
+        a, b = trim_offsets(text, 0, len(text))
         if b <= a:
             return []
         return [Passage(a, b, 0, _dominant_section(doc.sections, a, b), doc.page_at(a))]
     n = len(offs)
     if single_up_to is not None and n <= single_up_to:
-        a, b = _trim(text, 0, len(text))
+        a, b = trim_offsets(text, 0, len(text))
         return [Passage(a, b, n, _dominant_section(doc.sections, a, b), doc.page_at(a))]
 
     starts = [s for s, _ in offs]

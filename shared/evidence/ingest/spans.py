@@ -208,7 +208,8 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
     return out
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+def trim_offsets(text: str, start: int, end: int) -> tuple[int, int]:
+    """`text[start:end]` without its leading and trailing whitespace, as offsets (spans stay exact)."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -231,10 +232,10 @@ def split_long(text: str, start: int, end: int, max_chars: int) -> list[tuple[in
                 break
         if cut == -1:
             cut = limit
-        a, b = _trim(text, s, cut)
+        a, b = trim_offsets(text, s, cut)
         if b > a:
             out.append((a, b))
-        s, _ = _trim(text, cut, end)
+        s, _ = trim_offsets(text, cut, end)
     if end > s:
         out.append((s, end))
     return out
@@ -420,7 +421,7 @@ def _continues_bullet(
 def _emit(
     text: str, a: int, b: int, kind: SpanType, *, max_chars: int, out: list[tuple[int, int, SpanType]]
 ) -> None:
-    a, b = _trim(text, a, b)
+    a, b = trim_offsets(text, a, b)
     if b <= a or not _ALNUM.search(text, a, b):
         return
     if b - a <= max_chars:
