@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,8 +12,11 @@ import pytest
 from evidence.api.openapi import openapi_document
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
+from evidence.version import package_version
 from functions.retriever.handler import handler
 from tests.functional.conftest import body
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def call(name: str, context: LambdaContext, **overrides: Any) -> dict[str, Any]:
@@ -27,7 +32,9 @@ def indexed(service: EvidenceService, context: LambdaContext) -> EvidenceService
 
 
 def test_health_and_openapi(service: EvidenceService, context: LambdaContext) -> None:
-    assert body(call("health", context)) == {"status": "ok", "version": "1.0.0"}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert package_version() == declared
+    assert body(call("health", context)) == {"status": "ok", "version": declared}
     doc = body(call("openapi", context))
     assert doc["openapi"] == "3.1.0"
     assert set(doc["paths"]) == {

@@ -19,6 +19,7 @@ import pytest
 from evidence.server import ApiServer, http_to_event, make_server
 from evidence.service import EvidenceService
 from evidence.testing import load_event
+from evidence.version import package_version
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def server(service: EvidenceService) -> Iterator[ApiServer]:
 
 def test_routes_over_http(server: ApiServer) -> None:
     base = server.url
-    assert request(f"{base}/v1/health") == (200, {"status": "ok", "version": "1.0.0"})
+    assert request(f"{base}/v1/health") == (200, {"status": "ok", "version": package_version()})
     doc = json.loads(load_event("apigw/index_document")["body"])
     status, created = request(f"{base}/v1/indexes/vendor-acme/documents", "POST", doc)
     assert status == 200 and created["status"] == "created"

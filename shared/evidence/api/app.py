@@ -136,14 +136,15 @@ def parse_body(app: APIGatewayRestResolver, model: type[M]) -> M:
 def build_app() -> APIGatewayRestResolver:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-    from evidence.api.openapi import API_VERSION, Health, openapi_document
+    from evidence.api.openapi import Health, openapi_document
+    from evidence.version import package_version
 
     app = APIGatewayRestResolver()
     register(app)
 
     @app.get("/v1/health")
     def health() -> Response[str]:
-        return json_response(200, Health(status="ok", version=API_VERSION))
+        return json_response(200, Health(status="ok", version=package_version()))
 
     @app.get("/v1/openapi.json")
     def openapi() -> Response[str]:
