@@ -156,7 +156,7 @@ class Settings(BaseSettings):
                     f"{name} is not a setting" + (f" (did you mean {close}?)" if close else "")
                     for name, close in unknown
                 )
-                + ". Fix or unset it: the settings are listed in evidence/config.py."
+                + ". Fix or unset it: the settings are listed in docs/settings.md."
             )
         return self
 
