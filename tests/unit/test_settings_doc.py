@@ -94,4 +94,5 @@ def test_every_setting_is_documented_with_its_type_and_default() -> None:
 
 def test_every_documented_setting_says_what_it_means() -> None:
     for name, (_, _, meaning) in documented_rows().items():
-        assert len(meaning.strip()) > 10 and meaning.strip() != "…", f"{name} has no meaning in docs/settings.md"
+        text = meaning.strip()
+        assert len(text) > 10 and text != "…", f"{name} has no meaning in docs/settings.md"
