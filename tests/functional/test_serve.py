@@ -74,7 +74,7 @@ def test_routes_over_http(server: ApiServer) -> None:
     ("method", "path", "raw", "status", "code"),
     [
         ("GET", "/nope", None, 404, "not_found"),
-        ("PATCH", "/v1/health", b"{}", 404, "not_found"),
+        ("PATCH", "/v1/health", b"{}", 405, "method_not_allowed"),
         ("POST", "/v1/indexes/vendor-acme/retrieve", b"{not json", 400, "bad_request"),
         ("POST", "/v1/indexes/no-such-index/retrieve", b'{"query": "x"}', 404, "index_not_found"),
         ("POST", "/v1/indexes/-bad/retrieve", b'{"query": "x"}', 422, "validation_error"),
@@ -86,6 +86,14 @@ def test_errors_over_http(  # noqa: PLR0917
 ) -> None:
     got_status, got = request(server.url + path, method, raw=raw)
     assert (got_status, got["error"]["code"]) == (status, code)
+
+
+def test_a_wrong_method_is_405_with_an_allow_header(server: ApiServer) -> None:
+    req = urllib.request.Request(server.url + "/v1/indexes/vendor-acme/retrieve", method="GET")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 405 and e.value.headers["Allow"] == "POST"
+    assert json.loads(e.value.read())["error"]["code"] == "method_not_allowed"
 
 
 def test_too_large_is_refused_before_reading(service: EvidenceService) -> None:
