@@ -76,11 +76,13 @@ class AnswerSignal:
 
 def term_coverage(query: str, text: str) -> float:
     """Share of the query's distinct analysed terms (stop words out, stemmed) present in `text`."""
-    analyzer = get_analyzer()
-    terms = set(analyzer.analyze(query))
+    return _coverage(frozenset(get_analyzer().analyze(query)), text)
+
+
+def _coverage(terms: frozenset[str], text: str) -> float:
     if not terms:
         return 0.0
-    return len(terms & set(analyzer.analyze(text))) / len(terms)
+    return len(terms & set(get_analyzer().analyze(text))) / len(terms)
 
 
 def head_cosines(
@@ -125,7 +127,8 @@ def answer_signal(
         if followups:
             return AnswerSignal(1.0, True, "followups", {})
         return AnswerSignal(0.0, False, "none", {})
-    coverage = max(term_coverage(query, c.chunk.search_text) for c in hits[:HEAD])
+    terms = frozenset(get_analyzer().analyze(query))
+    coverage = max(_coverage(terms, c.chunk.search_text) for c in hits[:HEAD])
     features = {"coverage": round(coverage, 6)}
     if "rerank" in hits[0].scores:
         features["rerank"] = round(float(hits[0].scores["rerank"]), 6)
