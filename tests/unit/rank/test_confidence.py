@@ -137,3 +137,15 @@ def test_service_degrades_when_the_vectors_lookup_fails(tmp_path: Path) -> None:
     hits = [cand(chunk("a", ON_TOPIC), 1.0)]
     assert service._head_cosines("ranktest", hits, vec("q"), degraded) == []
     assert degraded == ["answer:vectors_unavailable"]
+
+
+def test_service_looks_up_the_vectors_fused_only_hits_lack(tmp_path: Path) -> None:
+    """Server-side hybrid returns fused scores only: the cosines come from the stored vectors."""
+    backend = new_backend(tmp_path, [chunk("a", ON_TOPIC), chunk("b", OFF_TOPIC)])
+    service = EvidenceService(Settings(store_dir=tmp_path), backend=backend)
+    hits = [cand(chunk("a", ON_TOPIC), 0.03), cand(chunk("b", OFF_TOPIC), 0.02)]  # "fused" only
+    degraded: list[str] = []
+    q = vec("q")
+    got = service._head_cosines("ranktest", hits, q, degraded)
+    assert degraded == []
+    assert got == pytest.approx([float(np.dot(q, vec(ON_TOPIC))), float(np.dot(q, vec(OFF_TOPIC)))], abs=1e-6)
