@@ -1,4 +1,4 @@
-"""Names every layer agrees on: the index-name rule and the default index.
+"""Names every layer agrees on: the index-name rule, the default index, the local embedder's id.
 
 The one home of these values: the API models, settings, the backends and the CDK app
 (`infra/`) import them from here instead of copying the pattern.
@@ -14,6 +14,9 @@ INDEX_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 INDEX_NAME_RE = re.compile(INDEX_NAME_PATTERN)
 INDEX_NAME_RULE = "index names are 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
 DEFAULT_INDEX = "documents"
+#: The bundled MiniLM embedder's id, recorded by the indexes it builds; the answerability
+#: calibration (rank/confidence.py) is keyed by it.
+MINILM_MODEL_ID = "minilm-l6-v2-int8"
 
 
 def validate_index_name(name: str) -> str:

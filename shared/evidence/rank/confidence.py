@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evidence.embed.minilm import MODEL_ID as MINILM_ID
+from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.search.analysis import get_analyzer
 
@@ -59,7 +59,7 @@ class Calibration:
 
 #: Per embedder id: the cosine scale is the embedder's own.
 DENSE_CALIBRATIONS: Mapping[str, Calibration] = {
-    MINILM_ID: Calibration(dense=29.617, coverage=4.3181, bias=-12.3397),
+    MINILM_MODEL_ID: Calibration(dense=29.617, coverage=4.3181, bias=-12.3397),
 }
 #: Coverage alone: embedder-independent, for lexical-only indexes and uncalibrated embedders.
 LEXICAL_CALIBRATION = Calibration(dense=0.0, coverage=9.1773, bias=-4.2691)
