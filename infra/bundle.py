@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -207,7 +208,7 @@ def runtime_requirements() -> list[str]:
 
 def _hash_inputs(python_version: str, reqs: Iterable[str]) -> str:
     h = hashlib.sha256()
-    h.update(f"{python_version}|{RUNTIME_PLATFORMS[python_version]}\n".encode())
+    h.update(f"{python_version}|{RUNTIME_PLATFORMS[python_version]}|{project_version()}\n".encode())
     h.update("\n".join(reqs).encode())
     sources = [Path(__file__), ROOT / "shared" / "evidence"] + [src for src, _ in FUNCTIONS.values()]
     for src in sources:
@@ -355,6 +356,19 @@ def _copy_package(src: Path, dst: Path) -> None:
             shutil.copy2(child, dst / child.name)
 
 
+def project_version() -> str:
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def write_dist_info(site: Path, version: str) -> Path:
+    """A minimal `evidence-<version>.dist-info`, so `importlib.metadata` (evidence.version, read
+    by /v1/health) finds the package the layer copies from source instead of installing."""
+    info = site / f"evidence-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: evidence\nVersion: {version}\n")
+    return info
+
+
 def _imported_modules(tree: ast.AST, package: str) -> Iterator[tuple[str, int]]:
     """(absolute module name, line) of every import outside `if TYPE_CHECKING:` blocks."""
 
@@ -434,6 +448,7 @@ def _build(*, python_version: str, force: bool, allow_missing: bool) -> BundleRe
     _install_layer(reqs, site, python_version)
     _prune(site)
     _copy_package(ROOT / "shared" / "evidence", site / "evidence")
+    write_dist_info(site, project_version())
     problems = check_layer_imports(site / "evidence")
     if problems:
         raise BundleError("the layer imports developer tools it leaves out:\n" + "\n".join(problems))

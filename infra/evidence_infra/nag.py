@@ -48,6 +48,15 @@ def ack(construct: IConstruct, finding: str, reason: str) -> None:
 
 def suppress(s: EvidenceStack) -> None:
     """Acknowledge the findings that stand, with reasons."""
+    _functions(s)
+    _state_machine(s)
+    _search_domain(s)
+    _api(s)
+    _cdk_singletons(s)
+
+
+def _functions(s: EvidenceStack) -> None:
+    """The functions' runtimes and their roles' wildcards (X-Ray, VPC ENIs, the domain's paths)."""
     fns = s.functions
     search = s.search
     results_objects = f"Resource::<{_logical(s.storage.results)}.Arn>/*"
@@ -74,6 +83,10 @@ def suppress(s: EvidenceStack) -> None:
     ack(fns.roles["retriever"], f"AwsSolutions-IAM5[{results_objects}]", OBJECTS)
     ack(fns.roles["formatter"], f"AwsSolutions-IAM5[{results_objects}]", OBJECTS)
 
+
+def _state_machine(s: EvidenceStack) -> None:
+    """The batch state machine: function versions, the Distributed Map's own policies, logging."""
+    fns = s.functions
     machine = s.batch.state_machine
     for name in ("planner", "retriever", "formatter"):
         ack(machine, f"AwsSolutions-IAM5[Resource::<{_logical(fns.functions[name])}.Arn>:*]", LAMBDA_VERSIONS)
@@ -102,6 +115,9 @@ def suppress(s: EvidenceStack) -> None:
         "take no resource.",
     )
 
+
+def _search_domain(s: EvidenceStack) -> None:
+    search = s.search
     if search.domain is not None:
         ack(
             search.domain,
@@ -118,6 +134,8 @@ def suppress(s: EvidenceStack) -> None:
             "policy; callers are the functions' IAM roles (identity policies) mapped by the setup resource.",
         )
 
+
+def _api(s: EvidenceStack) -> None:
     api = s.api.rest_api
     if not s.settings.waf:
         ack(
@@ -145,7 +163,10 @@ def suppress(s: EvidenceStack) -> None:
             "instead of IAM.",
         )
 
-    # CDK's own singleton handlers (S3 notifications; the domain's log-group resource policy).
+
+def _cdk_singletons(s: EvidenceStack) -> None:
+    """CDK's own singleton handlers (S3 notifications; the domain's log-group resource policy)."""
+    search = s.search
     for child in s.node.children:
         cid = child.node.id
         if cid.startswith(("BucketNotificationsHandler", "AWS679f53fac002430cb0da5b7982bd2287")):

@@ -125,9 +125,8 @@ class Settings(BaseSettings):
     #: e.g. EVIDENCE_PROFILE_DEFAULTS='{"vrm": {"top_k": 8, "mmr_lambda": 0.7}}'; knobs and
     #: ranges as for a request's overrides (checked on the first request of that profile).
     profile_defaults: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
-    #: The answerability bar without a reranker (docs/ranking.md, Answerability): can_answer
-    #: when the calibrated probability reaches it; profiles with a relevance floor withhold
-    #: hits below it. 0.5 is where the fitted model is as likely right as wrong.
+    #: The answerability bar (docs/ranking.md, Answerability): can_answer when the calibrated
+    #: probability reaches it. 0.5 is where the fitted model is as likely right as wrong.
     answer_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
@@ -156,7 +155,7 @@ class Settings(BaseSettings):
                     f"{name} is not a setting" + (f" (did you mean {close}?)" if close else "")
                     for name, close in unknown
                 )
-                + ". Fix or unset it: the settings are listed in evidence/config.py."
+                + ". Fix or unset it: the settings are listed in docs/settings.md."
             )
         return self
 

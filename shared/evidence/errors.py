@@ -7,6 +7,7 @@ codes; Step Functions tasks let them propagate so a state machine can catch them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Self
 
@@ -50,6 +51,17 @@ class IndexNotFoundError(NotFoundError):
 
 class DocumentNotFoundError(NotFoundError):
     code = "document_not_found"
+
+
+class MethodNotAllowedError(EvidenceError):
+    """A known path asked with a method it does not serve; `allow` goes out as the Allow header."""
+
+    status = 405
+    code = "method_not_allowed"
+
+    def __init__(self, method: str, path: str, allow: Sequence[str]) -> None:
+        super().__init__(f"{method} is not allowed on {path}; allowed: {', '.join(allow)}", field="method")
+        self.allow = tuple(allow)
 
 
 class PayloadTooLargeError(EvidenceError):

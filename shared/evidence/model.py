@@ -71,6 +71,9 @@ class Overrides(_Edge):
     max_chars: int | None = Field(default=None, ge=0, le=10_000_000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)
     max_chunks_per_document: int | None = Field(default=None, ge=1, le=1000)
+    #: Withhold the hits when the answerability confidence is below this (0 = off, the default of
+    #: every profile): docs/ranking.md, Answerability.
+    withhold_below: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(Overrides.model_fields)
@@ -149,9 +152,9 @@ class StageTelemetry(_Edge):
 class AnswerTelemetry(_Edge):
     """What `confidence` and `can_answer` were computed from (docs/ranking.md, Answerability)."""
 
-    basis: Literal["rerank", "dense", "lexical", "cascade", "followups", "none"]
+    basis: Literal["dense", "lexical", "cascade", "followups", "none"]
     features: dict[str, float] = Field(default_factory=dict)
-    #: True when the profile's relevance floor withheld the hits because can_answer was false.
+    #: True when the hits were withheld because the confidence was below `withhold_below`.
     withheld: bool = False
 
 

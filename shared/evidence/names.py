@@ -1,4 +1,5 @@
-"""Names and limits every layer agrees on: the index-name rule, the default index, the query cap.
+"""Names and limits every layer agrees on: the index-name rule, the default index, the query cap,
+the local embedder's id.
 
 The one home of these values: the API models, settings, the backends and the CDK app
 (`infra/`) import them from here instead of copying the pattern.
@@ -17,6 +18,9 @@ DEFAULT_INDEX = "documents"
 #: A query, criterion question or conversation turn: a contract limit (docs/contracts.md#limits),
 #: enforced by the API models and repeated by API Gateway's request model, so not a setting.
 MAX_QUERY_CHARS = 4096
+#: The bundled MiniLM embedder's id, recorded by the indexes it builds; the answerability
+#: calibration (rank/confidence.py) is keyed by it.
+MINILM_MODEL_ID = "minilm-l6-v2-int8"
 
 
 def validate_index_name(name: str) -> str:

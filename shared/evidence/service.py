@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,8 +53,11 @@ if TYPE_CHECKING:
     from evidence.coach.service import CoachRuntime
     from evidence.embed.base import Embedder
     from evidence.ingest import SourceFailure, SourceItem
+    from evidence.rank.candidate import Candidate
     from evidence.rank.rerank import Reranker
     from evidence.search.base import DocumentInfo, IndexInfo, SearchBackend
+
+log = logging.getLogger(__name__)
 
 _WRITE_BATCH_DOCS = 256
 _WRITE_BATCH_PASSAGES = 256
@@ -540,7 +544,7 @@ class EvidenceService:
 
         check_index_name(index)
         started = time.perf_counter()
-        self.backend.get_index(index)
+        info = self.backend.get_index(index)
         profile = get_profile(request.profile)
         plan, plan_degraded = self.plan_with_markers(
             PlanRequest(
@@ -554,11 +558,12 @@ class EvidenceService:
         params = profile.params({**self._deployment_defaults(profile.name), **request.overrides()})
         criterion = request.criterion_question or (request.query if plan.criterion_hash else None)
         s = self.settings
+        query_vector = self.query_vector(index, request.query)
         outcome = profile.run(
             RankContext(
                 index=index,
                 query=request.query,
-                query_vector=self.query_vector(index, request.query),
+                query_vector=query_vector,
                 criterion_question=criterion,
                 criterion_hash=plan.criterion_hash,
                 params=params,
@@ -571,6 +576,7 @@ class EvidenceService:
                 plan=plan,
             )
         )
+        degraded = [*plan_degraded, *outcome.degraded]
         if request.profile == "verbatim":
             from evidence.verbatim.profile import cascade_signal
 
@@ -580,10 +586,14 @@ class EvidenceService:
                 request.query,
                 outcome.hits,
                 outcome.followups,
-                rerank_cutoff=params.rerank_cutoff,
+                cosines=self._head_cosines(index, outcome.hits, query_vector, degraded),
+                embedder_id=info.embedder_id,
                 min_confidence=s.answer_min_confidence,
             )
-        withheld = profile.relevance_floor and not signal.can_answer and bool(outcome.hits)
+        # Off unless a request or deployment asks for it: defaults never change which hits are
+        # returned (seed 003), `can_answer` and `confidence` say the rest.
+        floor = params.withhold_below
+        withheld = bool(floor) and signal.confidence < (floor or 0.0) and bool(outcome.hits)
         kept = [] if withheld else outcome.hits
         from evidence.verbatim.check import verify_spans
 
@@ -614,7 +624,7 @@ class EvidenceService:
                     for r in outcome.stages
                 ],
                 path_used=outcome.path_used,
-                degraded=[*plan_degraded, *outcome.degraded],
+                degraded=degraded,
                 total_ms=round((time.perf_counter() - started) * 1000.0, 3),
                 answer=AnswerTelemetry(basis=signal.basis, features=signal.features, withheld=withheld),
             ),
@@ -622,6 +632,23 @@ class EvidenceService:
             confidence=signal.confidence,
             needs_clarification=False,
         )
+
+    def _head_cosines(
+        self, index: str, hits: Sequence[Candidate], query_vector: np.ndarray | None, degraded: list[str]
+    ) -> list[float]:
+        """The answerability signal's cosines: the first stage's dense scores, else the stored
+        vectors' (server-side hybrid without explain returns fused scores only)."""
+        from evidence.rank.confidence import head_cosines, missing_cosines
+
+        stored: dict[str, np.ndarray] = {}
+        missing = missing_cosines(hits)
+        if missing and query_vector is not None:
+            try:
+                stored = dict(self.backend.vectors(index, missing))
+            except EvidenceError as exc:
+                log.warning("answerability: vectors unavailable: %s", exc)
+                degraded.append("answer:vectors_unavailable")
+        return head_cosines(hits, stored, query_vector)
 
     def _deployment_defaults(self, profile: str) -> dict[str, Any]:
         """Knob defaults this deployment sets (EVIDENCE_MIN_SIMILARITY, …, PROFILE_DEFAULTS)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,8 +12,11 @@ import pytest
 from evidence.api.openapi import openapi_document
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
+from evidence.version import package_version
 from functions.retriever.handler import handler
 from tests.functional.conftest import body
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def call(name: str, context: LambdaContext, **overrides: Any) -> dict[str, Any]:
@@ -27,7 +32,9 @@ def indexed(service: EvidenceService, context: LambdaContext) -> EvidenceService
 
 
 def test_health_and_openapi(service: EvidenceService, context: LambdaContext) -> None:
-    assert body(call("health", context)) == {"status": "ok", "version": "1.0.0"}
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert package_version() == declared
+    assert body(call("health", context)) == {"status": "ok", "version": declared}
     doc = body(call("openapi", context))
     assert doc["openapi"] == "3.1.0"
     assert set(doc["paths"]) == {
@@ -117,7 +124,7 @@ def test_errors_use_the_envelope(  # noqa: PLR0917
         ({"body": None}, 400, "bad_request"),
         ({"body": "[1, 2]"}, 422, "validation_error"),
         ({"body": "!!!", "isBase64Encoded": True}, 400, "bad_request"),
-        ({"httpMethod": "PUT"}, 404, "not_found"),
+        ({"httpMethod": "PUT"}, 405, "method_not_allowed"),
     ],
 )
 def test_body_limits_and_methods(
@@ -126,6 +133,31 @@ def test_body_limits_and_methods(
     response = call("oversized_body", context, **overrides)
     assert response["statusCode"] == status
     assert body(response)["error"]["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/v1/indexes/vendor-acme/retrieve", "POST"),
+        ("GET", "/v1/indexes/vendor-acme/documents", "POST"),
+        ("POST", "/v1/health", "GET"),
+        ("GET", "/v1/indexes/vendor-acme/documents/a%2Fb.pdf", "DELETE"),
+    ],
+)
+def test_a_wrong_method_on_a_known_path_is_405_with_allow(
+    service: EvidenceService, context: LambdaContext, method: str, path: str, allow: str
+) -> None:
+    response = call("retrieve", context, httpMethod=method, path=path)
+    assert response["statusCode"] == 405
+    assert response["multiValueHeaders"]["Allow"] == [allow]
+    error = body(response)["error"]
+    assert error["code"] == "method_not_allowed" and error["field"] == "method"
+    assert error["message"] == f"{method} is not allowed on {path}; allowed: {allow}"
+
+
+def test_an_unknown_path_stays_404(service: EvidenceService, context: LambdaContext) -> None:
+    response = call("retrieve", context, httpMethod="GET", path="/v1/indexes/vendor-acme/nothing")
+    assert response["statusCode"] == 404 and "Allow" not in response["multiValueHeaders"]
 
 
 def test_query_length_limit(indexed: EvidenceService, context: LambdaContext) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from evidence.cli import main
 from evidence.testing import events_dir
+from evidence.version import package_version
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,4 +69,4 @@ def test_console_script(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
     assert response["statusCode"] == 200
-    assert json.loads(response["body"]) == {"status": "ok", "version": "1.0.0"}
+    assert json.loads(response["body"]) == {"status": "ok", "version": package_version()}

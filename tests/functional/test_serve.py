@@ -19,6 +19,7 @@ import pytest
 from evidence.server import ApiServer, http_to_event, make_server
 from evidence.service import EvidenceService
 from evidence.testing import load_event
+from evidence.version import package_version
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,7 @@ def server(service: EvidenceService) -> Iterator[ApiServer]:
 
 def test_routes_over_http(server: ApiServer) -> None:
     base = server.url
-    assert request(f"{base}/v1/health") == (200, {"status": "ok", "version": "1.0.0"})
+    assert request(f"{base}/v1/health") == (200, {"status": "ok", "version": package_version()})
     doc = json.loads(load_event("apigw/index_document")["body"])
     status, created = request(f"{base}/v1/indexes/vendor-acme/documents", "POST", doc)
     assert status == 200 and created["status"] == "created"
@@ -73,7 +74,7 @@ def test_routes_over_http(server: ApiServer) -> None:
     ("method", "path", "raw", "status", "code"),
     [
         ("GET", "/nope", None, 404, "not_found"),
-        ("PATCH", "/v1/health", b"{}", 404, "not_found"),
+        ("PATCH", "/v1/health", b"{}", 405, "method_not_allowed"),
         ("POST", "/v1/indexes/vendor-acme/retrieve", b"{not json", 400, "bad_request"),
         ("POST", "/v1/indexes/no-such-index/retrieve", b'{"query": "x"}', 404, "index_not_found"),
         ("POST", "/v1/indexes/-bad/retrieve", b'{"query": "x"}', 422, "validation_error"),
@@ -85,6 +86,14 @@ def test_errors_over_http(  # noqa: PLR0917
 ) -> None:
     got_status, got = request(server.url + path, method, raw=raw)
     assert (got_status, got["error"]["code"]) == (status, code)
+
+
+def test_a_wrong_method_is_405_with_an_allow_header(server: ApiServer) -> None:
+    req = urllib.request.Request(server.url + "/v1/indexes/vendor-acme/retrieve", method="GET")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 405 and e.value.headers["Allow"] == "POST"
+    assert json.loads(e.value.read())["error"]["code"] == "method_not_allowed"
 
 
 def test_too_large_is_refused_before_reading(service: EvidenceService) -> None:

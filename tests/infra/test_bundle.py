@@ -42,6 +42,15 @@ def test_layer_holds_runtime_dependencies_only(report: bundle.BundleReport) -> N
     assert not list(site.rglob("tests")), "test folders are pruned"
     assert not list(site.rglob("*.pyi"))
     assert (site / "evidence" / "embed" / "data" / "tokenizer.json").is_file()
+    assert (site / f"evidence-{bundle.project_version()}.dist-info" / "METADATA").is_file()
+
+
+def test_the_layer_dist_info_gives_health_the_package_version(tmp_path: Path) -> None:
+    from importlib.metadata import Distribution
+
+    info = bundle.write_dist_info(tmp_path, "9.8.7")
+    dist = Distribution.at(info)
+    assert (dist.metadata["Name"], dist.version) == ("evidence", "9.8.7")
 
 
 def test_sizes_fit_lambda_limit(report: bundle.BundleReport) -> None:

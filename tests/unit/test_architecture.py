@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
-BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry"})
+BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry", "version"})
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
     "names": frozenset(),
@@ -22,6 +22,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "records": frozenset(),
     "ids": frozenset(),
     "progress": frozenset(),
+    "version": frozenset(),
     "config": frozenset({"names", "errors"}),
     "model": frozenset({"names"}),
     "observability": BOTTOM | {"model"},

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ValidationError
 
 from evidence.api import runtime
-from evidence.api.errors import JSON, register, validation_error
+from evidence.api.errors import JSON, RouteTable, register, validation_error
 from evidence.coach.contract import CoachRequest
 from evidence.errors import BadRequestError, PayloadTooLargeError, RequestValidationError
 from evidence.model import (
@@ -136,20 +136,22 @@ def parse_body(app: APIGatewayRestResolver, model: type[M]) -> M:
 def build_app() -> APIGatewayRestResolver:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-    from evidence.api.openapi import API_VERSION, Health, openapi_document
+    from evidence.api.openapi import Health, openapi_document
+    from evidence.version import package_version
 
     app = APIGatewayRestResolver()
-    register(app)
+    route = RouteTable(app)
+    register(app, route)
 
-    @app.get("/v1/health")
+    @route.add("GET", "/v1/health")
     def health() -> Response[str]:
-        return json_response(200, Health(status="ok", version=API_VERSION))
+        return json_response(200, Health(status="ok", version=package_version()))
 
-    @app.get("/v1/openapi.json")
+    @route.add("GET", "/v1/openapi.json")
     def openapi() -> Response[str]:
         return json_response(200, openapi_document())
 
-    @app.post("/v1/indexes/<index>/documents")
+    @route.add("POST", "/v1/indexes/<index>/documents")
     def index_document(index: str) -> Response[str]:
         name = index_name(index)
         request = parse_body(app, IndexDocumentRequest)
@@ -157,7 +159,7 @@ def build_app() -> APIGatewayRestResolver:
         record_indexed(response)
         return json_response(200, response)
 
-    @app.delete("/v1/indexes/<index>/documents/<document_id>")
+    @route.add("DELETE", "/v1/indexes/<index>/documents/<document_id>")
     def delete_document(index: str, document_id: str) -> Response[str]:
         name = index_name(index)
         doc_id = unquote(document_id)
@@ -165,7 +167,7 @@ def build_app() -> APIGatewayRestResolver:
             raise RequestValidationError("document_id must be 1-1024 characters", field="document_id")
         return json_response(200, runtime.get_service().delete_document(name, doc_id))
 
-    @app.post("/v1/indexes/<index>/retrieve")
+    @route.add("POST", "/v1/indexes/<index>/retrieve")
     def retrieve(index: str) -> Response[str]:
         name = index_name(index)
         request = parse_body(app, RetrieveRequest)
@@ -173,16 +175,16 @@ def build_app() -> APIGatewayRestResolver:
         record_retrieve(response)
         return json_response(200, response)
 
-    @app.post("/v1/indexes/<index>/coach")
+    @route.add("POST", "/v1/indexes/<index>/coach")
     def coach(index: str) -> Response[str]:
         name = index_name(index)
         return json_response(200, runtime.get_service().coach(name, parse_body(app, CoachRequest)))
 
-    @app.post("/v1/plan")
+    @route.add("POST", "/v1/plan")
     def plan() -> Response[str]:
         return json_response(200, runtime.get_service().plan(parse_body(app, PlanRequest)))
 
-    @app.post("/v1/format")
+    @route.add("POST", "/v1/format")
     def format_() -> Response[str]:
         return json_response(200, runtime.get_service().format(parse_body(app, FormatRequest)))
 

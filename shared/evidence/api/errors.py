@@ -8,17 +8,25 @@ validation, an unmatched route, a body that is too large — leaves as
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evidence.errors import EvidenceError, RequestValidationError, ServiceUnavailableError
+from evidence.errors import (
+    EvidenceError,
+    MethodNotAllowedError,
+    RequestValidationError,
+    ServiceUnavailableError,
+)
 from evidence.observability import get_logger, record_error
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 JSON = "application/json"
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
 class ErrorDetail(BaseModel):
@@ -74,11 +82,34 @@ def to_response(exc: BaseException) -> Response[str]:
     headers: dict[str, str] = {}
     if isinstance(exc, ServiceUnavailableError):
         headers["Retry-After"] = str(exc.retry_after_s)
+    if isinstance(exc, MethodNotAllowedError):
+        headers["Allow"] = ", ".join(exc.allow)
     return Response(status_code=status, content_type=JSON, body=body, headers=headers or None)
 
 
-def register(app: APIGatewayRestResolver) -> None:
-    """Replace Powertools' default 404/422/500 bodies with the envelope."""
+class RouteTable:
+    """The (method, path) pairs the app serves, so an unmatched request on a known path is a 405
+    with an Allow header rather than a 404. `add` registers the route with the resolver too."""
+
+    def __init__(self, app: APIGatewayRestResolver) -> None:
+        self._app = app
+        self._routes: list[tuple[str, re.Pattern[str]]] = []
+
+    def add(self, method: str, path: str) -> Callable[[Handler], Handler]:
+        # `<name>` is one path segment, as in Powertools' rules; a trailing slash is tolerated.
+        parts = re.split(r"(<\w+>)", path)
+        pattern = "".join("[^/]+" if re.fullmatch(r"<\w+>", p) else re.escape(p) for p in parts)
+        self._routes.append((method, re.compile(f"{pattern}/*")))
+        register_route: Callable[[Handler], Handler] = self._app.route(path, method)
+        return register_route
+
+    def allowed(self, path: str) -> list[str]:
+        return sorted({method for method, rule in self._routes if rule.fullmatch(path)})
+
+
+def register(app: APIGatewayRestResolver, routes: RouteTable | None = None) -> None:
+    """Replace Powertools' default 404/422/500 bodies with the envelope; 405 for a known path
+    asked with another method."""
     from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFound
 
     @app.not_found
@@ -86,6 +117,9 @@ def register(app: APIGatewayRestResolver) -> None:
         event = app.current_event
         from evidence.errors import NotFoundError
 
+        allow = routes.allowed(event.path) if routes else []
+        if allow:
+            return to_response(MethodNotAllowedError(event.http_method, event.path, allow))
         return to_response(NotFoundError(f"no route for {event.http_method} {event.path}", field="path"))
 
     @app.exception_handler(Exception)  # type: ignore[untyped-decorator]

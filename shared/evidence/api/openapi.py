@@ -32,8 +32,8 @@ from evidence.model import (
     RetrieveResponse,
 )
 from evidence.names import INDEX_NAME_RE
+from evidence.version import package_version
 
-API_VERSION = "1.0.0"
 #: JSON Schema pattern: at least one character that Python's str.strip() keeps.
 NOT_SPACE = r"[^\s\u001c-\u001f\u0085]"
 REF = "#/components/schemas/{model}"
@@ -232,7 +232,7 @@ def _document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "evidence",
-            "version": API_VERSION,
+            "version": package_version(),
             "description": "Evidence retrieval for assessment workflows. Every error is "
             '`{"error": {"code", "message", "field"?}}`.',
         },

@@ -28,6 +28,7 @@ from evidence.cli import (
 )
 from evidence.cli.common import EXIT_FAILED, EXIT_USAGE, CliError, Command, store_option
 from evidence.errors import EvidenceError, NotFoundError
+from evidence.version import package_version
 
 COMMANDS: tuple[Command, ...] = (
     index.COMMAND,
@@ -43,16 +44,6 @@ COMMANDS: tuple[Command, ...] = (
     coach.COMMAND,
     migrate.COMMAND,
 )
-
-
-def package_version() -> str:
-    """The installed distribution's version (pyproject.toml), as `--version` and /v1/health say."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("evidence")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

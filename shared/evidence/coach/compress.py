@@ -160,6 +160,10 @@ def _cos(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
     return float(np.dot(a, b) / (na * nb))
 
 
+#: A candidate bullet: (score, sentence, its source, its analysed terms).
+_Scored = tuple[float, Sentence, Source, frozenset[str]]
+
+
 def compress(
     sources: Sequence[Source],
     sentences: Mapping[str, Sequence[Sentence]],
@@ -171,8 +175,40 @@ def compress(
     analyze: Callable[[str], list[str]],
 ) -> list[Bullet]:
     """Pick and order the bullets. `analyze(text) -> list[str]` gives stemmed terms."""
+    scored = _score_sentences(
+        sources,
+        sentences,
+        query_terms=query_terms,
+        query_vector=query_vector,
+        plan=plan,
+        tokens=tokens,
+        analyze=analyze,
+    )
+    if not scored:
+        return []
+    scored.sort(key=lambda x: (-x[0], x[2].order, x[1].position))
+    chosen = _Selection(plan).choose(scored, sources)
+    bullets = [
+        Bullet(text=s.text, node_id=s.node_id, score=round(score, 4), order=(src.order, s.position))
+        for score, s, src, _ in chosen
+    ]
+    bullets.sort(key=lambda b: b.order)
+    return bullets
+
+
+def _score_sentences(
+    sources: Sequence[Source],
+    sentences: Mapping[str, Sequence[Sentence]],
+    *,
+    query_terms: frozenset[str],
+    query_vector: np.ndarray | None,
+    plan: Plan,
+    tokens: TokenCounter,
+    analyze: Callable[[str], list[str]],
+) -> list[_Scored]:
+    """Every sentence that may become a bullet, with its score."""
     excluded = [_norm(t) for t in plan.exclude if t.strip()]
-    scored: list[tuple[float, Sentence, Source, frozenset[str]]] = []
+    scored: list[_Scored] = []
     for src in sources:
         for s in sentences.get(src.node.id, ()):
             n_tok = tokens.count(s.text)
@@ -187,28 +223,38 @@ def compress(
             overlap = len(terms & query_terms) / len(query_terms) if query_terms else 0.0
             cos = _cos(query_vector, s.vector)
             sim = 0.5 if cos is None else (1.0 + cos) / 2.0
-            bonus = 0.0
-            if s.position == 0 and src.node.is_lo:
-                bonus += 0.1
-            if plan.checks and _CHECK_CUES.search(s.text):
-                bonus += 0.15
-            if n_tok > 60:
-                bonus -= 0.1
             score = (
                 math.sqrt(max(src.weight, 0.0))
                 * ROLE_WEIGHT.get(src.role, 0.7)
-                * (0.6 * sim + 0.4 * overlap + bonus)
+                * (0.6 * sim + 0.4 * overlap + _bonus(s, src, plan, n_tok))
             )
             scored.append((score, s, src, terms))
-    if not scored:
-        return []
-    scored.sort(key=lambda x: (-x[0], x[2].order, x[1].position))
-    chosen: list[tuple[float, Sentence, Source, frozenset[str]]] = []
-    per_node: dict[str, int] = {}
+    return scored
 
-    def redundancy(cand: tuple[float, Sentence, Source, frozenset[str]]) -> float:
+
+def _bonus(s: Sentence, src: Source, plan: Plan, n_tok: int) -> float:
+    """An LO's opening sentence and a check cue when checks are asked for lift; a long one sinks."""
+    bonus = 0.0
+    if s.position == 0 and src.node.is_lo:
+        bonus += 0.1
+    if plan.checks and _CHECK_CUES.search(s.text):
+        bonus += 0.15
+    if n_tok > 60:
+        bonus -= 0.1
+    return bonus
+
+
+class _Selection:
+    """Coverage first (the best sentence of every cited LO), then relevance minus redundancy."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.chosen: list[_Scored] = []
+        self.per_node: dict[str, int] = {}
+
+    def redundancy(self, cand: _Scored) -> float:
         worst = 0.0
-        for _, s, _, terms in chosen:
+        for _, s, _, terms in self.chosen:
             c = _cos(cand[1].vector, s.vector)
             if c is None:
                 union = cand[3] | terms
@@ -216,37 +262,47 @@ def compress(
             worst = max(worst, c)
         return worst
 
-    def take(item: tuple[float, Sentence, Source, frozenset[str]]) -> None:
-        chosen.append(item)
-        per_node[item[1].node_id] = per_node.get(item[1].node_id, 0) + 1
+    def take(self, item: _Scored) -> None:
+        self.chosen.append(item)
+        self.per_node[item[1].node_id] = self.per_node.get(item[1].node_id, 0) + 1
 
-    # Coverage: the best sentence of every LO that is cited, best LO first.
-    for src in sorted((s for s in sources if s.role != "content"), key=lambda s: (-s.weight, s.order)):
-        if len(chosen) >= plan.max_bullets:
-            break
-        best = next(
-            (x for x in scored if x[2] is src and x not in chosen and redundancy(x) <= NEAR_DUPLICATE),
-            None,
-        )
-        if best is not None:
-            take(best)
-    # Fill: relevance minus redundancy, until max_bullets (near-duplicates never).
-    target = max(plan.min_bullets, 0)
-    while len(chosen) < plan.max_bullets:
-        pool = [x for x in scored if x not in chosen and per_node.get(x[1].node_id, 0) < plan.per_node]
-        if not pool:
-            break
-        values = [(x[0] - 0.5 * redundancy(x), x) for x in pool]
-        value, best_item = max(values, key=lambda v: (v[0], -v[1][2].order, -v[1][1].position))
-        if redundancy(best_item) > NEAR_DUPLICATE:
-            scored.remove(best_item)
-            continue
-        if len(chosen) >= target and value < 0.25:
-            break
-        take(best_item)
-    bullets = [
-        Bullet(text=s.text, node_id=s.node_id, score=round(score, 4), order=(src.order, s.position))
-        for score, s, src, _ in chosen
-    ]
-    bullets.sort(key=lambda b: b.order)
-    return bullets
+    def choose(self, scored: list[_Scored], sources: Sequence[Source]) -> list[_Scored]:
+        self._cover(scored, sources)
+        self._fill(scored)
+        return self.chosen
+
+    def _cover(self, scored: list[_Scored], sources: Sequence[Source]) -> None:
+        """The best sentence of every LO that is cited, best LO first."""
+        plan, chosen = self.plan, self.chosen
+        for src in sorted((s for s in sources if s.role != "content"), key=lambda s: (-s.weight, s.order)):
+            if len(chosen) >= plan.max_bullets:
+                break
+            best = next(
+                (
+                    x
+                    for x in scored
+                    if x[2] is src and x not in chosen and self.redundancy(x) <= NEAR_DUPLICATE
+                ),
+                None,
+            )
+            if best is not None:
+                self.take(best)
+
+    def _fill(self, scored: list[_Scored]) -> None:
+        """Relevance minus redundancy, until max_bullets (near-duplicates never)."""
+        plan, chosen = self.plan, self.chosen
+        target = max(plan.min_bullets, 0)
+        while len(chosen) < plan.max_bullets:
+            pool = [
+                x for x in scored if x not in chosen and self.per_node.get(x[1].node_id, 0) < plan.per_node
+            ]
+            if not pool:
+                break
+            values = [(x[0] - 0.5 * self.redundancy(x), x) for x in pool]
+            value, best_item = max(values, key=lambda v: (v[0], -v[1][2].order, -v[1][1].position))
+            if self.redundancy(best_item) > NEAR_DUPLICATE:
+                scored.remove(best_item)
+                continue
+            if len(chosen) >= target and value < 0.25:
+                break
+            self.take(best_item)

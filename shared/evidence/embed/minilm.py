@@ -16,11 +16,12 @@ import numpy as np
 
 from evidence.embed.base import Matrix
 from evidence.embed.tokenizer import get_tokenizer
+from evidence.names import MINILM_MODEL_ID
 
 if TYPE_CHECKING:
     import onnxruntime
 
-MODEL_ID = "minilm-l6-v2-int8"
+MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
 
 

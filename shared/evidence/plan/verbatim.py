@@ -264,25 +264,66 @@ def plan_question(
     generic = _GENERIC.match(q)
     generic_rest = content_words(generic.group("rest"), drop=entity_words) if generic else None
     leftover = [w for w in words if not _section_word(w, r)]
+    mode = _query_mode(
+        why=why,
+        sections=sections,
+        attribute=attribute,
+        generic=generic is not None and bool(entity) and not generic_rest,
+        leftover=bool(leftover),
+    )
+    candidate = _candidate_sections(r, mode, sections, attribute)
+    phrases = _search_phrases(r, rest, words, attribute, why=why, entity=entity)
+    # A section asked for by name alone comes back whole; with more words, its sentences that match them.
+    level = (
+        "block"
+        if mode in ("GENERIC", "MULTI_SECTION") or (mode == "SECTION" and not leftover)
+        else "sentence"
+    )
+    return RulePlan(entity, mode, attribute, tuple(candidate), tuple(phrases), level)
+
+
+def _query_mode(
+    *, why: bool, sections: Sequence[str], attribute: str | None, generic: bool, leftover: bool
+) -> str:
+    """`generic`: "what is X?" about a known entity with nothing else asked; `leftover`: words
+    besides the section names."""
     if why and (sections or attribute):
-        mode = "MULTI_SECTION"
-    elif attribute is not None:
-        mode = "ATTRIBUTE"
-    elif generic is not None and entity and not generic_rest:
-        mode = "GENERIC"
-    elif len(sections) >= 2 and not leftover:
-        mode = "MULTI_SECTION"
-    elif sections:
-        mode = "SECTION"
-    else:
-        mode = "GLOBAL"
+        return "MULTI_SECTION"
+    if attribute is not None:
+        return "ATTRIBUTE"
+    if generic:
+        return "GENERIC"
+    if len(sections) >= 2 and not leftover:
+        return "MULTI_SECTION"
+    if sections:
+        return "SECTION"
+    return "GLOBAL"
+
+
+def _candidate_sections(
+    r: VerbatimRules, mode: str, sections: Sequence[str], attribute: str | None
+) -> list[str]:
+    """The sections named, an attribute's own sections first; a generic question's fixed three."""
+    if mode == "GENERIC":
+        return ["indications", "composition", "mechanism_of_action"]
     candidate = list(sections)
     if attribute is not None:
         a = r.attribute(attribute)
         if a is not None:
             candidate = [*a.sections, *(s for s in sections if s not in a.sections)]
-    if mode == "GENERIC":
-        candidate = ["indications", "composition", "mechanism_of_action"]
+    return candidate
+
+
+def _search_phrases(
+    r: VerbatimRules,
+    rest: str,
+    words: Sequence[str],
+    attribute: str | None,
+    *,
+    why: bool,
+    entity: str | None,
+) -> list[str]:
+    """The question's content words, then the attribute's phrases, lay expansions and why-terms."""
     phrases: list[str] = []
     core = " ".join(words)
     if core:
@@ -296,13 +337,7 @@ def plan_question(
         phrases.extend(p for p in r.why_terms if p not in phrases)
     if not phrases and entity:
         phrases.append(entity)
-    # A section asked for by name alone comes back whole; with more words, its sentences that match them.
-    level = (
-        "block"
-        if mode in ("GENERIC", "MULTI_SECTION") or (mode == "SECTION" and not leftover)
-        else "sentence"
-    )
-    return RulePlan(entity, mode, attribute, tuple(candidate), tuple(phrases), level)
+    return phrases
 
 
 def _section_word(word: str, rules: VerbatimRules) -> bool:

@@ -1,41 +1,68 @@
 """Answerability: how likely the returned evidence answers the question, and a verdict.
 
-Every retrieve reports `confidence` in [0, 1] and `can_answer`. The signal depends on what ran
-(`AnswerSignal.basis`):
+Every retrieve reports `confidence` in [0, 1] and `can_answer` (docs/ranking.md, Answerability).
+The signal reads two things about the first `HEAD` hits that mean the same on both backends, with
+or without a reranker, whatever order the last stage left them in:
 
-- `rerank`: a reranker scored the list. Its relevance of the top hit is the confidence (Cohere
-  and Bedrock rerank scores are relevance probabilities); can_answer when it reaches the
-  profile's `rerank_cutoff`, the same bar the cutoff stage applies.
-- `dense`: no reranker, the index has vectors (the local default). The top hit's cosine with the
-  query and the share of the query's terms it contains, through a logistic model fitted on
-  in-domain questions (SciFact's test queries against SciFact) and out-of-domain ones (155
-  questions from other fields, `bench/data/answerability/`) by `bench/answerability.py`; can_answer
-  when the probability reaches 0.5. The coefficients hold for the MiniLM embedder they were
-  fitted on; `EVIDENCE_ANSWER_MIN_CONFIDENCE` moves the bar.
-- `lexical`: no vectors (a lexical-only index). The share of the query's terms in the top hit;
-  can_answer from half of them.
-- `cascade`: the verbatim profile (`verbatim.profile.cascade_signal`): its cascade's own bars
-  decided whether there is evidence, so can_answer is whether a path found any; the confidence
-  is the share of the query's terms in the evidence.
-- `followups`: no hit, but follow-ups linked to the criterion: the vendor answered it (1.0).
-- `none`: nothing was returned (0.0).
+- `cosine`: the best cosine between the query vector and a hit's stored vector (the first stage's
+  dense score when it has one, else the vector looked up, as `min_similarity` does);
+- `coverage`: the best share of the query's analysed terms (stop words out, stemmed) that one hit
+  contains.
+
+A logistic model over them gives the probability that the index holds an answer; it was fitted by
+`bench/answerability.py` on SciFact's test questions (in-domain) against 155 questions from other
+fields (`bench/data/answerability/out_of_domain.txt`), both run against the SciFact index.
+`can_answer` when the probability reaches `EVIDENCE_ANSWER_MIN_CONFIDENCE` (0.5).
+
+A reranker's score is recorded (`features.rerank`) but never read: Cohere's and Bedrock's scores
+are on scales of their own (and change with the model), and the reranker already acts through
+its own `rerank_cutoff` stage. A cosine is only comparable with the embedder it was fitted on, so
+an index embedded by another model (Titan) falls back to the coverage-only model, as does a
+lexical-only index (`basis` says which).
+
+Bases: `dense` (cosine and coverage), `lexical` (coverage only), `cascade` (the verbatim profile,
+`verbatim.profile.cascade_signal`), `followups` (no hit, but follow-ups linked to the criterion:
+the vendor answered it, 1.0), `none` (nothing returned, 0.0).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.search.analysis import get_analyzer
 
-#: Fitted by bench/answerability.py on MiniLM-L6 (all-MiniLM-L6-v2 int8): logit =
-#: DENSE_WEIGHT * top-hit cosine + COVERAGE_WEIGHT * query-term coverage + BIAS.
-DENSE_WEIGHT = 0.0
-COVERAGE_WEIGHT = 0.0
-BIAS = 0.0
-LEXICAL_MIN_COVERAGE = 0.5
+#: Hits the signal reads: enough that a reranker reordering the top does not change it.
+HEAD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """logit = dense * cosine + coverage * coverage + bias (fitted by bench/answerability.py)."""
+
+    dense: float
+    coverage: float
+    bias: float
+
+    def probability(self, cosine: float, coverage: float) -> float:
+        z = self.dense * cosine + self.coverage * coverage + self.bias
+        if z >= 0:
+            return 1.0 / (1.0 + math.exp(-z))
+        e = math.exp(z)
+        return e / (1.0 + e)
+
+
+#: Per embedder id: the cosine scale is the embedder's own.
+DENSE_CALIBRATIONS: Mapping[str, Calibration] = {
+    MINILM_MODEL_ID: Calibration(dense=29.617, coverage=4.3181, bias=-12.3397),
+}
+#: Coverage alone: embedder-independent, for lexical-only indexes and uncalibrated embedders.
+LEXICAL_CALIBRATION = Calibration(dense=0.0, coverage=9.1773, bias=-4.2691)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +70,46 @@ class AnswerSignal:
     confidence: float
     can_answer: bool
     basis: str
-    #: The inputs, for telemetry and calibration: top cosine, term coverage, rerank score.
+    #: The inputs, for telemetry and calibration: cosine, coverage, top reranker score.
     features: dict[str, float]
 
 
 def term_coverage(query: str, text: str) -> float:
     """Share of the query's distinct analysed terms (stop words out, stemmed) present in `text`."""
-    analyzer = get_analyzer()
-    terms = set(analyzer.analyze(query))
+    return _coverage(frozenset(get_analyzer().analyze(query)), text)
+
+
+def _coverage(terms: frozenset[str], text: str) -> float:
     if not terms:
         return 0.0
-    return len(terms & set(analyzer.analyze(text))) / len(terms)
+    return len(terms & set(get_analyzer().analyze(text))) / len(terms)
 
 
-def dense_probability(cosine: float, coverage: float) -> float:
-    z = DENSE_WEIGHT * cosine + COVERAGE_WEIGHT * coverage + BIAS
-    return 1.0 / (1.0 + math.exp(-z))
+def head_cosines(
+    hits: Sequence[Candidate], stored: Mapping[str, np.ndarray], query_vector: np.ndarray | None
+) -> list[float]:
+    """The cosine of each of the first `HEAD` hits with the query: its dense score, else the
+    cosine with its stored vector (`stored`, by chunk id); hits with neither are left out."""
+    out: list[float] = []
+    q = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+    qn = 0.0 if q is None else float(np.linalg.norm(q))
+    for c in hits[:HEAD]:
+        dense = c.scores.get("dense")
+        if dense is not None:
+            out.append(float(dense))
+            continue
+        vec = stored.get(c.chunk_id)
+        if q is None or vec is None:
+            continue
+        vn = float(np.linalg.norm(vec))
+        if qn > 0 and vn > 0:
+            out.append(float(np.dot(q, np.asarray(vec, dtype=np.float32)) / (qn * vn)))
+    return [x for x in out if math.isfinite(x)]
+
+
+def missing_cosines(hits: Sequence[Candidate]) -> list[str]:
+    """Chunk ids among the first `HEAD` hits whose stored vector the signal must look up."""
+    return [c.chunk_id for c in hits[:HEAD] if "dense" not in c.scores]
 
 
 def answer_signal(
@@ -66,34 +117,28 @@ def answer_signal(
     hits: Sequence[Candidate],
     followups: Sequence[Candidate],
     *,
-    rerank_cutoff: float,
+    cosines: Sequence[float] = (),
+    embedder_id: str | None = None,
     min_confidence: float = 0.5,
 ) -> AnswerSignal:
+    """The verdict on one response. `cosines`: `head_cosines` of the hits (empty when the index
+    has no vectors); `embedder_id`: the index's embedder, which picks the calibration."""
     if not hits:
         if followups:
             return AnswerSignal(1.0, True, "followups", {})
         return AnswerSignal(0.0, False, "none", {})
-    top = hits[0]
-    if "rerank" in top.scores:
-        r = float(top.scores["rerank"])
-        return AnswerSignal(round(_clip(r), 4), r >= rerank_cutoff, "rerank", {"rerank": r})
-    head = hits[:3]
-    coverages = [term_coverage(query, c.chunk.search_text) for c in head]
-    coverage = coverages[0]
-    if "dense" in top.scores:
-        cosine = float(top.scores["dense"])
-        p = dense_probability(cosine, coverage)
-        features = {
-            "dense": round(cosine, 6),
-            "coverage": round(coverage, 6),
-            "dense_max3": round(max(float(c.scores.get("dense", -1.0)) for c in head), 6),
-            "coverage_max3": round(max(coverages), 6),
-        }
-        return AnswerSignal(round(p, 4), p >= min_confidence, "dense", features)
-    return AnswerSignal(
-        round(coverage, 4), coverage >= LEXICAL_MIN_COVERAGE, "lexical", {"coverage": round(coverage, 6)}
-    )
-
-
-def _clip(x: float) -> float:
-    return min(1.0, max(0.0, x))
+    terms = frozenset(get_analyzer().analyze(query))
+    coverage = max(_coverage(terms, c.chunk.search_text) for c in hits[:HEAD])
+    features = {"coverage": round(coverage, 6)}
+    if "rerank" in hits[0].scores:
+        features["rerank"] = round(float(hits[0].scores["rerank"]), 6)
+    calibration = DENSE_CALIBRATIONS.get(embedder_id or "")
+    if cosines and calibration is not None:
+        cosine = max(cosines)
+        features["cosine"] = round(cosine, 6)
+        p = calibration.probability(cosine, coverage)
+        basis = "dense"
+    else:
+        p = LEXICAL_CALIBRATION.probability(0.0, coverage)
+        basis = "lexical"
+    return AnswerSignal(round(p, 4), p >= min_confidence, basis, features)

@@ -39,6 +39,7 @@ class ProfileParams:
     max_chars: int | None = None
     mmr_lambda: float | None = None
     max_chunks_per_document: int | None = None
+    withhold_below: float | None = None
 
 
 @dataclass

@@ -82,10 +82,6 @@ class Profile:
     description: str
     defaults: ProfileParams
     stages: tuple[Stage, ...]
-    #: Withhold the hits when the answerability signal says the evidence does not answer the
-    #: question (`rank.confidence`): an unrelated question then gets the explicit no-evidence
-    #: marker instead of confident-looking evidence. Off where a seed says "always top N".
-    relevance_floor: bool = False
 
     def params(self, overrides: Mapping[str, Any] | None = None) -> ProfileParams:
         return replace(self.defaults, **validate_overrides(overrides or {}))

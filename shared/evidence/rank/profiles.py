@@ -81,9 +81,8 @@ def _tail() -> tuple[Stage, ...]:
 def default_profile() -> Profile:
     return Profile(
         name="default",
-        description="hybrid first stage, rerank, top-k; withholds evidence that does not answer",
+        description="hybrid first stage, rerank, top-k",
         defaults=DEFAULT_PARAMS,
-        relevance_floor=True,
         stages=(
             HybridRecall(),
             FollowupExtraction(),

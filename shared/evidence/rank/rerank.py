@@ -1,10 +1,12 @@
 """Rerankers behind one port: Cohere (v2 API), Bedrock `Rerank`, or none.
 
 Relevance scores are in [0, 1]. An adapter raises `RerankError` (with a short `reason`:
-"timeout", "throttled", "unavailable", "error", "bad_response") and never anything else; the
-rerank stage turns that into first-stage order plus `degraded: ["rerank:<reason>"]`, so a
-reranker outage never fails a request. SDKs are imported inside methods and clients are built on
-first use, so importing this module costs nothing (Lambda cold start).
+"timeout", "throttled", "unavailable", "error", "bad_response", and a message that says why:
+"401 from Cohere: …", "no AWS credentials", "timeout after 5.0 s waiting for Bedrock") and never
+anything else; the rerank stage turns that into first-stage order plus `degraded:
+["rerank:<reason>"]`, the why in the stage's `detail.fallback` and the log, so a reranker outage
+never fails a request. SDKs are imported inside methods and clients are built on first use, so
+importing this module costs nothing (Lambda cold start).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,6 +53,26 @@ class Reranker(Protocol):
     name: str
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult: ...
+
+
+def _excerpt(body: Any, limit: int = 160) -> str:
+    """The provider's own words from an error body (`{"message": ...}` or text), shortened."""
+    text = body.get("message", body) if isinstance(body, dict) else body
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: What a refused Cohere call most often means, by status.
+_COHERE_STATUS = {
+    401: "the API key was refused (EVIDENCE_COHERE_API_KEY)",
+    403: "the API key may not use this model",
+    404: "no such model or endpoint (EVIDENCE_COHERE_MODEL, EVIDENCE_COHERE_BASE_URL)",
+}
+
+
+def cohere_status_message(status: int, body: Any) -> str:
+    why = _COHERE_STATUS.get(status) or _excerpt(body) or "no detail"
+    return f"{status} from Cohere: {why}"
 
 
 def _validated(results: RerankResult, n_texts: int, top_n: int) -> RerankResult:
@@ -167,21 +189,30 @@ class CohereReranker:
                 on_retry=log_retry,
             )
         except RetriesExhausted as exc:
-            if not isinstance(exc.cause, ApiError):  # the deadline passed before an attempt
-                raise RerankError("Cohere rerank: the request's deadline passed", reason="timeout") from exc
-            status = exc.cause.status_code or 0
-            reason = "throttled" if status == 429 else "unavailable"
-            raise RerankError(f"Cohere rerank failed with HTTP {status}", reason=reason) from exc.cause
+            raise self._exhausted(exc) from exc.cause
         except ApiError as exc:
-            raise RerankError(
-                f"Cohere rerank failed with HTTP {exc.status_code or 0}", reason="error"
-            ) from exc
+            raise RerankError(cohere_status_message(exc.status_code or 0, exc.body), reason="error") from exc
         except httpx.TimeoutException as exc:
-            raise RerankError(f"Cohere rerank timed out after {self._timeout_s}s", reason="timeout") from exc
+            raise RerankError(
+                f"timeout after {self._timeout_s} s waiting for Cohere", reason="timeout"
+            ) from exc
         except httpx.HTTPError as exc:
-            raise RerankError(f"Cohere rerank transport error: {exc}", reason="unavailable") from exc
+            where = self._base_url or "api.cohere.com"
+            raise RerankError(f"cannot reach Cohere at {where}: {exc}", reason="unavailable") from exc
         except (ValueError, TypeError, AttributeError) as exc:
-            raise RerankError(f"Cohere rerank: malformed response: {exc}", reason="bad_response") from exc
+            raise RerankError(f"malformed response from Cohere: {exc}", reason="bad_response") from exc
+
+    def _exhausted(self, exc: RetriesExhausted) -> RerankError:
+        from cohere.core.api_error import ApiError
+
+        if not isinstance(exc.cause, ApiError):  # the deadline passed before an attempt
+            return RerankError("the request's deadline passed before Cohere answered", reason="timeout")
+        status = exc.cause.status_code or 0
+        tries = f"{exc.attempts} attempt" + ("" if exc.attempts == 1 else "s")
+        if exc.deadline_reached:
+            tries += ", then the request's deadline"
+        message = f"{cohere_status_message(status, exc.cause.body)} ({tries})"
+        return RerankError(message, reason="throttled" if status == 429 else "unavailable")
 
 
 def bedrock_model_arn(model: str, region: str) -> str:
@@ -261,6 +292,8 @@ class BedrockReranker:
             BotoCoreError,
             ClientError,
             ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
             ReadTimeoutError,
         )
 
@@ -268,24 +301,40 @@ class BedrockReranker:
             response = self._get_client().rerank(**self.request(query, texts, n))
             results = [(int(r["index"]), float(r["relevanceScore"])) for r in response["results"]]
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
-            raise RerankError(f"Bedrock rerank timed out after {self._timeout_s}s", reason="timeout") from exc
+            raise RerankError(
+                f"timeout after {self._timeout_s} s waiting for Bedrock", reason="timeout"
+            ) from exc
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            reason = (
-                "throttled"
-                if code in {"ThrottlingException", "ServiceQuotaExceededException"}
-                else (
-                    "unavailable"
-                    if code in {"InternalServerException", "BadGatewayException", "DependencyFailedException"}
-                    else "error"
-                )
-            )
-            raise RerankError(f"Bedrock rerank failed: {code}", reason=reason) from exc
+            raise bedrock_client_error(exc.response.get("Error", {})) from exc
+        except NoCredentialsError as exc:
+            raise RerankError("no AWS credentials for Bedrock", reason="unavailable") from exc
+        except EndpointConnectionError as exc:
+            raise RerankError(f"cannot reach Bedrock: {exc}", reason="unavailable") from exc
         except BotoCoreError as exc:
-            raise RerankError(f"Bedrock rerank failed: {exc}", reason="unavailable") from exc
+            raise RerankError(f"Bedrock call failed: {exc}", reason="unavailable") from exc
         except (KeyError, TypeError, ValueError) as exc:
-            raise RerankError(f"Bedrock rerank: malformed response: {exc}", reason="bad_response") from exc
+            raise RerankError(f"malformed response from Bedrock: {exc}", reason="bad_response") from exc
         return _validated(results, len(texts), n)
+
+
+_BEDROCK_THROTTLED = frozenset({"ThrottlingException", "ServiceQuotaExceededException"})
+_BEDROCK_UNAVAILABLE = frozenset(
+    {"InternalServerException", "BadGatewayException", "DependencyFailedException"}
+)
+
+
+def bedrock_client_error(error: Mapping[str, Any]) -> RerankError:
+    """`AccessDeniedException from Bedrock: <its message>`, with the reason its code implies."""
+    code = str(error.get("Code", "")) or "error"
+    reason = (
+        "throttled"
+        if code in _BEDROCK_THROTTLED
+        else "unavailable"
+        if code in _BEDROCK_UNAVAILABLE
+        else "error"
+    )
+    detail = _excerpt(error.get("Message", ""))
+    return RerankError(f"{code} from Bedrock" + (f": {detail}" if detail else ""), reason=reason)
 
 
 @lru_cache(maxsize=4)

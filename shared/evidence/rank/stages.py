@@ -292,8 +292,9 @@ class Rerank:
         try:
             results = ctx.reranker.rerank(query, [c.chunk.text for c in candidates], len(candidates))
         except RerankError as exc:
-            log.warning("rerank failed (%s); falling back to first-stage order", exc.reason)
+            log.warning("%s reranker fell back to first-stage order: %s", ctx.reranker.name, exc.message)
             ctx.trace.degrade(f"rerank:{exc.reason}")
+            ctx.trace.detail["fallback"] = exc.message
             return list(candidates)
         out = []
         returned = set()

@@ -173,6 +173,120 @@ def _region_from_host(host: str) -> str | None:
     return None
 
 
+class _BulkWriter:
+    """One `OpenSearchBackend._bulk` call across its rounds: what is still pending, what failed
+    for good, and the last refusal (for the message when the rounds run out)."""
+
+    def __init__(
+        self,
+        backend: OpenSearchBackend,
+        index: str,
+        items: Sequence[_Item],
+        *,
+        idempotent: bool,
+        deadline: Deadline | None,
+    ) -> None:
+        self.backend = backend
+        self.index = index
+        self.idempotent = idempotent
+        self.deadline = deadline
+        self.pending: list[_Item] = list(items)
+        self.failures: dict[str, list[_Failure]] = {}
+        self.last = ""
+        self.timeout_s = backend.settings.opensearch_timeout_s
+        self.params: dict[str, Any] = {"refresh": backend._refresh} if backend._refresh else {}
+
+    def fail(self, item: _Item, reason: str, *, transient: bool) -> None:
+        self.failures.setdefault(item.owner, []).append(_Failure(reason, transient))
+
+    def send(self, request: list[_Item], timeout: float) -> list[tuple[bool, Mapping[str, Any]]]:
+        from opensearchpy import helpers
+
+        # One request per call (chunk_size = len): streaming_bulk's own 429 retries stay
+        # off, because they move retried items to the end and break positional attribution.
+        return list(
+            helpers.streaming_bulk(
+                self.backend.client,
+                [dict(i.action) for i in request],
+                chunk_size=len(request),
+                max_chunk_bytes=2**62,
+                raise_on_error=False,
+                raise_on_exception=True,
+                max_retries=0,
+                request_timeout=timeout,
+                **self.params,
+            )
+        )
+
+    def round(self, _attempt: int) -> None:
+        """Send what is pending; raise `_BulkIncomplete` when some of it must go again."""
+        from opensearchpy import exceptions as os_exc
+
+        resend: list[_Item] = []
+        for request in self.backend._requests(self.pending):
+            if self.deadline is not None and self.deadline.expired:
+                resend.extend(request)
+                continue
+            timeout = self.deadline.clamp(self.timeout_s) if self.deadline else self.timeout_s
+            try:
+                results = self.send(request, timeout)
+            except (os_exc.ConnectionError, os_exc.TransportError) as exc:
+                resend.extend(self._request_failed(request, exc))
+                continue
+            resend.extend(self._item_results(request, results))
+        self.pending = resend
+        if self.pending:
+            raise _BulkIncomplete(len(self.pending), self.last)
+
+    def _request_failed(self, request: list[_Item], exc: Exception) -> list[_Item]:
+        """A whole request failed: what to resend (429 always; a lost answer only when idempotent)."""
+        from opensearchpy import exceptions as os_exc
+
+        raw_status = getattr(exc, "status_code", None)
+        status = raw_status if isinstance(raw_status, int) else None
+        self.last = f"{type(exc).__name__} {status or ''}".strip()
+        if status == 429:
+            return request  # refused whole: nothing was applied
+        if isinstance(exc, os_exc.ConnectionError) or status in _RETRY_STATUS:
+            if self.idempotent:
+                return request
+            for item in request:
+                self.fail(item, f"outcome unknown ({self.last}); not resent without ids", transient=True)
+            return []
+        reason = self.backend._translate("bulk", exc, self.index)
+        for item in request:
+            self.fail(item, str(reason), transient=False)
+        return []
+
+    def _item_results(
+        self, request: list[_Item], results: list[tuple[bool, Mapping[str, Any]]]
+    ) -> list[_Item]:
+        """Per-item answers, attributed by position and checked by id: the per-item 429s to resend."""
+        if len(results) != len(request):
+            raise BackendError(
+                f"bulk answered {len(results)} item(s) for {len(request)} action(s) into {self.index!r}"
+            )
+        resend: list[_Item] = []
+        for item, (ok, result) in zip(request, results, strict=True):
+            op_type, op = next(iter(result.items()))
+            sent_id = item.action.get("_id")
+            if sent_id is not None and op.get("_id") not in (None, sent_id):
+                raise BackendError(
+                    f"bulk item for {sent_id!r} came back as {op.get('_id')!r}: refusing to guess"
+                )
+            if ok or (op_type == "delete" and op.get("status") == 404):
+                continue  # written, or (delete) already gone
+            status = op.get("status")
+            err = op.get("error") or {}
+            detail = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, Mapping) else str(err)
+            if status == 429:
+                self.last = detail
+                resend.append(item)
+            else:
+                self.fail(item, f"{op.get('_id', '?')}: {detail}", transient=status in _RETRY_STATUS)
+        return resend
+
+
 class OpenSearchBackend:
     """SearchBackend on OpenSearch. Thread-safe for concurrent queries (the client is)."""
 
@@ -716,101 +830,19 @@ class OpenSearchBackend:
         resent: its document fails and the next upsert rewrites it under a new generation.
         Per-item 429s and whole-request 429s were not applied and are always resent.
         """
-        from opensearchpy import exceptions as os_exc
-        from opensearchpy import helpers
-
         if not items:
             return {}
-        failures: dict[str, list[_Failure]] = {}
-        pending: list[_Item] = list(items)
         # Inside a request, its deadline; elsewhere (indexer, migrate) attempts and per-request
         # timeouts bound a write, not one budget for what may be many requests.
         deadline = current_deadline()
-        timeout_s = self.settings.opensearch_timeout_s
-        params: dict[str, Any] = {}
-        if self._refresh:
-            params["refresh"] = self._refresh
-        last = ""
-
-        def send(request: list[_Item], timeout: float) -> list[tuple[bool, Mapping[str, Any]]]:
-            # One request per call (chunk_size = len): streaming_bulk's own 429 retries stay
-            # off, because they move retried items to the end and break positional attribution.
-            return list(
-                helpers.streaming_bulk(
-                    self.client,
-                    [dict(i.action) for i in request],
-                    chunk_size=len(request),
-                    max_chunk_bytes=2**62,
-                    raise_on_error=False,
-                    raise_on_exception=True,
-                    max_retries=0,
-                    request_timeout=timeout,
-                    **params,
-                )
-            )
-
-        def round_(_attempt: int) -> None:
-            nonlocal pending, last
-            resend: list[_Item] = []
-            for request in self._requests(pending):
-                if deadline is not None and deadline.expired:
-                    resend.extend(request)
-                    continue
-                try:
-                    results = send(request, deadline.clamp(timeout_s) if deadline else timeout_s)
-                except (os_exc.ConnectionError, os_exc.TransportError) as exc:
-                    status = exc.status_code if isinstance(exc.status_code, int) else None
-                    last = f"{type(exc).__name__} {status or ''}".strip()
-                    if status == 429:
-                        resend.extend(request)  # refused whole: nothing was applied
-                    elif isinstance(exc, os_exc.ConnectionError) or status in _RETRY_STATUS:
-                        if idempotent:
-                            resend.extend(request)
-                        else:
-                            for item in request:
-                                failures.setdefault(item.owner, []).append(
-                                    _Failure(f"outcome unknown ({last}); not resent without ids", True)
-                                )
-                    else:
-                        reason = self._translate("bulk", exc, index)
-                        for item in request:
-                            failures.setdefault(item.owner, []).append(_Failure(str(reason), False))
-                    continue
-                if len(results) != len(request):
-                    raise BackendError(
-                        f"bulk answered {len(results)} item(s) for {len(request)} action(s) into {index!r}"
-                    )
-                for item, (ok, result) in zip(request, results, strict=True):
-                    op_type, op = next(iter(result.items()))
-                    sent_id = item.action.get("_id")
-                    if sent_id is not None and op.get("_id") not in (None, sent_id):
-                        raise BackendError(
-                            f"bulk item for {sent_id!r} came back as {op.get('_id')!r}: refusing to guess"
-                        )
-                    if ok or (op_type == "delete" and op.get("status") == 404):
-                        continue  # written, or (delete) already gone
-                    status = op.get("status")
-                    err = op.get("error") or {}
-                    detail = (
-                        f"{err.get('type')}: {err.get('reason')}" if isinstance(err, Mapping) else str(err)
-                    )
-                    if status == 429:
-                        last = detail
-                        resend.append(item)
-                    else:
-                        failures.setdefault(item.owner, []).append(
-                            _Failure(f"{op.get('_id', '?')}: {detail}", status in _RETRY_STATUS)
-                        )
-            pending = resend
-            if pending:
-                raise _BulkIncomplete(len(pending), last)
+        writer = _BulkWriter(self, index, items, idempotent=idempotent, deadline=deadline)
 
         def log_retry(exc: Exception, attempt: int, delay: float) -> None:
             logger.warning("opensearch bulk into %s: %s; round %d in %.2fs", index, exc, attempt + 1, delay)
 
         try:
             call_with_retries(
-                round_,
+                writer.round,
                 backoff=self.backoff,
                 classify=lambda exc: Retry() if isinstance(exc, _BulkIncomplete) else None,
                 deadline=deadline,
@@ -819,11 +851,9 @@ class OpenSearchBackend:
             )
         except RetriesExhausted as exc:
             why = "deadline reached" if exc.deadline_reached else f"{exc.attempts} attempts"
-            for item in pending:
-                failures.setdefault(item.owner, []).append(
-                    _Failure(f"not acknowledged ({why}): {last}", True)
-                )
-        return failures
+            for item in writer.pending:
+                writer.fail(item, f"not acknowledged ({why}): {writer.last}", transient=True)
+        return writer.failures
 
     def _requests(self, items: Sequence[_Item]) -> list[list[_Item]]:
         """Split by count and by serialised size (as opensearch-py's chunker measures it)."""

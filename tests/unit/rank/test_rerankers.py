@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -150,6 +152,7 @@ def test_cohere_gives_up_after_retries(
     with pytest.raises(RerankError) as e:
         cohere(url, retries=1).rerank("data", DOCS)
     assert e.value.reason == reason and len(fake.requests) == 2
+    assert e.value.message.startswith(f"{status} from Cohere: ") and e.value.message.endswith("(2 attempts)")
 
 
 def test_cohere_client_errors_are_not_retried(cohere_server: tuple[str, CohereFake]) -> None:
@@ -158,6 +161,26 @@ def test_cohere_client_errors_are_not_retried(cohere_server: tuple[str, CohereFa
     with pytest.raises(RerankError) as e:
         cohere(url, retries=3).rerank("data", DOCS)
     assert e.value.reason == "error" and len(fake.requests) == 1
+    assert e.value.message == "400 from Cohere: internal server error"
+
+
+def test_cohere_refused_key_says_so(cohere_server: tuple[str, CohereFake]) -> None:
+    url, fake = cohere_server
+    fake.script = [(401, 0.0)]
+    with pytest.raises(RerankError) as e:
+        cohere(url, retries=3).rerank("data", DOCS)
+    assert e.value.reason == "error" and len(fake.requests) == 1
+    assert e.value.message == "401 from Cohere: the API key was refused (EVIDENCE_COHERE_API_KEY)"
+
+
+def test_cohere_unreachable_says_where() -> None:
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        unused_port = sock.getsockname()[1]
+    with pytest.raises(RerankError) as e:
+        cohere(f"http://127.0.0.1:{unused_port}", retries=0).rerank("data", DOCS)
+    assert e.value.reason == "unavailable"
+    assert e.value.message.startswith(f"cannot reach Cohere at http://127.0.0.1:{unused_port}")
 
 
 def test_cohere_timeout(cohere_server: tuple[str, CohereFake]) -> None:
@@ -167,6 +190,7 @@ def test_cohere_timeout(cohere_server: tuple[str, CohereFake]) -> None:
     with pytest.raises(RerankError) as e:
         cohere(url, timeout_s=0.2, retries=2).rerank("data", DOCS)
     assert e.value.reason == "timeout" and time.perf_counter() - t0 < 0.9
+    assert e.value.message == "timeout after 0.2 s waiting for Cohere"
     assert len(fake.requests) == 1  # a timeout is not retried: the latency budget is spent
 
 
@@ -193,15 +217,19 @@ def test_cohere_retries_stop_at_the_requests_deadline(cohere_server: tuple[str, 
 
 
 def test_profile_falls_back_when_cohere_times_out(
-    tmp_path: Path, cohere_server: tuple[str, CohereFake]
+    tmp_path: Path, cohere_server: tuple[str, CohereFake], caplog: pytest.LogCaptureFixture
 ) -> None:
     url, fake = cohere_server
     fake.script = [(200, 1.0)]
     backend = new_backend(tmp_path, [chunk(f"c{i}", f"encrypt data at rest {i}") for i in range(8)])
     vrm = get_profile("vrm")
     c = ctx(backend, params=vrm.params({}), query="encrypt data", reranker=cohere(url, timeout_s=0.2))
-    out = vrm.run(c)
+    with caplog.at_level(logging.WARNING, logger="evidence.rank.stages"):
+        out = vrm.run(c)
     assert out.degraded == ["rerank:timeout"] and len(out.hits) == 6
+    rerank = next(r for r in out.stages if r.name == "rerank")
+    assert rerank.detail is not None and rerank.detail["fallback"] == "timeout after 0.2 s waiting for Cohere"
+    assert "cohere reranker fell back to first-stage order: timeout after 0.2 s" in caplog.text
 
 
 def test_profile_uses_cohere_scores(tmp_path: Path, cohere_server: tuple[str, CohereFake]) -> None:
@@ -261,6 +289,37 @@ def test_bedrock_errors(code: str, reason: str) -> None:
     with stub, pytest.raises(RerankError) as e:
         r.rerank("q", DOCS)
     assert e.value.reason == reason
+
+
+def test_bedrock_error_carries_its_code_and_message() -> None:
+    r, stub = bedrock_with_stub()
+    stub.add_client_error(
+        "rerank",
+        service_error_code="AccessDeniedException",
+        service_message="User is not authorized to perform bedrock:Rerank",
+        http_status_code=403,
+    )
+    with stub, pytest.raises(RerankError) as e:
+        r.rerank("q", DOCS)
+    assert e.value.reason == "error"
+    assert (
+        e.value.message
+        == "AccessDeniedException from Bedrock: User is not authorized to perform bedrock:Rerank"
+    )
+
+
+def test_bedrock_without_credentials_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    monkeypatch.delenv("AWS_WEB_IDENTITY_TOKEN_FILE", raising=False)
+    with pytest.raises(RerankError) as e:
+        BedrockReranker(region="eu-west-1", retries=0).rerank("q", DOCS)
+    assert (e.value.reason, e.value.message) == ("unavailable", "no AWS credentials for Bedrock")
 
 
 def test_bedrock_bad_index_is_a_bad_response() -> None:
