@@ -60,6 +60,9 @@ class AssessmentInput(BaseModel):
     profile: str = Field(default="default", max_length=64)
     criteria: list[Criterion] = Field(max_length=10_000)
     output_s3_uri: str | None = Field(default=None, pattern=r"^s3://[^/]+(/.*)?$")
+    #: Whom the batch runs as: every step checks this principal's read access to `index`
+    #: (evidence/access.py). Empty = no principal (allowed only without an access policy).
+    principal: str | None = Field(default=None, max_length=2048)
 
     @field_validator("index")
     @classmethod
@@ -76,9 +79,20 @@ class CriterionTask(BaseModel):
     profile: str = "default"
     criterion: Criterion
     output_uri: str
+    principal: str | None = Field(default=None, max_length=2048)
     plan: Plan | None = None
     retrieve_uri: str | None = None
     hits: int | None = None
+
+    @field_validator("index")
+    @classmethod
+    def _index(cls, v: str) -> str:
+        return validate_index_name(v)
+
+    @field_validator("principal")
+    @classmethod
+    def _principal(cls, v: str | None) -> str | None:
+        return v or None  # the state machine's default is "" (it cannot carry null through JsonMerge)
 
 
 class CriterionResult(BaseModel):
@@ -166,14 +180,22 @@ def _child(base: str, criterion_id: str, suffix: str) -> str:
 
 
 def _task(payload: dict[str, Any] | CriterionTask) -> CriterionTask:
-    if isinstance(payload, CriterionTask):
-        return payload
-    try:
-        return CriterionTask.model_validate(payload)
-    except ValidationError as exc:
-        from evidence.api.errors import validation_error
+    """The step's payload, once its principal may read its index: each step checks again,
+    because each is a separate Lambda invocation that trusts nothing it was handed."""
+    from evidence.access import Access
+    from evidence.api import runtime
 
-        raise validation_error(exc) from exc
+    if isinstance(payload, CriterionTask):
+        task = payload
+    else:
+        try:
+            task = CriterionTask.model_validate(payload)
+        except ValidationError as exc:
+            from evidence.api.errors import validation_error
+
+            raise validation_error(exc) from exc
+    runtime.get_authorizer().check(task.principal, task.index, Access.READ)
+    return task
 
 
 def plan_step(service: EvidenceService, payload: dict[str, Any] | CriterionTask) -> CriterionTask:
@@ -249,10 +271,13 @@ def run_criterion(
     profile: str,
     output_uri: str,
     store: ResultStore,
+    principal: str | None = None,
 ) -> CriterionResult:
     """One Map iteration in-process: the same payloads as the state machine's, failures caught."""
     try:
-        task = CriterionTask(index=index, profile=profile, criterion=criterion, output_uri=output_uri)
+        task = CriterionTask(
+            index=index, profile=profile, criterion=criterion, output_uri=output_uri, principal=principal
+        )
         # Round-trip through JSON as the state machine would, so a payload that cannot travel fails here too.
         planned = plan_step(service, json.loads(task.model_dump_json()))
         retrieved = retrieve_step(service, json.loads(planned.model_dump_json()), store)
@@ -281,7 +306,13 @@ def run_assessment(
             progress(i, total, criterion.id)
         results.append(
             run_criterion(
-                service, criterion, index=batch.index, profile=batch.profile, output_uri=base, store=store
+                service,
+                criterion,
+                index=batch.index,
+                profile=batch.profile,
+                output_uri=base,
+                store=store,
+                principal=batch.principal,
             )
         )
     if progress:
@@ -365,6 +396,12 @@ def add_assess_parser(
         default=None,
         help="write each criterion's result to s3://bucket/prefix/ as the state machine does",
     )
+    parser.add_argument(
+        "--principal",
+        default=None,
+        help="run the batch as this principal: with an access policy set (EVIDENCE_ACCESS_POLICY) "
+        "it needs read access to the index",
+    )
     parser.set_defaults(func=run_assess)
     return parser
 
@@ -386,6 +423,7 @@ def run_assess(args: argparse.Namespace) -> int:
             profile=args.profile,
             criteria=read_criteria(args.criteria),
             output_s3_uri=args.output_s3_uri,
+            principal=args.principal,
         )
     except (EvidenceError, ValidationError, ValueError, OSError) as exc:
         print(f"evidence assess: {exc}", file=sys.stderr)

@@ -54,6 +54,18 @@ class DeleteDocumentResponse(_Edge):
     deleted_chunks: int
 
 
+class IndexSummary(_Edge):
+    name: str
+    documents: int
+    chunks: int
+
+
+class ListIndexesResponse(_Edge):
+    """The indexes the caller may read or write (all of them without an access policy)."""
+
+    indexes: list[IndexSummary]
+
+
 # --- retrieval ------------------------------------------------------------------------------
 
 

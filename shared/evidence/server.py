@@ -35,11 +35,13 @@ def http_to_event(
     *,
     source_ip: str = "127.0.0.1",
     stage: str = "local",
+    principal: str | None = None,
 ) -> dict[str, Any]:
     """An API Gateway REST (v1) proxy integration event.
 
     `path` keeps the percent-encoding of the request line, as API Gateway passes it, so that
-    `%2F` inside a document id stays inside one path segment.
+    `%2F` inside a document id stays inside one path segment. `principal` (from a bearer
+    token) goes where a Lambda authorizer puts it: `requestContext.authorizer.principalId`.
     """
     parts = urlsplit(target)
     path = parts.path or "/"
@@ -78,6 +80,7 @@ def http_to_event(
             "accountId": "000000000000",
             "apiId": "local",
             "identity": {"sourceIp": source_ip, "userAgent": single_headers.get("User-Agent")},
+            **({"authorizer": {"principalId": principal}} if principal else {}),
         },
         "body": text,
         "isBase64Encoded": is_b64,
@@ -95,12 +98,14 @@ class ApiServer(ThreadingHTTPServer):
         resolve: Resolve | None = None,
         max_body_bytes: int = 6 * 1024 * 1024,
         quiet: bool = True,
+        authenticate: Callable[[str | None], str | None] | None = None,
     ) -> None:
         if resolve is None:
             from evidence.api.app import resolve as app_resolve
 
             resolve = app_resolve
         self.resolve = resolve
+        self.authenticate = authenticate or _policy_token
         self.max_body_bytes = max_body_bytes
         self.quiet = quiet
         # The resolver keeps per-request state (current_event) and the service is not
@@ -112,6 +117,23 @@ class ApiServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+def _policy_token(token: str | None) -> str | None:
+    """Bearer token → principal through the access policy's `tokens` (evidence/access.py)."""
+    from evidence.api import runtime
+    from evidence.errors import EvidenceError
+
+    try:
+        return runtime.get_authorizer().principal_for_token(token)
+    except EvidenceError:
+        return None  # a broken policy: the resolver answers with the configuration error
+
+
+def bearer_token(headers: Any) -> str | None:
+    value = str(headers.get("Authorization") or "")
+    scheme, _, token = value.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -165,12 +187,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(413, "payload_too_large", f"request body exceeds {self.server.max_body_bytes} bytes")
             return
         body = self.rfile.read(length) if length else b""
-        event = http_to_event(
-            self.command, self.path, list(self.headers.items()), body, source_ip=self.client_address[0]
-        )
         from evidence.testing import lambda_context
 
         with self.server.lock:
+            event = http_to_event(
+                self.command,
+                self.path,
+                # The token stays here: it is a credential, and resolving needs only its principal.
+                [(k, v) for k, v in self.headers.items() if k.lower() != "authorization"],
+                body,
+                source_ip=self.client_address[0],
+                principal=self.server.authenticate(bearer_token(self.headers)),
+            )
             response = self.server.resolve(event, lambda_context("evidence-serve"))
         status = int(response.get("statusCode", 500))
         headers: dict[str, str] = {}
@@ -220,12 +248,25 @@ def run_serve(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.config import Settings
+    from evidence.errors import ConfigurationError
     from evidence.service import EvidenceService
 
     store = getattr(args, "store", None)
     settings = Settings(store_dir=store) if store is not None else runtime.settings()
+    runtime.configure(settings=settings)
+    try:
+        authorizer = runtime.get_authorizer()
+    except ConfigurationError as exc:
+        print(f"evidence serve: error: {exc.message}", file=sys.stderr)
+        return 2
+    if authorizer.open and args.host not in {"127.0.0.1", "::1", "localhost"}:
+        print(
+            f"evidence serve: warning: no access policy (EVIDENCE_ACCESS_POLICY) and listening on "
+            f"{args.host}: every caller that reaches it may read and write every index",
+            file=sys.stderr,
+        )
     service = EvidenceService(settings)
-    runtime.configure(service=service, settings=settings)
+    runtime.configure(service=service, settings=settings, authorizer=authorizer)
     get_app()
     try:
         server = make_server(

@@ -11,7 +11,7 @@ import base64
 import binascii
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,8 @@ from evidence.model import (
     FormatResponse,
     IndexDocumentRequest,
     IndexDocumentResponse,
+    IndexSummary,
+    ListIndexesResponse,
     Plan,
     PlanRequest,
     RetrieveRequest,
@@ -420,6 +422,18 @@ class EvidenceService:
                 f"document {document_id!r} is not in index {index!r}", field="document_id"
             )
         return DeleteDocumentResponse(index=index, document_id=document_id, deleted_chunks=n)
+
+    def list_indexes(
+        self, visible: Callable[[Iterable[str]], list[str]] | None = None
+    ) -> ListIndexesResponse:
+        """Every index, or those `visible` keeps (the access policy's filter), by name."""
+        infos = {i.name: i for i in self.backend.list_indexes()}
+        names = sorted(infos) if visible is None else sorted(visible(infos))
+        return ListIndexesResponse(
+            indexes=[
+                IndexSummary(name=n, documents=infos[n].documents, chunks=infos[n].chunks) for n in names
+            ]
+        )
 
     # --- querying -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
-BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry"})
+BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry", "access"})
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
     "names": frozenset(),
@@ -23,6 +23,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ids": frozenset(),
     "progress": frozenset(),
     "config": frozenset({"names", "errors"}),
+    "access": frozenset({"names", "errors"}),
     "model": frozenset(),
     "observability": BOTTOM | {"model"},
     "embed": BOTTOM,

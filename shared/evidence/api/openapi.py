@@ -26,6 +26,7 @@ from evidence.model import (
     FormatResponse,
     IndexDocumentRequest,
     IndexDocumentResponse,
+    ListIndexesResponse,
     Plan,
     PlanRequest,
     RetrieveRequest,
@@ -56,6 +57,7 @@ _REQUESTS: tuple[type[BaseModel], ...] = (
 _RESPONSES: tuple[type[BaseModel], ...] = (
     IndexDocumentResponse,
     DeleteDocumentResponse,
+    ListIndexesResponse,
     RetrieveResponse,
     Plan,
     FormatResponse,
@@ -66,6 +68,8 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
 
 _ERRORS = {
     "400": "Malformed request (body is not JSON, missing body)",
+    "403": "The access policy does not let this caller read or write this index "
+    "(the same answer whether or not the index exists)",
     "404": "Unknown index, document or route",
     "413": "Request body larger than 6 MB",
     "422": "A field is out of range or of the wrong shape; `error.field` names it",
@@ -158,6 +162,13 @@ def _document() -> dict[str, Any]:
                 "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1 document")},
             }
         },
+        "/v1/indexes": {
+            "get": {
+                "operationId": "listIndexes",
+                "summary": "The indexes this caller may read or write",
+                "responses": ok(ListIndexesResponse, "Index names with their document and chunk counts"),
+            }
+        },
         "/v1/indexes/{index}/documents": {
             "post": {
                 "operationId": "indexDocument",
@@ -166,7 +177,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(IndexDocumentRequest),
                 "responses": {
                     **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
@@ -183,7 +194,7 @@ def _document() -> dict[str, Any]:
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
                     },
                 ],
-                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "404", "422")},
+                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "403", "404", "422")},
             }
         },
         "/v1/indexes/{index}/retrieve": {
@@ -194,7 +205,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(RetrieveRequest),
                 "responses": {
                     **ok(RetrieveResponse, "Evidence"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
@@ -207,7 +218,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(CoachRequest),
                 "responses": {
                     **ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
