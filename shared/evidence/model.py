@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from evidence.names import reject_control_characters
+
 MAX_QUERY_CHARS = 4096
 
 MetaScalar = str | int | float | bool
@@ -92,6 +94,8 @@ class ConversationTurn(_Edge):
     role: Literal["user", "assistant", "system"]
     content: str = Field(max_length=MAX_QUERY_CHARS)
 
+    _plain = field_validator("content")(reject_control_characters)
+
 
 class RetrieveRequest(Overrides):
     """POST /v1/indexes/{index}/retrieve."""
@@ -109,6 +113,8 @@ class RetrieveRequest(Overrides):
         if not v.strip():
             raise ValueError("query must contain non-whitespace text")
         return v
+
+    _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
     def overrides(self) -> dict[str, Any]:
         """Only the override fields the caller actually set."""
@@ -209,6 +215,8 @@ class PlanRequest(_Edge):
     criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     profile: str = Field(default="default", max_length=64)
     filters: dict[str, MetaScalar | list[str]] | None = None
+
+    _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
 
 class FormatRequest(_Edge):

@@ -24,7 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "progress": frozenset(),
     "config": frozenset({"names", "errors"}),
     "access": frozenset({"names", "errors"}),
-    "model": frozenset(),
+    "model": frozenset({"names"}),
     "observability": BOTTOM | {"model"},
     "embed": BOTTOM,
     "search": BOTTOM,

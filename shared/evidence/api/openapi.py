@@ -32,12 +32,21 @@ from evidence.model import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from evidence.names import INDEX_NAME_RE
+from evidence.names import INDEX_NAME_RE, TEXT_CHAR_CLASS
 
 API_VERSION = "1.0.0"
 #: JSON Schema pattern: at least one character that Python's str.strip() keeps.
 NOT_SPACE = r"[^\s\u001c-\u001f\u0085]"
 REF = "#/components/schemas/{model}"
+#: Request text: no C0 control characters but tab, LF and CR (names.reject_control_characters).
+PLAIN_PATTERN = f"^{TEXT_CHAR_CLASS}*$"
+#: A query: plain text with at least one character str.strip() keeps.
+QUERY_PATTERN = f"^{TEXT_CHAR_CLASS}*[^\\s\\u0000-\\u001f\\u0085]{TEXT_CHAR_CLASS}*$"
+
+
+def _string_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    branches: list[dict[str, Any]] = schema.get("anyOf", [schema])
+    return next((b for b in branches if b.get("type") == "string"), schema)
 
 
 class Health(BaseModel):
@@ -109,11 +118,20 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
         {"required": ["text"], "not": {"required": ["content_base64"]}},
         {"required": ["content_base64"], "not": {"required": ["text"]}},
     ]
-    for model in (RetrieveRequest, PlanRequest, CoachRequest):
-        query = schemas[names[(model, "validation")]]["properties"]["query"]
+    for model, plain in (
+        (RetrieveRequest, ["criterion_question"]),
+        (PlanRequest, ["criterion_question"]),
+        (CoachRequest, ["conversation_snippet"]),
+    ):
+        props = schemas[names[(model, "validation")]]["properties"]
         # A character Python does not strip: JSON Schema's \S (ECMA) counts U+0085 and U+001C-1F
         # as text, str.strip() as space, so "\u0085" passed the schema and failed the model.
-        query["pattern"] = NOT_SPACE
+        props["query"]["pattern"] = QUERY_PATTERN
+        for key in plain:
+            _string_branch(props[key])["pattern"] = PLAIN_PATTERN
+    turn = schemas.get("ConversationTurn")
+    if turn is not None:
+        turn["properties"]["content"]["pattern"] = PLAIN_PATTERN
     constraints = schemas.get("Constraints")
     if constraints is not None:
         # Content types are trimmed and must keep a character (checked in code).

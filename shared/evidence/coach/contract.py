@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evidence.names import reject_control_characters
+
 MAX_QUERY_CHARS = 4096
 MAX_CONTENT_ITEMS = 3
 MIN_TOKEN_BUDGET = 128
@@ -98,6 +100,8 @@ class CoachRequest(_In):
         if not v.strip():
             raise ValueError("query must contain non-whitespace text")
         return v
+
+    _plain = field_validator("query", "conversation_snippet")(reject_control_characters)
 
 
 class MatchedLO(_Out):

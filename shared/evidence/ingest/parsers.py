@@ -67,7 +67,11 @@ _KNOWN_UNSUPPORTED = frozenset(
     }
 )  # fmt: skip
 
-_MAX_DOCX_XML_BYTES = 200 * 1024 * 1024
+#: Bounds on inflating a docx body (a decompression bomb is a small zip that inflates to
+#: gigabytes): an absolute size, and a ratio no Word body reaches (real ones deflate 5-20x).
+#: The zip's declared size is a hard bound: zipfile stops there (and fails the CRC if it lied).
+_MAX_DOCX_XML_BYTES = 64 * 1024 * 1024
+_MAX_DOCX_RATIO = 100
 
 
 def supported_description() -> str:
@@ -791,6 +795,12 @@ def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
             info = zf.getinfo("word/document.xml")
             if info.file_size > _MAX_DOCX_XML_BYTES:
                 raise DocumentParseError(filename, "docx body is too large to parse")
+            if info.file_size > _MAX_DOCX_RATIO * max(info.compress_size, 1024):
+                raise DocumentParseError(
+                    filename,
+                    f"docx body inflates {info.file_size // max(info.compress_size, 1)}x "
+                    f"(limit {_MAX_DOCX_RATIO}x): refused as a decompression bomb",
+                )
             root = ElementTree.fromstring(zf.read(info))
     except DocumentParseError:
         raise
