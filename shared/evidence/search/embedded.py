@@ -18,6 +18,7 @@ opened for writing; tantivy commits are atomic, so re-syncing is idempotent.
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import sqlite3
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evidence.errors import BackendError, EmbedderMismatchError, IndexNotFoundError
+from evidence.errors import BackendError, EmbedderMismatchError, IndexNotFoundError, StorageFullError
 from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
 from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
@@ -401,7 +402,10 @@ class _Index:
                     self.set_info("generation", str(self.generation() + 1))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
+                # would raise and hide the cause.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             if changed and not self.deferred:
                 self.sync_pending()
@@ -427,7 +431,10 @@ class _Index:
                     self.set_info("generation", str(self.generation() + 1))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
+                # would raise and hide the cause.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             if n:
                 self.sync_pending()
@@ -603,6 +610,36 @@ class _Index:
             self._tantivy.clear()
 
 
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+#: How a full disk reads in SQLite's and tantivy's (Rust io::Error) messages.
+_FULL_MESSAGES = ("database or disk is full", "os error 28", "os error 27", "os error 122")
+
+
+def _is_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return True
+    # SQLite reports a write refused by the OS (EFBIG past a file-size limit, EIO) as
+    # SQLITE_IOERR_WRITE, without the errno: the same answer, the store was not written.
+    if str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+        return True
+    return any(m in str(exc) for m in _FULL_MESSAGES)
+
+
+@contextmanager
+def _writing(store_dir: Path, index: str) -> Iterator[None]:
+    """A write to the store; a full disk becomes the typed StorageFullError (507)."""
+    try:
+        yield
+    except (OSError, sqlite3.Error, ValueError) as exc:
+        if not _is_full(exc):
+            raise
+        raise StorageFullError(
+            f"the store under {store_dir} could not be written for index {index!r} (no space left, "
+            "or a file-size limit); nothing was written: free space and send the same request again",
+            field="index",
+        ) from exc
+
+
 class EmbeddedBackend:
     """SearchBackend on local disk. Thread-safe within a process; one writer per store at a time."""
 
@@ -649,8 +686,9 @@ class EmbeddedBackend:
             return opened
 
     def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
-        idx = self._open(index, create=True)
-        with idx._lock:
+        with _writing(self.store_dir, index):
+            idx = self._open(index, create=True)
+        with idx._lock, _writing(self.store_dir, index):
             current = idx.info("embedder_id")
             if current is None:
                 idx.set_info("embedder_id", embedder_id)
@@ -697,10 +735,12 @@ class EmbeddedBackend:
     def upsert(
         self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
     ) -> list[UpsertResult]:
-        return self._open(index).upsert(documents, vectors)
+        with _writing(self.store_dir, index):
+            return self._open(index).upsert(documents, vectors)
 
     def delete_document(self, index: str, document_id: str) -> int:
-        return self._open(index).delete_document(document_id)
+        with _writing(self.store_dir, index):
+            return self._open(index).delete_document(document_id)
 
     def lexical(
         self,
