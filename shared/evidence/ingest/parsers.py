@@ -12,6 +12,7 @@ import codecs
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import PurePath
@@ -71,6 +72,18 @@ _KNOWN_UNSUPPORTED = frozenset(
 #: gigabytes): an absolute size, and a ratio no Word body reaches (real ones deflate 5-20x).
 #: The zip's declared size is a hard bound: zipfile stops there (and fails the CRC if it lied).
 _MAX_DOCX_XML_BYTES = 64 * 1024 * 1024
+#: What a damaged zip can raise from zipfile (found by mutation fuzzing: a corrupted header
+#: offset is a ValueError "negative seek value", a bad method NotImplementedError, …).
+_ZIP_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    OSError,
+    ValueError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    zlib.error,
+)
 _MAX_DOCX_RATIO = 100
 
 
@@ -164,7 +177,7 @@ def _is_docx(data: bytes) -> bool:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             return "word/document.xml" in zf.namelist()
-    except (zipfile.BadZipFile, OSError):
+    except _ZIP_ERRORS:
         return False
 
 
@@ -789,6 +802,9 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING_STYLE = re.compile(r"^(?:heading|berschrift|titre)\s*(\d)$", re.IGNORECASE)
 
 
+_DOCX_ERRORS: tuple[type[Exception], ...] = (ElementTree.ParseError, *_ZIP_ERRORS)
+
+
 def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -806,7 +822,7 @@ def _parse_docx(data: bytes, filename: str) -> ParsedDocument:
         raise
     except KeyError as exc:
         raise DocumentParseError(filename, "not a Word document (no word/document.xml)") from exc
-    except (zipfile.BadZipFile, ElementTree.ParseError, OSError) as exc:
+    except _DOCX_ERRORS as exc:
         raise DocumentParseError(filename, f"corrupt docx: {exc}") from exc
     body = root.find(f"{_W}body")
     if body is None:
