@@ -159,11 +159,20 @@ def request(url: str, method: str, payload: Any = None, timeout: float = 60) -> 
         return err.code, json.loads(err.read() or b"{}")
 
 
-def client(n: int, *, url: str, deadline: float, queries: list[str], texts: list[str], stats: Stats) -> None:
+def client(
+    n: int,
+    *,
+    url: str,
+    deadline: float,
+    queries: list[str],
+    texts: list[str],
+    stats: Stats,
+    mix: dict[str, float],
+) -> None:
     rng = random.Random(n)
     mine: list[str] = []
     made = 0
-    ops, weights = zip(*MIX.items(), strict=True)
+    ops, weights = zip(*mix.items(), strict=True)
     while time.monotonic() < deadline:
         op = rng.choices(ops, weights)[0]
         if op == "delete" and not mine:
@@ -178,7 +187,8 @@ def client(n: int, *, url: str, deadline: float, queries: list[str], texts: list
             elif op == "index":
                 doc_id = f"load-{n}-{made}"
                 made += 1
-                payload = {"document_id": doc_id, "filename": f"{doc_id}.txt", "text": rng.choice(texts)}
+                text = f"Note {doc_id}. {rng.choice(texts)}"  # new content: embedded, not a cache hit
+                payload = {"document_id": doc_id, "filename": f"{doc_id}.txt", "text": text}
                 status, body = request(f"{url}/v1/indexes/{INDEX}/documents", "POST", payload)
                 ok = status == 200 and body.get("status") == "created"
                 if ok:
@@ -204,6 +214,25 @@ def client(n: int, *, url: str, deadline: float, queries: list[str], texts: list
                 stats.errors.append(f"{op} {status} {json.dumps(body)[:200]}")
 
 
+def guarded(n: int, **kwargs: Any) -> None:
+    """A client thread that dies is an error of the run, not a silent drop in throughput."""
+    try:
+        client(n, **kwargs)
+    except BaseException as exc:
+        stats: Stats = kwargs["stats"]
+        with stats.lock:
+            stats.errors.append(f"client {n} died: {exc!r}")
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    mix = {k.strip(): float(v) for k, v in (part.split("=") for part in text.split(",") if part.strip())}
+    if not mix or set(mix) - set(MIX) or sum(mix.values()) <= 0:
+        raise SystemExit(
+            f"load: --mix takes weights of {', '.join(MIX)}, e.g. retrieve=0.7,index=0.2,delete=0.1"
+        )
+    return mix
+
+
 def percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
@@ -219,7 +248,9 @@ def writer_corpus(path: Path, prefix: str, texts: list[str], n: int) -> set[str]
     ids = {f"{prefix}-{i}" for i in range(n)}
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
-            fh.write(json.dumps({"id": f"{prefix}-{i}", "text": texts[i % len(texts)]}) + "\n")
+            # New text (not a cached embedding): the writer really embeds while the server serves.
+            text = f"{prefix} note {i}. {texts[i % len(texts)]}"
+            fh.write(json.dumps({"id": f"{prefix}-{i}", "text": text}) + "\n")
     return ids
 
 
@@ -240,6 +271,7 @@ def serve(store: Path) -> tuple[subprocess.Popen[str], str]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     dataset = Path(args.dataset)
+    mix = parse_mix(args.mix)
     build_base(Path(args.base_store), dataset, Path(args.embedding_cache) if args.embedding_cache else None)
     queries = [q["text"] for q in read_jsonl(_find(dataset, "queries.jsonl.gz", "queries.jsonl"))]
     corpus = read_jsonl(_find(dataset, "corpus.jsonl.gz", "corpus.jsonl"), limit=2000)
@@ -271,10 +303,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     path = Path(tmp) / f"writer{w}.jsonl"
                     ids = writer_corpus(path, f"writer{w}", texts[w * 500 :], args.writer_docs)
                     cmd = cli("index", str(path), "--index", INDEX, "--store", str(store))
-                    writers.append((subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE), ids))
+                    proc_w = subprocess.Popen(
+                        cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    )
+                    writers.append((proc_w, ids))
             threads = [
                 threading.Thread(
-                    target=client,
+                    target=guarded,
                     args=(n,),
                     kwargs={
                         "url": url,
@@ -282,6 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "queries": queries,
                         "texts": texts,
                         "stats": stats,
+                        "mix": mix,
                     },
                 )
                 for n in range(args.clients)
@@ -315,6 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "duration_s": round(elapsed, 1),
         "clients": args.clients,
+        "mix": args.mix,
         "requests": total,
         "throughput_rps": round(total / elapsed, 1) if elapsed else 0.0,
         "by_operation": {
@@ -352,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--mix",
+        default=",".join(f"{k}={v}" for k, v in MIX.items()),
+        help="operation weights (default %(default)s)",
+    )
     parser.add_argument("--writers", action="store_true", help="two `evidence index` processes write too")
     parser.add_argument("--writer-docs", type=int, default=200, help="documents per writer process")
     parser.add_argument("--base-store", default=str(ROOT / "build" / "load-base"))
@@ -366,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     docs = report["documents"]
     failed = (
         report["errors"]
+        or not report["requests"]
         or docs["missing"]
         or docs["unexpected"]
         or docs["duplicated"]

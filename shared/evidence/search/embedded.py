@@ -159,7 +159,7 @@ class _Index:
         self._dense: _DenseCache | None = None
         self._synced = False
         self._cache_gen = -1
-        #: The generation the tantivy readers last reloaded at (other processes write too).
+        #: The lexical generation the tantivy readers last reloaded at (other processes write too).
         self._lexical_gen = -1
         self._by_rowid: dict[int, Chunk] = {}
         self._rowid_of: dict[str, int] = {}
@@ -271,17 +271,21 @@ class _Index:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany("DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending])
-            # Readers in other processes reload their searchers when the generation moves: the
-            # records' commit moved it before tantivy had these documents, so move it again.
-            self.set_info("generation", str(self.generation() + 1))
+            # Readers in other processes reload their searchers when this moves (the records'
+            # generation moved before tantivy had these documents). A counter of its own: the
+            # record caches keyed by `generation` stay valid.
+            self.set_info("lexical_generation", str(self._lexical_generation() + 1))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
+    def _lexical_generation(self) -> int:
+        return int(self.info("lexical_generation") or 0)
+
     def _reload(self, indexes: Mapping[ChunkKind, tantivy.Index] | None = None) -> None:
-        gen = self.generation()
+        gen = self._lexical_generation()
         for ix in (indexes or {k: self._open_lexical(k) for k in ChunkKind}).values():
             ix.reload()
         self._lexical_gen = gen
@@ -531,7 +535,7 @@ class _Index:
         with self._lock:
             if not self._synced:
                 self.sync_pending()
-            elif self.generation() != self._lexical_gen:
+            elif self._lexical_generation() != self._lexical_gen:
                 self._reload()  # another process wrote: see its commits
             for kd in [kind] if kind is not None else list(ChunkKind):
                 scored.extend(self._search_kind(kd, terms, k, filters))
