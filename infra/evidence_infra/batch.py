@@ -53,6 +53,8 @@ class Batch(Construct):
             parameters={
                 "defaults": {
                     "profile": "default",
+                    # Whom the batch runs as (evidence/access.py); every step checks it.
+                    "principal": "",
                     "output_s3_uri": sfn.JsonPath.format(
                         "s3://{}/batches/{}", results.bucket_name, sfn.JsonPath.string_at("$$.Execution.Name")
                     ),
@@ -112,6 +114,7 @@ class Batch(Construct):
             "profile.$": "$.profile",
             "criterion.$": "$.criterion",
             "output_uri.$": "$.output_uri",
+            "principal.$": "$.principal",
         }
         failed = sfn.Pass(
             self,
@@ -159,6 +162,7 @@ class Batch(Construct):
             "index.$": "$.index",
             "profile.$": "$.profile",
             "output_uri.$": "$.output_s3_uri",
+            "principal.$": "$.principal",
             "criterion.$": "$$.Map.Item.Value",
         }
         criteria: sfn.Map | sfn.DistributedMap

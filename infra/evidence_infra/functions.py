@@ -77,6 +77,9 @@ class Functions(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "LOG_LEVEL": "INFO",
         }
+        if settings.access_policy:
+            # Every function checks it: the API per request, the indexer per key, each batch step.
+            common_env["EVIDENCE_ACCESS_POLICY"] = settings.access_policy
         specs = {
             "indexer": Spec(3008, Duration.seconds(settings.indexer_timeout_s), True),
             "retriever": Spec(2048, Duration.seconds(29), True),  # API Gateway's integration limit

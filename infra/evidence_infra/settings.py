@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -95,6 +96,10 @@ def _bool(raw: Any) -> bool:
     return raw if isinstance(raw, bool) else str(raw).strip().lower() in {"1", "true", "yes", "on"}
 
 
+#: Room left for the policy in a function's 4 KB environment next to the other variables.
+ACCESS_POLICY_MAX_CHARS = 2500
+
+
 @dataclass(frozen=True)
 class InfraSettings:
     search: SearchKind = SearchKind.DOMAIN
@@ -127,6 +132,8 @@ class InfraSettings:
     default_index: str = DEFAULT_INDEX  # EVIDENCE_DEFAULT_INDEX: uploads outside indexes/<index>/
     retain_data: bool = True  # domain, collection, buckets, keys: RETAIN_ON_UPDATE_OR_DELETE
     region: str | None = None  # the deploy region when known at synth (CDK_DEFAULT_REGION)
+    #: EVIDENCE_ACCESS_POLICY for every function (evidence/access.py), JSON; unset: open.
+    access_policy: str | None = None
 
     @property
     def indexer_max_concurrency(self) -> int:
@@ -200,7 +207,23 @@ class InfraSettings:
                 f"{PREFIX}opensearchVolumeGb={volume}: {instance} takes at most {EBS_MAX_GB[instance]} GiB "
                 "of gp3 per node; choose a larger instance type or a smaller volume"
             )
+        policy = get("accessPolicy", None)
+        if policy is not None:
+            policy = policy if isinstance(policy, str) else json.dumps(policy)
+            from evidence.access import parse_policy
+            from evidence.errors import ConfigurationError
+
+            try:
+                parse_policy(policy)
+            except ConfigurationError as exc:
+                raise InfraConfigError(f"{PREFIX}accessPolicy: {exc.message}") from exc
+            if policy.lstrip().startswith("{") and len(policy) > ACCESS_POLICY_MAX_CHARS:
+                raise InfraConfigError(
+                    f"{PREFIX}accessPolicy is {len(policy)} characters: Lambda environments hold 4 KB "
+                    f"in all; keep it under {ACCESS_POLICY_MAX_CHARS} (shorter patterns, fewer entries)"
+                )
         return cls(
+            access_policy=policy,
             default_index=default_index,
             region=region,
             retain_data=_bool(get("retainData", d.retain_data)),

@@ -140,6 +140,10 @@ class Settings(BaseSettings):
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
 
+    #: Who may read or write which index (evidence/access.py): the policy as JSON, or the path
+    #: of a JSON file. Unset = open (every caller, every index), the local default.
+    access_policy: str | None = None
+
     # Limits (docs/contracts.md#limits)
     max_body_bytes: int = 6 * 1024 * 1024
     max_document_bytes: int = 50 * 1024 * 1024

@@ -114,6 +114,18 @@ class ServiceUnavailableError(BackendError):
         self.retry_after_s = max(1, int(retry_after_s))
 
 
+class StorageFullError(BackendError):
+    """The embedded store's disk is full (or a file-size limit was hit): nothing was written.
+
+    The write that failed is rolled back (SQLite) or left in the journal that the next write
+    replays (the inverted index), so the store stays consistent and a re-run after freeing
+    space converges.
+    """
+
+    status = 507
+    code = "storage_full"
+
+
 class UpstreamError(EvidenceError):
     """A remote model (reranker, LLM, embedder) failed; callers usually degrade instead."""
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evidence.names import MAX_QUERY_CHARS
+from evidence.names import MAX_QUERY_CHARS, reject_control_characters
 
 MetaScalar = str | int | float | bool
 Metadata = dict[str, MetaScalar | list[str] | None]
@@ -54,6 +54,18 @@ class DeleteDocumentResponse(_Edge):
     deleted_chunks: int
 
 
+class IndexSummary(_Edge):
+    name: str
+    documents: int
+    chunks: int
+
+
+class ListIndexesResponse(_Edge):
+    """The indexes the caller may read or write (all of them without an access policy)."""
+
+    indexes: list[IndexSummary]
+
+
 # --- retrieval ------------------------------------------------------------------------------
 
 
@@ -83,6 +95,8 @@ class ConversationTurn(_Edge):
     role: Literal["user", "assistant", "system"]
     content: str = Field(max_length=MAX_QUERY_CHARS)
 
+    _plain = field_validator("content")(reject_control_characters)
+
 
 class RetrieveRequest(Overrides):
     """POST /v1/indexes/{index}/retrieve."""
@@ -100,6 +114,8 @@ class RetrieveRequest(Overrides):
         if not v.strip():
             raise ValueError("query must contain non-whitespace text")
         return v
+
+    _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
     def overrides(self) -> dict[str, Any]:
         """Only the override fields the caller actually set."""
@@ -200,6 +216,8 @@ class PlanRequest(_Edge):
     criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     profile: str = Field(default="default", max_length=64)
     filters: dict[str, MetaScalar | list[str]] | None = None
+
+    _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
 
 class FormatRequest(_Edge):

@@ -28,3 +28,21 @@ def validate_index_name(name: str) -> str:
     if not INDEX_NAME_RE.fullmatch(name):
         raise ValueError(INDEX_NAME_RULE)
     return name
+
+
+#: C0 control characters other than tab, line feed and carriage return: no question contains
+#: them, they are invisible in logs and invalid in XML 1.0, so request text refuses them.
+CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+#: The same rule as a JSON Schema (ECMA) class, for the OpenAPI document.
+TEXT_CHAR_CLASS = r"[^\u0000-\u0008\u000b\u000c\u000e-\u001f]"
+
+
+def reject_control_characters(value: str | None) -> str | None:
+    """`value` unchanged, or ValueError naming the first control character."""
+    if value is not None:
+        found = CONTROL_CHARS_RE.search(value)
+        if found:
+            raise ValueError(
+                f"control character U+{ord(found.group()):04X} at position {found.start()}; remove it"
+            )
+    return value

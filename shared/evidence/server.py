@@ -31,11 +31,13 @@ def http_to_event(
     *,
     source_ip: str = "127.0.0.1",
     stage: str = "local",
+    principal: str | None = None,
 ) -> dict[str, Any]:
     """An API Gateway REST (v1) proxy integration event.
 
     `path` keeps the percent-encoding of the request line, as API Gateway passes it, so that
-    `%2F` inside a document id stays inside one path segment.
+    `%2F` inside a document id stays inside one path segment. `principal` (from a bearer
+    token) goes where a Lambda authorizer puts it: `requestContext.authorizer.principalId`.
     """
     parts = urlsplit(target)
     path = parts.path or "/"
@@ -74,6 +76,7 @@ def http_to_event(
             "accountId": "000000000000",
             "apiId": "local",
             "identity": {"sourceIp": source_ip, "userAgent": single_headers.get("User-Agent")},
+            **({"authorizer": {"principalId": principal}} if principal else {}),
         },
         "body": text,
         "isBase64Encoded": is_b64,
@@ -91,12 +94,14 @@ class ApiServer(ThreadingHTTPServer):
         resolve: Resolve | None = None,
         max_body_bytes: int = 6 * 1024 * 1024,
         quiet: bool = True,
+        authenticate: Callable[[str | None], str | None] | None = None,
     ) -> None:
         if resolve is None:
             from evidence.api.app import resolve as app_resolve
 
             resolve = app_resolve
         self.resolve = resolve
+        self.authenticate = authenticate or _policy_token
         self.max_body_bytes = max_body_bytes
         self.quiet = quiet
         # The resolver keeps per-request state (current_event) and the service is not
@@ -108,6 +113,23 @@ class ApiServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+def _policy_token(token: str | None) -> str | None:
+    """Bearer token → principal through the access policy's `tokens` (evidence/access.py)."""
+    from evidence.api import runtime
+    from evidence.errors import EvidenceError
+
+    try:
+        return runtime.get_authorizer().principal_for_token(token)
+    except EvidenceError:
+        return None  # a broken policy: the resolver answers with the configuration error
+
+
+def bearer_token(headers: Any) -> str | None:
+    value = str(headers.get("Authorization") or "")
+    scheme, _, token = value.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -161,12 +183,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(413, "payload_too_large", f"request body exceeds {self.server.max_body_bytes} bytes")
             return
         body = self.rfile.read(length) if length else b""
-        event = http_to_event(
-            self.command, self.path, list(self.headers.items()), body, source_ip=self.client_address[0]
-        )
         from evidence.testing import lambda_context
 
         with self.server.lock:
+            event = http_to_event(
+                self.command,
+                self.path,
+                # The token stays here: it is a credential, and resolving needs only its principal.
+                [(k, v) for k, v in self.headers.items() if k.lower() != "authorization"],
+                body,
+                source_ip=self.client_address[0],
+                principal=self.server.authenticate(bearer_token(self.headers)),
+            )
             response = self.server.resolve(event, lambda_context("evidence-serve"))
         status = int(response.get("statusCode", 500))
         headers: dict[str, str] = {}

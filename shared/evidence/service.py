@@ -12,7 +12,7 @@ import binascii
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,8 @@ from evidence.model import (
     FormatResponse,
     IndexDocumentRequest,
     IndexDocumentResponse,
+    IndexSummary,
+    ListIndexesResponse,
     Plan,
     PlanRequest,
     RetrieveRequest,
@@ -502,6 +504,18 @@ class EvidenceService:
         info = self.backend.get_index(index)
         self.backend.delete_index(index)
         return info
+
+    def index_summaries(
+        self, visible: Callable[[Iterable[str]], list[str]] | None = None
+    ) -> ListIndexesResponse:
+        """`GET /v1/indexes`: every index, or those `visible` keeps (the access policy's filter)."""
+        infos = {i.name: i for i in self.backend.list_indexes()}
+        names = sorted(infos) if visible is None else sorted(visible(infos))
+        return ListIndexesResponse(
+            indexes=[
+                IndexSummary(name=n, documents=infos[n].documents, chunks=infos[n].chunks) for n in names
+            ]
+        )
 
     # --- querying -------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ def test_health_and_openapi(service: EvidenceService, context: LambdaContext) ->
     assert set(doc["paths"]) == {
         "/v1/health",
         "/v1/openapi.json",
+        "/v1/indexes",
         "/v1/indexes/{index}/documents",
         "/v1/indexes/{index}/documents/{document_id}",
         "/v1/indexes/{index}/retrieve",

@@ -50,3 +50,13 @@ def test_flags_parse() -> None:
 def test_invalid_flags_are_refused(context: dict[str, Any], message: str) -> None:
     with pytest.raises(InfraConfigError, match=message):
         settings(**context)
+
+
+def test_access_policy_is_validated_at_synth() -> None:
+    policy = {"principals": {"apikey:abc": {"read": ["acme-*"]}}}
+    assert (
+        settings(accessPolicy=policy).access_policy == '{"principals": {"apikey:abc": {"read": ["acme-*"]}}}'
+    )
+    assert settings().access_policy is None
+    with pytest.raises(InfraConfigError, match="accessPolicy"):
+        settings(accessPolicy={"principals": {"x": {"read": ["Acme"]}}})

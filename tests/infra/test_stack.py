@@ -345,6 +345,7 @@ def test_defaults_fill_profile_and_output_location(default_synth: Synth) -> None
     states = _definition(default_synth)["States"]
     defaults = states["Defaults"]["Parameters"]["defaults"]
     assert defaults["profile"] == "default"
+    assert defaults["principal"] == ""  # no principal: refused by every step once a policy is set
     assert defaults["output_s3_uri.$"] == "States.Format('s3://{}/batches/{}', 'TOKEN', $$.Execution.Name)"
     # Caller's values win: JsonMerge(defaults, input) - the input is the second argument.
     assert states["ApplyDefaults"]["Parameters"]["merged.$"] == "States.JsonMerge($.defaults, $.input, false)"
@@ -447,6 +448,7 @@ def test_state_machine_payloads_match_the_assess_contract(default_synth: Synth) 
         "index": "vendor",
         "profile": "vrm",
         "output_s3_uri": "s3://results/batches/run-1",
+        "principal": "arn:aws:iam::123456789012:role/vendor-backend",
         "criteria": [{"id": "c/1", "question": "Is data encrypted at rest?"}],
     }
     state = _render(criteria["ItemSelector"], batch, batch["criteria"][0])
@@ -454,6 +456,10 @@ def test_state_machine_payloads_match_the_assess_contract(default_synth: Synth) 
     plan_payload = _render(inner["Plan"]["Parameters"], state)
     task = CriterionTask.model_validate(plan_payload)
     assert (task.index, task.profile, task.output_uri) == ("vendor", "vrm", "s3://results/batches/run-1")
+    # The batch runs as its caller: every step's payload carries the principal it checks.
+    for step in ("Plan", "Retrieve", "Format"):
+        assert inner[step]["Parameters"]["principal.$"] == "$.principal"
+    assert task.principal == batch["principal"]
     plan = Plan(query=task.criterion.question, normalized_query="data encrypted rest", profile="vrm")
     planner_output = task.model_copy(update={"plan": plan}).model_dump(mode="json")
     state["planned"] = _render(inner["Plan"]["ResultSelector"], planner_output)

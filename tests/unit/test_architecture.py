@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
-BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry", "version"})
+BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access"})
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
     "names": frozenset(),
@@ -24,6 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "progress": frozenset(),
     "version": frozenset(),
     "config": frozenset({"names", "errors"}),
+    "access": frozenset({"names", "errors"}),
     "model": frozenset({"names"}),
     "observability": BOTTOM | {"model"},
     "embed": BOTTOM,

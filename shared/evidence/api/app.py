@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ValidationError
 
+from evidence.access import Access, principal_of
 from evidence.api import runtime
 from evidence.api.errors import JSON, RouteTable, register, validation_error
 from evidence.coach.contract import CoachRequest
@@ -84,6 +85,21 @@ def index_name(raw: str) -> str:
         raise RequestValidationError(str(exc), field="index") from exc
 
 
+def caller(app: APIGatewayRestResolver) -> str | None:
+    return principal_of(app.current_event.raw_event)
+
+
+def authorized_index(app: APIGatewayRestResolver, raw: str, access: Access) -> str:
+    """The route's index name, validated, once the caller is allowed `access` to it.
+
+    Checked before the body is parsed or the store consulted: a refused caller learns
+    nothing about the index, not even whether it exists.
+    """
+    name = index_name(raw)
+    runtime.get_authorizer().check(caller(app), name, access)
+    return name
+
+
 def body_bytes(app: APIGatewayRestResolver) -> bytes:
     event = app.current_event
     raw = event.body or ""
@@ -151,9 +167,16 @@ def build_app() -> APIGatewayRestResolver:
     def openapi() -> Response[str]:
         return json_response(200, openapi_document())
 
+    @route.add("GET", "/v1/indexes")
+    def list_indexes() -> Response[str]:
+        principal = caller(app)
+        authorizer = runtime.get_authorizer()
+        response = runtime.get_service().index_summaries(lambda names: authorizer.visible(principal, names))
+        return json_response(200, response)
+
     @route.add("POST", "/v1/indexes/<index>/documents")
     def index_document(index: str) -> Response[str]:
-        name = index_name(index)
+        name = authorized_index(app, index, Access.WRITE)
         request = parse_body(app, IndexDocumentRequest)
         response = runtime.get_service().index_document(name, request)
         record_indexed(response)
@@ -161,7 +184,7 @@ def build_app() -> APIGatewayRestResolver:
 
     @route.add("DELETE", "/v1/indexes/<index>/documents/<document_id>")
     def delete_document(index: str, document_id: str) -> Response[str]:
-        name = index_name(index)
+        name = authorized_index(app, index, Access.WRITE)
         doc_id = unquote(document_id)
         if not doc_id or len(doc_id) > 1024:
             raise RequestValidationError("document_id must be 1-1024 characters", field="document_id")
@@ -169,7 +192,7 @@ def build_app() -> APIGatewayRestResolver:
 
     @route.add("POST", "/v1/indexes/<index>/retrieve")
     def retrieve(index: str) -> Response[str]:
-        name = index_name(index)
+        name = authorized_index(app, index, Access.READ)
         request = parse_body(app, RetrieveRequest)
         response = runtime.get_service().retrieve(name, request)
         record_retrieve(response)
@@ -177,7 +200,7 @@ def build_app() -> APIGatewayRestResolver:
 
     @route.add("POST", "/v1/indexes/<index>/coach")
     def coach(index: str) -> Response[str]:
-        name = index_name(index)
+        name = authorized_index(app, index, Access.READ)
         return json_response(200, runtime.get_service().coach(name, parse_body(app, CoachRequest)))
 
     @route.add("POST", "/v1/plan")

@@ -181,6 +181,8 @@ def apply_change(change: S3Change) -> str:
     logger = get_logger()
     s3 = runtime.get_s3_client()
     index, _ = target(change.key)
+    # Before S3 is read or the store touched: a key outside its prefix's grant fails alone.
+    runtime.get_authorizer().check_upload(change.key, index)
     if change.removed:
         try:
             s3.head_object(Bucket=change.bucket, Key=change.key)

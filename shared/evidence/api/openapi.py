@@ -26,17 +26,27 @@ from evidence.model import (
     FormatResponse,
     IndexDocumentRequest,
     IndexDocumentResponse,
+    ListIndexesResponse,
     Plan,
     PlanRequest,
     RetrieveRequest,
     RetrieveResponse,
 )
-from evidence.names import INDEX_NAME_RE
+from evidence.names import INDEX_NAME_RE, TEXT_CHAR_CLASS
 from evidence.version import package_version
 
 #: JSON Schema pattern: at least one character that Python's str.strip() keeps.
 NOT_SPACE = r"[^\s\u001c-\u001f\u0085]"
 REF = "#/components/schemas/{model}"
+#: Request text: no C0 control characters but tab, LF and CR (names.reject_control_characters).
+PLAIN_PATTERN = f"^{TEXT_CHAR_CLASS}*$"
+#: A query: plain text with at least one character str.strip() keeps.
+QUERY_PATTERN = f"^{TEXT_CHAR_CLASS}*[^\\s\\u0000-\\u001f\\u0085]{TEXT_CHAR_CLASS}*$"
+
+
+def _string_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    branches: list[dict[str, Any]] = schema.get("anyOf", [schema])
+    return next((b for b in branches if b.get("type") == "string"), schema)
 
 
 class Health(BaseModel):
@@ -56,6 +66,7 @@ _REQUESTS: tuple[type[BaseModel], ...] = (
 _RESPONSES: tuple[type[BaseModel], ...] = (
     IndexDocumentResponse,
     DeleteDocumentResponse,
+    ListIndexesResponse,
     RetrieveResponse,
     Plan,
     FormatResponse,
@@ -66,6 +77,8 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
 
 _ERRORS = {
     "400": "Malformed request (body is not JSON, missing body)",
+    "403": "The access policy does not let this caller read or write this index "
+    "(the same answer whether or not the index exists)",
     "404": "Unknown index, document or route",
     "413": "Request body larger than 6 MB",
     "422": "A field is out of range or of the wrong shape; `error.field` names it",
@@ -105,11 +118,20 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
         {"required": ["text"], "not": {"required": ["content_base64"]}},
         {"required": ["content_base64"], "not": {"required": ["text"]}},
     ]
-    for model in (RetrieveRequest, PlanRequest, CoachRequest):
-        query = schemas[names[(model, "validation")]]["properties"]["query"]
+    for model, plain in (
+        (RetrieveRequest, ["criterion_question"]),
+        (PlanRequest, ["criterion_question"]),
+        (CoachRequest, ["conversation_snippet"]),
+    ):
+        props = schemas[names[(model, "validation")]]["properties"]
         # A character Python does not strip: JSON Schema's \S (ECMA) counts U+0085 and U+001C-1F
         # as text, str.strip() as space, so "\u0085" passed the schema and failed the model.
-        query["pattern"] = NOT_SPACE
+        props["query"]["pattern"] = QUERY_PATTERN
+        for key in plain:
+            _string_branch(props[key])["pattern"] = PLAIN_PATTERN
+    turn = schemas.get("ConversationTurn")
+    if turn is not None:
+        turn["properties"]["content"]["pattern"] = PLAIN_PATTERN
     constraints = schemas.get("Constraints")
     if constraints is not None:
         # Content types are trimmed and must keep a character (checked in code).
@@ -158,6 +180,13 @@ def _document() -> dict[str, Any]:
                 "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1 document")},
             }
         },
+        "/v1/indexes": {
+            "get": {
+                "operationId": "listIndexes",
+                "summary": "The indexes this caller may read or write",
+                "responses": ok(ListIndexesResponse, "Index names with their document and chunk counts"),
+            }
+        },
         "/v1/indexes/{index}/documents": {
             "post": {
                 "operationId": "indexDocument",
@@ -166,7 +195,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(IndexDocumentRequest),
                 "responses": {
                     **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
@@ -183,7 +212,7 @@ def _document() -> dict[str, Any]:
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
                     },
                 ],
-                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "404", "422")},
+                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "403", "404", "422")},
             }
         },
         "/v1/indexes/{index}/retrieve": {
@@ -194,7 +223,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(RetrieveRequest),
                 "responses": {
                     **ok(RetrieveResponse, "Evidence"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
@@ -207,7 +236,7 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(CoachRequest),
                 "responses": {
                     **ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
-                    **_errors("400", "404", "413", "422"),
+                    **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evidence.config import Settings, get_settings
 
 if TYPE_CHECKING:
+    from evidence.access import Authorizer
     from evidence.service import EvidenceService
 
 
@@ -21,6 +22,7 @@ class _State:
     service: EvidenceService | None = None
     settings: Settings | None = None
     s3: Any | None = None
+    authorizer: Authorizer | None = None
 
 
 _lock = threading.Lock()
@@ -41,6 +43,17 @@ def get_service() -> EvidenceService:
     return _state.service
 
 
+def get_authorizer() -> Authorizer:
+    """The access check built from the settings' policy (a bad policy fails every request)."""
+    if _state.authorizer is None:
+        with _lock:
+            if _state.authorizer is None:
+                from evidence.access import Authorizer, parse_policy
+
+                _state.authorizer = Authorizer(parse_policy(settings().access_policy))
+    return _state.authorizer
+
+
 def get_s3_client() -> Any:
     """boto3 S3 client, imported and built at the first S3 access."""
     if _state.s3 is None:
@@ -58,10 +71,12 @@ def configure(
     service: EvidenceService | None = None,
     settings: Settings | None = None,
     s3_client: Any | None = None,
+    authorizer: Authorizer | None = None,
 ) -> None:
     """Replace the cached objects (None = build again from settings at next use)."""
     with _lock:
         _state.service, _state.settings, _state.s3 = service, settings, s3_client
+        _state.authorizer = authorizer
 
 
 def reset() -> None:

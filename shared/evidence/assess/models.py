@@ -28,6 +28,9 @@ class AssessmentInput(BaseModel):
     profile: str = Field(default="default", max_length=64)
     criteria: list[Criterion] = Field(max_length=10_000)
     output_s3_uri: str | None = Field(default=None, pattern=r"^s3://[^/]+(/.*)?$")
+    #: Whom the batch runs as: every step checks this principal's read access to `index`
+    #: (evidence/access.py). Empty = no principal (allowed only without an access policy).
+    principal: str | None = Field(default=None, max_length=2048)
 
     @field_validator("index")
     @classmethod
@@ -44,9 +47,20 @@ class CriterionTask(BaseModel):
     profile: str = "default"
     criterion: Criterion
     output_uri: str
+    principal: str | None = Field(default=None, max_length=2048)
     plan: Plan | None = None
     retrieve_uri: str | None = None
     hits: int | None = None
+
+    @field_validator("index")
+    @classmethod
+    def _index(cls, v: str) -> str:
+        return validate_index_name(v)
+
+    @field_validator("principal")
+    @classmethod
+    def _principal(cls, v: str | None) -> str | None:
+        return v or None  # the state machine's default is "" (it cannot carry null through JsonMerge)
 
 
 class CriterionResult(BaseModel):

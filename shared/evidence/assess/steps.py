@@ -28,14 +28,22 @@ ProgressFn = Callable[[int, int, str], None]
 
 
 def _task(payload: dict[str, Any] | CriterionTask) -> CriterionTask:
-    if isinstance(payload, CriterionTask):
-        return payload
-    try:
-        return CriterionTask.model_validate(payload)
-    except ValidationError as exc:
-        from evidence.api.errors import validation_error
+    """The step's payload, once its principal may read its index: each step checks again,
+    because each is a separate Lambda invocation that trusts nothing it was handed."""
+    from evidence.access import Access
+    from evidence.api import runtime
 
-        raise validation_error(exc) from exc
+    if isinstance(payload, CriterionTask):
+        task = payload
+    else:
+        try:
+            task = CriterionTask.model_validate(payload)
+        except ValidationError as exc:
+            from evidence.api.errors import validation_error
+
+            raise validation_error(exc) from exc
+    runtime.get_authorizer().check(task.principal, task.index, Access.READ)
+    return task
 
 
 def plan_step(service: EvidenceService, payload: dict[str, Any] | CriterionTask) -> CriterionTask:
@@ -111,10 +119,13 @@ def run_criterion(
     profile: str,
     output_uri: str,
     store: ResultStore,
+    principal: str | None = None,
 ) -> CriterionResult:
     """One Map iteration in-process: the same payloads as the state machine's, failures caught."""
     try:
-        task = CriterionTask(index=index, profile=profile, criterion=criterion, output_uri=output_uri)
+        task = CriterionTask(
+            index=index, profile=profile, criterion=criterion, output_uri=output_uri, principal=principal
+        )
         # Round-trip through JSON as the state machine would, so a payload that cannot travel fails here too.
         planned = plan_step(service, json.loads(task.model_dump_json()))
         retrieved = retrieve_step(service, json.loads(planned.model_dump_json()), store)
@@ -140,7 +151,13 @@ def run_assessment(
             progress(i, total, criterion.id)
         results.append(
             run_criterion(
-                service, criterion, index=batch.index, profile=batch.profile, output_uri=base, store=store
+                service,
+                criterion,
+                index=batch.index,
+                profile=batch.profile,
+                output_uri=base,
+                store=store,
+                principal=batch.principal,
             )
         )
     if progress:

@@ -33,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="write each criterion's result to s3://bucket/prefix/ as the state machine does",
     )
+    p.add_argument(
+        "--principal",
+        default=None,
+        help="run the batch as this principal: with an access policy set (EVIDENCE_ACCESS_POLICY) "
+        "it needs read access to the index",
+    )
 
 
 @dataclass
@@ -108,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{shown_path(args.criteria)}: no criteria (JSONL lines of {{id, question}})")
     try:
         batch = AssessmentInput(
-            index=args.index, profile=args.profile, criteria=read.criteria, output_s3_uri=args.output_s3_uri
+            index=args.index,
+            profile=args.profile,
+            criteria=read.criteria,
+            output_s3_uri=args.output_s3_uri,
+            principal=args.principal,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

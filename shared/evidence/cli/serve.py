@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any
 
-from evidence.cli.common import EXIT_FAILED, EXIT_OK, CliError, Command, settings_from_args
+from evidence.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Command, settings_from_args
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,8 +25,21 @@ def run(args: argparse.Namespace) -> int:
     from evidence.service import EvidenceService
 
     settings = settings_from_args(args)
+    runtime.configure(settings=settings)
+    from evidence.errors import ConfigurationError
+
+    try:  # a broken access policy stops the server here, not each request
+        authorizer = runtime.get_authorizer()
+    except ConfigurationError as exc:
+        raise CliError(exc.message, EXIT_USAGE) from None
+    if authorizer.open and args.host not in {"127.0.0.1", "::1", "localhost"}:
+        print(
+            f"evidence serve: warning: no access policy (EVIDENCE_ACCESS_POLICY) and listening on "
+            f"{args.host}: every caller that reaches it may read and write every index",
+            file=sys.stderr,
+        )
     service = EvidenceService(settings)
-    runtime.configure(service=service, settings=settings)
+    runtime.configure(service=service, settings=settings, authorizer=authorizer)
     get_app()
     try:
         server = make_server(

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evidence.names import MAX_QUERY_CHARS
+from evidence.names import MAX_QUERY_CHARS, reject_control_characters
 
 MAX_CONTENT_ITEMS = 3
 MIN_TOKEN_BUDGET = 128
@@ -99,6 +99,8 @@ class CoachRequest(_In):
         if not v.strip():
             raise ValueError("query must contain non-whitespace text")
         return v
+
+    _plain = field_validator("query", "conversation_snippet")(reject_control_characters)
 
 
 class MatchedLO(_Out):

@@ -7,6 +7,7 @@ inference. SQLite in WAL mode: safe for concurrent readers and one writer.
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -43,13 +44,20 @@ class EmbeddingCache:
         return out
 
     def put_many(self, model: str, items: Sequence[tuple[str, Matrix]]) -> None:
+        """Best effort: a cache that cannot be written (a full disk) costs a re-embedding later,
+        never the caller's write; the transaction is rolled back so the next one can begin."""
         with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
-                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
-            )
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
+                    [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.rollback()
+                logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
 
     def close(self) -> None:
         self._db.close()

@@ -6,13 +6,15 @@ store; each index is an `IndexStore` (`embedded_store.py`: SQLite records + tant
 
 from __future__ import annotations
 
+import errno
 import shutil
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from evidence.errors import BackendError, IndexNotFoundError
+from evidence.errors import BackendError, IndexNotFoundError, StorageFullError
 from evidence.names import validate_index_name
 from evidence.records import ChunkKind, DocumentChunks, SearchHit
 from evidence.search.analysis import AnalyzerConfig
@@ -20,6 +22,36 @@ from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult,
 from evidence.search.embedded_store import Consistency, IndexStore
 
 __all__ = ["Consistency", "EmbeddedBackend", "IndexStore", "iter_chunks"]
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+#: How a full disk reads in SQLite's and tantivy's (Rust io::Error) messages.
+_FULL_MESSAGES = ("database or disk is full", "os error 28", "os error 27", "os error 122")
+
+
+def _is_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return True
+    # SQLite reports a write refused by the OS (EFBIG past a file-size limit, EIO) as
+    # SQLITE_IOERR_WRITE, without the errno: the same answer, the store was not written.
+    if str(getattr(exc, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR")):
+        return True
+    return any(m in str(exc) for m in _FULL_MESSAGES)
+
+
+@contextmanager
+def _writing(store_dir: Path, index: str) -> Iterator[None]:
+    """A write to the store; a full disk becomes the typed StorageFullError (507)."""
+    try:
+        yield
+    except (OSError, sqlite3.Error, ValueError) as exc:
+        if not _is_full(exc):
+            raise
+        raise StorageFullError(
+            f"the store under {store_dir} could not be written for index {index!r} (no space left, "
+            "or a file-size limit); nothing was written: free space and send the same request again",
+            field="index",
+        ) from exc
 
 
 class EmbeddedBackend:
@@ -61,7 +93,8 @@ class EmbeddedBackend:
             return opened
 
     def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
-        self.index_store(index, create=True).ensure_embedder(embedder_id, dimension)
+        with _writing(self.store_dir, index):
+            self.index_store(index, create=True).ensure_embedder(embedder_id, dimension)
         return self.get_index(index)
 
     def get_index(self, index: str) -> IndexInfo:
@@ -92,10 +125,12 @@ class EmbeddedBackend:
     def upsert(
         self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
     ) -> list[UpsertResult]:
-        return self.index_store(index).upsert(documents, vectors)
+        with _writing(self.store_dir, index):
+            return self.index_store(index).upsert(documents, vectors)
 
     def delete_document(self, index: str, document_id: str) -> int:
-        return self.index_store(index).delete_document(document_id)
+        with _writing(self.store_dir, index):
+            return self.index_store(index).delete_document(document_id)
 
     def lexical(
         self,

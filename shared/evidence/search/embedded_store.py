@@ -23,6 +23,7 @@ import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,7 +161,11 @@ class IndexStore:
         self.k1 = k1
         self.b = b
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(root / "records.sqlite3", check_same_thread=False, isolation_level=None)
+        # Another process (a second `evidence index`, the server) may hold the write lock for a
+        # batch: wait for it rather than fail.
+        self._db = sqlite3.connect(
+            root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
@@ -168,6 +173,8 @@ class IndexStore:
         self._dense: _DenseCache | None = None
         self._synced = False
         self._cache_gen = -1
+        #: The lexical generation the tantivy readers last reloaded at (other processes write too).
+        self._lexical_gen = -1
         self._by_rowid: dict[int, Chunk] = {}
         self._rowid_of: dict[str, int] = {}
         #: While True (inside `EmbeddedBackend.bulk`), lexical sync waits for the bulk's end:
@@ -273,28 +280,69 @@ class IndexStore:
         doc.add_text("body", " ".join(self.analyzer.analyze(chunk.search_text)))
         return doc
 
+    @contextmanager
+    def _process_lock(self) -> Iterator[None]:
+        """Tantivy allows one IndexWriter per directory across processes (a second one fails
+        with LockBusy): writers from other processes (`evidence index` beside `evidence serve`)
+        take turns on this advisory lock instead."""
+        import fcntl
+
+        with (self.root / "write.lock").open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def sync_pending(self) -> int:
         """Bring tantivy in line with the records for every journalled document."""
         with self._lock:
             indexes = {kind: self._open_lexical(kind) for kind in ChunkKind}
             pending = [r[0] for r in self._db.execute("SELECT document_id FROM lexical_pending")]
             if pending:
-                writers = {k: ix.writer(heap_size=_WRITER_HEAP, num_threads=1) for k, ix in indexes.items()}
-                for doc_id in pending:
-                    for writer in writers.values():
-                        writer.delete_documents_by_term("document_id", doc_id)
-                    for chunk in self._chunks_of(doc_id):
-                        writers[chunk.kind].add_document(self._tantivy_doc(chunk))
-                for writer in writers.values():
-                    writer.commit()
-                    writer.wait_merging_threads()
-                self._db.executemany(
-                    "DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending]
-                )
-            for ix in indexes.values():
-                ix.reload()
+                with self._process_lock():
+                    # Read again under the lock: another process may have synced them meanwhile.
+                    pending = [r[0] for r in self._db.execute("SELECT document_id FROM lexical_pending")]
+                    self._write_lexical(indexes, pending)
+            self._reload(indexes)
             self._synced = True
             return len(pending)
+
+    def _write_lexical(self, indexes: Mapping[ChunkKind, tantivy.Index], pending: list[str]) -> None:
+        if not pending:
+            return
+        writers = {k: ix.writer(heap_size=_WRITER_HEAP, num_threads=1) for k, ix in indexes.items()}
+        for doc_id in pending:
+            for writer in writers.values():
+                writer.delete_documents_by_term("document_id", doc_id)
+            for chunk in self._chunks_of(doc_id):
+                writers[chunk.kind].add_document(self._tantivy_doc(chunk))
+        for writer in writers.values():
+            writer.commit()
+            writer.wait_merging_threads()
+        del writers  # tantivy's own directory lock goes with the writers, before our lock
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending])
+            # Readers in other processes reload their searchers when this moves (the records'
+            # generation moved before tantivy had these documents). A counter of its own: the
+            # record caches keyed by `generation` stay valid.
+            self.set_info("lexical_generation", str(self._lexical_generation() + 1))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _lexical_generation(self) -> int:
+        return int(self.info("lexical_generation") or 0)
+
+    def _reload(self, indexes: Mapping[ChunkKind, tantivy.Index] | None = None) -> None:
+        gen = self._lexical_generation()
+        for ix in (indexes or {k: self._open_lexical(k) for k in ChunkKind}).values():
+            ix.reload()
+        self._lexical_gen = gen
 
     # --- records --------------------------------------------------------------------------
 
@@ -455,7 +503,10 @@ class IndexStore:
                     self.set_info("generation", str(self.generation() + 1))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
+                # would raise and hide the cause.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             if changed and not self.deferred:
                 self.sync_pending()
@@ -481,7 +532,10 @@ class IndexStore:
                     self.set_info("generation", str(self.generation() + 1))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
+                # would raise and hide the cause.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             if n:
                 self.sync_pending()
@@ -535,6 +589,8 @@ class IndexStore:
         with self._lock:
             if not self._synced:
                 self.sync_pending()
+            elif self._lexical_generation() != self._lexical_gen:
+                self._reload()  # another process wrote: see its commits
             for kd in [kind] if kind is not None else list(ChunkKind):
                 scored.extend(self._search_kind(kd, terms, k, filters))
         found = self.chunks_by_id([cid for _, cid in scored])

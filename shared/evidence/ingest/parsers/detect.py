@@ -11,10 +11,24 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import PurePath
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.spl import is_spl
+
+#: What a damaged zip can raise from zipfile (found by mutation fuzzing: a corrupted header
+#: offset is a ValueError "negative seek value", a bad method NotImplementedError, …).
+ZIP_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    OSError,
+    ValueError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    zlib.error,
+)
 
 SUPPORTED_FORMATS: tuple[str, ...] = ("txt", "md", "html", "pdf", "docx", "spl")
 
@@ -152,5 +166,5 @@ def _is_docx(data: bytes) -> bool:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             return "word/document.xml" in zf.namelist()
-    except (zipfile.BadZipFile, OSError):
+    except ZIP_ERRORS:
         return False

@@ -10,12 +10,18 @@ from collections.abc import Iterator
 from xml.etree import ElementTree
 
 from evidence.errors import DocumentParseError
+from evidence.ingest.parsers.detect import ZIP_ERRORS
 from evidence.ingest.parsers.layout import flat_sections, table_cell, table_row
 from evidence.records import ParsedDocument
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING_STYLE = re.compile(r"^(?:heading|berschrift|titre)\s*(\d)$", re.IGNORECASE)
-_MAX_XML_BYTES = 200 * 1024 * 1024
+#: Bounds on inflating a docx body (a decompression bomb is a small zip that inflates to
+#: gigabytes): an absolute size, and a ratio no Word body reaches (real ones deflate 5-20x).
+#: The zip's declared size is a hard bound: zipfile stops there (and fails the CRC if it lied).
+_MAX_XML_BYTES = 64 * 1024 * 1024
+_MAX_RATIO = 100
+_DOCX_ERRORS: tuple[type[Exception], ...] = (ElementTree.ParseError, *ZIP_ERRORS)
 
 
 def parse_docx(data: bytes, filename: str) -> ParsedDocument:
@@ -34,12 +40,18 @@ def _body(data: bytes, filename: str) -> ElementTree.Element:
             info = zf.getinfo("word/document.xml")
             if info.file_size > _MAX_XML_BYTES:
                 raise DocumentParseError(filename, "docx body is too large to parse")
+            if info.file_size > _MAX_RATIO * max(info.compress_size, 1024):
+                raise DocumentParseError(
+                    filename,
+                    f"docx body inflates {info.file_size // max(info.compress_size, 1)}x "
+                    f"(limit {_MAX_RATIO}x): refused as a decompression bomb",
+                )
             root = ElementTree.fromstring(zf.read(info))
     except DocumentParseError:
         raise
     except KeyError as exc:
         raise DocumentParseError(filename, "not a Word document (no word/document.xml)") from exc
-    except (zipfile.BadZipFile, ElementTree.ParseError, OSError) as exc:
+    except _DOCX_ERRORS as exc:
         raise DocumentParseError(filename, f"corrupt docx: {exc}") from exc
     body = root.find(f"{_W}body")
     if body is None:

@@ -1,0 +1,422 @@
+"""Bounded load on loopback against `evidence serve` (RELIABILITY.md, "Load").
+
+A SciFact-sized index (the 5,183-document corpus, the real MiniLM embedder) is served by
+`evidence serve` in a subprocess; `--clients` threads send mixed traffic for `--duration`
+seconds: retrieve (SciFact test queries), index (a new document each time) and delete (one of
+that client's own documents). Meanwhile, with `--writers`, two `evidence index` processes
+write other documents into the same index on the same store. Reported: requests, throughput,
+latency p50/p95/p99 per operation, errors (anything but the expected status), the server's RSS
+over time, and documents expected vs present at the end (nothing lost, nothing twice).
+
+    python bench/load.py --dataset ../shared/datasets/scifact [--duration 120] [--clients 8]
+        [--writers] [--base-store build/load-base] [--json]
+
+The base store is built once (`evidence index corpus.jsonl.gz`, minutes on 2 cores; seed it with
+`--embedding-cache FILE` to reuse cached MiniLM vectors) and copied for each run: a run never
+changes it. Exit 1 if any request failed, a document is missing or duplicated, or the store is
+inconsistent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+INDEX = "scifact"
+#: Operation mix (weights): mostly reads, as in production, with steady writes and deletes.
+MIX = {"retrieve": 0.7, "index": 0.2, "delete": 0.1}
+
+
+def _open(path: Path) -> Any:
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+
+
+def _find(dataset: Path, *names: str) -> Path:
+    for name in names:
+        if (dataset / name).exists():
+            return dataset / name
+    raise SystemExit(f"load: none of {names} in {dataset}")
+
+
+def read_jsonl(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    out = []
+    with _open(path) as fh:
+        for line in fh:
+            if line.strip():
+                out.append(json.loads(line))
+                if limit and len(out) >= limit:
+                    break
+    return out
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "evidence.cli", *args]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
+
+
+def build_base(base: Path, dataset: Path, cache: Path | None) -> None:
+    """The SciFact index, once: reused while the corpus is unchanged."""
+    corpus = _find(dataset, "corpus.jsonl.gz", "corpus.jsonl")
+    marker = base / "load-base.json"
+    stamp = {"corpus": str(corpus.resolve()), "size": corpus.stat().st_size}
+    if marker.exists() and json.loads(marker.read_text()) == stamp:
+        return
+    base.mkdir(parents=True, exist_ok=True)
+    if cache is not None and cache.exists() and not (base / "embeddings.sqlite3").exists():
+        with (
+            sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as src,
+            sqlite3.connect(base / "embeddings.sqlite3") as dst,
+        ):
+            src.backup(dst)
+    started = time.perf_counter()
+    subprocess.run(cli("index", str(corpus), "--index", INDEX, "--store", str(base)), check=True, env=env())
+    print(f"load: base index built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    marker.write_text(json.dumps(stamp))
+
+
+def documents(store: Path) -> dict[str, int]:
+    """document id → passages stored at a position another passage of it also holds (0 = no
+    duplicate); read-only, while nothing writes."""
+    with sqlite3.connect(f"file:{store / 'indexes' / INDEX / 'records.sqlite3'}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT d.document_id, COUNT(c.chunk_id) - COUNT(DISTINCT c.sequence) FROM documents d"
+            " LEFT JOIN chunks c ON c.document_id = d.document_id AND c.kind = 'passage'"
+            " GROUP BY d.document_id"
+        )
+        return {str(d): int(n) for d, n in rows}
+
+
+def consistent(store: Path) -> str | None:
+    """Records, inverted index and journal agree (after a writer's replay); None when they do."""
+    sys.path.insert(0, str(ROOT / "shared"))
+    from evidence.records import ChunkKind
+    from evidence.search.embedded import EmbeddedBackend
+
+    backend = EmbeddedBackend(store)
+    try:
+        backend.sync(INDEX)
+        idx = backend.index_store(INDEX)
+        for kind in ChunkKind:
+            rows = idx._db.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (kind.value,)).fetchone()[0]
+            lexical = idx._open_lexical(kind).searcher().num_docs
+            if lexical != rows:
+                return f"{kind.value}: {lexical} in the inverted index, {rows} records"
+        if idx._db.execute("SELECT COUNT(*) FROM lexical_pending").fetchone()[0]:
+            return "journal not empty"
+        return None
+    finally:
+        backend.close()
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Stats:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: list[str] = field(default_factory=list)
+    live: set[str] = field(default_factory=set)  # load documents indexed and not deleted
+    deleted: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def request(url: str, method: str, payload: Any = None, timeout: float = 60) -> tuple[int, Any]:
+    data = json.dumps(payload).encode() if payload is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def client(
+    n: int,
+    *,
+    url: str,
+    deadline: float,
+    queries: list[str],
+    texts: list[str],
+    stats: Stats,
+    mix: dict[str, float],
+) -> None:
+    rng = random.Random(n)
+    mine: list[str] = []
+    made = 0
+    ops, weights = zip(*mix.items(), strict=True)
+    while time.monotonic() < deadline:
+        op = rng.choices(ops, weights)[0]
+        if op == "delete" and not mine:
+            op = "index"
+        try:
+            started = time.perf_counter()
+            if op == "retrieve":
+                status, body = request(
+                    f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": rng.choice(queries), "top_k": 10}
+                )
+                ok = status == 200 and bool(body.get("hits"))
+            elif op == "index":
+                doc_id = f"load-{n}-{made}"
+                made += 1
+                text = f"Note {doc_id}. {rng.choice(texts)}"  # new content: embedded, not a cache hit
+                payload = {"document_id": doc_id, "filename": f"{doc_id}.txt", "text": text}
+                status, body = request(f"{url}/v1/indexes/{INDEX}/documents", "POST", payload)
+                ok = status == 200 and body.get("status") == "created"
+                if ok:
+                    mine.append(doc_id)
+                    with stats.lock:
+                        stats.live.add(doc_id)
+            else:
+                doc_id = mine.pop(rng.randrange(len(mine)))
+                status, body = request(
+                    f"{url}/v1/indexes/{INDEX}/documents/{quote(doc_id, safe='')}", "DELETE"
+                )
+                ok = status == 200 and body.get("deleted_chunks", 0) >= 1
+                if ok:
+                    with stats.lock:
+                        stats.live.discard(doc_id)
+                        stats.deleted.add(doc_id)
+            elapsed = (time.perf_counter() - started) * 1000
+        except Exception as exc:  # a failed request is a measured error, not a crash of the run
+            status, body, ok, elapsed = -1, {"error": repr(exc)}, False, 0.0
+        with stats.lock:
+            stats.latencies[op].append(elapsed)
+            if not ok:
+                stats.errors.append(f"{op} {status} {json.dumps(body)[:200]}")
+
+
+def guarded(n: int, **kwargs: Any) -> None:
+    """A client thread that dies is an error of the run, not a silent drop in throughput."""
+    try:
+        client(n, **kwargs)
+    except BaseException as exc:
+        stats: Stats = kwargs["stats"]
+        with stats.lock:
+            stats.errors.append(f"client {n} died: {exc!r}")
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    mix = {k.strip(): float(v) for k, v in (part.split("=") for part in text.split(",") if part.strip())}
+    if not mix or set(mix) - set(MIX) or sum(mix.values()) <= 0:
+        raise SystemExit(
+            f"load: --mix takes weights of {', '.join(MIX)}, e.g. retrieve=0.7,index=0.2,delete=0.1"
+        )
+    return mix
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+    return {"p50": at(0.50), "p95": at(0.95), "p99": at(0.99)}
+
+
+def writer_corpus(path: Path, prefix: str, texts: list[str], n: int) -> set[str]:
+    ids = {f"{prefix}-{i}" for i in range(n)}
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            # New text (not a cached embedding): the writer really embeds while the server serves.
+            text = f"{prefix} note {i}. {texts[i % len(texts)]}"
+            fh.write(json.dumps({"id": f"{prefix}-{i}", "text": text}) + "\n")
+    return ids
+
+
+def serve(store: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        cli("serve", "--port", "0", "--store", str(store)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env(),
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit("load: evidence serve did not start")
+    return proc, str(json.loads(line)["listening"])
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    dataset = Path(args.dataset)
+    mix = parse_mix(args.mix)
+    build_base(Path(args.base_store), dataset, Path(args.embedding_cache) if args.embedding_cache else None)
+    queries = [q["text"] for q in read_jsonl(_find(dataset, "queries.jsonl.gz", "queries.jsonl"))]
+    corpus = read_jsonl(_find(dataset, "corpus.jsonl.gz", "corpus.jsonl"), limit=2000)
+    texts = [f"{d.get('title', '')} {d['text']}".strip() for d in corpus if d.get("text")]
+    with tempfile.TemporaryDirectory(prefix="evidence-load-") as tmp:
+        store = Path(tmp) / "store"
+        shutil.copytree(args.base_store, store)
+        base_docs = documents(store)
+        proc, url = serve(store)
+        stats = Stats()
+        rss: list[tuple[float, int]] = []
+        try:
+            # Warm-up: the model loads on the first query; RSS "start" is after it.
+            request(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, timeout=300)
+            t0 = time.monotonic()
+            deadline = t0 + args.duration
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    rss.append((round(time.monotonic() - t0, 1), rss_kb(proc.pid)))
+                    stop.wait(1.0)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            writers: list[tuple[subprocess.Popen[bytes], set[str]]] = []
+            if args.writers:
+                for w in range(2):
+                    path = Path(tmp) / f"writer{w}.jsonl"
+                    ids = writer_corpus(path, f"writer{w}", texts[w * 500 :], args.writer_docs)
+                    cmd = cli("index", str(path), "--index", INDEX, "--store", str(store))
+                    proc_w = subprocess.Popen(
+                        cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    )
+                    writers.append((proc_w, ids))
+            threads = [
+                threading.Thread(
+                    target=guarded,
+                    args=(n,),
+                    kwargs={
+                        "url": url,
+                        "deadline": deadline,
+                        "queries": queries,
+                        "texts": texts,
+                        "stats": stats,
+                        "mix": mix,
+                    },
+                )
+                for n in range(args.clients)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.monotonic() - t0
+            writer_results = []
+            for p, _ in writers:
+                _, err = p.communicate(timeout=600)
+                writer_results.append(
+                    {"exit": p.returncode, "stderr": err.decode()[-300:] if p.returncode else ""}
+                )
+            stop.set()
+            sampler.join()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        present = documents(store)
+        problem = consistent(store)
+    expected = set(base_docs) | stats.live
+    for _, ids in writers:
+        expected |= ids
+    missing = sorted(expected - set(present))
+    unexpected = sorted(set(present) - expected)
+    total = sum(len(v) for v in stats.latencies.values())
+    all_latencies = [x for v in stats.latencies.values() for x in v]
+    warm = [kb for t, kb in rss if t >= min(10.0, args.duration / 4)] or [kb for _, kb in rss]
+    return {
+        "duration_s": round(elapsed, 1),
+        "clients": args.clients,
+        "mix": args.mix,
+        "requests": total,
+        "throughput_rps": round(total / elapsed, 1) if elapsed else 0.0,
+        "by_operation": {
+            op: {"requests": len(v), **percentiles(v)} for op, v in sorted(stats.latencies.items())
+        },
+        "latency_ms": percentiles(all_latencies),
+        "mean_ms": round(statistics.fmean(all_latencies), 1) if all_latencies else 0.0,
+        "errors": len(stats.errors),
+        "error_samples": stats.errors[:5],
+        "rss_mb": {
+            "start": round(warm[0] / 1024, 1) if warm else 0.0,
+            "end": round(warm[-1] / 1024, 1) if warm else 0.0,
+            "max": round(max(warm) / 1024, 1) if warm else 0.0,
+            "series": [(t, round(kb / 1024, 1)) for t, kb in rss[:: max(1, len(rss) // 24)]],
+        },
+        "writers": writer_results,
+        "documents": {
+            "base": len(base_docs),
+            "expected": len(expected),
+            "present": len(present),
+            "missing": missing[:10],
+            "unexpected": unexpected[:10],
+            "duplicated": sorted(d for d, extra in present.items() if extra)[:10],
+            "deleted_by_clients": len(stats.deleted),
+        },
+        "store_consistent": problem is None,
+        "store_problem": problem,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dataset", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--mix",
+        default=",".join(f"{k}={v}" for k, v in MIX.items()),
+        help="operation weights (default %(default)s)",
+    )
+    parser.add_argument("--writers", action="store_true", help="two `evidence index` processes write too")
+    parser.add_argument("--writer-docs", type=int, default=200, help="documents per writer process")
+    parser.add_argument("--base-store", default=str(ROOT / "build" / "load-base"))
+    parser.add_argument("--embedding-cache", default=None, help="seed the base store's embedding cache")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
+    args = parser.parse_args(argv)
+    report = run(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(json.dumps(report, indent=2))
+    docs = report["documents"]
+    failed = (
+        report["errors"]
+        or not report["requests"]
+        or docs["missing"]
+        or docs["unexpected"]
+        or docs["duplicated"]
+        or not report["store_consistent"]
+        or any(w["exit"] for w in report["writers"])
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
