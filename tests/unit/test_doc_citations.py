@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("shared/evidence", "infra", "functions", "bench", "tests")
-DOC_LINK = re.compile(r"(?<![\w/\"'])docs/([a-z_]+\.md)(?:#([a-z0-9-]+))?")
+DOC_LINK = re.compile(r"(?<![\w/\"'.-])docs/([a-z_]+\.md)(?:#([a-z0-9-]+))?")
 SEED = re.compile(r"\b[Ss]eed (\d{3})\b")
 OUTSIDE = ("DESIGN.md", "shared/seeds/")
 
