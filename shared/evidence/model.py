@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evidence.names import MAX_QUERY_CHARS, reject_control_characters
+from evidence.names import MAX_QUERY_CHARS, reject_blank, reject_control_characters
 
 MetaScalar = str | int | float | bool
 Metadata = dict[str, MetaScalar | list[str] | None]
@@ -108,13 +108,7 @@ class RetrieveRequest(Overrides):
     explain: bool = False
     conversation: list[ConversationTurn] | None = Field(default=None, max_length=50)
 
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("query must contain non-whitespace text")
-        return v
-
+    _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
     def overrides(self) -> dict[str, Any]:
@@ -217,6 +211,7 @@ class PlanRequest(_Edge):
     profile: str = Field(default="default", max_length=64)
     filters: dict[str, MetaScalar | list[str]] | None = None
 
+    _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
 
 

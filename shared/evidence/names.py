@@ -37,6 +37,13 @@ CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 TEXT_CHAR_CLASS = r"[^\u0000-\u0008\u000b\u000c\u000e-\u001f]"
 
 
+def reject_blank(value: str) -> str:
+    """`value` unchanged, or ValueError: whitespace alone would search for nothing."""
+    if not value.strip():
+        raise ValueError("must contain non-whitespace text")
+    return value
+
+
 def reject_control_characters(value: str | None) -> str | None:
     """`value` unchanged, or ValueError naming the first control character."""
     if value is not None:

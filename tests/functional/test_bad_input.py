@@ -55,6 +55,7 @@ def doc(**fields: Any) -> dict[str, Any]:
 RETRIEVE = f"/v1/indexes/{INDEX}/retrieve"
 DOCS = f"/v1/indexes/{INDEX}/documents"
 COACH = f"/v1/indexes/{INDEX}/coach"
+PLAN = "/v1/plan"
 
 #: (row, path, raw body or JSON payload, base64-flagged body?, status, code, field)
 CATALOGUE = [
@@ -83,6 +84,8 @@ CATALOGUE = [
     ("unknown field", RETRIEVE, {"query": "x", "bogus": 1}, False, 422, "validation_error", "bogus"),
     ("empty query", RETRIEVE, {"query": ""}, False, 422, "validation_error", "query"),
     ("whitespace query", RETRIEVE, {"query": " \t\n"}, False, 422, "validation_error", "query"),
+    ("whitespace query: plan", PLAN, {"query": "  "}, False, 422, "validation_error", "query"),
+    ("whitespace query: coach", COACH, {"query": "\n"}, False, 422, "validation_error", "query"),
     ("100 kB query", RETRIEVE, {"query": "encryption " * 9310}, False, 422, "validation_error", "query"),
     ("invalid UTF-8", RETRIEVE, b64(b'{"query": "\xff\xfe"}'), True, 400, "bad_request", "body"),
     ("lone surrogate", RETRIEVE, '{"query": "\\udcff"}', False, 400, "bad_request", "body"),

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evidence.names import MAX_QUERY_CHARS, reject_control_characters
+from evidence.names import MAX_QUERY_CHARS, reject_blank, reject_control_characters
 
 MAX_CONTENT_ITEMS = 3
 MIN_TOKEN_BUDGET = 128
@@ -93,13 +93,7 @@ class CoachRequest(_In):
     constraints: Constraints = Field(default_factory=Constraints)
     seek_clarification: bool = False
 
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("query must contain non-whitespace text")
-        return v
-
+    _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "conversation_snippet")(reject_control_characters)
 
 

@@ -43,6 +43,7 @@ def test_an_invalid_criterion_fails_alone_and_the_exit_is_1(
         '{"id": "EMPTY", "question": ""}\n'
         "not json\n"
         '{"id": "MFA", "question": "Is production access protected by MFA?"}\n'
+        '{"id": "BLANK", "question": " \\t "}\n'
     )
     out = tmp_path / "r.jsonl"
     capsys.readouterr()
@@ -53,11 +54,13 @@ def test_an_invalid_criterion_fails_alone_and_the_exit_is_1(
         ("EMPTY", "failed"),
         ("3", "failed"),
         ("MFA", "ok"),
+        ("BLANK", "failed"),
     ]
+    assert lines[4]["error"]["code"] == "validation_error"
     assert lines[0]["evidence_xml"].startswith("<index_1>")
     assert lines[1]["error"]["code"] == "validation_error"
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[0] == f"assessed 4 criteria: 2 ok, 2 failed → {out}"
+    assert err[0] == f"assessed 5 criteria: 2 ok, 3 failed → {out}"
     assert err[1].startswith("evidence assess: EMPTY: ") and "c.jsonl:2:" in err[1]
     assert err[2].startswith("evidence assess: 3: ") and "c.jsonl:3: not JSON" in err[2]
 
