@@ -130,14 +130,18 @@ def consistent(store: Path) -> str | None:
         backend.close()
 
 
-def rss_kb(pid: int) -> int:
+def rss_kb(pid: int) -> tuple[int, int, int]:
+    """(VmRSS, RssAnon, RssFile) in kB: mapped index files count in RSS but are page cache the
+    kernel can drop, so growth is judged on the anonymous part."""
+    fields = {"VmRSS:": 0, "RssAnon:": 0, "RssFile:": 0}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+            key = line.split(maxsplit=1)[0] if line else ""
+            if key in fields:
+                fields[key] = int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return fields["VmRSS:"], fields["RssAnon:"], fields["RssFile:"]
 
 
 @dataclass
@@ -282,7 +286,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         base_docs = documents(store)
         proc, url = serve(store)
         stats = Stats()
-        rss: list[tuple[float, int]] = []
+        rss: list[tuple[float, tuple[int, int, int]]] = []
         try:
             # Warm-up: the model loads on the first query; RSS "start" is after it.
             request(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, timeout=300)
@@ -348,6 +352,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     total = sum(len(v) for v in stats.latencies.values())
     all_latencies = [x for v in stats.latencies.values() for x in v]
     warm = [kb for t, kb in rss if t >= min(10.0, args.duration / 4)] or [kb for _, kb in rss]
+
+    def mb(kb: int) -> float:
+        return round(kb / 1024, 1)
+
     return {
         "duration_s": round(elapsed, 1),
         "clients": args.clients,
@@ -361,11 +369,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "mean_ms": round(statistics.fmean(all_latencies), 1) if all_latencies else 0.0,
         "errors": len(stats.errors),
         "error_samples": stats.errors[:5],
+        # Start = after warm-up (the model loaded, 10 s of traffic); series: (s, total, anon, file).
         "rss_mb": {
-            "start": round(warm[0] / 1024, 1) if warm else 0.0,
-            "end": round(warm[-1] / 1024, 1) if warm else 0.0,
-            "max": round(max(warm) / 1024, 1) if warm else 0.0,
-            "series": [(t, round(kb / 1024, 1)) for t, kb in rss[:: max(1, len(rss) // 24)]],
+            "start": mb(warm[0][0]) if warm else 0.0,
+            "end": mb(warm[-1][0]) if warm else 0.0,
+            "max": mb(max(kb[0] for kb in warm)) if warm else 0.0,
+            "anon_start": mb(warm[0][1]) if warm else 0.0,
+            "anon_end": mb(warm[-1][1]) if warm else 0.0,
+            "file_start": mb(warm[0][2]) if warm else 0.0,
+            "file_end": mb(warm[-1][2]) if warm else 0.0,
+            "series": [(t, *map(mb, kb)) for t, kb in rss[:: max(1, len(rss) // 24)]],
         },
         "writers": writer_results,
         "documents": {

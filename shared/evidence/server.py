@@ -217,5 +217,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
 
 
+#: glibc's mallopt parameter for the number of malloc arenas (malloc.h).
+M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(arenas: int = 2) -> bool:
+    """Cap glibc's malloc arenas for this process; False where there is no glibc mallopt.
+
+    glibc gives threads their own arenas (up to 8 per core) and hands their freed memory back
+    to the system only from the top of each, so a threaded server that embeds new text keeps
+    growing: 576 → 707 MB in 90 s of mixed load, against 374 → 415 MB with two arenas
+    (RELIABILITY.md, "Load"). Requests are resolved one at a time, so more arenas buy nothing.
+    """
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, arenas))
+
+
 def make_server(host: str = "127.0.0.1", port: int = 8080, **kwargs: Any) -> ApiServer:
     return ApiServer((host, port), **kwargs)

@@ -21,9 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
-    from evidence.server import make_server
+    from evidence.server import limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
 
+    limit_malloc_arenas()  # before the model's and the request threads exist
     settings = settings_from_args(args)
     runtime.configure(settings=settings)
     from evidence.errors import ConfigurationError

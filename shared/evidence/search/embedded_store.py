@@ -635,17 +635,33 @@ class IndexStore:
         cache = self._dense
         if cache is not None and cache.generation == gen:
             return cache
-        rows = self._db.execute(
-            "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
-        ).fetchall()
-        if rows:
-            rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            kinds = np.fromiter((r[1] == "passage" for r in rows), dtype=bool, count=len(rows))
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        else:
-            rowids = np.empty(0, dtype=np.int64)
-            kinds = np.empty(0, dtype=bool)
-            matrix = np.empty((0, 0), dtype=np.float32)
+        # Every write (from any process) lands here on the next dense query. Holding the old
+        # matrix, every row's blob and their join at once tripled the peak, and the tens of
+        # thousands of small blobs fragmented the allocator: RSS grew under sustained writes
+        # (RELIABILITY.md, "Load"). One snapshot, one preallocated matrix filled in slices.
+        self._dense = cache = None
+        db = self._db
+        db.execute("BEGIN")  # a read snapshot: the count and the rows agree
+        try:
+            gen = self.generation()
+            n, dim = db.execute(
+                "SELECT COUNT(*), MAX(LENGTH(vector)) / 4 FROM chunks WHERE vector IS NOT NULL"
+            ).fetchone()
+            rowids = np.empty(n, dtype=np.int64)
+            kinds = np.empty(n, dtype=bool)
+            matrix = np.empty((n, dim or 0), dtype=np.float32)
+            cursor = db.execute("SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid")
+            at = 0
+            while rows := cursor.fetchmany(2048):
+                end = at + len(rows)
+                rowids[at:end] = [r[0] for r in rows]
+                kinds[at:end] = [r[1] == "passage" for r in rows]
+                matrix[at:end] = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(
+                    len(rows), -1
+                )
+                at = end
+        finally:
+            db.execute("COMMIT")
         cache = _DenseCache(gen, rowids, kinds, matrix)
         self._dense = cache
         return cache
