@@ -1,6 +1,7 @@
 """Batch: the Step Functions state machine for batch assessments (docs/contracts.md#events).
 
-Input `{index, profile?, criteria: [{id, question}], output_s3_uri?}`. Per criterion:
+Input `{index, profile?, criteria: [{id, question}], output_s3_uri?, principal?}`; the API's
+`POST /v1/indexes/{index}/assessments` starts it as the caller (evidence/assess/launch.py). Per criterion:
 plan -> retrieve -> format, each a direct Lambda invoke. The retrieve and format tasks write their
 results under `output_s3_uri` (default `s3://<results bucket>/batches/<execution name>`) and
 return pointers, so the state stays far below Step Functions' 256 KB payload limit. A Catch per
@@ -40,6 +41,7 @@ class Batch(Construct):
         id: str,
         *,
         settings: InfraSettings,
+        state_machine_name: str,
         results: s3.IBucket,
         planner: lambda_.IFunction,
         retriever: lambda_.IFunction,
@@ -208,7 +210,9 @@ class Batch(Construct):
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            state_machine_name=None,
+            # A fixed name: the retriever (which this machine invokes) starts it by an ARN built from
+            # the name, since a reference to this resource's ARN would be a dependency cycle.
+            state_machine_name=state_machine_name,
             definition_body=sfn.DefinitionBody.from_chainable(
                 defaults.next(apply_defaults).next(criteria).next(summary)
             ),

@@ -205,6 +205,17 @@ class Functions(Construct):
         # formatter: reads the retrieve result, writes the criterion's evidence.
         self._grant_results(self.roles["formatter"], results, key, read=True)
 
+    def allow_batch_start(self, state_machine_arn: str, executions_arn: str) -> None:
+        """The retriever starts batch assessments as the API caller and reads their status back
+        (evidence/assess/launch.py): StartExecution on the machine, DescribeExecution on its runs."""
+        self.retriever.add_environment("EVIDENCE_BATCH_STATE_MACHINE_ARN", state_machine_arn)
+        self.roles["retriever"].add_to_principal_policy(
+            iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine_arn])
+        )
+        self.roles["retriever"].add_to_principal_policy(
+            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions_arn])
+        )
+
     @staticmethod
     def _grant_results(role: iam.IRole, results: s3.IBucket, key: kms.IKey, *, read: bool) -> None:
         actions = ["s3:PutObject"] + (["s3:GetObject"] if read else [])

@@ -82,6 +82,12 @@ def _functions(s: EvidenceStack) -> None:
     ack(fns.roles["indexer"], f"AwsSolutions-IAM5[{documents_objects}]", OBJECTS)
     ack(fns.roles["retriever"], f"AwsSolutions-IAM5[{results_objects}]", OBJECTS)
     ack(fns.roles["formatter"], f"AwsSolutions-IAM5[{results_objects}]", OBJECTS)
+    ack(
+        fns.roles["retriever"],
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+        f"execution:{s.batch_name}:*]",
+        "DescribeExecution on the batch state machine's own executions, named by the API at run time.",
+    )
 
 
 def _state_machine(s: EvidenceStack) -> None:

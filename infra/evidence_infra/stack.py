@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Token
+from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -95,10 +95,28 @@ class EvidenceStack(Stack):
             version=assets.version,
         )
         self.api = Api(self, "Api", settings=settings, handler=self.functions.retriever)
+        # The state machine invokes the retriever, and the retriever starts the state machine
+        # (POST /v1/indexes/{index}/assessments): its ARN is built from a fixed name, not referenced.
+        self.batch_name = batch_name = f"{name}-batch"
+        self.functions.allow_batch_start(
+            self.format_arn(
+                service="states",
+                resource="stateMachine",
+                resource_name=batch_name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            self.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=f"{batch_name}:*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+        )
         self.batch = Batch(
             self,
             "Batch",
             settings=settings,
+            state_machine_name=batch_name,
             results=self.storage.results,
             planner=self.functions.planner,
             retriever=self.functions.retriever,

@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     # Lambda wiring
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
+    #: The batch state machine that `POST /v1/indexes/{index}/assessments` starts (evidence/assess/
+    #: launch.py). Unset = batches run in a thread of this process (`evidence serve`, local default).
+    batch_state_machine_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
+    )
 
     #: Who may read or write which index (evidence/access.py): the policy as JSON, or the path
     #: of a JSON file. Unset = open (every caller, every index), the local default.

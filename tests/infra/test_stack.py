@@ -491,3 +491,83 @@ def test_state_machine_payloads_match_the_assess_contract(default_synth: Synth) 
     result = format_step(Service(), _render(inner["Format"]["Parameters"], state), store)  # type: ignore[arg-type]
     assert isinstance(result, CriterionResult) and result.status == "ok"
     assert result.result_uri == "s3://results/batches/run-1/c%2F1.json"
+
+
+# --- batch assessments started through the API ---------------------------------------------------
+
+
+def _arn_text(value: Any) -> str:
+    """An ARN the stack builds (Fn::Join of partition, region, account and the name) as text."""
+    if isinstance(value, str):
+        return value
+    sep, parts = value["Fn::Join"]
+    names = {"AWS::Partition": "aws", "AWS::Region": "REGION", "AWS::AccountId": "ACCOUNT"}
+    return str(sep).join(p if isinstance(p, str) else names[p["Ref"]] for p in parts)
+
+
+@pytest.mark.parametrize(("which", "name"), [("default_synth", "evidence"), ("alt_synth", "evidencedev")])
+def test_retriever_starts_the_batch_as_the_caller(
+    which: str, name: str, request: pytest.FixtureRequest
+) -> None:
+    """The retriever gets the state machine's ARN and may start it and read its executions, nothing
+    more; the ARN is built from the machine's fixed name, so the template has no cycle."""
+    s: Synth = request.getfixturevalue(which)
+    machine_id, machine = s.one("AWS::StepFunctions::StateMachine")
+    assert machine["Properties"]["StateMachineName"] == f"{name}-batch"
+    machine_arn = f"arn:aws:states:REGION:ACCOUNT:stateMachine:{name}-batch"
+    env = _functions(s)["Retriever"]["Environment"]["Variables"]
+    assert _arn_text(env["EVIDENCE_BATCH_STATE_MACHINE_ARN"]) == machine_arn
+    granted = [
+        (stmt["Action"], _arn_text(stmt["Resource"]))
+        for stmt in statements(s, "FunctionsRetrieverRole")
+        if any(
+            a.startswith("states:")
+            for a in ([stmt["Action"]] if isinstance(stmt["Action"], str) else stmt["Action"])
+        )
+    ]
+    assert sorted(granted) == [
+        ("states:DescribeExecution", f"arn:aws:states:REGION:ACCOUNT:execution:{name}-batch:*"),
+        ("states:StartExecution", machine_arn),
+    ]
+    # No other function may start a batch.
+    for role in ("FunctionsIndexerRole", "FunctionsPlannerRole", "FunctionsFormatterRole"):
+        assert not any(a.startswith("states:") for a in actions(statements(s, role))), role
+    # No reference from the retriever (or its policies) to the state machine resource: no cycle.
+    retriever = next(
+        v for k, v in s.resources("AWS::Lambda::Function").items() if k.startswith("FunctionsRetriever")
+    )
+    policies = list(s.resources("AWS::IAM::Policy").values())
+    assert machine_id not in json.dumps(retriever) and not any(
+        machine_id in json.dumps(p["Properties"]["PolicyDocument"])
+        for p in policies
+        if "Retriever" in json.dumps(p["Properties"]["Roles"])
+    )
+    _assert_acyclic(s.json["Resources"])
+
+
+def _assert_acyclic(resources: dict[str, Any]) -> None:
+    """Every Ref / Fn::GetAtt / DependsOn edge between resources: a topological order exists."""
+
+    def refs(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "Ref" and isinstance(value, str):
+                    yield value
+                elif key == "Fn::GetAtt":
+                    yield value[0] if isinstance(value, list) else str(value).split(".")[0]
+                else:
+                    yield from refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from refs(value)
+
+    edges: dict[str, set[str]] = {}
+    for rid, res in resources.items():
+        depends = res.get("DependsOn", [])
+        deps = set(refs(res.get("Properties", {}))) | set([depends] if isinstance(depends, str) else depends)
+        edges[rid] = {d for d in deps if d in resources}
+    done: set[str] = set()
+    while len(done) < len(edges):
+        ready = [r for r, deps in edges.items() if r not in done and deps <= done]
+        assert ready, f"dependency cycle among {sorted(set(edges) - done)[:10]}"
+        done.update(ready)

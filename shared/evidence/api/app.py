@@ -203,6 +203,46 @@ def build_app() -> APIGatewayRestResolver:
         name = authorized_index(app, index, Access.READ)
         return json_response(200, runtime.get_service().coach(name, parse_body(app, CoachRequest)))
 
+    @route.add("POST", "/v1/indexes/<index>/assessments")
+    def start_assessment(index: str) -> Response[str]:
+        from evidence.assess.launch import (
+            AssessmentRequest,
+            AssessmentStarted,
+            get_launcher,
+            new_assessment_id,
+            status_url,
+        )
+
+        name = authorized_index(app, index, Access.READ)
+        request = parse_body(app, AssessmentRequest)
+        # A missing index is a 404 now, not a batch of failed criteria later (after the 403 check).
+        runtime.get_service().backend.get_index(name)
+        # The batch runs as the authenticated caller: the body has no say in it (extra="forbid").
+        batch = request.batch(name, caller(app))
+        assessment_id = new_assessment_id()
+        get_launcher().start(assessment_id, batch)
+        started = AssessmentStarted(
+            assessment_id=assessment_id,
+            status="running",
+            index=name,
+            criteria=len(batch.criteria),
+            status_url=status_url(assessment_id),
+        )
+        response = json_response(202, started)
+        response.headers["Location"] = started.status_url
+        return response
+
+    @route.add("GET", "/v1/assessments/<assessment_id>")
+    def assessment_status(assessment_id: str) -> Response[str]:
+        from evidence.assess.launch import ASSESSMENT_ID_RE, get_launcher
+
+        if not ASSESSMENT_ID_RE.fullmatch(assessment_id):
+            raise RequestValidationError(
+                "assessment_id is the 32 lower-case hex digits POST .../assessments answered",
+                field="assessment_id",
+            )
+        return json_response(200, get_launcher().status(assessment_id, caller(app)))
+
     @route.add("POST", "/v1/plan")
     def plan() -> Response[str]:
         return json_response(200, runtime.get_service().plan(parse_body(app, PlanRequest)))

@@ -19,6 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from evidence.api.errors import ErrorEnvelope
+from evidence.assess.launch import (
+    ASSESSMENT_ID_PATTERN,
+    AssessmentRequest,
+    AssessmentStarted,
+    AssessmentStatus,
+    RequestCriterion,
+)
 from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.model import (
     DeleteDocumentResponse,
@@ -62,6 +69,7 @@ _REQUESTS: tuple[type[BaseModel], ...] = (
     PlanRequest,
     FormatRequest,
     CoachRequest,
+    AssessmentRequest,
 )
 _RESPONSES: tuple[type[BaseModel], ...] = (
     IndexDocumentResponse,
@@ -72,6 +80,8 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     FormatResponse,
     CoachResponse,
     Health,
+    AssessmentStarted,
+    AssessmentStatus,
     ErrorEnvelope,
 )
 
@@ -80,8 +90,11 @@ _ERRORS = {
     "403": "The access policy does not let this caller read or write this index "
     "(the same answer whether or not the index exists)",
     "404": "Unknown index, document or route",
+    "409": "An assessment with this id already exists",
     "413": "Request body larger than 6 MB",
     "422": "A field is out of range or of the wrong shape; `error.field` names it",
+    "502": "The batch state machine refused or failed the call",
+    "503": "The batch state machine is throttling; try again after `Retry-After` seconds",
 }
 
 
@@ -141,6 +154,12 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
                 branch["items"] = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": NOT_SPACE}
     from evidence.rank.profiles import profile_names
 
+    criterion = schemas.get(RequestCriterion.__name__)
+    if criterion is not None:
+        criterion["properties"]["question"]["pattern"] = QUERY_PATTERN
+    assessment = schemas[names[(AssessmentRequest, "validation")]]["properties"]["profile"]
+    assessment.pop("maxLength", None)
+    assessment["enum"] = profile_names()
     # Retrieval refuses an unknown profile (422); planning alone accepts any name.
     profile = schemas[names[(RetrieveRequest, "validation")]]["properties"]["profile"]
     profile.pop("maxLength", None)
@@ -237,6 +256,43 @@ def _document() -> dict[str, Any]:
                 "responses": {
                     **ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
                     **_errors("400", "403", "404", "413", "422"),
+                },
+            }
+        },
+        "/v1/indexes/{index}/assessments": {
+            "post": {
+                "operationId": "startAssessment",
+                "summary": "Start a batch assessment (plan, retrieve, format per criterion) as the caller; "
+                "poll `status_url`",
+                "parameters": [_index_param()],
+                "requestBody": req(AssessmentRequest),
+                "responses": {
+                    "202": {
+                        **_json(_ref(names[(AssessmentStarted, "serialization")]), "Started"),
+                        "headers": {
+                            "Location": {"description": "The status URL", "schema": {"type": "string"}}
+                        },
+                    },
+                    **_errors("400", "403", "404", "409", "413", "422", "502", "503"),
+                },
+            }
+        },
+        "/v1/assessments/{assessment_id}": {
+            "get": {
+                "operationId": "getAssessment",
+                "summary": "Status, progress and (once finished) per-criterion results of an assessment "
+                "the caller started; anyone else's is a 404",
+                "parameters": [
+                    {
+                        "name": "assessment_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": ASSESSMENT_ID_PATTERN},
+                    }
+                ],
+                "responses": {
+                    **ok(AssessmentStatus, "The assessment"),
+                    **_errors("404", "422", "502", "503"),
                 },
             }
         },
