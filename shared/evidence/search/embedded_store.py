@@ -650,7 +650,9 @@ class IndexStore:
             rowids = np.empty(n, dtype=np.int64)
             kinds = np.empty(n, dtype=bool)
             matrix = np.empty((n, dim or 0), dtype=np.float32)
-            cursor = db.execute("SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid")
+            cursor = db.execute(
+                "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+            )
             at = 0
             while rows := cursor.fetchmany(2048):
                 end = at + len(rows)
