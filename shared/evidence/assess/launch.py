@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
 from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError
-from evidence.names import reject_control_characters
+from evidence.names import reject_blank, reject_control_characters
 
 #: uuid4 hex: also a valid Step Functions execution name (≤ 80 of [A-Za-z0-9_-]).
 ASSESSMENT_ID_PATTERN = r"^[0-9a-f]{32}$"
@@ -78,13 +78,8 @@ class RequestCriterion(Criterion):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @field_validator("question")
-    @classmethod
-    def _question(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("question must contain non-whitespace text")
-        reject_control_characters(v)
-        return v
+    _filled = field_validator("question")(reject_blank)
+    _plain = field_validator("question")(reject_control_characters)
 
 
 class AssessmentRequest(BaseModel):
