@@ -159,3 +159,17 @@ def test_evidence_serve_subprocess_with_the_real_embedder(tmp_path: Path) -> Non
         proc.terminate()
         code = proc.wait(timeout=10)
     assert code == 0  # SIGTERM closes the server and the store cleanly
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_malloc_arena_cap_takes_on_glibc() -> None:
+    """`evidence serve` caps glibc's malloc arenas (RELIABILITY.md, "Load": RSS under writes)."""
+    import ctypes
+    import platform
+
+    from evidence.server import limit_malloc_arenas
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    assert hasattr(ctypes.CDLL(None), "mallopt")
+    assert limit_malloc_arenas(8) is True  # the glibc default for 1 core; harmless to the suite
