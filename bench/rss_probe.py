@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -24,21 +25,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
+from load import INDEX, rss_kb  # noqa: E402  (bench/load.py: the base store this copies)
+
 from evidence.config import Settings  # noqa: E402
 from evidence.model import IndexDocumentRequest, RetrieveRequest  # noqa: E402
 from evidence.server import limit_malloc_arenas  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
 
-INDEX = "scifact"
-
 
 def rss_mb() -> dict[str, int]:
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key = line.split(":", 1)[0]
-        if key in ("RssAnon", "RssFile"):
-            out[key] = int(line.split()[1]) // 1024
-    return out
+    _, anon, file = rss_kb(os.getpid())
+    return {"RssAnon": anon // 1024, "RssFile": file // 1024}
 
 
 def segments(store: Path) -> dict[str, list[int]]:

@@ -12,7 +12,8 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from copy import deepcopy
 from typing import Any
 from urllib.parse import quote
@@ -84,9 +85,11 @@ def guarded(service: EvidenceService) -> Iterator[EvidenceService]:
     yield service
 
 
-@pytest.fixture(params=["lambda", "serve"])
-def call(request: pytest.FixtureRequest, guarded: EvidenceService, context: LambdaContext) -> Iterator[Call]:
-    if request.param == "lambda":
+@contextmanager
+def transport(kind: str, context: LambdaContext, tokens: Mapping[str, str] | None = None) -> Iterator[Call]:
+    """A `Call` through the retriever Lambda (`kind="lambda"`) or `evidence serve` on loopback;
+    over HTTP a principal becomes the bearer token `tokens` maps it to."""
+    if kind == "lambda":
 
         def via_lambda(principal: str | None, method: str, path: str, payload: Any) -> tuple[int, Any]:
             response = handler(lambda_event(principal, method, path, payload), context)
@@ -101,8 +104,8 @@ def call(request: pytest.FixtureRequest, guarded: EvidenceService, context: Lamb
 
     def via_http(principal: str | None, method: str, path: str, payload: Any) -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
-        if principal is not None:
-            headers["Authorization"] = f"Bearer {TOKENS[principal]}"
+        if principal is not None and tokens is not None:
+            headers["Authorization"] = f"Bearer {tokens[principal]}"
         data = json.dumps(payload).encode() if payload is not None else None
         req = urllib.request.Request(srv.url + path, data=data, method=method, headers=headers)
         try:
@@ -111,9 +114,17 @@ def call(request: pytest.FixtureRequest, guarded: EvidenceService, context: Lamb
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read())
 
-    yield via_http
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield via_http
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture(params=["lambda", "serve"])
+def call(request: pytest.FixtureRequest, guarded: EvidenceService, context: LambdaContext) -> Iterator[Call]:
+    with transport(request.param, context, TOKENS) as send:
+        yield send
 
 
 @pytest.fixture

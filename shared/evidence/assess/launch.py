@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
-from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError
+from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError, UpstreamError
 from evidence.names import reject_blank, reject_control_characters
 
 #: uuid4 hex: also a valid Step Functions execution name (≤ 80 of [A-Za-z0-9_-]).
@@ -59,10 +59,9 @@ class AssessmentExistsError(EvidenceError):
     code = "assessment_exists"
 
 
-class BatchLaunchError(EvidenceError):
+class BatchLaunchError(UpstreamError):
     """Step Functions refused or failed the call for a reason that is not the caller's."""
 
-    status = 502
     code = "batch_unavailable"
 
 
@@ -94,10 +93,10 @@ class AssessmentRequest(BaseModel):
     @field_validator("profile")
     @classmethod
     def _profile(cls, v: str) -> str:
-        from evidence.rank.profiles import profile_names
+        from evidence.rank.profiles import unknown_profile
 
-        if v not in profile_names():
-            raise ValueError(f"unknown profile {v!r}; valid: {', '.join(profile_names())}")
+        if why := unknown_profile(v):
+            raise ValueError(why)
         return v
 
     @field_validator("criteria")

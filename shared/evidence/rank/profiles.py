@@ -143,11 +143,16 @@ def profile_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def unknown_profile(name: str) -> str | None:
+    """Why `name` is not a profile (naming the valid ones), or None if it is one."""
+    if name in _FACTORIES:
+        return None
+    return f"unknown profile {name!r}; valid profiles: {', '.join(profile_names())}"
+
+
 def get_profile(name: str) -> Profile:
-    if name not in _FACTORIES:
-        raise RequestValidationError(
-            f"unknown profile {name!r}; valid profiles: {', '.join(profile_names())}", field="profile"
-        )
+    if why := unknown_profile(name):
+        raise RequestValidationError(why, field="profile")
     if name not in _CACHE:
         _CACHE[name] = _FACTORIES[name]()
     return _CACHE[name]

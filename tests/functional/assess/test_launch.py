@@ -38,6 +38,7 @@ from tests.functional.test_access import (  # noqa: F401 (fixtures)
     guarded,
     lambda_event,
     tenants,
+    transport,
 )
 
 CRITERIA = [
@@ -67,37 +68,8 @@ def open_call(
     request: pytest.FixtureRequest, service: EvidenceService, context: LambdaContext
 ) -> Iterator[Call]:
     runtime.configure(service=service, settings=service.settings)
-    if request.param == "lambda":
-
-        def via_lambda(principal: str | None, method: str, path: str, payload: Any) -> tuple[int, Any]:
-            response = handler(lambda_event(principal, method, path, payload), context)
-            return int(response["statusCode"]), json.loads(response["body"])
-
-        yield via_lambda
-        return
-    import threading
-    import urllib.error
-    import urllib.request
-
-    from evidence.server import make_server
-
-    srv = make_server("127.0.0.1", 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-
-    def via_http(principal: str | None, method: str, path: str, payload: Any) -> tuple[int, Any]:
-        data = json.dumps(payload).encode() if payload is not None else None
-        req = urllib.request.Request(
-            srv.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
-
-    yield via_http
-    srv.shutdown()
-    srv.server_close()
+    with transport(request.param, context) as send:
+        yield send
 
 
 def test_start_poll_finish_in_process(open_call: Call, service: EvidenceService) -> None:
