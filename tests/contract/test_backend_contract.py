@@ -224,6 +224,26 @@ def test_dense_nearest_and_cosine(loaded: SearchBackend) -> None:
 
 
 @pytest.mark.needs_knn
+def test_dense_follows_writes_after_a_query(loaded: SearchBackend) -> None:
+    """A query between writes must not leave the next one on the old vectors (the embedded
+    store caches its matrix per write generation and rebuilds it after every write). The
+    query points away from every corpus vector, so the scores are negative until a write."""
+    docs = corpus()
+    away = -axis(7)
+    before = loaded.dense(INDEX, away, k=1)
+    assert before and before[0].score < 0
+    moved = edited(docs[0], ["Data at rest is encrypted with customer-managed KMS keys."])
+    loaded.upsert(INDEX, [moved], [np.stack([away])])
+    (hit,) = loaded.dense(INDEX, away, k=1)
+    assert hit.chunk.chunk_id == moved.chunks[0].chunk_id
+    assert hit.score == pytest.approx(1.0, abs=1e-4)
+    loaded.delete_document(INDEX, "policy")
+    after = loaded.dense(INDEX, away, k=len(docs) * 4)
+    assert after and "policy" not in _ids(after)
+    assert all(h.score < 0 for h in after)
+
+
+@pytest.mark.needs_knn
 def test_dense_filters_inside_knn(loaded: SearchBackend) -> None:
     hits = loaded.dense(INDEX, axis(3), k=2, filters={"type": "followup_document"})
     assert _ids(hits) == ["followup-doc"]  # efficient filtering: k results survive the filter
