@@ -394,8 +394,10 @@ def run_qa(
     index: str,
     profile: str = "verbatim",
     progress: ProgressFn | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Answer recall, NO_RESULT precision, path distribution and latency of a verbatim QA file."""
+    """Answer recall, NO_RESULT precision, path distribution and latency of a verbatim QA file
+    (`overrides`: request knobs such as `min_similarity`, as the workbench compares them)."""
     from evidence.model import RetrieveRequest
 
     items = load_qa(qa_file)
@@ -408,7 +410,9 @@ def run_qa(
     misses: list[dict[str, Any]] = []
     for i, rec in enumerate(items):
         t0 = time.perf_counter()
-        resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=profile))
+        resp = service.retrieve(
+            index, RetrieveRequest(query=rec["question"], profile=profile, **(overrides or {}))
+        )
         latencies.append((time.perf_counter() - t0) * 1000)
         path = resp.telemetry.path_used
         paths[path] = paths.get(path, 0) + 1
@@ -450,4 +454,88 @@ def run_qa(
             "p95": round(percentile(latencies, 95), 2),
         },
         "misses": misses,
+    }
+
+
+# --- qrels over an existing index (the workbench's Evaluate) ---------------------------------
+
+
+def load_qrels_jsonl(path: Path) -> list[dict[str, Any]]:
+    """JSONL `{"query": str, "relevant": {document_id: grade}, "query_id"?}`: judgments against
+    the documents of an index that already exists (a BEIR folder indexes its own corpus)."""
+    if not path.is_file():
+        raise RequestValidationError(f"qrels file {path} does not exist", field="qrels")
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RequestValidationError(f"{path.name}:{n}: not JSON ({exc.msg})", field="qrels") from None
+            query, relevant = (rec.get("query"), rec.get("relevant")) if isinstance(rec, dict) else (None, None)
+            if not isinstance(query, str) or not query.strip():
+                raise RequestValidationError(f"{path.name}:{n}: 'query' must be a non-empty string", field="qrels")
+            if not isinstance(relevant, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevant.items()
+            ):
+                raise RequestValidationError(
+                    f"{path.name}:{n}: 'relevant' must map document ids to integer grades", field="qrels"
+                )
+            out.append(rec)
+    if not out:
+        raise RequestValidationError(f"qrels file {path.name} holds no queries", field="qrels")
+    return out
+
+
+def run_qrels(
+    service: EvidenceService,
+    qrels_file: Path,
+    *,
+    index: str,
+    profile: str = "default",
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """nDCG@10, recall@100 and MRR@10 of an index's retrieval under one profile and knobs, with
+    `run_eval`'s `full` mode computation (hits → documents by best chunk → the same metrics);
+    per query too, so two settings can be compared question by question."""
+    from evidence.model import RetrieveRequest
+
+    items = load_qrels_jsonl(qrels_file)
+    service.backend.get_index(index)
+    fields: dict[str, Any] = {"top_k": 100, "first_stage_k": 100, **(overrides or {})}
+    per_query: list[dict[str, Any]] = []
+    latencies: list[float] = []
+    for n, rec in enumerate(items, start=1):
+        t0 = time.perf_counter()
+        resp = service.retrieve(index, RetrieveRequest(query=rec["query"], profile=profile, **fields))
+        latencies.append((time.perf_counter() - t0) * 1000)
+        ranked = documents_from_chunks([h.document_id for h in resp.hits])
+        rels = rec["relevant"]
+        per_query.append(
+            {
+                "query_id": str(rec.get("query_id", n)),
+                "query": rec["query"],
+                "ndcg_at_10": ndcg_at(ranked, rels, 10),
+                "recall_at_100": recall_at(ranked, rels, 100),
+                "mrr_at_10": mrr_at(ranked, rels, 10),
+            }
+        )
+    metrics = ("ndcg_at_10", "recall_at_100", "mrr_at_10")
+    means = {key: round(statistics.fmean(q[key] for q in per_query), 4) for key in metrics}
+    for q in per_query:  # rounded for display only, after averaging (as run_eval averages)
+        q.update({key: round(q[key], 4) for key in metrics})
+
+    return {
+        "qrels_file": qrels_file.name,
+        "index": index,
+        "profile": profile,
+        "queries": len(per_query),
+        **means,
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+        },
+        "per_query": per_query,
     }

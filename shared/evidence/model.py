@@ -224,3 +224,33 @@ class FormatResponse(_Edge):
     evidence_xml: str
     valid_indexes: list[int]
     output_schema: dict[str, Any] | None = None
+
+
+class DocumentSummary(_Edge):
+    document_id: str
+    source: str
+    passages: int
+    spans: int
+
+
+class ListDocumentsResponse(_Edge):
+    """`GET /v1/indexes/{index}/documents`: the index's documents, by id."""
+
+    index: str
+    documents: list[DocumentSummary]
+
+
+class DocumentText(_Edge):
+    """`GET /v1/indexes/{index}/documents/{document_id}`: the text every offset of the document refers to.
+
+    Rebuilt from the stored chunks (`text[c.char_start:c.char_end] == c.text` for every chunk); the
+    store does not keep characters no chunk covers (whitespace between sections, mostly), so each
+    of those is a newline here and `gaps` lists the ranges.
+    """
+
+    index: str
+    document_id: str
+    source: str
+    text: str
+    gaps: list[tuple[int, int]]
+    chunks: int

@@ -168,6 +168,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(status, {"Content-Type": "application/json", "Connection": "close"}, body.encode())
 
     def _dispatch(self) -> None:
+        if (
+            self.command in {"GET", "HEAD"}
+            and not self.path.startswith("/v1/")
+            and self.headers.get("Content-Length") in {None, "0"}
+        ):
+            from evidence.workbench.page import page_response  # the workbench (docs/workbench.md)
+
+            page = page_response(urlsplit(self.path).path)
+            if page is not None:
+                self._write(*page)
+                return
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             self._refuse(400, "bad_request", "chunked request bodies are not supported; send Content-Length")
             return

@@ -100,6 +100,13 @@ def authorized_index(app: APIGatewayRestResolver, raw: str, access: Access) -> s
     return name
 
 
+def document_path_id(raw: str) -> str:
+    doc_id = unquote(raw)
+    if not doc_id or len(doc_id) > 1024:
+        raise RequestValidationError("document_id must be 1-1024 characters", field="document_id")
+    return doc_id
+
+
 def body_bytes(app: APIGatewayRestResolver) -> bytes:
     event = app.current_event
     raw = event.body or ""
@@ -185,10 +192,37 @@ def build_app() -> APIGatewayRestResolver:
     @route.add("DELETE", "/v1/indexes/<index>/documents/<document_id>")
     def delete_document(index: str, document_id: str) -> Response[str]:
         name = authorized_index(app, index, Access.WRITE)
-        doc_id = unquote(document_id)
-        if not doc_id or len(doc_id) > 1024:
-            raise RequestValidationError("document_id must be 1-1024 characters", field="document_id")
-        return json_response(200, runtime.get_service().delete_document(name, doc_id))
+        return json_response(200, runtime.get_service().delete_document(name, document_path_id(document_id)))
+
+    # The workbench's reads (docs/workbench.md): documents, a document's text, evaluation.
+    @route.add("GET", "/v1/indexes/<index>/documents")
+    def list_documents(index: str) -> Response[str]:
+        from evidence.workbench.documents import list_documents
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, list_documents(runtime.get_service(), name))
+
+    @route.add("GET", "/v1/indexes/<index>/documents/<document_id>")
+    def document_text(index: str, document_id: str) -> Response[str]:
+        from evidence.workbench.documents import document_text
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, document_text(runtime.get_service(), name, document_path_id(document_id)))
+
+    @route.add("GET", "/v1/indexes/<index>/eval-sets")
+    def eval_sets(index: str) -> Response[str]:
+        from evidence.workbench.evaluate import list_sets
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, list_sets(runtime.get_service(), name))
+
+    @route.add("POST", "/v1/indexes/<index>/evaluate")
+    def evaluate(index: str) -> Response[str]:
+        from evidence.workbench.evaluate import EvaluateRequest, evaluate
+
+        name = authorized_index(app, index, Access.READ)
+        request = parse_body(app, EvaluateRequest)
+        return json_response(200, evaluate(runtime.get_service(), name, request))
 
     @route.add("POST", "/v1/indexes/<index>/retrieve")
     def retrieve(index: str) -> Response[str]:
