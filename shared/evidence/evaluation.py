@@ -473,12 +473,19 @@ def load_qrels_jsonl(path: Path) -> list[dict[str, Any]]:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise RequestValidationError(f"{path.name}:{n}: not JSON ({exc.msg})", field="qrels") from None
-            query, relevant = (rec.get("query"), rec.get("relevant")) if isinstance(rec, dict) else (None, None)
+                raise RequestValidationError(
+                    f"{path.name}:{n}: not JSON ({exc.msg})", field="qrels"
+                ) from None
+            query, relevant = (
+                (rec.get("query"), rec.get("relevant")) if isinstance(rec, dict) else (None, None)
+            )
             if not isinstance(query, str) or not query.strip():
-                raise RequestValidationError(f"{path.name}:{n}: 'query' must be a non-empty string", field="qrels")
+                raise RequestValidationError(
+                    f"{path.name}:{n}: 'query' must be a non-empty string", field="qrels"
+                )
             if not isinstance(relevant, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevant.items()
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                for k, v in relevant.items()
             ):
                 raise RequestValidationError(
                     f"{path.name}:{n}: 'relevant' must map document ids to integer grades", field="qrels"

@@ -29,6 +29,8 @@ from evidence.assess.launch import (
 from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.model import (
     DeleteDocumentResponse,
+    DocumentText,
+    ListDocumentsResponse,
     FormatRequest,
     FormatResponse,
     IndexDocumentRequest,
@@ -41,6 +43,7 @@ from evidence.model import (
 )
 from evidence.names import INDEX_NAME_RE, TEXT_CHAR_CLASS
 from evidence.version import package_version
+from evidence.workbench.evaluate import EvaluateRequest, EvaluateResponse, ListEvalSetsResponse
 
 #: JSON Schema pattern: at least one character that Python's str.strip() keeps.
 NOT_SPACE = r"[^\s\u001c-\u001f\u0085]"
@@ -70,6 +73,7 @@ _REQUESTS: tuple[type[BaseModel], ...] = (
     FormatRequest,
     CoachRequest,
     AssessmentRequest,
+    EvaluateRequest,
 )
 _RESPONSES: tuple[type[BaseModel], ...] = (
     IndexDocumentResponse,
@@ -82,6 +86,10 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     Health,
     AssessmentStarted,
     AssessmentStatus,
+    ListDocumentsResponse,
+    DocumentText,
+    ListEvalSetsResponse,
+    EvaluateResponse,
     ErrorEnvelope,
 )
 
@@ -117,6 +125,16 @@ def _index_param() -> dict[str, Any]:
         "required": True,
         "description": "Index name",
         "schema": {"type": "string", "pattern": INDEX_NAME_RE.pattern, "maxLength": 64},
+    }
+
+
+def _document_param() -> dict[str, Any]:
+    return {
+        "name": "document_id",
+        "in": "path",
+        "required": True,
+        "description": "URL-encoded document id (`s3://b/k` → `s3%3A%2F%2Fb%2Fk`)",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
     }
 
 
@@ -164,6 +182,17 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
     profile = schemas[names[(RetrieveRequest, "validation")]]["properties"]["profile"]
     profile.pop("maxLength", None)
     profile["enum"] = profile_names()
+    setting = schemas.get("EvalSetting")
+    if setting is not None:
+        setting["properties"]["profile"].pop("maxLength", None)
+        setting["properties"]["profile"]["enum"] = profile_names()
+    evaluate = schemas[names[(EvaluateRequest, "validation")]]
+    evaluate["properties"]["set"] = _string_branch(evaluate["properties"]["set"])
+    evaluate["properties"]["jsonl"] = _string_branch(evaluate["properties"]["jsonl"])
+    evaluate["oneOf"] = [
+        {"required": ["set"], "not": {"required": ["jsonl"]}},
+        {"required": ["jsonl"], "not": {"required": ["set"]}},
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -207,6 +236,15 @@ def _document() -> dict[str, Any]:
             }
         },
         "/v1/indexes/{index}/documents": {
+            "get": {
+                "operationId": "listDocuments",
+                "summary": "The index's documents with their passage and span counts (embedded store)",
+                "parameters": [_index_param()],
+                "responses": {
+                    **ok(ListDocumentsResponse, "Documents, by id"),
+                    **_errors("400", "403", "404", "422"),
+                },
+            },
             "post": {
                 "operationId": "indexDocument",
                 "summary": "Index (or replace) one document; creates the index if missing",
@@ -216,22 +254,42 @@ def _document() -> dict[str, Any]:
                     **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
                     **_errors("400", "403", "404", "413", "422"),
                 },
-            }
+            },
         },
         "/v1/indexes/{index}/documents/{document_id}": {
+            "get": {
+                "operationId": "getDocumentText",
+                "summary": "The text a document's offsets refer to, rebuilt from its chunks "
+                "(`citation.char_start`/`char_end` index into it); `gaps` lists what no chunk covers",
+                "parameters": [_index_param(), _document_param()],
+                "responses": {**ok(DocumentText, "The document's text"), **_errors("403", "404", "422")},
+            },
             "delete": {
                 "operationId": "deleteDocument",
                 "summary": "Delete every chunk of a document (URL-encode ids such as s3://bucket/key)",
-                "parameters": [
-                    _index_param(),
-                    {
-                        "name": "document_id",
-                        "in": "path",
-                        "required": True,
-                        "schema": {"type": "string", "minLength": 1, "maxLength": 1024},
-                    },
-                ],
+                "parameters": [_index_param(), _document_param()],
                 "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "403", "404", "422")},
+            },
+        },
+        "/v1/indexes/{index}/eval-sets": {
+            "get": {
+                "operationId": "listEvalSets",
+                "summary": "QA and qrels sets in the store's eval folder for this index (<store>/eval/<index>/)",
+                "parameters": [_index_param()],
+                "responses": {**ok(ListEvalSetsResponse, "The sets"), **_errors("403", "404", "422")},
+            }
+        },
+        "/v1/indexes/{index}/evaluate": {
+            "post": {
+                "operationId": "evaluate",
+                "summary": "`evidence eval`'s metrics for a QA or qrels set under one or two settings, "
+                "with per-question wins and losses (docs/workbench.md)",
+                "parameters": [_index_param()],
+                "requestBody": req(EvaluateRequest),
+                "responses": {
+                    **ok(EvaluateResponse, "Metrics per setting and per question"),
+                    **_errors("400", "403", "404", "413", "422"),
+                },
             }
         },
         "/v1/indexes/{index}/retrieve": {

@@ -35,7 +35,9 @@ def document_text(service: EvidenceService, index: str, document_id: str) -> Doc
     hits = service.backend.lookup(index, {"document_id": document_id}, limit=MAX_CHUNKS, kind=None)
     chunks = [h.chunk for h in hits if h.chunk.document_id == document_id]
     if not chunks:
-        raise DocumentNotFoundError(f"document {document_id!r} is not in index {index!r}", field="document_id")
+        raise DocumentNotFoundError(
+            f"document {document_id!r} is not in index {index!r}", field="document_id"
+        )
     parts: list[str] = []
     gaps: list[tuple[int, int]] = []
     filled = 0  # text[:filled] is laid
