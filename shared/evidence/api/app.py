@@ -194,35 +194,7 @@ def build_app() -> APIGatewayRestResolver:
         name = authorized_index(app, index, Access.WRITE)
         return json_response(200, runtime.get_service().delete_document(name, document_path_id(document_id)))
 
-    # The workbench's reads (docs/workbench.md): documents, a document's text, evaluation.
-    @route.add("GET", "/v1/indexes/<index>/documents")
-    def list_documents(index: str) -> Response[str]:
-        from evidence.workbench.documents import list_documents
-
-        name = authorized_index(app, index, Access.READ)
-        return json_response(200, list_documents(runtime.get_service(), name))
-
-    @route.add("GET", "/v1/indexes/<index>/documents/<document_id>")
-    def document_text(index: str, document_id: str) -> Response[str]:
-        from evidence.workbench.documents import document_text
-
-        name = authorized_index(app, index, Access.READ)
-        return json_response(200, document_text(runtime.get_service(), name, document_path_id(document_id)))
-
-    @route.add("GET", "/v1/indexes/<index>/eval-sets")
-    def eval_sets(index: str) -> Response[str]:
-        from evidence.workbench.evaluate import list_sets
-
-        name = authorized_index(app, index, Access.READ)
-        return json_response(200, list_sets(runtime.get_service(), name))
-
-    @route.add("POST", "/v1/indexes/<index>/evaluate")
-    def evaluate(index: str) -> Response[str]:
-        from evidence.workbench.evaluate import EvaluateRequest, evaluate
-
-        name = authorized_index(app, index, Access.READ)
-        request = parse_body(app, EvaluateRequest)
-        return json_response(200, evaluate(runtime.get_service(), name, request))
+    workbench_routes(app, route)
 
     @route.add("POST", "/v1/indexes/<index>/retrieve")
     def retrieve(index: str) -> Response[str]:
@@ -286,3 +258,37 @@ def build_app() -> APIGatewayRestResolver:
         return json_response(200, runtime.get_service().format(parse_body(app, FormatRequest)))
 
     return app
+
+
+def workbench_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """What the workbench (docs/workbench.md) reads beyond retrieval: documents, a document's
+    text, evaluation sets and runs. Read access to the index, as for retrieval."""
+
+    @route.add("GET", "/v1/indexes/<index>/documents")
+    def list_documents(index: str) -> Response[str]:
+        from evidence.workbench.documents import list_documents
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, list_documents(runtime.get_service(), name))
+
+    @route.add("GET", "/v1/indexes/<index>/documents/<document_id>")
+    def document_text(index: str, document_id: str) -> Response[str]:
+        from evidence.workbench.documents import document_text
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, document_text(runtime.get_service(), name, document_path_id(document_id)))
+
+    @route.add("GET", "/v1/indexes/<index>/eval-sets")
+    def eval_sets(index: str) -> Response[str]:
+        from evidence.workbench.evaluate import list_sets
+
+        name = authorized_index(app, index, Access.READ)
+        return json_response(200, list_sets(runtime.get_service(), name))
+
+    @route.add("POST", "/v1/indexes/<index>/evaluate")
+    def evaluate(index: str) -> Response[str]:
+        from evidence.workbench.evaluate import EvaluateRequest, evaluate
+
+        name = authorized_index(app, index, Access.READ)
+        request = parse_body(app, EvaluateRequest)
+        return json_response(200, evaluate(runtime.get_service(), name, request))

@@ -30,11 +30,11 @@ from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.model import (
     DeleteDocumentResponse,
     DocumentText,
-    ListDocumentsResponse,
     FormatRequest,
     FormatResponse,
     IndexDocumentRequest,
     IndexDocumentResponse,
+    ListDocumentsResponse,
     ListIndexesResponse,
     Plan,
     PlanRequest,
@@ -274,7 +274,8 @@ def _document() -> dict[str, Any]:
         "/v1/indexes/{index}/eval-sets": {
             "get": {
                 "operationId": "listEvalSets",
-                "summary": "QA and qrels sets in the store's eval folder for this index (<store>/eval/<index>/)",
+                "summary": "QA and qrels sets in the store's eval folder for this index "
+                "(<store>/eval/<index>/)",
                 "parameters": [_index_param()],
                 "responses": {**ok(ListEvalSetsResponse, "The sets"), **_errors("403", "404", "422")},
             }
