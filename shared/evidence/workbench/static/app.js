@@ -31,7 +31,7 @@
 
   // --- the API ---------------------------------------------------------------------------------
 
-  const state = { token: "", profiles: [], indexes: [] };
+  const state = { token: "", profiles: [], indexes: [], listing: 0 };
 
   class ApiError extends Error {}
 
@@ -175,7 +175,9 @@
   }
 
   async function loadIndexes() {
+    const ticket = ++state.listing;
     const data = await api("GET", "v1/indexes");
+    if (ticket !== state.listing) return; // a newer listing (another token) is on its way
     state.indexes = data.indexes;
     const options = data.indexes.map((i) => ({ value: i.name, label: `${i.name} (${i.documents} documents)` }));
     for (const select of $$(".index-select")) fillSelect(select, options, true);
@@ -524,9 +526,9 @@
     clearError();
     if (!(await confirmDialog(`Delete ${documentId} from ${index}? Its passages and spans are removed; this cannot be undone.`))) return;
     const resp = await api("DELETE", indexPath(index, `documents/${encodeURIComponent(documentId)}`));
-    $("#upload-status").textContent = `deleted ${resp.document_id}: ${resp.deleted_chunks} chunks`;
     await loadIndexList();
     await showDocuments(index).catch(() => $("#document-list").replaceChildren());
+    $("#upload-status").textContent = `deleted ${resp.document_id}: ${resp.deleted_chunks} chunks`;
   }
 
   const readBase64 = (file) => new Promise((resolve, reject) => {
@@ -570,10 +572,10 @@
       xhr.onerror = () => reject(new Error("the upload failed (network)"));
       xhr.send(JSON.stringify(body));
     });
-    status.textContent = `${resp.status}: ${resp.document_id} in ${resp.index}, ${resp.chunks} passages, ${resp.spans} spans`;
     form.elements.file.value = "";
     await loadIndexList();
     await showDocuments(index);
+    status.textContent = `${resp.status}: ${resp.document_id} in ${resp.index}, ${resp.chunks} passages, ${resp.spans} spans`;
   }
 
   // --- wiring ----------------------------------------------------------------------------------
