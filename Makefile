@@ -15,7 +15,7 @@ LINTED := shared functions infra tests bench
 # Measured 91.7% (5,983 statements, 499 missed) when the floor was set: raise it as coverage grows.
 COV_FLOOR ?= 88
 
-.PHONY: setup demo test test-fast prerequisites format lint pr bench eval reliability synth bundle deploy-check clean
+.PHONY: setup demo workbench browser test test-fast prerequisites format lint pr bench eval reliability synth bundle deploy-check clean
 
 setup: $(STAMP)
 
@@ -37,7 +37,11 @@ $(RUNTIME_STAMP): pyproject.toml uv.lock | $(UV)
 demo: $(RUNTIME_STAMP)
 	$(VENV)/bin/evidence demo
 
-test: $(STAMP) prerequisites
+# The workbench (docs/workbench.md) on the demo's store: http://127.0.0.1:8080/
+workbench: $(RUNTIME_STAMP)
+	$(VENV)/bin/evidence serve --port 8080
+
+test: $(STAMP) prerequisites browser
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup \
 		--cov=shared/evidence --cov-report=term:skip-covered --cov-fail-under=$(COV_FLOOR)
 
@@ -45,6 +49,15 @@ test: $(STAMP) prerequisites
 prerequisites:
 	@command -v node >/dev/null 2>&1 || { echo "make test: Node.js 20+ is needed for the CDK tests (tests/infra); install it (e.g. apt-get install nodejs) or run make test-fast"; exit 2; }
 	@node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' || { echo "make test: Node.js $$(node --version) is too old for the CDK tests; install Node.js 20+"; exit 2; }
+
+# The workbench's browser tests drive Debian's Chromium (tests/functional/test_workbench_browser.py):
+# installed here when missing and we may (root with apt-get), else one line saying how.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make test: installing chromium (apt-get) for the workbench browser tests"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "make test: Chromium is needed for the workbench browser tests; install it (apt-get install chromium)"; exit 2; fi; }
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -m "not slow and not infra"

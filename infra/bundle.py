@@ -111,10 +111,13 @@ BOTOCORE_SERVICES = frozenset(
 )
 #: Developer tools in shared/evidence that no handler imports at run time: the CLI (every
 #: subcommand, the `evidence assess` and `evidence coach` front ends included), the local server,
-#: `evidence invoke`, the demo (with its sample documents), evaluation, test helpers, progress
-#: bars and the embedded → OpenSearch migration. Modules or packages, by top-level name.
+#: `evidence invoke`, the demo (with its sample documents), test helpers and the embedded →
+#: OpenSearch migration. Modules or packages, by top-level name. (Evaluation and its progress
+#: type stay in: the API's `evaluate` route runs it, docs/workbench.md.)
 #: `check_layer_imports` fails the build if any bundled module imports one of them.
-DEV_MODULES = frozenset({"cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"})
+DEV_MODULES = frozenset({"cli", "server", "invoke", "demo", "testing", "migrate"})
+#: Inside bundled packages: what only `evidence serve` uses (the workbench page's static files).
+SERVE_ONLY = {"workbench": ("static",)}
 JUNK_DIRS = frozenset({"__pycache__", "tests", "test"})
 JUNK_SUFFIXES = (".pyi", ".pyc", ".pyx", ".pxd", ".c", ".h", ".cpp")
 
@@ -351,7 +354,7 @@ def _copy_package(src: Path, dst: Path) -> None:
         if child.name in dev or child.name in {"__pycache__", ".mypy_cache"}:
             continue
         if child.is_dir():
-            _copy_tree(child, dst / child.name)
+            _copy_tree(child, dst / child.name, exclude=SERVE_ONLY.get(child.name, ()))
         elif child.suffix not in {".pyc", ".pyi"}:
             shutil.copy2(child, dst / child.name)
 

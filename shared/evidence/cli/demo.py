@@ -23,9 +23,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     service = common.service_from_args(args)
     try:
-        return run_demo(service)
+        code = run_demo(service)
     finally:
         service.close()
+    if code == EXIT_OK:
+        print_workbench(service.settings.store_dir)
+    return code
+
+
+def print_workbench(store: object) -> None:
+    """Where to see the same evidence in the workbench (docs/workbench.md)."""
+    from evidence.demo import CRITERION, INDEX
+
+    print(f"\n== workbench: {WORKBENCH_URL}")
+    print(f"   serve this store first: make workbench  (or: evidence serve --store {store})")
+    print(f"   then Ask, index {INDEX!r}, profile 'vrm', question and criterion: {CRITERION}")
+
+
+#: `evidence serve`'s default address: what `make workbench` listens on.
+WORKBENCH_URL = "http://127.0.0.1:8080/"
 
 
 def run_demo(service: EvidenceService) -> int:

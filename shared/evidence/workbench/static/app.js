@@ -234,22 +234,27 @@
       ["criterion hash", plan.criterion_hash ? `${plan.criterion_hash.slice(0, 12)}…` : "—"],
     ];
     return el("div", { class: "result" },
-      el("h2", { text: "Answer" }),
-      verdictList([
-        ["can_answer", String(resp.can_answer)], ["confidence", fmt(resp.confidence)],
-        ["needs_clarification", String(resp.needs_clarification)], ["path_used", t.path_used],
-        ["basis", answer.basis || "—"], ["total", `${fmt(t.total_ms, 1)} ms`],
-        ["degraded", (t.degraded || []).join(", ") || "none"],
-      ]),
-      el("h2", { text: "Plan" }), verdictList(planFacts),
-      el("h2", { text: "Timing" }), timingBar(t.stages.map((s) => ({ name: s.name, ms: s.ms, note: `${s.candidates_in} → ${s.candidates_out}` })), t.total_ms),
-      el("h2", { text: `Hits (${resp.hits.length})` }),
-      el("ol", { class: "hits" }, resp.hits.map((h) => renderHit(h, index))),
-      resp.followups.length ? el("h2", { text: `Follow-up responses (${resp.followups.length})` }) : null,
-      resp.followups.length ? el("ol", { class: "followups" }, resp.followups.map(renderFollowup)) : null,
-      el("h2", { text: "Evidence as the LLM receives it" }),
-      el("p", { class: "muted", text: `valid indexes: ${resp.valid_indexes.join(", ") || "none"}` }),
-      renderEvidence(resp.evidence_xml, resp.hits.length),
+      el("div", { class: "overview" },
+        el("section", { "aria-label": "Answer" }, el("h2", { text: "Answer" }),
+          verdictList([
+            ["can_answer", String(resp.can_answer)], ["confidence", fmt(resp.confidence)],
+            ["needs_clarification", String(resp.needs_clarification)], ["path_used", t.path_used],
+            ["basis", answer.basis || "—"], ["total", `${fmt(t.total_ms, 1)} ms`],
+            ["degraded", (t.degraded || []).join(", ") || "none"],
+          ])),
+        el("section", { "aria-label": "Plan" }, el("h2", { text: "Plan" }), verdictList(planFacts)),
+        el("section", { "aria-label": "Timing" }, el("h2", { text: "Timing" }),
+          timingBar(t.stages.map((s) => ({ name: s.name, ms: s.ms, note: `${s.candidates_in} → ${s.candidates_out}` })), t.total_ms))),
+      el("div", { class: "split" },
+        el("section", { "aria-label": "Hits" },
+          el("h2", { text: `Hits (${resp.hits.length})` }),
+          el("ol", { class: "hits" }, resp.hits.map((h) => renderHit(h, index))),
+          resp.followups.length ? el("h2", { text: `Follow-up responses (${resp.followups.length})` }) : null,
+          resp.followups.length ? el("ol", { class: "followups" }, resp.followups.map(renderFollowup)) : null),
+        el("section", { "aria-label": "Evidence" },
+          el("h2", { text: "Evidence as the LLM receives it" }),
+          el("p", { class: "muted", text: `valid indexes: ${resp.valid_indexes.join(", ") || "none"}` }),
+          renderEvidence(resp.evidence_xml, resp.hits.length))),
     );
   }
 
@@ -375,7 +380,11 @@
     const b = await api("POST", indexPath(index, "retrieve"), retrieveBody(form, sb));
     const rankA = new Map(a.hits.map((h) => [h.chunk_id, h.rank]));
     const rankB = new Map(b.hits.map((h) => [h.chunk_id, h.rank]));
-    const markA = (h) => (rankB.has(h.chunk_id) ? null : { cls: "dropped", text: "dropped in B" });
+    const followupsB = new Set(b.followups.map((f) => f.chunk_id));
+    const markA = (h) => {
+      if (rankB.has(h.chunk_id)) return null;
+      return { cls: "dropped", text: followupsB.has(h.chunk_id) ? "dropped in B (a follow-up there, placed last)" : "dropped in B" };
+    };
     const markB = (h) => {
       if (!rankA.has(h.chunk_id)) return { cls: "added", text: "added" };
       const d = rankA.get(h.chunk_id) - h.rank;
