@@ -220,3 +220,39 @@ def test_evaluate_refuses_bad_input_naming_the_field(
         assert body["error"]["field"] == field, body
     else:
         assert "profile" in body["error"]["field"]
+
+
+def _luminance(hex_colour: str) -> float:
+    r, g, b = (int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4))
+
+    def channel(c: float) -> float:
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def test_text_colours_are_readable() -> None:
+    """WCAG AA (4.5:1) for every text colour of app.css against the backgrounds it is drawn on."""
+    css = (STATIC / "app.css").read_text()
+    var = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6})", css))
+    pairs = [
+        (var["fg"], var["bg"]),
+        (var["muted"], var["bg"]),
+        (var["muted"], var["panel"]),
+        (var["accent"], var["bg"]),
+        (var["accent"], var["panel"]),
+        (var["bad"], var["bg"]),
+        (var["bad"], "#fdecea"),
+        (var["good"], var["bg"]),
+        (var["good"], "#dff3e4"),
+        ("#0b4a8a", "#e1ecf8"),
+        ("#7a3d00", "#f6e9dc"),
+        ("#ffffff", var["accent"]),
+        ("#d7dde6", "#14283f"),
+        ("#000000", var["mark"]),
+        (var["fg"], var["followup-bg"]),
+    ]
+    for fg, bg in pairs:
+        hi, lo = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5, (fg, bg)
+        assert bg in css and fg in css, (fg, bg)
