@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
     print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
     print(
-        f"evidence: serving {server.url} (OpenAPI at {server.url}/v1/openapi.json); Ctrl-C stops",
+        f"evidence: serving {server.url} (the workbench at {server.url}/, OpenAPI at "
+        f"{server.url}/v1/openapi.json); Ctrl-C stops",
         file=sys.stderr,
         flush=True,
     )

@@ -241,10 +241,13 @@
             ["needs_clarification", String(resp.needs_clarification)], ["path_used", t.path_used],
             ["basis", answer.basis || "—"], ["total", `${fmt(t.total_ms, 1)} ms`],
             ["degraded", (t.degraded || []).join(", ") || "none"],
+            ["answer features", Object.entries(answer.features || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(" · ") || "—"],
           ])),
         el("section", { "aria-label": "Plan" }, el("h2", { text: "Plan" }), verdictList(planFacts)),
         el("section", { "aria-label": "Timing" }, el("h2", { text: "Timing" }),
-          timingBar(t.stages.map((s) => ({ name: s.name, ms: s.ms, note: `${s.candidates_in} → ${s.candidates_out}` })), t.total_ms))),
+          timingBar(t.stages.map((s) => ({ name: s.name, ms: s.ms, note: `${s.candidates_in} → ${s.candidates_out}` })), t.total_ms),
+          el("details", {}, el("summary", { text: "What each stage dropped, boosted or merged" }),
+            el("pre", { class: "chunk", text: JSON.stringify(t.stages.filter((s) => s.detail).map((s) => ({ stage: s.name, ...s.detail })), null, 1) })))),
       el("div", { class: "split" },
         el("section", { "aria-label": "Hits" },
           el("h2", { text: `Hits (${resp.hits.length})` }),
@@ -313,7 +316,7 @@
 
   function timingBar(stages, total) {
     const sum = stages.reduce((a, s) => a + s.ms, 0);
-    const all = total > sum ? [...stages, { name: "other (plan, embedding, formatting)", ms: total - sum, note: "" }] : stages;
+    const all = total > sum ? [...stages, { name: "other (not timed by a stage: planning, query embedding, formatting)", ms: total - sum, note: "" }] : stages;
     const whole = Math.max(total, sum) || 1;
     const bar = el("div", { class: "timing", "aria-hidden": "true" });
     all.forEach((s, i) => {
@@ -330,6 +333,8 @@
     return el("div", {}, bar, table);
   }
 
+  const listOrNone = (items) => (items.length ? el("ul", {}, items) : el("p", { class: "muted", text: "none" }));
+
   function renderCoach(resp) {
     const t = resp.telemetry || {};
     const stages = Object.entries(t.stages || {}).map(([name, ms]) => ({ name, ms, note: "" }));
@@ -341,12 +346,14 @@
         ["clarifying question", resp.clarification_question || "—"], ["tokens", String(t.tokens ?? "—")],
       ]),
       el("h2", { text: "Timing" }), timingBar(stages, t.total_ms || 0),
+      el("details", {}, el("summary", { text: "Why: the calibration features and filters" }),
+        el("pre", { class: "chunk", text: JSON.stringify({ detail: t.detail, applied_filters: t.applied_filters, degraded: t.degraded, intent_source: t.intent_source }, null, 1) })),
       el("h2", { text: "Matched learning objectives" }),
-      el("ul", {}, (resp.matched_los || []).map((lo) => el("li", { text: `${lo.id} ${lo.title} (${lo.reason}, ${fmt(lo.score)})` }))),
+      listOrNone((resp.matched_los || []).map((lo) => el("li", { text: `${lo.id} ${lo.title} (${lo.reason}, ${fmt(lo.score)})` }))),
       el("h2", { text: "Supporting learning objectives" }),
-      el("ul", {}, (resp.supporting_los || []).map((lo) => el("li", { text: `${lo.id} ${lo.title} via ${lo.edge} (${(lo.path || []).join(" → ")})` }))),
+      listOrNone((resp.supporting_los || []).map((lo) => el("li", { text: `${lo.id} ${lo.title} via ${lo.edge} (${(lo.path || []).join(" → ")})` }))),
       el("h2", { text: "Content" }),
-      el("ul", {}, (resp.content_items || []).map((c) => el("li", { text: `${c.id} [${c.type}] ${c.title}: ${c.snippet || ""}` }))),
+      listOrNone((resp.content_items || []).map((c) => el("li", { text: `${c.id} [${c.type}] ${c.title}: ${c.snippet || ""}` }))),
       el("h2", { text: "Minimal context, as the LLM receives it" }),
       el("ol", { class: "context" }, (resp.minimal_context || []).map((s, i) =>
         el("li", {}, s, el("span", { class: "muted", text: ` — ${(resp.minimal_context_sources || [])[i] || ""}` })))),
