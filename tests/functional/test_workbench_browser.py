@@ -312,7 +312,7 @@ def test_compare_marks_moved_added_and_dropped_hits(browser: Any, stack: dict[st
 
 
 def test_evaluate_shows_evidence_eval_s_metrics_and_per_question_verdicts(
-    browser: Any, stack: dict[str, Any]
+    browser: Any, stack: dict[str, Any], tmp_path: Path
 ) -> None:
     page = open_page(browser, stack["prod"], token=READER)
     page.click("#tab-evaluate")
@@ -343,6 +343,22 @@ def test_evaluate_shows_evidence_eval_s_metrics_and_per_question_verdicts(
     )
     assert page.locator("#evaluate-result table.per-question tbody tr").count() == len(QA)
     shot(page, "evaluate")
+
+    # An uploaded qrels file, one setting: nDCG@10 and friends, no verdicts.
+    qrels = tmp_path / "judged.jsonl"
+    policy = next(
+        d["document_id"]
+        for d in api(stack, "GET", "/v1/indexes/demo/documents")["documents"]
+        if d["document_id"].endswith("security-policy.md")
+    )
+    qrels.write_text(json.dumps({"query": "key rotation and TLS", "relevant": {policy: 1}}) + "\n")
+    page.set_input_files("#evaluate-form input[name=file]", str(qrels))
+    page.uncheck("#evaluate-form input[name=use_b]")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("#evaluate-result h2:has-text('uploaded.jsonl')")
+    ndcg = page.locator("#evaluate-result table.metrics tr:has(th:text-is('ndcg_at_10')) td")
+    assert ndcg.count() == 1 and 0.0 < float(ndcg.first.inner_text()) <= 1.0
+    assert page.locator("#evaluate-result .summary").count() == 0
     page.close()
 
 
