@@ -31,7 +31,8 @@ from evidence.model import IndexDocumentRequest
 from evidence.server import ApiServer, make_server
 from evidence.service import EvidenceService
 
-pytestmark = pytest.mark.slow
+# One worker: the store, the model and the browser are set up once for the module.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("workbench-browser")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "screenshots"
