@@ -240,17 +240,22 @@ class ListDocumentsResponse(_Edge):
     documents: list[DocumentSummary]
 
 
+class TextRange(_Edge):
+    start: int
+    end: int
+
+
 class DocumentText(_Edge):
     """`GET /v1/indexes/{index}/documents/{document_id}`: the text every offset of the document refers to.
 
     Rebuilt from the stored chunks (`text[c.char_start:c.char_end] == c.text` for every chunk); the
     store does not keep characters no chunk covers (whitespace between sections, mostly), so each
-    of those is a newline here and `gaps` lists the ranges.
+    of those is a newline here and `gaps` lists the ranges `[start, end)`.
     """
 
     index: str
     document_id: str
     source: str
     text: str
-    gaps: list[tuple[int, int]]
+    gaps: list[TextRange]
     chunks: int

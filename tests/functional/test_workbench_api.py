@@ -121,8 +121,8 @@ def test_document_text_puts_every_citation_at_its_offsets(
         for hit in got["hits"]:
             c = hit["citation"]
             assert doc["text"][c["char_start"] : c["char_end"]] == hit["text"]
-    for gap_start, gap_end in doc["gaps"]:
-        assert set(doc["text"][gap_start:gap_end]) == {"\n"}
+    for gap in doc["gaps"]:
+        assert set(doc["text"][gap["start"] : gap["end"]]) == {"\n"}
 
 
 def test_document_routes_apply_the_access_policy(server: ApiServer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentNotFoundError
-from evidence.model import DocumentSummary, DocumentText, ListDocumentsResponse
+from evidence.model import DocumentSummary, DocumentText, ListDocumentsResponse, TextRange
 
 if TYPE_CHECKING:
     from evidence.service import EvidenceService
@@ -39,11 +39,11 @@ def document_text(service: EvidenceService, index: str, document_id: str) -> Doc
             f"document {document_id!r} is not in index {index!r}", field="document_id"
         )
     parts: list[str] = []
-    gaps: list[tuple[int, int]] = []
+    gaps: list[TextRange] = []
     filled = 0  # text[:filled] is laid
     for c in sorted(chunks, key=lambda c: c.char_start):
         if c.char_start > filled:
-            gaps.append((filled, c.char_start))
+            gaps.append(TextRange(start=filled, end=c.char_start))
             parts.append(GAP * (c.char_start - filled))
             filled = c.char_start
         if c.char_end > filled:
