@@ -256,3 +256,15 @@ def test_text_colours_are_readable() -> None:
         hi, lo = sorted((_luminance(fg), _luminance(bg)), reverse=True)
         assert (hi + 0.05) / (lo + 0.05) >= 4.5, (fg, bg)
         assert bg in css and fg in css, (fg, bg)
+
+
+def test_the_demo_names_the_workbench_and_make_serves_it_there(capsys: pytest.CaptureFixture[str]) -> None:
+    from evidence.cli.demo import WORKBENCH_URL, print_workbench
+    from evidence.demo import CRITERION
+
+    print_workbench(Path(".evidence"))
+    out = capsys.readouterr().out
+    assert WORKBENCH_URL in out and CRITERION in out and "make workbench" in out
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    port = WORKBENCH_URL.rstrip("/").rsplit(":", 1)[1]
+    assert f"evidence serve --port {port}" in makefile
