@@ -43,6 +43,8 @@ def test_health_and_openapi(service: EvidenceService, context: LambdaContext) ->
         "/v1/indexes",
         "/v1/indexes/{index}/documents",
         "/v1/indexes/{index}/documents/{document_id}",
+        "/v1/indexes/{index}/eval-sets",
+        "/v1/indexes/{index}/evaluate",
         "/v1/indexes/{index}/retrieve",
         "/v1/indexes/{index}/coach",
         "/v1/indexes/{index}/assessments",
@@ -142,9 +144,9 @@ def test_body_limits_and_methods(
     ("method", "path", "allow"),
     [
         ("PUT", "/v1/indexes/vendor-acme/retrieve", "POST"),
-        ("GET", "/v1/indexes/vendor-acme/documents", "POST"),
+        ("PUT", "/v1/indexes/vendor-acme/documents", "GET, POST"),
         ("POST", "/v1/health", "GET"),
-        ("GET", "/v1/indexes/vendor-acme/documents/a%2Fb.pdf", "DELETE"),
+        ("POST", "/v1/indexes/vendor-acme/documents/a%2Fb.pdf", "DELETE, GET"),
     ],
 )
 def test_a_wrong_method_on_a_known_path_is_405_with_allow(
