@@ -43,7 +43,11 @@ for _pkg in ("graph", "verbatim", "coach"):
 # coach.service types its runtime's back-reference to the service (TYPE_CHECKING only).
 ALLOWED["coach"] = ALLOWED["coach"] | {"service:EvidenceService"}
 ALLOWED["service"] = LOWER | {"graph", "verbatim", "coach"}
-ALLOWED["api"] = ALLOWED["service"] | {"service", "assess"}
+# `evidence eval`'s computation, run by the CLI and by the workbench's evaluate route.
+ALLOWED["evaluation"] = ALLOWED["service"] | {"service"}
+# The workbench's reads behind its /v1 routes (document text, evaluation) and the page itself.
+ALLOWED["workbench"] = ALLOWED["service"] | {"service", "evaluation"}
+ALLOWED["api"] = ALLOWED["service"] | {"service", "assess", "workbench"}
 # The batch chain's steps (run by the planner, retriever and formatter tasks in api.tasks) call the
 # service and report errors as the API does; api.tasks dispatches to them (no module cycle).
 ALLOWED["assess"] = ALLOWED["service"] | {"service", "api.errors", "api:runtime"}
