@@ -241,7 +241,12 @@ def test_a_citation_highlights_exactly_the_cited_characters(browser: Any, stack:
         {"query": CRITERION, "criterion_question": CRITERION, "profile": "vrm", "explain": True},
     )["hits"]
     for rank in (1, len(expected)):  # the first citation, and the last for good measure
-        page.locator("#ask-result .hit .cite").nth(rank - 1).click()
+        button = page.locator("#ask-result .hit .cite").nth(rank - 1)
+        if rank == 1:  # by keyboard: focus the button, Enter
+            button.focus()
+            page.keyboard.press("Enter")
+        else:
+            button.click()
         page.wait_for_selector("#source:not([hidden]) mark")
         assert page.locator("#source mark").text_content() == expected[rank - 1]["text"]
         c = expected[rank - 1]["citation"]
@@ -382,7 +387,8 @@ def test_upload_with_progress_then_delete_behind_a_confirmation(
     row.locator("button.danger").click()
     assert page.locator("#confirm").is_visible()
     shot(page, "delete-confirm", full=False)
-    page.click("#confirm-cancel")  # cancelled: nothing deleted
+    page.keyboard.press("Escape")  # cancelled from the keyboard: nothing deleted
+    assert not page.locator("#confirm").is_visible()
     assert page.locator("#document-list tr", has_text="escrow-policy.md").count() == 1
     row.locator("button.danger").click()
     page.click("#confirm-ok")
