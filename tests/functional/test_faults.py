@@ -158,7 +158,7 @@ def test_full_disk_fails_typed_then_a_rerun_converges(
 #: file and blocks. The test kills it there, at a point it observed rather than a time it guessed,
 #: so the outcome does not depend on how fast the machine runs a criterion.
 PAUSING_ASSESS = """
-import sys, threading
+import os, sys, threading
 from pathlib import Path
 
 import evidence.assess.steps as steps
@@ -173,7 +173,8 @@ def paused(*args, **kwargs):
     result = real(*args, **kwargs)
     done += 1
     if done == pause_after:
-        marker.write_text(str(done))
+        marker.with_suffix('.tmp').write_text(str(done))
+        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
         threading.Event().wait()  # held here until the test's SIGKILL
     return result
 

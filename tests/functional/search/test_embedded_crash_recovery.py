@@ -33,7 +33,7 @@ def _write_corpus(path: Path) -> None:
 #: The test kills it there, where only the journal can repair the store: a point it observed
 #: rather than a time it guessed, so the outcome does not depend on how fast the machine indexes.
 PAUSING_INDEX = """
-import sys, threading
+import os, sys, threading
 from pathlib import Path
 
 from evidence.cli import main
@@ -48,7 +48,8 @@ def paused(self, documents, vectors):
     results = real(self, documents, vectors)
     calls += 1
     if calls == 2:
-        marker.write_text(str(calls))
+        marker.with_suffix('.tmp').write_text(str(calls))
+        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
         threading.Event().wait()  # held here until the test's SIGKILL
     return results
 
