@@ -173,6 +173,7 @@ def to_markdown(title: str, blocks: list[Block]) -> str:
 
 
 def to_pdf(title: str, running: str, blocks: list[Block], out: Path) -> None:
+    from reportlab import rl_config
     from reportlab.lib import colors
     from reportlab.lib.enums import TA_CENTER
     from reportlab.lib.pagesizes import letter
@@ -180,6 +181,7 @@ def to_pdf(title: str, running: str, blocks: list[Block], out: Path) -> None:
     from reportlab.lib.units import inch
     from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
+    rl_config.invariant = 1  # no creation date or random document ID: the same input gives the same bytes
     ss = getSampleStyleSheet()
     body = ParagraphStyle("body", parent=ss["BodyText"], fontName="Helvetica", fontSize=9.5, leading=12)
     cell = ParagraphStyle("cell", parent=body, fontSize=8.5, leading=10)
