@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -511,9 +512,10 @@ def is_refusal(response: Any) -> bool:
 class QaOutcome:
     """One question asked of its family's index: what a metric or a tuner needs, without the hits.
 
-    `first_rank` is the 1-based rank of the first hit holding an expected answer (None: none
-    does); `found_600`/`found_2000` whether an answer is within the first 600/2,000 characters of
-    the evidence (hit texts in rank order, whitespace runs as one space, as `answer_found`)."""
+    `first_rank` is the 1-based rank of the hit by which the evidence holds an expected answer
+    (None: it never does); `found_600`/`found_2000` whether an answer is within the first
+    600/2,000 characters of the evidence (hit texts in rank order, whitespace runs as one space,
+    as `answer_found`)."""
 
     family: str
     question: str
@@ -596,9 +598,11 @@ def ensure_qa_index(
 
 
 def _first_answering_rank(texts: Sequence[str], answers: Sequence[str]) -> int | None:
+    """The number of hits, in rank order, the evidence needs before it holds an answer (compared
+    as `answer_found` does, so an answer running across two adjacent hits counts at the second)."""
     wanted = [_squash(a) for a in answers]
-    for rank, text in enumerate(texts, start=1):
-        flat = _squash(text)
+    for rank in range(1, len(texts) + 1):
+        flat = _squash("\n".join(texts[:rank]))
         if any(w in flat for w in wanted):
             return rank
     return None
@@ -686,7 +690,7 @@ def qa_metrics(outcomes: Sequence[QaOutcome]) -> dict[str, Any]:
         "unanswerable": len(unanswerable),
         "answer_recall_600": _ratio(sum(o.found_600 for o in answerable), len(answerable)),
         "answer_recall_2000": _ratio(sum(o.found_2000 for o in answerable), len(answerable)),
-        "answer_in_hits": _ratio(len(ranks), len(answerable)),
+        "answer_in_evidence": _ratio(len(ranks), len(answerable)),
         "first_answer_rank": {
             "mean": round(statistics.fmean(ranks), 2) if ranks else None,
             "median": float(statistics.median(ranks)) if ranks else None,
@@ -799,7 +803,7 @@ def tune_refusal_threshold(
     answerable = [o for o in train if o.answerable]
     values = sorted({feature(o) for o in train})
     # Midpoints between neighbouring values leave a margin on both sides for the held-out family.
-    candidates = [0.0, *((lo + hi) / 2 for lo, hi in zip(values, values[1:])), *values[-1:]]
+    candidates = [0.0, *((lo + hi) / 2 for lo, hi in itertools.pairwise(values)), *values[-1:]]
     if values:
         candidates[-1] += 1e-6  # just above the largest value: refuse everything
     best, best_caught = 0.0, -1

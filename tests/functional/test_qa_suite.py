@@ -128,7 +128,7 @@ def test_no_result_precision_and_recall() -> None:
     ]
     m = qa_metrics(outcomes)
     assert (m["no_result_precision"], m["no_result_recall"], m["false_refusals"]) == (0.5, 0.5, 0.5)
-    assert m["answer_recall_600"] == 0.5 and m["answer_in_hits"] == 0.5
+    assert m["answer_recall_600"] == 0.5 and m["answer_in_evidence"] == 0.5
     assert m["paths"] == {"BM25_FACTSPAN": 2, "NO_RESULT": 2}
 
 
@@ -219,7 +219,7 @@ def test_suite_indexes_each_family_once_and_reports_per_family(suite: Path, serv
     for name, fam in result["families"].items():
         assert (fam["questions"], fam["answerable"], fam["unanswerable"]) == (3, 2, 1), name
         assert sum(fam["paths"].values()) == 3 and fam["index_seconds"] > 0
-        assert fam["answer_recall_600"] <= fam["answer_recall_2000"] <= fam["answer_in_hits"]
+        assert fam["answer_recall_600"] <= fam["answer_recall_2000"] <= fam["answer_in_evidence"]
     overall = result["overall"]
     assert overall["questions"] == 6 and overall["answerable"] == 4
     found = round(overall["answer_recall_600"] * 4)
@@ -304,3 +304,11 @@ def test_eval_qa_dir_command(
     qa_file = suite / "terms" / "questions.jsonl"
     assert main(["eval", "--qa", str(qa_file), "--families", "terms", "--store", s]) == 2
     assert "--families needs --qa DIR" in capsys.readouterr().err
+
+
+def test_first_answer_rank_counts_the_hits_the_evidence_needs() -> None:
+    from evidence.evaluation import _first_answering_rank
+
+    assert _first_answering_rank(["nothing", "the warranty lasts", "two years"], ["lasts two years"]) == 3
+    assert _first_answering_rank(["a", "twenty-four  months"], ["twenty-four months"]) == 2
+    assert _first_answering_rank(["a", "b"], ["c"]) is None

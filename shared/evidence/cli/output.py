@@ -127,7 +127,7 @@ def print_qa_suite_result(result: dict[str, Any], *, as_json: bool) -> None:
         "first answering hit rank, evidence characters per question, NO_RESULT precision/recall"
     )
     header = (
-        f"{'family':<20} {'q':>4} {'ans':>4} {f'r@{narrow}':>7} {f'r@{wide}':>7} {'in hits':>7} "
+        f"{'family':<20} {'q':>4} {'ans':>4} {f'r@{narrow}':>7} {f'r@{wide}':>7} {'in ev.':>7} "
         f"{'rank':>9} {'chars':>7} {'nr prec':>7} {'nr rec':>7} {'false r':>7} {'p50 ms':>7}"
     )
     print(header)
@@ -137,7 +137,7 @@ def print_qa_suite_result(result: dict[str, Any], *, as_json: bool) -> None:
         ranks = "n/a" if rank["mean"] is None else f"{rank['mean']:.1f}/{rank['median']:g}"
         print(
             f"{name:<20} {m['questions']:>4} {m['answerable']:>4} {_pct(m['answer_recall_600']):>7} "
-            f"{_pct(m['answer_recall_2000']):>7} {_pct(m['answer_in_hits']):>7} {ranks:>9} "
+            f"{_pct(m['answer_recall_2000']):>7} {_pct(m['answer_in_evidence']):>7} {ranks:>9} "
             f"{m['evidence_chars']['mean']:>7.0f} {_pct(m['no_result_precision']):>7} "
             f"{_pct(m['no_result_recall']):>7} {_pct(m['false_refusals']):>7} {m['latency_ms']['p50']:>7.1f}"
         )
