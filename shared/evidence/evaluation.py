@@ -799,7 +799,7 @@ def tune_refusal_threshold(
     """The threshold on `feature` that refuses the most unanswerable training questions while
     refusing at most `max_false_refusals` of the answerable ones (ties: the lowest such
     threshold, taken halfway between two observed values). 0.0 (refuse nothing more) when no
-    threshold helps."""
+    threshold helps, or when the outcomes already refuse more answerable questions than allowed."""
     answerable = [o for o in train if o.answerable]
     values = sorted({feature(o) for o in train})
     # Midpoints between neighbouring values leave a margin on both sides for the held-out family.
