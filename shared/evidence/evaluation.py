@@ -103,6 +103,25 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+def subset_dataset(dataset: Path, documents: set[str], queries: set[str], folder: Path) -> Path:
+    """A BEIR-layout copy of `dataset` holding only these documents, queries and their qrels:
+    a fixed slice that `run_eval` scores like the whole (the quality gate, docs/ranking.md)."""
+    ds = find_dataset(dataset)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _open(ds.corpus) as src, (folder / "corpus.jsonl").open("w", encoding="utf-8") as dst:
+        dst.writelines(line for line in src if line.strip() and str(json.loads(line)["_id"]) in documents)
+    with _open(ds.queries) as src, (folder / "queries.jsonl").open("w", encoding="utf-8") as dst:
+        dst.writelines(line for line in src if line.strip() and str(json.loads(line)["_id"]) in queries)
+    with (
+        ds.qrels.open(encoding="utf-8") as src,
+        (folder / "qrels-test.tsv").open("w", encoding="utf-8") as dst,
+    ):
+        for i, line in enumerate(src):
+            if (i == 0 and line.startswith("query-id")) or line.split("\t")[0] in queries:
+                dst.write(line)
+    return folder
+
+
 # --- metrics (pytrec_eval semantics) --------------------------------------------------------
 
 
