@@ -105,3 +105,41 @@ class HashingEmbedder:
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         return self._vector(text)
+
+
+class PrecomputedEmbedder:
+    """Document vectors looked up by the SHA-256 of their text; queries go to `query_model`.
+
+    For a quality gate that must run on every test run without embedding a corpus: the vectors
+    were computed once by the real model (bench/quality_slice.py) and stand in for it, under its
+    model id. A text with no stored vector means the slice is stale: the error says how to rebuild.
+    """
+
+    def __init__(
+        self, keys: Sequence[str], vectors: npt.NDArray[np.floating[Any]], query_model: Any, rebuild: str
+    ) -> None:
+        self._rows = {k: i for i, k in enumerate(keys)}
+        self._vectors = np.asarray(vectors, dtype=np.float32)
+        self._query_model = query_model
+        self._rebuild = rebuild
+        self.model_id: str = query_model.model_id
+        self.dimension: int = int(self._vectors.shape[1])
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = []
+        for t in texts:
+            row = self._rows.get(self.key(t))
+            if row is None:
+                raise LookupError(f"no stored vector for a text of {len(t)} characters; {self._rebuild}")
+            rows.append(row)
+        if not rows:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = self._vectors[rows]
+        return np.asarray(out / np.linalg.norm(out, axis=1, keepdims=True), dtype=np.float32)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return np.asarray(self._query_model.embed_query(text), dtype=np.float32)

@@ -293,12 +293,13 @@ def test_a_slow_query_is_not_retried_and_fails_fast_as_unavailable(proxy: FaultP
     """Defect 5: a read timeout on a query was retried 4 times (~45 s with backoff)."""
     osb = backend(proxy, timeout_s=0.3, max_retries=3, backoff_s=0.2)
     osb.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
-    proxy.add(Fault("slow", path=r"/_search$", delay_s=1.5, times=0))
+    proxy.add(Fault("slow", path=r"/_search$", delay_s=3.0, times=0))
     t0 = time.monotonic()
     with pytest.raises(ServiceUnavailableError) as err:
         osb.lexical(INDEX, "encryption", k=3)
     elapsed = time.monotonic() - t0
-    assert len(proxy.requests("/_search$")) == 1 and elapsed < 1.5, elapsed  # retried: >= 2.3 s
+    assert len(proxy.requests("/_search$")) == 1, "a read timeout is not retried"
+    assert elapsed < 2.5, elapsed  # 8x the 0.3 s timeout; waiting for the reply takes >= 3 s
     assert err.value.status == 503 and err.value.retry_after_s >= 1
 
 

@@ -154,6 +154,44 @@ def test_full_disk_fails_typed_then_a_rerun_converges(
 # --- a batch killed midway ----------------------------------------------------------------------
 
 
+#: Runs `evidence assess` with one seam: after PAUSE_AFTER criteria have run, it writes a marker
+#: file and blocks. The test kills it there, at a point it observed rather than a time it guessed,
+#: so the outcome does not depend on how fast the machine runs a criterion.
+PAUSING_ASSESS = """
+import os, sys, threading
+from pathlib import Path
+
+import evidence.assess.steps as steps
+from evidence.cli import main
+
+marker, pause_after = Path(sys.argv[1]), int(sys.argv[2])
+real, done = steps.run_criterion, 0
+
+
+def paused(*args, **kwargs):
+    global done
+    result = real(*args, **kwargs)
+    done += 1
+    if done == pause_after:
+        marker.with_suffix('.tmp').write_text(str(done))
+        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
+        threading.Event().wait()  # held here until the test's SIGKILL
+    return result
+
+
+steps.run_criterion = paused
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, f"the batch exited ({proc.returncode}) before reaching the pause"
+        assert time.monotonic() < deadline, f"the batch did not reach the pause within {timeout_s:.0f} s"
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_assess_killed_midway_then_rerun(tmp_path: Path) -> None:
     store = tmp_path / "store"
@@ -173,33 +211,36 @@ def test_assess_killed_midway_then_rerun(tmp_path: Path) -> None:
         [*cli, "index", str(records), "--index", "batch", "--store", str(store)], check=True, env=env
     )
     criteria = tmp_path / "criteria.jsonl"
-    n = 400
+    n, pause_after = 40, 17
     criteria.write_text(
         "".join(
             json.dumps({"id": f"c{i}", "question": f"Is control {i % 30} reviewed?"}) + "\n" for i in range(n)
         )
     )
     out = tmp_path / "results.jsonl"
-    args = [
-        *cli,
-        "assess",
-        "--index",
-        "batch",
-        "--criteria",
-        str(criteria),
-        "--out",
-        str(out),
-        "--store",
-        str(store),
-    ]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(4.0)  # model loaded, criteria under way
-    assert proc.poll() is None, "the batch finished before it could be killed; add criteria"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assess = ["assess", "--index", "batch", "--criteria", str(criteria), "--out", str(out)]
+    assess += ["--store", str(store)]
+    driver = tmp_path / "pausing_assess.py"
+    driver.write_text(PAUSING_ASSESS)
+    marker = tmp_path / "paused"
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), str(marker), str(pause_after), *assess],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(marker, proc, timeout_s=300)
+        assert marker.read_text() == str(pause_after)
+        proc.send_signal(signal.SIGKILL)  # midway: pause_after of n criteria have run
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
     assert not out.exists() or len(out.read_text().splitlines()) in (0, n)  # never a torn file
 
-    subprocess.run(args, check=True, env=env, capture_output=True)
+    subprocess.run([*cli, *assess], check=True, env=env, capture_output=True)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["id"] for r in lines) == sorted(f"c{i}" for i in range(n))  # none lost, none twice
     assert all(r["status"] == "ok" for r in lines)

@@ -1,5 +1,6 @@
-"""`evidence eval --dataset DIR` (quality and latency on a BEIR-layout dataset) and
-`evidence eval --qa FILE --index NAME` (answer recall of a verbatim QA file)."""
+"""`evidence eval --dataset DIR` (quality and latency on a BEIR-layout dataset),
+`evidence eval --qa FILE --index NAME` (answer recall of a verbatim QA file) and
+`evidence eval --qa DIR` (the QA suite: one index per family, per-family and overall figures)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,18 @@ from pathlib import Path
 
 from evidence.cli import common
 from evidence.cli.common import EXIT_OK, CliError, Command
-from evidence.cli.output import print_eval_result, print_qa_result
+from evidence.cli.output import print_eval_result, print_qa_result, print_qa_suite_result
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", metavar="DIR", help="a BEIR-layout folder")
-    p.add_argument("--qa", metavar="FILE", help="verbatim QA JSONL {question, answers}; needs --index")
-    p.add_argument("--index", metavar="NAME", help="the index --qa questions are asked of")
+    p.add_argument(
+        "--qa",
+        metavar="FILE|DIR",
+        help="verbatim QA JSONL {question, answers} (needs --index), or a QA suite folder of families",
+    )
+    p.add_argument("--index", metavar="NAME", help="the index --qa FILE questions are asked of")
+    p.add_argument("--families", metavar="A,B", help="only these families of a --qa DIR suite")
     p.add_argument("--profile", default="verbatim", help="profile for --qa (default verbatim)")
     p.add_argument("--mode", choices=("bm25", "dense", "hybrid", "full"), default="hybrid")
     p.add_argument("--spans", action="store_true", help="also score fact spans against rationale sentences")
@@ -50,6 +56,10 @@ def _run_qa(args: argparse.Namespace) -> int:
     from evidence.evaluation import run_qa
     from evidence.progress import Progress
 
+    if Path(args.qa).is_dir():
+        return _run_qa_suite(args)
+    if args.families:
+        raise CliError("--families needs --qa DIR (a QA suite folder)")
     if not args.index:
         raise CliError("--qa needs --index NAME (the index holding the documents asked about)")
     service = common.service_from_args(args)
@@ -61,6 +71,27 @@ def _run_qa(args: argparse.Namespace) -> int:
         bar.close()
         service.close()
     print_qa_result(result, as_json=args.json)
+    return EXIT_OK
+
+
+def _run_qa_suite(args: argparse.Namespace) -> int:
+    from evidence.evaluation import run_qa_suite
+    from evidence.progress import Progress
+
+    if args.index:
+        raise CliError("--qa DIR indexes each family itself (qa-<family>); drop --index")
+    families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
+    service = common.service_from_args(args)
+    bar = Progress("eval qa suite")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+            result = run_qa_suite(
+                service, Path(args.qa), profile=args.profile, families=families, progress=bar
+            )
+    finally:
+        bar.close()
+        service.close()
+    print_qa_suite_result(result, as_json=args.json)
     return EXIT_OK
 
 

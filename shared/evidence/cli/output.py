@@ -113,6 +113,40 @@ def print_qa_result(result: dict[str, Any], *, as_json: bool) -> None:
         print(f"miss: {miss['question']}  [{miss['path_used']}]")
 
 
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def print_qa_suite_result(result: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, separators=(",", ":"), ensure_ascii=False))
+        return
+    narrow, wide = result["evidence_chars"]
+    print(
+        f"{result['qa_dir']} [{result['profile']}]: recall within {narrow}/{wide} characters of evidence, "
+        "first answering hit rank, evidence characters per question, NO_RESULT precision/recall"
+    )
+    header = (
+        f"{'family':<20} {'q':>4} {'ans':>4} {f'r@{narrow}':>7} {f'r@{wide}':>7} {'in ev.':>7} "
+        f"{'rank':>9} {'chars':>7} {'nr prec':>7} {'nr rec':>7} {'false r':>7} {'p50 ms':>7}"
+    )
+    print(header)
+    rows = [*result["families"].items(), ("overall", result["overall"])]
+    for name, m in rows:
+        rank = m["first_answer_rank"]
+        ranks = "n/a" if rank["mean"] is None else f"{rank['mean']:.1f}/{rank['median']:g}"
+        print(
+            f"{name:<20} {m['questions']:>4} {m['answerable']:>4} {_pct(m['answer_recall_600']):>7} "
+            f"{_pct(m['answer_recall_2000']):>7} {_pct(m['answer_in_evidence']):>7} {ranks:>9} "
+            f"{m['evidence_chars']['mean']:>7.0f} {_pct(m['no_result_precision']):>7} "
+            f"{_pct(m['no_result_recall']):>7} {_pct(m['false_refusals']):>7} {m['latency_ms']['p50']:>7.1f}"
+        )
+    for name, m in rows:
+        print(f"paths {name}: " + "  ".join(f"{k}={v}" for k, v in m["paths"].items()))
+    for miss in result["misses"]:
+        print(f"miss [{miss['family']}]: {miss['question']}  [{miss['path_used']}]")
+
+
 def print_migrate_report(report: MigrateReport, index: str, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report.as_dict()))

@@ -28,30 +28,47 @@ def _write_corpus(path: Path) -> None:
             fh.write(json.dumps({"id": f"r{i}", "text": text, "metadata": {"type": "tc_files"}}) + "\n")
 
 
-def _documents(store: Path) -> int:
-    db = store / "indexes" / "crash" / "records.sqlite3"
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=0.2) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
-    except sqlite3.Error:
-        return 0
+#: `evidence index` with one seam: once its second batch of records is committed (a bulk load
+#: journals them and defers the inverted index to the end), it writes a marker file and blocks.
+#: The test kills it there, where only the journal can repair the store: a point it observed
+#: rather than a time it guessed, so the outcome does not depend on how fast the machine indexes.
+PAUSING_INDEX = """
+import os, sys, threading
+from pathlib import Path
+
+from evidence.cli import main
+from evidence.search.embedded_store import IndexStore
+
+marker = Path(sys.argv[1])
+real, calls = IndexStore.upsert, 0
 
 
-def _index(store: Path, corpus: Path) -> subprocess.Popen[bytes]:
+def paused(self, documents, vectors):
+    global calls
+    results = real(self, documents, vectors)
+    calls += 1
+    if calls == 2:
+        marker.with_suffix('.tmp').write_text(str(calls))
+        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
+        threading.Event().wait()  # held here until the test's SIGKILL
+    return results
+
+
+IndexStore.upsert = paused
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _index(store: Path, corpus: Path, pause_marker: Path | None = None) -> subprocess.Popen[bytes]:
+    args = ["index", str(corpus), "--index", "crash", "--store", str(store)]
+    if pause_marker is None:
+        command = [sys.executable, "-m", "evidence.cli", *args]
+    else:
+        driver = pause_marker.with_suffix(".py")
+        driver.write_text(PAUSING_INDEX)
+        command = [sys.executable, str(driver), str(pause_marker), *args]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "evidence.cli",
-            "index",
-            str(corpus),
-            "--index",
-            "crash",
-            "--store",
-            str(store),
-        ],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "shared")},
@@ -75,16 +92,23 @@ def test_sigkill_midway_then_reindex(tmp_path: Path) -> None:
     corpus = tmp_path / "records.jsonl"
     _write_corpus(corpus)
     store = tmp_path / "store"
-    proc = _index(store, corpus)
-    deadline = time.monotonic() + 240
-    while _documents(store) == 0 and proc.poll() is None and time.monotonic() < deadline:
+    marker = tmp_path / "paused"
+    proc = _index(store, corpus, pause_marker=marker)
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else b""
+            raise AssertionError(f"indexing exited ({proc.returncode}) before the pause: {err!r}")
+        assert time.monotonic() < deadline, "indexing did not reach its second batch within 300 s"
         time.sleep(0.05)
-    assert proc.poll() is None, "indexing finished before it could be killed; make the corpus larger"
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
+    with sqlite3.connect(store / "indexes" / "crash" / "records.sqlite3") as db:
+        journalled = db.execute("SELECT COUNT(*) FROM lexical_pending").fetchone()[0]
+    assert 0 < journalled < N_DOCS, journalled  # records committed, the inverted index behind
 
-    docs_after_kill, _ = _assert_consistent(store)
+    docs_after_kill, _ = _assert_consistent(store)  # replays the journal
     assert 0 < docs_after_kill < N_DOCS
 
     proc = _index(store, corpus)

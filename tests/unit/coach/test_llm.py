@@ -89,21 +89,25 @@ class _SlowClient:
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.done = threading.Event()
+        self.release = threading.Event()  # lets a test end the slow call instead of waiting it out
 
     def converse(self, **_: Any) -> dict[str, Any]:
-        time.sleep(self.delay)
+        self.release.wait(self.delay)
         self.done.set()
         return _answer("late")
 
 
 def test_the_time_budget_is_hard() -> None:
-    slow = _SlowClient(0.5)
-    converse = ConverseClient(region="us-east-1", model_id="m", client=slow, timeout_s=5.0)
+    slow = _SlowClient(60.0)  # a caller that waited for it would take a minute
+    converse = ConverseClient(region="us-east-1", model_id="m", client=slow, timeout_s=120.0)
     t0 = time.perf_counter()
-    with pytest.raises(LLMError) as info:
-        converse.complete("s", "u", timeout_s=0.05)
-    assert info.value.reason == "timeout"
-    assert time.perf_counter() - t0 < 0.4, "the caller does not wait for the slow call"
+    try:
+        with pytest.raises(LLMError) as info:
+            converse.complete("s", "u", timeout_s=0.05)
+        assert info.value.reason == "timeout"
+        assert time.perf_counter() - t0 < 20, "the caller does not wait for the slow call"
+    finally:
+        slow.release.set()
     with pytest.raises(LLMError):
         converse.complete("s", "u", timeout_s=0.0)
 

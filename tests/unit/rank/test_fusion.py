@@ -75,3 +75,29 @@ def test_invalid_config_names_the_field() -> None:
     assert err.value.field == "weights"
     with pytest.raises(RequestValidationError, match="valid: rrf, minmax, zscore"):
         FusionMethod.parse("borda")
+
+
+def test_zscore_exact_values_and_floors() -> None:
+    """The default first stage's arithmetic, value by value: each leg is centred AND scaled by
+    its own standard deviation, and a chunk a leg missed gets that leg's minimum z-score, not 0.
+    Dropping the division, or flooring a missing leg at 0, changes these numbers."""
+    from statistics import fmean, pstdev
+
+    def z(scores: list[float]) -> list[float]:
+        m, sd = fmean(scores), pstdev(scores)
+        return [(s - m) / sd for s in scores]
+
+    lz, dz = z([9.0, 5.0, 1.0]), z([0.9, 0.8, 0.1])  # LEX a, b, c; DENSE c, a, d
+    expected = {
+        "a": (lz[0] + dz[1]) / 2,
+        "b": (lz[1] + min(dz)) / 2,  # missing from dense: the dense floor
+        "c": (lz[2] + dz[0]) / 2,
+        "d": (min(lz) + dz[2]) / 2,  # missing from lexical: the lexical floor
+    }
+    out = fuse({"lexical": LEX, "dense": DENSE}, FusionConfig(FusionMethod.ZSCORE))
+    assert {c.chunk_id: c.score for c in out} == pytest.approx(expected)
+    assert [c.chunk_id for c in out] == sorted(expected, key=lambda k: -expected[k])
+    # Scale matters: a leg with a 1000x spread must not outvote the other by 1000x.
+    scaled = [hit(h.chunk.chunk_id, h.score * 1000) for h in LEX]
+    again = fuse({"lexical": scaled, "dense": DENSE}, FusionConfig(FusionMethod.ZSCORE))
+    assert {c.chunk_id: c.score for c in again} == pytest.approx(expected)

@@ -38,6 +38,9 @@ class CohereFake:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    #: Set at teardown: a reply held back to outlast a client's timeout is let go at once, so a
+    #: delay can be far longer than any timeout under test without slowing the suite.
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 def _reply(fake: CohereFake, body: dict[str, Any]) -> tuple[int, float, dict[str, Any]]:
@@ -81,7 +84,7 @@ def cohere_server() -> Iterator[tuple[str, CohereFake]]:
                 status, delay, payload = 404, 0.0, {"message": "not found"}
             else:
                 status, delay, payload = _reply(fake, body)
-            time.sleep(delay)
+            fake.release.wait(delay)
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
@@ -103,6 +106,7 @@ def cohere_server() -> Iterator[tuple[str, CohereFake]]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", fake
     finally:
+        fake.release.set()
         server.shutdown()
         server.server_close()
 
@@ -185,11 +189,11 @@ def test_cohere_unreachable_says_where() -> None:
 
 def test_cohere_timeout(cohere_server: tuple[str, CohereFake]) -> None:
     url, fake = cohere_server
-    fake.script = [(200, 1.0)]
+    fake.script = [(200, 60.0)]  # far past the timeout: a client that waited would take a minute
     t0 = time.perf_counter()
     with pytest.raises(RerankError) as e:
         cohere(url, timeout_s=0.2, retries=2).rerank("data", DOCS)
-    assert e.value.reason == "timeout" and time.perf_counter() - t0 < 0.9
+    assert e.value.reason == "timeout" and time.perf_counter() - t0 < 20
     assert e.value.message == "timeout after 0.2 s waiting for Cohere"
     assert len(fake.requests) == 1  # a timeout is not retried: the latency budget is spent
 

@@ -67,6 +67,12 @@ def test_reference_threshold_filters_low_similarity() -> None:
     assert run003(Matches(("good", 0.9), ("bad", 0.1)), top_k=2, min_similarity=0.5) == ["good"]
 
 
+def test_min_similarity_floor_is_inclusive() -> None:
+    """Seed 003: matches whose similarity is at or above the threshold are kept."""
+    first = Matches(("at", 0.5), ("above", 0.75), ("below", 0.4999))
+    assert run003(first, top_k=3, min_similarity=0.5) == ["above", "at"]
+
+
 def test_reference_budget_limits_included_matches() -> None:
     assert run003(Matches(("12345", 0.9), ("12345", 0.8)), top_k=3, max_chars=5) == ["12345"]
 

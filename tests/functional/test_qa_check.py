@@ -1,0 +1,127 @@
+"""The development QA suite in bench/qa (issue 22, item 1) stays checkable.
+
+`bench/qa/check.py` parses every document with the repository's parser and requires each answer
+string to be in its document's parsed text, with ≥ 30 answerable and ≥ 5 unanswerable questions
+per family. The suite test fails when a parser change drops or rewrites text an answer needs;
+the other tests feed the checker small broken families, so a checker that passes everything fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+QA = ROOT / "bench" / "qa"
+
+
+def _load_checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("qa_check", QA / "check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["qa_check"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check: Any = _load_checker()
+FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
+
+MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
+
+
+def _family(root: Path, lines: list[dict[str, Any]], *, name: str = "fam", sources: bool = True) -> Path:
+    folder = root / name
+    (folder / "documents").mkdir(parents=True)
+    (folder / "documents" / "widget.md").write_bytes(MD)
+    if sources:
+        (folder / "SOURCES.md").write_text("written for this test\n", encoding="utf-8")
+    (folder / "questions.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8"
+    )
+    return folder
+
+
+def _q(
+    question: str, answers: list[str], mode: str = "ATTRIBUTE", document: str | None = "widget.md"
+) -> dict[str, Any]:
+    return {"question": question, "answers": answers, "mode": mode, "document": document}
+
+
+GOOD = [
+    _q("how to store the widget?", ["Store at 20 to 25 C."], "SECTION"),
+    _q("widget dose", ["Take 2 tablets daily."]),  # a line break in the document compares as a space
+    _q("widget price?", [], "NO_RESULT", None),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_of_the_suite_passes_the_check(family: str) -> None:
+    (report,) = check.check(QA, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_suite_has_families() -> None:
+    assert {"drug-labels", "clinical-guideline"} <= set(FAMILIES)
+
+
+def test_a_clean_family_passes(tmp_path: Path) -> None:
+    _family(tmp_path, GOOD)
+    (report,) = check.check(tmp_path, min_answerable=2, min_unanswerable=1)
+    assert report.problems == []
+    assert (report.answerable, report.unanswerable, report.answers) == (2, 1, 2)
+    assert report.by_mode == {"ATTRIBUTE": 1, "SECTION": 1, "NO_RESULT": 1}
+
+
+def test_an_answer_missing_from_the_parsed_document_is_reported(tmp_path: Path) -> None:
+    _family(tmp_path, [*GOOD, _q("widget expiry", ["Discard after 30 days."])])
+    (report,) = check.check(tmp_path, min_answerable=2, min_unanswerable=1)
+    assert report.problems == [
+        "questions.jsonl:4: answer not in widget.md as parsed: 'Discard after 30 days.'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        (_q("widget colour?", ["blue"], "NO_RESULT", None), 'a NO_RESULT line has "answers": []'),
+        (_q("widget size?", [], "ATTRIBUTE"), "needs at least one answer"),
+        (_q("widget maker?", ["Store at 20 to 25 C."], "ATTRIBUTE", "gadget.md"), "'document' 'gadget.md'"),
+        (_q("widget shape?", ["Store at 20 to 25 C."], "FACT"), "'mode' must be one of"),
+        (_q("How to store the widget?", ["Store at 20 to 25 C."], "SECTION"), "duplicate question"),
+    ],
+)
+def test_malformed_lines_are_reported(tmp_path: Path, line: dict[str, Any], needle: str) -> None:
+    _family(tmp_path, [*GOOD, line])
+    (report,) = check.check(tmp_path, min_answerable=1, min_unanswerable=1)
+    assert len(report.problems) == 1 and needle in report.problems[0], report.problems
+
+
+def test_too_few_questions_missing_sources_and_unparseable_documents_are_reported(tmp_path: Path) -> None:
+    folder = _family(tmp_path, GOOD, sources=False)
+    (folder / "documents" / "label.xml").write_bytes(b"<?xml version='1.0'?><catalog><item/></catalog>")
+    (report,) = check.check(tmp_path)
+    text = "\n".join(report.problems)
+    assert "SOURCES.md is missing" in text
+    assert "documents/label.xml: the parser refuses it" in text
+    assert "2 answerable questions; at least 30 are needed" in text
+    assert "1 unanswerable (NO_RESULT) questions; at least 5 are needed" in text
+
+
+def test_main_exits_nonzero_on_a_problem_and_zero_when_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _family(tmp_path, GOOD)
+    assert check.main([str(tmp_path), "--min-answerable", "2", "--min-unanswerable", "1"]) == 0
+    assert check.main([str(tmp_path), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert '"family": "fam"' in out and "at least 30 are needed" in out
