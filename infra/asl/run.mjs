@@ -32,6 +32,8 @@ const { StateMachine, ExecutionError } = await import("aws-local-stepfunctions")
 const { default: aslValidator } = await import("asl-validator");
 
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
+// A large last line is still in flight when process.exit would cut it: exit once it is written.
+const finish = (message, code) => process.stdout.write(JSON.stringify(message) + "\n", () => process.exit(code));
 const bytes = (value) => (value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value), "utf8"));
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
@@ -68,105 +70,108 @@ const { definition, input, context, retryIntervalMs } = await jobReady;
 // asl-validator annotates the object it checks (QueryLanguage on every state): check a copy.
 const checked = aslValidator(structuredClone(definition), { checkPaths: true, checkArn: true });
 if (!checked.isValid) {
-  send({ type: "invalid", errors: checked.errors.map((e) => e.message ?? String(e)) });
-  process.exit(1);
+  finish({ type: "invalid", errors: checked.errors.map((e) => e.message ?? String(e)) }, 1);
+} else {
+  await execute();
 }
 
-// Every Task state, at any depth (Map item processors, Parallel branches): state names are unique.
-const tasks = {};
-const retried = {};
-(function walk(states) {
-  for (const [name, state] of Object.entries(states ?? {})) {
-    // aws-local-stepfunctions 3.0.0 stores a result under a key named "$" for `ResultPath: "$"`;
-    // the spec says the result replaces the whole input, which is also what no ResultPath means.
-    if (state.ResultPath === "$") delete state.ResultPath;
-    for (const catcher of state.Catch ?? []) if (catcher.ResultPath === "$") delete catcher.ResultPath;
-    if (state.Type === "Task") tasks[name] = state.Resource;
-    if (state.Retry) retried[name] = state.Retry;
-    const processor = state.ItemProcessor ?? state.Iterator;
-    if (processor) walk(processor.States);
-    for (const branch of state.Branches ?? []) walk(branch.States);
-  }
-})(definition.States);
+async function execute() {
 
-let largest = { bytes: bytes(input), where: "execution input" };
-const measure = (value, where) => {
-  const size = bytes(value);
-  if (size > largest.bytes) largest = { bytes: size, where };
-};
-
-let nextId = 0;
-const handlers = {};
-for (const [state, resource] of Object.entries(tasks)) {
-  handlers[state] = async (event) => {
-    const id = ++nextId;
-    const reply = new Promise((resolve) => pending.set(id, resolve));
-    measure(event, `${state} task input`);
-    send({ type: "invoke", id, state, resource, event });
-    const answer = await reply;
-    if (answer.error) {
-      // As Lambda reports a function error to Step Functions: Error = errorType, Cause = the payload.
-      const error = new Error(JSON.stringify(answer.error));
-      error.name = answer.error.errorType;
-      throw error;
+  // Every Task state, at any depth (Map item processors, Parallel branches): state names are unique.
+  const tasks = {};
+  const retried = {};
+  (function walk(states) {
+    for (const [name, state] of Object.entries(states ?? {})) {
+      // aws-local-stepfunctions 3.0.0 stores a result under a key named "$" for `ResultPath: "$"`;
+      // the spec says the result replaces the whole input, which is also what no ResultPath means.
+      if (state.ResultPath === "$") delete state.ResultPath;
+      for (const catcher of state.Catch ?? []) if (catcher.ResultPath === "$") delete catcher.ResultPath;
+      if (state.Type === "Task") tasks[name] = state.Resource;
+      if (state.Retry) retried[name] = state.Retry;
+      const processor = state.ItemProcessor ?? state.Iterator;
+      if (processor) walk(processor.States);
+      for (const branch of state.Branches ?? []) walk(branch.States);
     }
-    measure(answer.result, `${state} task result`);
-    return answer.result;
+  })(definition.States);
+
+  let largest = { bytes: bytes(input), where: "execution input" };
+  const measure = (value, where) => {
+    const size = bytes(value);
+    if (size > largest.bytes) largest = { bytes: size, where };
   };
-}
 
-const overrides = { taskResourceLocalHandlers: handlers };
-if (retryIntervalMs !== undefined && retryIntervalMs !== null) {
-  overrides.retryIntervalOverrides = Object.fromEntries(Object.keys(retried).map((s) => [s, retryIntervalMs]));
-}
-
-const machine = new StateMachine(definition, { validationOptions: { checkPaths: true, checkArn: true } });
-const execution = machine.run(input, { overrides, context });
-
-const events = { retried: [], caught: [], failed: [] };
-const drain = (async () => {
-  for await (const event of execution.eventLogs) {
-    const where = event.index === undefined ? event.state?.name : `${event.state?.name}[${event.index}]`;
-    switch (event.type) {
-      case "StateEntered":
-        measure(event.state.input, `${where} input`);
-        break;
-      case "StateExited":
-        measure(event.state.output, `${where} output`);
-        break;
-      case "StateFailed":
-        events.failed.push({ state: event.state.name, index: event.index ?? null, error: event.Error });
-        break;
-      case "StateRetried":
-        events.retried.push({
-          state: event.state.name,
-          index: event.index ?? null,
-          errors: event.retry.retrier.ErrorEquals,
-          attempt: event.retry.attempt,
-        });
-        break;
-      case "StateCaught":
-        events.caught.push({ state: event.state.name, index: event.index ?? null, errors: event.catch.catcher.ErrorEquals });
-        break;
-      case "MapIterationSucceeded":
-        send({ type: "item", state: event.parentState.name, index: event.index, output: event.output ?? null });
-        break;
-      default:
-        break;
-    }
+  let nextId = 0;
+  const handlers = {};
+  for (const [state, resource] of Object.entries(tasks)) {
+    handlers[state] = async (event) => {
+      const id = ++nextId;
+      const reply = new Promise((resolve) => pending.set(id, resolve));
+      measure(event, `${state} task input`);
+      send({ type: "invoke", id, state, resource, event });
+      const answer = await reply;
+      if (answer.error) {
+        // As Lambda reports a function error to Step Functions: Error = errorType, Cause = the payload.
+        const error = new Error(JSON.stringify(answer.error));
+        error.name = answer.error.errorType;
+        throw error;
+      }
+      measure(answer.result, `${state} task result`);
+      return answer.result;
+    };
   }
-})();
 
-let done;
-try {
-  const output = await execution.result;
-  await drain;
-  measure(output, "execution output");
-  done = { type: "done", status: "SUCCEEDED", output };
-} catch (caught) {
-  await drain.catch(() => {});
-  const cause = caught instanceof ExecutionError ? caught.cause : caught;
-  done = { type: "done", status: "FAILED", error: cause?.name ?? "Error", cause: String(cause?.message ?? cause) };
+  const overrides = { taskResourceLocalHandlers: handlers };
+  if (retryIntervalMs !== undefined && retryIntervalMs !== null) {
+    overrides.retryIntervalOverrides = Object.fromEntries(Object.keys(retried).map((s) => [s, retryIntervalMs]));
+  }
+
+  const machine = new StateMachine(definition, { validationOptions: { checkPaths: true, checkArn: true } });
+  const execution = machine.run(input, { overrides, context });
+
+  const events = { retried: [], caught: [], failed: [] };
+  const drain = (async () => {
+    for await (const event of execution.eventLogs) {
+      const where = event.index === undefined ? event.state?.name : `${event.state?.name}[${event.index}]`;
+      switch (event.type) {
+        case "StateEntered":
+          measure(event.state.input, `${where} input`);
+          break;
+        case "StateExited":
+          measure(event.state.output, `${where} output`);
+          break;
+        case "StateFailed":
+          events.failed.push({ state: event.state.name, index: event.index ?? null, error: event.Error });
+          break;
+        case "StateRetried":
+          events.retried.push({
+            state: event.state.name,
+            index: event.index ?? null,
+            errors: event.retry.retrier.ErrorEquals,
+            attempt: event.retry.attempt,
+          });
+          break;
+        case "StateCaught":
+          events.caught.push({ state: event.state.name, index: event.index ?? null, errors: event.catch.catcher.ErrorEquals });
+          break;
+        case "MapIterationSucceeded":
+          send({ type: "item", state: event.parentState.name, index: event.index, output: event.output ?? null });
+          break;
+        default:
+          break;
+      }
+    }
+  })();
+
+  let done;
+  try {
+    const output = await execution.result;
+    await drain;
+    measure(output, "execution output");
+    done = { type: "done", status: "SUCCEEDED", output };
+  } catch (caught) {
+    await drain.catch(() => {});
+    const cause = caught instanceof ExecutionError ? caught.cause : caught;
+    done = { type: "done", status: "FAILED", error: cause?.name ?? "Error", cause: String(cause?.message ?? cause) };
+  }
+  finish({ ...done, largest, events }, 0);
 }
-send({ ...done, largest, events });
-process.exit(0);

@@ -6,7 +6,10 @@ caller from API Gateway's request context (never the body) and hands it to a `La
 * `StepFunctionsLauncher` (`EVIDENCE_BATCH_STATE_MACHINE_ARN` set; the retriever Lambda):
   `StartExecution` named after the assessment id. Nothing else is stored: the status, the
   principal (for the owner check) and the summary are read back with `DescribeExecution`.
-* `ThreadLauncher` (unset; `evidence serve`, the local default): the same chain in-process
+* `LocalStateMachineLauncher` (`EVIDENCE_BATCH_LOCAL_ASL` set, the ARN unset; `evidence serve`):
+  the state machine's synthesized ASL executed by aws-local-stepfunctions, each task the real
+  handler in this process (evidence/assess/local_sfn.py), results in S3; status as below.
+* `ThreadLauncher` (both unset; `evidence serve`, the local default): the same chain in-process
   (`run_criterion`) in a daemon thread, one batch at a time per process; the status is a JSON
   file per assessment under `<store>/assessments/`, replaced atomically, so it survives a restart.
   A batch that was running when its process stopped is reported `failed` (reason
@@ -28,10 +31,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
-from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError, UpstreamError
+from evidence.errors import (
+    ConfigurationError,
+    EvidenceError,
+    NotFoundError,
+    ServiceUnavailableError,
+    UpstreamError,
+)
 from evidence.names import reject_blank, reject_control_characters
 
 #: uuid4 hex: also a valid Step Functions execution name (≤ 80 of [A-Za-z0-9_-]).
@@ -316,6 +325,8 @@ class _Record(BaseModel):
     reason: str | None = None
     pid: int
     incarnation: str
+    #: When the status file was last rewritten while running (not stored).
+    _flushed: float = PrivateAttr(default_factory=time.monotonic)
 
 
 def _alive(pid: int) -> bool:
@@ -379,32 +390,11 @@ class ThreadLauncher:
         ).start()
 
     def _run(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
-        from evidence.assess.steps import run_criterion
-        from evidence.assess.store import MemoryStore
-
         status: Status = "failed"
         reason: str | None = "stopped"
         try:
             with self._running:
-                last = time.monotonic()
-                for criterion in batch.criteria:
-                    # A fresh store per criterion: the evidence is not kept (only pointers are reported).
-                    result = run_criterion(
-                        service,
-                        criterion,
-                        index=batch.index,
-                        profile=batch.profile,
-                        output_uri=f"mem://assessments/{record.assessment_id}",
-                        store=MemoryStore(),
-                        principal=batch.principal,
-                    ).model_copy(update={"result_uri": None})
-                    with self._lock:
-                        record.results.append(result)
-                        record.done += 1
-                        record.failed += result.status != "ok"
-                    if time.monotonic() - last >= self.FLUSH_S:
-                        self._snapshot(record)
-                        last = time.monotonic()
+                self._execute(record, batch, service)
             status, reason = "succeeded", None
         except Exception as exc:  # a fault of ours (disk, service closed): the batch fails, said why
             reason = f"{type(exc).__name__}: {exc}"
@@ -418,6 +408,34 @@ class ThreadLauncher:
             with self._lock:
                 record.status, record.reason = status, reason
                 self._live.pop(record.assessment_id, None)
+
+    def _execute(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
+        """The batch's criteria, each result added to `record` as it comes."""
+        from evidence.assess.steps import run_criterion
+        from evidence.assess.store import MemoryStore
+
+        for criterion in batch.criteria:
+            # A fresh store per criterion: the evidence is not kept (only pointers are reported).
+            result = run_criterion(
+                service,
+                criterion,
+                index=batch.index,
+                profile=batch.profile,
+                output_uri=f"mem://assessments/{record.assessment_id}",
+                store=MemoryStore(),
+                principal=batch.principal,
+            ).model_copy(update={"result_uri": None})
+            self._add(record, result)
+
+    def _add(self, record: _Record, result: CriterionResult) -> None:
+        with self._lock:
+            record.results.append(result)
+            record.done += 1
+            record.failed += result.status != "ok"
+            due = time.monotonic() - record._flushed >= self.FLUSH_S
+        if due:
+            self._snapshot(record)
+            record._flushed = time.monotonic()
 
     def _snapshot(self, record: _Record) -> None:
         with self._lock:
@@ -458,6 +476,51 @@ class ThreadLauncher:
         )
 
 
+class LocalStateMachineLauncher(ThreadLauncher):
+    """The batch state machine's own ASL (`EVIDENCE_BATCH_LOCAL_ASL`, written by `make batch-asl`),
+    executed by aws-local-stepfunctions with this process's handlers (evidence/assess/local_sfn.py).
+
+    Records, status and restarts as `ThreadLauncher`; what differs is the chain: the Map, the
+    task payloads, Retry and Catch are the definition's, and results go to S3 under
+    `s3://<EVIDENCE_RESULTS_BUCKET>/batches/<assessment id>/` (the state machine's default), so
+    `result_uri` points at the evidence.
+    """
+
+    def __init__(
+        self, root: Path, service: Callable[[], Any], asl: Path, results_bucket: str, region: str | None
+    ) -> None:
+        super().__init__(root, service)
+        self.asl = Path(asl)
+        self.results_bucket = results_bucket
+        self.region = region
+
+    def _execute(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
+        from evidence.assess.local_sfn import REGION, AslBundle, LocalStateMachineError, execute
+
+        machine = AslBundle.load(self.asl).resolve(
+            results_bucket=self.results_bucket, region=self.region or REGION
+        )
+
+        def on_item(_index: int, output: Any) -> None:
+            with contextlib.suppress(ValidationError):  # the final summary is read below regardless
+                self._add(record, CriterionResult.model_validate(output))
+
+        # As StepFunctionsLauncher starts it: no output location, no null principal.
+        execution = execute(
+            machine,
+            json.loads(batch.model_dump_json(exclude_none=True)),
+            name=record.assessment_id,
+            on_item=on_item,
+        )
+        if execution.status != "SUCCEEDED":
+            raise LocalStateMachineError(f"execution {execution.status.lower()}: {execution.error}")
+        results = [CriterionResult.model_validate(r) for r in execution.output.get("results", [])]
+        with self._lock:  # in the Map's order (iterations finish in any order)
+            record.results = results
+            record.done = len(results)
+            record.failed = sum(r.status != "ok" for r in results)
+
+
 # --- the process's launcher ---------------------------------------------------------------------
 
 _cached: list[tuple[Any, Launcher]] = []
@@ -476,10 +539,22 @@ def get_launcher() -> Launcher:
     with _cache_lock:
         if _cached and _cached[0][0] is settings:
             return _cached[0][1]
-        launcher: Launcher = (
-            StepFunctionsLauncher(settings.batch_state_machine_arn, region=settings.aws_region)
-            if settings.batch_state_machine_arn
-            else ThreadLauncher(settings.store_dir / "assessments", runtime.get_service)
-        )
+        launcher: Launcher
+        if settings.batch_state_machine_arn:
+            launcher = StepFunctionsLauncher(settings.batch_state_machine_arn, region=settings.aws_region)
+        elif settings.batch_local_asl is not None:
+            if not settings.results_bucket:
+                raise ConfigurationError(
+                    "EVIDENCE_BATCH_LOCAL_ASL needs EVIDENCE_RESULTS_BUCKET: the batch writes its results to S3"
+                )
+            launcher = LocalStateMachineLauncher(
+                settings.store_dir / "assessments",
+                runtime.get_service,
+                settings.batch_local_asl,
+                settings.results_bucket,
+                settings.aws_region,
+            )
+        else:
+            launcher = ThreadLauncher(settings.store_dir / "assessments", runtime.get_service)
         _cached[:] = [(settings, launcher)]
         return launcher
