@@ -54,7 +54,7 @@ def synth_bundle(context: dict[str, object] | None = None) -> AslBundle:
     from infra.app import build_app
 
     with tempfile.TemporaryDirectory(prefix="evidence-asl-") as outdir:
-        app, stack = build_app({"evidence:assets": "placeholder", **(context or {})}, outdir=outdir)
+        _, stack = build_app({"evidence:assets": "placeholder", **(context or {})}, outdir=outdir)
         template = dict(Template.from_stack(stack).to_json())
         return from_stack(stack, template)
 
@@ -91,12 +91,16 @@ def write(found: AslBundle, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT.relative_to(ROOT)}")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT.relative_to(ROOT)}"
+    )
     parser.add_argument("--no-cache", action="store_true", help="synthesize even if nothing changed")
     args = parser.parse_args(argv)
     found = bundle(cache=None if args.no_cache else CACHE_DIR)
     write(found, args.out)
-    print(f"{args.out}: state machine {found.name}, tasks invoke {', '.join(sorted(found.functions.values()))}")
+    print(
+        f"{args.out}: state machine {found.name}, tasks invoke {', '.join(sorted(found.functions.values()))}"
+    )
     return 0
 
 

@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     batch = json.loads(args.input.read_text(encoding="utf-8"))
     stdout = sys.stdout
     # The handlers log and emit metrics on stdout, as in Lambda: stdout keeps the one line.
-    with tempfile.TemporaryDirectory(prefix="evidence-batch-e2e-") as tmp, contextlib.redirect_stdout(sys.stderr):
+    with (
+        tempfile.TemporaryDirectory(prefix="evidence-batch-e2e-") as tmp,
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         line, ok = run(batch, Path(tmp))
     print(line, file=stdout)
     return 0 if ok else 1

@@ -545,7 +545,7 @@ def get_launcher() -> Launcher:
         elif settings.batch_local_asl is not None:
             if not settings.results_bucket:
                 raise ConfigurationError(
-                    "EVIDENCE_BATCH_LOCAL_ASL needs EVIDENCE_RESULTS_BUCKET: the batch writes its results to S3"
+                    "EVIDENCE_BATCH_LOCAL_ASL needs EVIDENCE_RESULTS_BUCKET: batches write results to S3"
                 )
             launcher = LocalStateMachineLauncher(
                 settings.store_dir / "assessments",

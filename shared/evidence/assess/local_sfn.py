@@ -24,6 +24,7 @@ own environment (the handlers run with this process's settings and store).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -114,7 +115,9 @@ class AslBundle:
             if isinstance(value, Mapping) and set(value) == {"Fn::Join"}:
                 separator, parts = value["Fn::Join"]
                 return str(separator).join(token(p) for p in parts)
-            raise ConfigurationError(f"the state machine's definition holds a token this bridge cannot resolve: {value}")
+            raise ConfigurationError(
+                f"the state machine's definition holds a token this bridge cannot resolve: {value}"
+            )
 
         definition = json.loads(token(self.definition))
         return Machine(
@@ -288,10 +291,8 @@ def execute(
         raise LocalStateMachineError(f"the local interpreter stopped: {exc}; {''.join(stderr_tail)}") from exc
     finally:
         watchdog.cancel()
-        try:
+        with contextlib.suppress(OSError):
             proc.stdin.close()
-        except OSError:
-            pass
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -338,6 +339,9 @@ def _serve(
         try:
             reply = {"id": message["id"], "result": json.loads(json.dumps(answer))}
         except (TypeError, ValueError) as exc:  # the runtime's own name for an answer that is not JSON
-            reply = {"id": message["id"], "error": {"errorType": "Runtime.MarshalError", "errorMessage": str(exc)}}
-    error = reply.get("error")
-    return reply, Invocation(state, function, event, error["errorType"] if error else None, False)
+            reply = {
+                "id": message["id"],
+                "error": {"errorType": "Runtime.MarshalError", "errorMessage": str(exc)},
+            }
+    name = str(reply["error"]["errorType"]) if "error" in reply else None
+    return reply, Invocation(state, function, event, name, False)

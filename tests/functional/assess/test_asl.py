@@ -56,7 +56,7 @@ class Vendor:
     s3: Any
     index: str
 
-    def keys(self) -> list[str]:
+    def objects(self) -> list[str]:
         return [o["Key"] for o in self.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
 
 
@@ -99,7 +99,7 @@ def test_six_criteria_give_the_evidence_of_evidence_assess(machine: Machine, ven
     assert [r["id"] for r in summary["results"]] == ids
     for r in summary["results"]:
         assert r == {"id": r["id"], "status": "ok", "result_uri": f"{base}/{r['id']}.json", "hits": r["hits"]}
-    assert sorted(vendor.keys()) == sorted(
+    assert sorted(vendor.objects()) == sorted(
         f"batches/{name}/{i}{suffix}" for i in ids for suffix in (".json", ".retrieve.json")
     )
     store = S3Store(vendor.s3)
@@ -160,9 +160,9 @@ def test_a_failing_criterion_is_caught_and_the_others_finish(
     assert len(ok) == 4
     caught = {(c["state"], batch["criteria"][c["index"]]["id"]) for c in execution.caught}
     assert caught == {("Plan", "BLANK"), ("Retrieve", criteria[2]["id"])}
-    assert {k.rsplit("/", 1)[1] for k in vendor.keys() if k.endswith(".json") and ".retrieve." not in k} == {
-        f"{i}.json" for i in ok
-    }
+    assert {
+        k.rsplit("/", 1)[1] for k in vendor.objects() if k.endswith(".json") and ".retrieve." not in k
+    } == {f"{i}.json" for i in ok}
 
 
 @pytest.mark.parametrize("throttles", [1, 3])
@@ -190,10 +190,12 @@ def test_a_throttled_task_is_retried_and_writes_no_duplicate(
     retries = [r for r in execution.retried if r["state"] == "Format"]
     assert len(retries) == throttles
     assert all(THROTTLE in r["errors"] for r in retries), retries  # the throttle retrier, not the generic one
-    formats = [i for i in execution.invocations if i.state == "Format" and i.event["criterion"]["id"] == target]
+    formats = [
+        i for i in execution.invocations if i.state == "Format" and i.event["criterion"]["id"] == target
+    ]
     assert [i.injected for i in formats] == [True] * throttles + [False]
     # One result per criterion, each written once.
-    keys = vendor.keys()
+    keys = vendor.objects()
     assert len(keys) == len(set(keys)) == 2 * len(batch["criteria"])
     versions = vendor.s3.list_object_versions(Bucket=BUCKET)["Versions"]
     assert len(versions) == len(keys)
@@ -232,20 +234,25 @@ def acme(vendor: Vendor) -> Vendor:
 
 
 def test_the_execution_runs_as_its_principal(machine: Machine, acme: Vendor) -> None:
+    criteria = load_event("stepfunctions/vendor_assessment")["criteria"][:3]
     for principal in (ACME, AUDITOR):  # AUDITOR: read only, which is what a batch needs
-        execution = run(machine, _batch(index=acme.index, principal=principal))
+        execution = run(machine, _batch(index=acme.index, criteria=criteria, principal=principal))
         assert all(r["status"] == "ok" for r in execution.output["results"]), principal
         assert {i.event["principal"] for i in execution.invocations} == {principal}
-    written = set(acme.keys())
+    written = set(acme.objects())
     # Another tenant: every criterion fails as documented (forbidden), and nothing is written.
-    execution = run(machine, _batch(index=acme.index, principal=GLOBEX))
+    execution = run(machine, _batch(index=acme.index, criteria=criteria, principal=GLOBEX))
     assert execution.status == "SUCCEEDED"
     for r in execution.output["results"]:
-        assert r == {"id": r["id"], "status": "failed", "error": {"code": "forbidden", "message": r["error"]["message"]}}
+        assert r == {
+            "id": r["id"],
+            "status": "failed",
+            "error": {"code": "forbidden", "message": r["error"]["message"]},
+        }
     assert {c["state"] for c in execution.caught} == {"Plan"}
-    assert set(acme.keys()) == written
+    assert set(acme.objects()) == written
     # No principal at all (the state machine's default "") is refused too under a policy.
-    execution = run(machine, _batch(index=acme.index))
+    execution = run(machine, _batch(index=acme.index, criteria=criteria))
     assert {r["error"]["code"] for r in execution.output["results"]} == {"forbidden"}
 
 
