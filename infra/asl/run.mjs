@@ -70,7 +70,8 @@ const { definition, input, context, retryIntervalMs } = await jobReady;
 // asl-validator annotates the object it checks (QueryLanguage on every state): check a copy.
 const checked = aslValidator(structuredClone(definition), { checkPaths: true, checkArn: true });
 if (!checked.isValid) {
-  finish({ type: "invalid", errors: checked.errors.map((e) => e.message ?? String(e)) }, 1);
+  const text = (e) => (e.Message ? `${e["Error code"]}: ${e.Message}` : JSON.stringify(e));
+  finish({ type: "invalid", errors: checked.errors.map(text) }, 1);
 } else {
   await execute();
 }

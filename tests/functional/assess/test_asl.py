@@ -237,6 +237,7 @@ def test_the_execution_runs_as_its_principal(machine: Machine, acme: Vendor) -> 
     criteria = load_event("stepfunctions/vendor_assessment")["criteria"][:3]
     for principal in (ACME, AUDITOR):  # AUDITOR: read only, which is what a batch needs
         execution = run(machine, _batch(index=acme.index, criteria=criteria, principal=principal))
+        assert execution.status == "SUCCEEDED", (principal, execution.error, execution.cause)
         assert all(r["status"] == "ok" for r in execution.output["results"]), principal
         assert {i.event["principal"] for i in execution.invocations} == {principal}
     written = set(acme.objects())
