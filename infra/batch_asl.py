@@ -4,7 +4,7 @@
 CDK CLI, no Docker; placeholder Lambda assets: the definition does not depend on the code) with
 cdk.json's context, and writes the state machine's `DefinitionString` as in the template, with
 the logical ids of the functions its tasks invoke and of the results bucket
-(`evidence.assess.local_sfn.AslBundle`). `evidence serve` runs API-started batches on it when
+(`evidence.local_sfn.AslBundle`). `evidence serve` runs API-started batches on it when
 `EVIDENCE_BATCH_LOCAL_ASL` names that file; `make batch-e2e` and the functional tests run it too.
 
 A synth takes 10-50 s: `bundle(cache=...)` keeps the result keyed by a hash of every file the
@@ -26,7 +26,7 @@ from typing import Any
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 ROOT = Path(__file__).resolve().parent.parent
 
-from evidence.assess.local_sfn import AslBundle  # noqa: E402
+from evidence.local_sfn import AslBundle  # noqa: E402
 
 DEFAULT_OUT = ROOT / "build" / "asl" / "batch.json"
 CACHE_DIR = ROOT / "build" / "asl" / "cache"

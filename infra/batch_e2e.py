@@ -86,9 +86,9 @@ def run(batch: dict[str, Any], workdir: Path) -> tuple[str, bool]:
     from moto import mock_aws
 
     from evidence.api import runtime
-    from evidence.assess.local_sfn import PAYLOAD_LIMIT_BYTES, execute
     from evidence.assess.store import S3Store
     from evidence.config import Settings
+    from evidence.local_sfn import PAYLOAD_LIMIT_BYTES, execute
     from evidence.service import EvidenceService
     from infra.batch_asl import bundle
 

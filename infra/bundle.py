@@ -114,7 +114,9 @@ BOTOCORE_SERVICES = frozenset(
 #: `evidence invoke`, the demo (with its sample documents), evaluation, test helpers, progress
 #: bars and the embedded → OpenSearch migration. Modules or packages, by top-level name.
 #: `check_layer_imports` fails the build if any bundled module imports one of them.
-DEV_MODULES = frozenset({"cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate"})
+DEV_MODULES = frozenset(
+    {"cli", "server", "invoke", "demo", "evaluation", "testing", "progress", "migrate", "local_sfn"}
+)
 JUNK_DIRS = frozenset({"__pycache__", "tests", "test"})
 JUNK_SUFFIXES = (".pyi", ".pyc", ".pyx", ".pxd", ".c", ".h", ".cpp")
 

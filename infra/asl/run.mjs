@@ -1,6 +1,6 @@
 // Runs one execution of a state machine definition locally: asl-validator first, then
 // aws-local-stepfunctions, with every Task state overridden by a call back into the Python process
-// that started this one (evidence/assess/local_sfn.py), which runs the real Lambda handler.
+// that started this one (evidence/local_sfn.py), which runs the real Lambda handler.
 //
 // Protocol: JSON lines. stdin: the job first ({definition, input, context, retryIntervalMs?}),
 // then one reply per invocation ({id, result} or {id, error: {errorType, errorMessage}}).

@@ -147,7 +147,7 @@ class Settings(BaseSettings):
 
     #: The batch state machine's ASL as synthesized (`make batch-asl` writes build/asl/batch.json):
     #: set, and the ARN unset, API-started batches run it on the local interpreter (Node.js and
-    #: `make batch-asl-deps`), results to S3 in `results_bucket` (evidence/assess/local_sfn.py).
+    #: `make batch-asl-deps`), results to S3 in `results_bucket` (evidence/local_sfn.py).
     batch_local_asl: Path | None = None
 
     #: Who may read or write which index (evidence/access.py): the policy as JSON, or the path

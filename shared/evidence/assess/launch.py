@@ -6,9 +6,10 @@ caller from API Gateway's request context (never the body) and hands it to a `La
 * `StepFunctionsLauncher` (`EVIDENCE_BATCH_STATE_MACHINE_ARN` set; the retriever Lambda):
   `StartExecution` named after the assessment id. Nothing else is stored: the status, the
   principal (for the owner check) and the summary are read back with `DescribeExecution`.
-* `LocalStateMachineLauncher` (`EVIDENCE_BATCH_LOCAL_ASL` set, the ARN unset; `evidence serve`):
+* `evidence.local_sfn.LocalStateMachineLauncher` (`EVIDENCE_BATCH_LOCAL_ASL` set, the ARN unset;
+  `evidence serve` adds it through `add_launcher`, being a developer tool outside the Lambda layer):
   the state machine's synthesized ASL executed by aws-local-stepfunctions, each task the real
-  handler in this process (evidence/assess/local_sfn.py), results in S3; status as below.
+  handler in this process, results in S3; status as below.
 * `ThreadLauncher` (both unset; `evidence serve`, the local default): the same chain in-process
   (`run_criterion`) in a daemon thread, one batch at a time per process; the status is a JSON
   file per assessment under `<store>/assessments/`, replaced atomically, so it survives a restart.
@@ -34,13 +35,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
-from evidence.errors import (
-    ConfigurationError,
-    EvidenceError,
-    NotFoundError,
-    ServiceUnavailableError,
-    UpstreamError,
-)
+from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError, UpstreamError
 from evidence.names import reject_blank, reject_control_characters
 
 #: uuid4 hex: also a valid Step Functions execution name (≤ 80 of [A-Za-z0-9_-]).
@@ -476,55 +471,22 @@ class ThreadLauncher:
         )
 
 
-class LocalStateMachineLauncher(ThreadLauncher):
-    """The batch state machine's own ASL (`EVIDENCE_BATCH_LOCAL_ASL`, written by `make batch-asl`),
-    executed by aws-local-stepfunctions with this process's handlers (evidence/assess/local_sfn.py).
-
-    Records, status and restarts as `ThreadLauncher`; what differs is the chain: the Map, the
-    task payloads, Retry and Catch are the definition's, and results go to S3 under
-    `s3://<EVIDENCE_RESULTS_BUCKET>/batches/<assessment id>/` (the state machine's default), so
-    `result_uri` points at the evidence.
-    """
-
-    def __init__(
-        self, root: Path, service: Callable[[], Any], asl: Path, results_bucket: str, region: str | None
-    ) -> None:
-        super().__init__(root, service)
-        self.asl = Path(asl)
-        self.results_bucket = results_bucket
-        self.region = region
-
-    def _execute(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
-        from evidence.assess.local_sfn import REGION, AslBundle, LocalStateMachineError, execute
-
-        machine = AslBundle.load(self.asl).resolve(
-            results_bucket=self.results_bucket, region=self.region or REGION
-        )
-
-        def on_item(_index: int, output: Any) -> None:
-            with contextlib.suppress(ValidationError):  # the final summary is read below regardless
-                self._add(record, CriterionResult.model_validate(output))
-
-        # As StepFunctionsLauncher starts it: no output location, no null principal.
-        execution = execute(
-            machine,
-            json.loads(batch.model_dump_json(exclude_none=True)),
-            name=record.assessment_id,
-            on_item=on_item,
-        )
-        if execution.status != "SUCCEEDED":
-            raise LocalStateMachineError(f"execution {execution.status.lower()}: {execution.error}")
-        results = [CriterionResult.model_validate(r) for r in execution.output.get("results", [])]
-        with self._lock:  # in the Map's order (iterations finish in any order)
-            record.results = results
-            record.done = len(results)
-            record.failed = sum(r.status != "ok" for r in results)
-
-
 # --- the process's launcher ---------------------------------------------------------------------
 
 _cached: list[tuple[Any, Launcher]] = []
 _cache_lock = threading.Lock()
+#: (settings, service getter) -> a launcher, or None when its settings are unset. Developer tools
+#: outside the Lambda layer add theirs (`evidence serve`: evidence/local_sfn.py); the layer has none.
+LauncherFactory = Callable[[Any, Callable[[], Any]], "Launcher | None"]
+_developer_launchers: list[LauncherFactory] = []
+
+
+def add_launcher(factory: LauncherFactory) -> None:
+    """Consulted, in order, when no state machine ARN is set (before the in-process default)."""
+    with _cache_lock:
+        if factory not in _developer_launchers:
+            _developer_launchers.append(factory)
+            _cached.clear()
 
 
 def get_launcher() -> Launcher:
@@ -539,22 +501,15 @@ def get_launcher() -> Launcher:
     with _cache_lock:
         if _cached and _cached[0][0] is settings:
             return _cached[0][1]
-        launcher: Launcher
+        launcher: Launcher | None = None
         if settings.batch_state_machine_arn:
             launcher = StepFunctionsLauncher(settings.batch_state_machine_arn, region=settings.aws_region)
-        elif settings.batch_local_asl is not None:
-            if not settings.results_bucket:
-                raise ConfigurationError(
-                    "EVIDENCE_BATCH_LOCAL_ASL needs EVIDENCE_RESULTS_BUCKET: batches write results to S3"
-                )
-            launcher = LocalStateMachineLauncher(
-                settings.store_dir / "assessments",
-                runtime.get_service,
-                settings.batch_local_asl,
-                settings.results_bucket,
-                settings.aws_region,
-            )
         else:
+            for factory in _developer_launchers:
+                launcher = factory(settings, runtime.get_service)
+                if launcher is not None:
+                    break
+        if launcher is None:
             launcher = ThreadLauncher(settings.store_dir / "assessments", runtime.get_service)
         _cached[:] = [(settings, launcher)]
         return launcher

@@ -1,5 +1,5 @@
 """The batch state machine that ships, executed: the synthesized ASL run by aws-local-stepfunctions
-(infra/asl/run.mjs), every Lambda task answered by the real handler (evidence/assess/local_sfn.py),
+(infra/asl/run.mjs), every Lambda task answered by the real handler (evidence/local_sfn.py),
 results in S3 on moto, on the vendor sample of `evidence demo`.
 
 Each test guards fields of the definition (infra/evidence_infra/batch.py): removing or
@@ -20,9 +20,18 @@ import pytest
 
 from evidence.access import AccessPolicy, Authorizer
 from evidence.api import runtime
-from evidence.assess import AssessmentInput, MemoryStore, S3Store, run_assessment
-from evidence.assess.local_sfn import PAYLOAD_LIMIT_BYTES, AslBundle, Execution, Fault, Machine, execute
+from evidence.assess import AssessmentInput, MemoryStore, S3Store, launch, run_assessment
+from evidence.assess.launch import add_launcher
 from evidence.demo import VENDOR_STEPS
+from evidence.local_sfn import (
+    PAYLOAD_LIMIT_BYTES,
+    AslBundle,
+    Execution,
+    Fault,
+    Machine,
+    execute,
+    local_launcher,
+)
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
 from infra.batch_e2e import differences
@@ -207,14 +216,14 @@ def test_500_criteria_stay_under_the_state_payload_limit(machine: Machine, vendo
     criteria = [{"id": f"VRM-{i:04d}", "question": questions[i % len(questions)]} for i in range(500)]
     batch = _batch(criteria=criteria)
     execution = run(machine, batch)
-    assert execution.status == "SUCCEEDED", (execution.error, execution.cause)
-    assert len(execution.output["results"]) == 500
-    assert all(r["status"] == "ok" for r in execution.output["results"])
     # The largest input or output of any state, task or the execution: the summary of pointers.
     assert len(json.dumps(batch)) < execution.largest_bytes < PAYLOAD_LIMIT_BYTES, (
         execution.largest_bytes,
         execution.largest_at,
     )
+    assert execution.status == "SUCCEEDED", (execution.error, execution.cause)
+    assert len(execution.output["results"]) == 500
+    assert all(r["status"] == "ok" for r in execution.output["results"])
 
 
 # --- tenancy ---------------------------------------------------------------------------------------
@@ -257,9 +266,8 @@ def test_the_execution_runs_as_its_principal(machine: Machine, acme: Vendor) -> 
     assert {r["error"]["code"] for r in execution.output["results"]} == {"forbidden"}
 
 
-@pytest.mark.parametrize("kind", ["lambda", "serve"])
 def test_api_batches_run_on_the_local_state_machine(
-    bundle: AslBundle, acme: Vendor, context: LambdaContext, tmp_path: Path, kind: str
+    bundle: AslBundle, acme: Vendor, context: LambdaContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """EVIDENCE_BATCH_LOCAL_ASL: POST /v1/indexes/{index}/assessments runs the ASL that ships,
     as the caller recorded at launch; the results are in S3 where the state machine puts them."""
@@ -273,7 +281,9 @@ def test_api_batches_run_on_the_local_state_machine(
         authorizer=Authorizer(AccessPolicy.model_validate(POLICY)),
     )
     criteria = load_event("stepfunctions/vendor_assessment")["criteria"][:3]
-    with transport(kind, context, TOKENS) as call:
+    monkeypatch.setattr(launch, "_developer_launchers", [])
+    add_launcher(local_launcher)  # as `evidence serve` does
+    with transport("serve", context, TOKENS) as call:
         status, started = call(ACME, "POST", f"/v1/indexes/{acme.index}/assessments", {"criteria": criteria})
         assert status == 202, started
         aid = started["assessment_id"]

@@ -1,4 +1,4 @@
-"""The local interpreter's bridge (evidence/assess/local_sfn.py, infra/asl/run.mjs) on small
+"""The local interpreter's bridge (evidence/local_sfn.py, infra/asl/run.mjs) on small
 definitions: how a handler's answer and its errors reach Retry/Catch, what is refused, and the
 interpreter gap bridged by the specification. Needs Node.js and `make batch-asl-deps`, hence infra."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from evidence.assess.local_sfn import AslBundle, LocalStateMachineError, Machine, execute
 from evidence.config import Settings
 from evidence.errors import ConfigurationError
+from evidence.local_sfn import AslBundle, LocalStateMachineError, Machine, execute
 
 pytestmark = [pytest.mark.infra]
 
@@ -93,12 +93,19 @@ def test_what_cannot_run_is_refused() -> None:
         AslBundle.load(Path("/nonexistent/batch.json"))
 
 
-def test_the_local_launcher_needs_a_results_bucket(settings: Settings, tmp_path: Path) -> None:
+def test_the_local_launcher_needs_a_results_bucket(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from evidence.api import runtime
-    from evidence.assess.launch import LocalStateMachineLauncher, get_launcher
+    from evidence.assess import launch
+    from evidence.assess.launch import ThreadLauncher, add_launcher, get_launcher
+    from evidence.local_sfn import LocalStateMachineLauncher, local_launcher
 
     asl = tmp_path / "batch.json"
     runtime.configure(settings=settings.model_copy(update={"batch_local_asl": asl}))
+    monkeypatch.setattr(launch, "_developer_launchers", [])
+    assert isinstance(get_launcher(), ThreadLauncher)  # the Lambda layer has no local interpreter
+    add_launcher(local_launcher)  # what `evidence serve` does
     with pytest.raises(ConfigurationError, match="EVIDENCE_RESULTS_BUCKET"):
         get_launcher()
     runtime.configure(settings=settings.model_copy(update={"batch_local_asl": asl, "results_bucket": "b"}))

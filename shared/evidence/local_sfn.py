@@ -16,10 +16,14 @@ bridge is a pair of pipes, not a port: nothing else on the machine can call the 
 through it. Invocations run one at a time, in the calling thread (one Lambda container): the
 interpreter still keeps up to `MaxConcurrency` iterations in flight.
 
-Not emulated (docs/infra.md#batch-assessments-executed-locally): IAM (the state machine's role,
+Not emulated (docs/infra.md#the-batch-state-machine-executed-locally): IAM (the state machine's role,
 the functions' roles), service quotas and throttling (unless injected through `faults`),
 exact timing (retry pauses can be shortened; Lambda timeouts are not enforced), the functions'
 own environment (the handlers run with this process's settings and store).
+
+A developer tool (infra/bundle.py's DEV_MODULES): it calls `evidence.invoke` and `evidence.testing`,
+which the Lambda layer leaves out. `evidence serve` adds `local_launcher` to the launchers
+(`evidence.assess.launch.add_launcher`) so that `EVIDENCE_BATCH_LOCAL_ASL` takes effect.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from evidence.assess.launch import ThreadLauncher
+from evidence.assess.models import AssessmentInput, CriterionResult
 from evidence.errors import ConfigurationError, EvidenceError
 
 #: Placeholders for what only a deployment knows; they appear in ARNs and never reach AWS.
@@ -276,8 +284,11 @@ def execute(
             if kind == "invoke":
                 reply, record = _serve(machine, message, invoke, faults)
                 invocations.append(record)
-                proc.stdin.write(json.dumps(reply) + "\n")
-                proc.stdin.flush()
+                # A failed execution ends the runner while invocations it asked for are still
+                # queued here: their answers have nowhere to go, and its last line is still to read.
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.write(json.dumps(reply) + "\n")
+                    proc.stdin.flush()
             elif kind == "item" and on_item is not None:
                 on_item(int(message["index"]), message.get("output"))
             elif kind == "invalid":
@@ -345,3 +356,63 @@ def _serve(
             }
     name = str(reply["error"]["errorType"]) if "error" in reply else None
     return reply, Invocation(state, function, event, name, False)
+
+
+class LocalStateMachineLauncher(ThreadLauncher):
+    """The batch state machine's own ASL (`EVIDENCE_BATCH_LOCAL_ASL`, written by `make batch-asl`),
+    executed by aws-local-stepfunctions with this process's handlers.
+
+    Records, status and restarts as `ThreadLauncher`; what differs is the chain: the Map, the
+    task payloads, Retry and Catch are the definition's, and results go to S3 under
+    `s3://<EVIDENCE_RESULTS_BUCKET>/batches/<assessment id>/` (the state machine's default), so
+    `result_uri` points at the evidence.
+    """
+
+    def __init__(
+        self, root: Path, service: Callable[[], Any], asl: Path, results_bucket: str, region: str | None
+    ) -> None:
+        super().__init__(root, service)
+        self.asl = Path(asl)
+        self.results_bucket = results_bucket
+        self.region = region
+
+    def _execute(self, record: Any, batch: AssessmentInput, service: Any) -> None:
+        machine = AslBundle.load(self.asl).resolve(
+            results_bucket=self.results_bucket, region=self.region or REGION
+        )
+
+        def on_item(_index: int, output: Any) -> None:
+            with contextlib.suppress(ValidationError):  # the final summary is read below regardless
+                self._add(record, CriterionResult.model_validate(output))
+
+        # As StepFunctionsLauncher starts it: no output location, no null principal.
+        execution = execute(
+            machine,
+            json.loads(batch.model_dump_json(exclude_none=True)),
+            name=record.assessment_id,
+            on_item=on_item,
+        )
+        if execution.status != "SUCCEEDED":
+            raise LocalStateMachineError(f"execution {execution.status.lower()}: {execution.error}")
+        results = [CriterionResult.model_validate(r) for r in execution.output.get("results", [])]
+        with self._lock:  # in the Map's order (iterations finish in any order)
+            record.results = results
+            record.done = len(results)
+            record.failed = sum(r.status != "ok" for r in results)
+
+
+def local_launcher(settings: Any, service: Callable[[], Any]) -> Any:
+    """`EVIDENCE_BATCH_LOCAL_ASL` set: API-started batches on the state machine's own ASL."""
+    if settings.batch_local_asl is None:
+        return None
+    if not settings.results_bucket:
+        raise ConfigurationError(
+            "EVIDENCE_BATCH_LOCAL_ASL needs EVIDENCE_RESULTS_BUCKET: batches write results to S3"
+        )
+    return LocalStateMachineLauncher(
+        settings.store_dir / "assessments",
+        service,
+        settings.batch_local_asl,
+        settings.results_bucket,
+        settings.aws_region,
+    )
