@@ -169,6 +169,10 @@ def test_a_failing_criterion_is_caught_and_the_others_finish(
     assert len(ok) == 4
     caught = {(c["state"], batch["criteria"][c["index"]]["id"]) for c in execution.caught}
     assert caught == {("Plan", "BLANK"), ("Retrieve", criteria[2]["id"])}
+    # The caller's error is not retried (it would fail the same way); an internal one is, twice.
+    tries = [(i.state, i.event["criterion"]["id"]) for i in execution.invocations if i.error]
+    assert tries.count(("Plan", "BLANK")) == 1
+    assert tries.count(("Retrieve", criteria[2]["id"])) == 3
     assert {
         k.rsplit("/", 1)[1] for k in vendor.objects() if k.endswith(".json") and ".retrieve." not in k
     } == {f"{i}.json" for i in ok}
@@ -260,6 +264,7 @@ def test_the_execution_runs_as_its_principal(machine: Machine, acme: Vendor) -> 
             "error": {"code": "forbidden", "message": r["error"]["message"]},
         }
     assert {c["state"] for c in execution.caught} == {"Plan"}
+    assert len(execution.invocations) == len(criteria)  # forbidden is not retried
     assert set(acme.objects()) == written
     # No principal at all (the state machine's default "") is refused too under a policy.
     execution = run(machine, _batch(index=acme.index, criteria=criteria))
