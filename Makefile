@@ -7,6 +7,9 @@ VENV := .venv
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.synced
 RUNTIME_STAMP := $(VENV)/.synced-runtime
+# The local Step Functions interpreter and validator (infra/asl/): pinned by its package-lock.json.
+ASL_DIR := infra/asl
+ASL_STAMP := $(ASL_DIR)/node_modules/.package-lock.json
 export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 DATASET ?= ../shared/datasets/scifact
@@ -15,7 +18,8 @@ LINTED := shared functions infra tests bench
 # Measured 91.7% (5,983 statements, 499 missed) when the floor was set: raise it as coverage grows.
 COV_FLOOR ?= 88
 
-.PHONY: setup demo workbench browser test test-fast test-stress prerequisites format lint pr bench eval reliability synth bundle deploy-check clean
+.PHONY: setup demo workbench browser test test-fast test-stress prerequisites format lint pr bench eval reliability \
+	synth bundle deploy-check batch-asl-deps batch-asl batch-e2e clean
 
 setup: $(STAMP)
 
@@ -41,7 +45,7 @@ demo: $(RUNTIME_STAMP)
 workbench: $(RUNTIME_STAMP)
 	$(VENV)/bin/evidence serve --port 8080
 
-test: $(STAMP) prerequisites browser
+test: $(STAMP) prerequisites browser $(ASL_STAMP)
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup \
 		--cov=shared/evidence --cov-report=term:skip-covered --cov-fail-under=$(COV_FLOOR)
 
@@ -118,6 +122,22 @@ reliability: $(STAMP)
 	$(VENV)/bin/python bench/load.py --dataset $(DATASET) --duration $(LOAD_SECONDS) --writers \
 		$(if $(LOAD_CACHE),--embedding-cache $(LOAD_CACHE))
 
+# aws-local-stepfunctions declares Node 22; run.mjs provides the one Node 22 call it makes on Node 20.
+$(ASL_STAMP): $(ASL_DIR)/package.json $(ASL_DIR)/package-lock.json
+	@$(MAKE) --no-print-directory prerequisites
+	npm ci --prefix $(ASL_DIR) --no-audit --no-fund --loglevel=error
+	@touch $(ASL_STAMP)
+
+batch-asl-deps: $(ASL_STAMP)
+
+# The batch state machine's ASL from the synthesized stack, for EVIDENCE_BATCH_LOCAL_ASL (docs/infra.md).
+batch-asl: $(STAMP)
+	$(VENV)/bin/python -m infra.batch_asl --out build/asl/batch.json
+
+# The synthesized state machine executed by aws-local-stepfunctions with the real handlers (docs/infra.md).
+batch-e2e: $(STAMP) prerequisites $(ASL_STAMP)
+	$(VENV)/bin/python -m infra.batch_e2e
+
 synth: $(STAMP)
 	$(VENV)/bin/python -m infra.app
 
@@ -130,4 +150,4 @@ deploy-check: $(STAMP)
 	$(VENV)/bin/python -m infra.deploy_check
 
 clean:
-	rm -rf .evidence build cdk.out .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*
+	rm -rf .evidence build cdk.out $(ASL_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

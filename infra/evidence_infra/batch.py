@@ -19,6 +19,15 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from evidence.access import AccessDeniedError
+from evidence.errors import (
+    BadRequestError,
+    EmbedderMismatchError,
+    IndexNotFoundError,
+    NotFoundError,
+    RequestValidationError,
+)
+
 from .settings import InfraSettings
 
 #: Transient failures worth a retry with backoff; a deterministic error (bad input) stops after two.
@@ -30,6 +39,21 @@ THROTTLES = [
     "States.Timeout",
 ]
 
+
+#: The caller's errors: a batch step fails under its error's code (evidence.api.tasks.batch_step),
+#: and these fail the same way again, so they go straight to the Catch (executed locally, a
+#: refused batch otherwise took three invocations per criterion and step).
+CALLERS_ERRORS = [
+    e.code
+    for e in (
+        AccessDeniedError,
+        RequestValidationError,
+        BadRequestError,
+        IndexNotFoundError,
+        NotFoundError,
+        EmbedderMismatchError,
+    )
+]
 
 MAP_RESULTS_PREFIX = "batches/map-results"
 
@@ -92,6 +116,7 @@ class Batch(Construct):
                 retry_on_service_exceptions=False,
                 task_timeout=sfn.Timeout.duration(Duration.minutes(5)),
             )
+            task.add_retry(errors=CALLERS_ERRORS, max_attempts=0, backoff_rate=2.0)
             task.add_retry(
                 errors=THROTTLES,
                 interval=Duration.seconds(2),

@@ -145,6 +145,11 @@ class Settings(BaseSettings):
         default=None, pattern=r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
     )
 
+    #: The batch state machine's ASL as synthesized (`make batch-asl` writes build/asl/batch.json):
+    #: set, and the ARN unset, API-started batches run it on the local interpreter (Node.js and
+    #: `make batch-asl-deps`), results to S3 in `results_bucket` (evidence/local_sfn.py).
+    batch_local_asl: Path | None = None
+
     #: Who may read or write which index (evidence/access.py): the policy as JSON, or the path
     #: of a JSON file. Unset = open (every caller, every index), the local default.
     access_policy: str | None = None

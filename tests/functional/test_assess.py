@@ -119,10 +119,15 @@ def test_batch_to_s3(moto: None, service: EvidenceService) -> None:
 
 
 def test_formatter_task_without_pointer_is_refused(service: EvidenceService, context: LambdaContext) -> None:
+    """Raised under the error's code (what Step Functions records, by class name), the cause kept."""
+    from evidence.api.tasks import BatchStepError
     from functions.formatter.handler import handler as formatter
 
-    with pytest.raises(RequestValidationError):
+    with pytest.raises(BatchStepError) as raised:
         formatter({**load_event("stepfunctions/format_task"), "retrieve_uri": None}, context)
+    assert type(raised.value).__name__ == raised.value.code == "validation_error"
+    assert isinstance(raised.value.__cause__, RequestValidationError)
+    assert "retrieve_uri" in str(raised.value)
 
 
 def test_read_criteria(tmp_path: Path) -> None:

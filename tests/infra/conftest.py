@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.infra import infra_synth
 from tests.infra.infra_synth import Synth, synth
 
 
 @pytest.fixture(scope="session")
 def default_synth() -> Synth:
     """Default flags: OpenSearch domain in a VPC, IAM auth, inline Map."""
-    return synth({})
+    return infra_synth.default_synth()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ template, not the code. The real bundle is built and import-tested in test_bundl
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,13 @@ def synth(context: dict[str, Any], stack_name: str = "Evidence") -> Synth:
     report = AwsSolutionsChecks().validate_scope(stack)
     template = Template.from_stack(stack)
     return Synth(stack=stack, template=template, json=dict(template.to_json()), report=report)
+
+
+@functools.cache
+def default_synth() -> Synth:
+    """The default flags, synthesized once per process: the infra tier and the batch state
+    machine's local executions (tests/functional/assess/test_asl.py) share it."""
+    return synth({})
 
 
 def resolve_join(value: Any) -> str:

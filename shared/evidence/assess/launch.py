@@ -6,7 +6,11 @@ caller from API Gateway's request context (never the body) and hands it to a `La
 * `StepFunctionsLauncher` (`EVIDENCE_BATCH_STATE_MACHINE_ARN` set; the retriever Lambda):
   `StartExecution` named after the assessment id. Nothing else is stored: the status, the
   principal (for the owner check) and the summary are read back with `DescribeExecution`.
-* `ThreadLauncher` (unset; `evidence serve`, the local default): the same chain in-process
+* `evidence.local_sfn.LocalStateMachineLauncher` (`EVIDENCE_BATCH_LOCAL_ASL` set, the ARN unset;
+  `evidence serve` adds it through `add_launcher`, being a developer tool outside the Lambda layer):
+  the state machine's synthesized ASL executed by aws-local-stepfunctions, each task the real
+  handler in this process, results in S3; status as below.
+* `ThreadLauncher` (both unset; `evidence serve`, the local default): the same chain in-process
   (`run_criterion`) in a daemon thread, one batch at a time per process; the status is a JSON
   file per assessment under `<store>/assessments/`, replaced atomically, so it survives a restart.
   A batch that was running when its process stopped is reported `failed` (reason
@@ -28,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
 from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError, UpstreamError
@@ -316,6 +320,8 @@ class _Record(BaseModel):
     reason: str | None = None
     pid: int
     incarnation: str
+    #: When the status file was last rewritten while running (not stored).
+    _flushed: float = PrivateAttr(default_factory=time.monotonic)
 
 
 def _alive(pid: int) -> bool:
@@ -379,32 +385,11 @@ class ThreadLauncher:
         ).start()
 
     def _run(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
-        from evidence.assess.steps import run_criterion
-        from evidence.assess.store import MemoryStore
-
         status: Status = "failed"
         reason: str | None = "stopped"
         try:
             with self._running:
-                last = time.monotonic()
-                for criterion in batch.criteria:
-                    # A fresh store per criterion: the evidence is not kept (only pointers are reported).
-                    result = run_criterion(
-                        service,
-                        criterion,
-                        index=batch.index,
-                        profile=batch.profile,
-                        output_uri=f"mem://assessments/{record.assessment_id}",
-                        store=MemoryStore(),
-                        principal=batch.principal,
-                    ).model_copy(update={"result_uri": None})
-                    with self._lock:
-                        record.results.append(result)
-                        record.done += 1
-                        record.failed += result.status != "ok"
-                    if time.monotonic() - last >= self.FLUSH_S:
-                        self._snapshot(record)
-                        last = time.monotonic()
+                self._execute(record, batch, service)
             status, reason = "succeeded", None
         except Exception as exc:  # a fault of ours (disk, service closed): the batch fails, said why
             reason = f"{type(exc).__name__}: {exc}"
@@ -418,6 +403,34 @@ class ThreadLauncher:
             with self._lock:
                 record.status, record.reason = status, reason
                 self._live.pop(record.assessment_id, None)
+
+    def _execute(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
+        """The batch's criteria, each result added to `record` as it comes."""
+        from evidence.assess.steps import run_criterion
+        from evidence.assess.store import MemoryStore
+
+        for criterion in batch.criteria:
+            # A fresh store per criterion: the evidence is not kept (only pointers are reported).
+            result = run_criterion(
+                service,
+                criterion,
+                index=batch.index,
+                profile=batch.profile,
+                output_uri=f"mem://assessments/{record.assessment_id}",
+                store=MemoryStore(),
+                principal=batch.principal,
+            ).model_copy(update={"result_uri": None})
+            self._add(record, result)
+
+    def _add(self, record: _Record, result: CriterionResult) -> None:
+        with self._lock:
+            record.results.append(result)
+            record.done += 1
+            record.failed += result.status != "ok"
+            due = time.monotonic() - record._flushed >= self.FLUSH_S
+        if due:
+            self._snapshot(record)
+            record._flushed = time.monotonic()
 
     def _snapshot(self, record: _Record) -> None:
         with self._lock:
@@ -462,6 +475,18 @@ class ThreadLauncher:
 
 _cached: list[tuple[Any, Launcher]] = []
 _cache_lock = threading.Lock()
+#: (settings, service getter) -> a launcher, or None when its settings are unset. Developer tools
+#: outside the Lambda layer add theirs (`evidence serve`: evidence/local_sfn.py); the layer has none.
+LauncherFactory = Callable[[Any, Callable[[], Any]], "Launcher | None"]
+_developer_launchers: list[LauncherFactory] = []
+
+
+def add_launcher(factory: LauncherFactory) -> None:
+    """Consulted, in order, when no state machine ARN is set (before the in-process default)."""
+    with _cache_lock:
+        if factory not in _developer_launchers:
+            _developer_launchers.append(factory)
+            _cached.clear()
 
 
 def get_launcher() -> Launcher:
@@ -476,10 +501,15 @@ def get_launcher() -> Launcher:
     with _cache_lock:
         if _cached and _cached[0][0] is settings:
             return _cached[0][1]
-        launcher: Launcher = (
-            StepFunctionsLauncher(settings.batch_state_machine_arn, region=settings.aws_region)
-            if settings.batch_state_machine_arn
-            else ThreadLauncher(settings.store_dir / "assessments", runtime.get_service)
-        )
+        launcher: Launcher | None = None
+        if settings.batch_state_machine_arn:
+            launcher = StepFunctionsLauncher(settings.batch_state_machine_arn, region=settings.aws_region)
+        else:
+            for factory in _developer_launchers:
+                launcher = factory(settings, runtime.get_service)
+                if launcher is not None:
+                    break
+        if launcher is None:
+            launcher = ThreadLauncher(settings.store_dir / "assessments", runtime.get_service)
         _cached[:] = [(settings, launcher)]
         return launcher

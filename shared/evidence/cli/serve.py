@@ -41,6 +41,15 @@ def run(args: argparse.Namespace) -> int:
         )
     service = EvidenceService(settings)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
+    from evidence.assess.launch import add_launcher, get_launcher
+    from evidence.local_sfn import local_launcher
+
+    add_launcher(local_launcher)  # EVIDENCE_BATCH_LOCAL_ASL: batches on the state machine's own ASL
+    try:
+        get_launcher()  # a missing results bucket stops the server here, not the first batch
+    except ConfigurationError as exc:
+        service.close()
+        raise CliError(exc.message, EXIT_USAGE) from None
     get_app()
     try:
         server = make_server(
