@@ -112,8 +112,8 @@ BOTOCORE_SERVICES = frozenset(
 #: Developer tools in shared/evidence that no handler imports at run time: the CLI (every
 #: subcommand, the `evidence assess` and `evidence coach` front ends included), the local server,
 #: `evidence invoke`, the local Step Functions bridge, the demo (with its sample documents), test
-#: helpers and the embedded → OpenSearch migration. Modules or packages, by top-level name. (Evaluation and its progress
-#: type stay in: the API's `evaluate` route runs it, docs/workbench.md.)
+#: helpers and the embedded → OpenSearch migration. Modules or packages, by top-level name.
+#: (Evaluation and its progress type stay in: the API's `evaluate` route runs it, docs/workbench.md.)
 #: `check_layer_imports` fails the build if any bundled module imports one of them.
 DEV_MODULES = frozenset({"cli", "server", "invoke", "demo", "testing", "migrate", "local_sfn"})
 #: Inside bundled packages: what only `evidence serve` uses (the workbench page's static files).
