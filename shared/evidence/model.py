@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evidence.names import MAX_QUERY_CHARS, reject_blank, reject_control_characters
+from evidence.names import MAX_QUERY_CHARS, check_filters, reject_blank, reject_control_characters
 
 MetaScalar = str | int | float | bool
 Metadata = dict[str, MetaScalar | list[str] | None]
@@ -110,6 +110,7 @@ class RetrieveRequest(Overrides):
 
     _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
+    _bounded = field_validator("filters")(check_filters)
 
     def overrides(self) -> dict[str, Any]:
         """Only the override fields the caller actually set."""
@@ -213,6 +214,7 @@ class PlanRequest(_Edge):
 
     _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
+    _bounded = field_validator("filters")(check_filters)
 
 
 class FormatRequest(_Edge):

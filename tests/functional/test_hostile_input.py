@@ -10,7 +10,7 @@ import pytest
 
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext
-from tests.functional.test_bad_input import DOCS, RETRIEVE, call, seeded, still_there  # noqa: F401
+from tests.functional.test_bad_input import DOCS, INDEX, RETRIEVE, call, seeded, still_there  # noqa: F401
 
 _LOL = '["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'
 
@@ -66,3 +66,67 @@ def test_graph_errors_quote_at_most_200_characters_of_a_value(
     status, answer = call("POST", DOCS, graph_upload(text, "graph.json"), False, context)
     assert (status, answer["error"]["code"]) == (422, "invalid_graph"), label
     assert len(answer["error"]["message"]) < 1_000, label
+
+
+# --- filters (item 4) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("label", "filters", "named"),
+    [
+        ("1,000 keys", {f"k{i}": "x" for i in range(1_000)}, "1,000 keys; at most 64"),
+        ("250,001 values", {"document_id": ["x"] * 250_001}, "more than 4,096 values"),
+        ("a 300-character key", {"k" * 300: "x"}, "300 characters; at most 256"),
+        ("a 2,000-character value", {"team": "v" * 2_000}, "2,000 characters; at most 1,024"),
+    ],
+)
+def test_filters_past_a_limit_get_a_422_naming_the_field(
+    seeded: EvidenceService, context: LambdaContext, label: str, filters: dict[str, Any], named: str
+) -> None:
+    status, answer = call("POST", RETRIEVE, {"query": "encryption", "filters": filters}, False, context)
+    assert (status, answer["error"]["code"], answer["error"]["field"]) == (422, "validation_error", "filters")
+    assert named in answer["error"]["message"], label
+    status, answer = call("POST", "/v1/plan", {"query": "encryption", "filters": filters}, False, context)
+    assert (status, answer["error"].get("field")) == (422, "filters"), label
+
+
+def test_the_store_answers_any_number_of_filter_keys_and_values(seeded: EvidenceService) -> None:
+    """Below the API (batch tasks, the CLI): no SQLite limit turns a filter into a 500."""
+    from evidence.search.embedded import EmbeddedBackend
+
+    backend = seeded.backend
+    assert isinstance(backend, EmbeddedBackend)
+    store = backend.index_store(INDEX)
+    many_keys: dict[str, Any] = {f"k{i}": "x" for i in range(1_500)}
+    assert store.filtered_rowids(many_keys, None) == set()
+    ids = ["acme/soc2", *(f"missing-{i}" for i in range(300_000))]
+    allowed = store.filtered_rowids({"document_id": ids}, None)
+    assert allowed and {c.document_id for c in store.chunks_by_rowid(sorted(allowed)).values()} == {"acme/soc2"}
+
+
+def test_filter_keys_and_values_match_exactly(service: EvidenceService, context: LambdaContext) -> None:
+    """`{"team=red": "secret"}` is not `{"team": "red=secret"}`: lexically (tantivy's `key=value`
+    terms), in the records (dense, lookup) and through the API (hybrid)."""
+    for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
+        payload = {"document_id": doc_id, "filename": "a.txt", "text": "Encryption at rest.", "metadata": meta}
+        assert call("POST", DOCS, payload, False, context)[0] == 200
+    backend = service.backend
+    vector = service.embedder.embed_query("encryption")
+    cases: list[tuple[dict[str, Any], set[str]]] = [
+        ({"team": "red=secret"}, set()),
+        ({"team": "red"}, {"red"}),
+        ({"team=red": "secret"}, {"secret"}),
+        ({"team=red": ["secret", "x"]}, {"secret"}),
+        ({"team\\": "=red"}, set()),
+    ]
+    for filters, expected in cases:
+        found = {
+            "lexical": {h.chunk.document_id for h in backend.lexical(INDEX, "encryption", k=10, filters=filters)},
+            "dense": {h.chunk.document_id for h in backend.dense(INDEX, vector, k=10, filters=filters)},
+            "lookup": {h.chunk.document_id for h in backend.lookup(INDEX, filters)},
+        }
+        query = {"query": "encryption", "filters": filters, "top_k": 10}
+        status, answer = call("POST", RETRIEVE, query, False, context)
+        assert status == 200, answer
+        found["api"] = {h["document_id"] for h in answer["hits"]}
+        assert found == dict.fromkeys(found, expected), filters
