@@ -10,7 +10,14 @@ import pytest
 
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext
-from tests.functional.test_bad_input import DOCS, INDEX, RETRIEVE, call, seeded, still_there  # noqa: F401
+from tests.functional.test_bad_input import (
+    DOCS,
+    INDEX,
+    RETRIEVE,
+    call,
+    seeded,  # noqa: F401 (the fixture)
+    still_there,
+)
 
 _LOL = '["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'
 
@@ -28,7 +35,10 @@ def graph_upload(text: str, filename: str = "graph.yaml") -> dict[str, Any]:
     return {"filename": filename, "text": text, "metadata": {"kind": "graph"}}
 
 
-def test_yaml_alias_bomb_gets_a_small_422(seeded: EvidenceService, context: LambdaContext) -> None:
+def test_yaml_alias_bomb_gets_a_small_422(
+    seeded: EvidenceService,  # noqa: F811 (the imported fixture)
+    context: LambdaContext,
+) -> None:
     payload = graph_upload(alias_bomb())
     assert len(json.dumps(payload)) < 600  # the 508-byte request of the report, give or take
     status, answer = call("POST", DOCS, payload, False, context)
@@ -39,7 +49,10 @@ def test_yaml_alias_bomb_gets_a_small_422(seeded: EvidenceService, context: Lamb
     still_there(context)
 
 
-def test_yaml_anchor_alone_is_refused(seeded: EvidenceService, context: LambdaContext) -> None:
+def test_yaml_anchor_alone_is_refused(
+    seeded: EvidenceService,  # noqa: F811 (the imported fixture)
+    context: LambdaContext,
+) -> None:
     text = "nodes: &n\n  - {id: a, type: LO, text: x}\nedges: []\n"
     status, answer = call("POST", DOCS, graph_upload(text), False, context)
     assert (status, answer["error"]["code"]) == (422, "invalid_graph"), answer
@@ -50,17 +63,30 @@ def test_yaml_anchor_alone_is_refused(seeded: EvidenceService, context: LambdaCo
     ("label", "nodes", "edges"),
     [
         ("a huge id in a missing-field message", [{"id": "i" * 100_000, "type": "LO"}], []),
-        ("a huge strength", [{"id": "a", "type": "LO", "text": "x"}], [{"source": "a", "target": "a",
-         "type": "ASSESSED_BY", "strength": [["x" * 1000] * 10] * 10}]),  # fmt: skip
-        ("a huge edge type", [{"id": "a", "type": "LO", "text": "x"}], [{"source": "a", "target": "a",
-         "type": "T" * 100_000}]),  # fmt: skip
-        ("a huge dangling end", [{"id": "a", "type": "LO", "text": "x"}], [{"source": "a", "target": "b" * 100_000,
-         "type": "PREREQUISITE_OF"}]),  # fmt: skip
+        (
+            "a huge strength",
+            [{"id": "a", "type": "LO", "text": "x"}],
+            [{"source": "a", "target": "a", "type": "ASSESSED_BY", "strength": [["x" * 1000] * 10] * 10}],
+        ),
+        (
+            "a huge edge type",
+            [{"id": "a", "type": "LO", "text": "x"}],
+            [{"source": "a", "target": "a", "type": "T" * 100_000}],
+        ),
+        (
+            "a huge dangling end",
+            [{"id": "a", "type": "LO", "text": "x"}],
+            [{"source": "a", "target": "b" * 100_000, "type": "PREREQUISITE_OF"}],
+        ),
         ("a huge difficulty", [{"id": "a", "type": "LO", "text": "x", "difficulty": "d" * 100_000}], []),
     ],
 )
 def test_graph_errors_quote_at_most_200_characters_of_a_value(
-    seeded: EvidenceService, context: LambdaContext, label: str, nodes: Any, edges: Any
+    seeded: EvidenceService,  # noqa: F811 (the imported fixture)
+    context: LambdaContext,
+    label: str,
+    nodes: Any,
+    edges: Any,
 ) -> None:
     text = json.dumps({"nodes": nodes, "edges": edges})
     status, answer = call("POST", DOCS, graph_upload(text, "graph.json"), False, context)
@@ -81,7 +107,11 @@ def test_graph_errors_quote_at_most_200_characters_of_a_value(
     ],
 )
 def test_filters_past_a_limit_get_a_422_naming_the_field(
-    seeded: EvidenceService, context: LambdaContext, label: str, filters: dict[str, Any], named: str
+    seeded: EvidenceService,  # noqa: F811 (the imported fixture)
+    context: LambdaContext,
+    label: str,
+    filters: dict[str, Any],
+    named: str,
 ) -> None:
     status, answer = call("POST", RETRIEVE, {"query": "encryption", "filters": filters}, False, context)
     assert (status, answer["error"]["code"], answer["error"]["field"]) == (422, "validation_error", "filters")
@@ -90,7 +120,9 @@ def test_filters_past_a_limit_get_a_422_naming_the_field(
     assert (status, answer["error"].get("field")) == (422, "filters"), label
 
 
-def test_the_store_answers_any_number_of_filter_keys_and_values(seeded: EvidenceService) -> None:
+def test_the_store_answers_any_number_of_filter_keys_and_values(
+    seeded: EvidenceService,  # noqa: F811 (the imported fixture)
+) -> None:
     """Below the API (batch tasks, the CLI): no SQLite limit turns a filter into a 500."""
     from evidence.search.embedded import EmbeddedBackend
 
@@ -101,14 +133,21 @@ def test_the_store_answers_any_number_of_filter_keys_and_values(seeded: Evidence
     assert store.filtered_rowids(many_keys, None) == set()
     ids = ["acme/soc2", *(f"missing-{i}" for i in range(300_000))]
     allowed = store.filtered_rowids({"document_id": ids}, None)
-    assert allowed and {c.document_id for c in store.chunks_by_rowid(sorted(allowed)).values()} == {"acme/soc2"}
+    assert allowed and {c.document_id for c in store.chunks_by_rowid(sorted(allowed)).values()} == {
+        "acme/soc2"
+    }
 
 
 def test_filter_keys_and_values_match_exactly(service: EvidenceService, context: LambdaContext) -> None:
     """`{"team=red": "secret"}` is not `{"team": "red=secret"}`: lexically (tantivy's `key=value`
     terms), in the records (dense, lookup) and through the API (hybrid)."""
     for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
-        payload = {"document_id": doc_id, "filename": "a.txt", "text": "Encryption at rest.", "metadata": meta}
+        payload = {
+            "document_id": doc_id,
+            "filename": "a.txt",
+            "text": "Encryption at rest.",
+            "metadata": meta,
+        }
         assert call("POST", DOCS, payload, False, context)[0] == 200
     backend = service.backend
     vector = service.embedder.embed_query("encryption")
@@ -121,7 +160,9 @@ def test_filter_keys_and_values_match_exactly(service: EvidenceService, context:
     ]
     for filters, expected in cases:
         found = {
-            "lexical": {h.chunk.document_id for h in backend.lexical(INDEX, "encryption", k=10, filters=filters)},
+            "lexical": {
+                h.chunk.document_id for h in backend.lexical(INDEX, "encryption", k=10, filters=filters)
+            },
             "dense": {h.chunk.document_id for h in backend.dense(INDEX, vector, k=10, filters=filters)},
             "lookup": {h.chunk.document_id for h in backend.lookup(INDEX, filters)},
         }

@@ -44,7 +44,12 @@ def _decode(data: bytes, filename: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise GraphValidationError(
-                [("graph", f"{clip(filename)}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
+                [
+                    (
+                        "graph",
+                        f"{clip(filename)}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                    )
+                ]
             ) from None
     import yaml
 
@@ -57,7 +62,9 @@ def _decode(data: bytes, filename: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise GraphValidationError([("graph", f"{clip(filename)}: invalid YAML{where}: {clip(problem)}")]) from None
+        raise GraphValidationError(
+            [("graph", f"{clip(filename)}: invalid YAML{where}: {clip(problem)}")]
+        ) from None
 
 
 def _refuse_aliases(yaml: Any, text: str, loader: Any, filename: str) -> None:
@@ -116,7 +123,10 @@ def _node(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphNode | None
         difficulty = difficulty.lower()
         if difficulty not in DIFFICULTIES:
             problems.append(
-                (f"{where}.difficulty", f"{quote(values['difficulty'])} is not one of {', '.join(DIFFICULTIES)}")
+                (
+                    f"{where}.difficulty",
+                    f"{quote(values['difficulty'])} is not one of {', '.join(DIFFICULTIES)}",
+                )
             )
             ok = False
     if not ok:
@@ -173,7 +183,9 @@ def _edge(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphEdge | str 
 def graph_from_obj(obj: Any, *, filename: str = "graph") -> KnowledgeGraph:
     """A decoded JSON/YAML document → a validated graph (GraphValidationError otherwise)."""
     if not isinstance(obj, dict):
-        raise GraphValidationError([("graph", f"{clip(filename)}: expected an object with 'nodes' and 'edges'")])
+        raise GraphValidationError(
+            [("graph", f"{clip(filename)}: expected an object with 'nodes' and 'edges'")]
+        )
     raw_nodes = obj.get("nodes")
     raw_edges = obj.get("edges", [])
     problems: list[tuple[str, str]] = []
@@ -188,7 +200,9 @@ def graph_from_obj(obj: Any, *, filename: str = "graph") -> KnowledgeGraph:
     if problems:
         # Graph-level checks on a partial node list would report ends of the refused nodes as
         # dangling: the field problems come first.
-        unknown = [(f"edges[{i}].type", f"unknown edge type {quote(e)}") for i, e in edges if isinstance(e, str)]
+        unknown = [
+            (f"edges[{i}].type", f"unknown edge type {quote(e)}") for i, e in edges if isinstance(e, str)
+        ]
         raise GraphValidationError(problems + unknown)
     return validate_graph(nodes, edges)
 

@@ -191,7 +191,8 @@ def validate_graph(
         key = (edge.source, edge.target, edge.type)
         if key in seen_edges:
             warnings.append(
-                f"edges[{pos}]: repeats edges[{seen_edges[key]}] ({clip(edge.source)} {edge.type} {clip(edge.target)}); "
+                f"edges[{pos}]: repeats edges[{seen_edges[key]}] "
+                f"({clip(edge.source)} {edge.type} {clip(edge.target)}); "
                 "the stronger one is kept"
             )
             earlier = next(i for i, e in enumerate(good) if (e.source, e.target, e.type) == key)
@@ -209,8 +210,10 @@ def validate_graph(
     prereq = [(e.source, e.target) for e in good if e.type is EdgeType.PREREQUISITE_OF]
     cycle = find_cycle([n.id for n in nodes], prereq)
     if cycle is not None:
-        shown = [clip(c, 40) for c in cycle[:8]] + (["\u2026", clip(cycle[-1], 40)] if len(cycle) > 8 else [])
-        problems.append(("edges", f"PREREQUISITE_OF cycle of {len(cycle) - 1} edges: " + " -> ".join(shown)))
+        shown = [clip(c, 40) for c in cycle[:8]]
+        if len(cycle) > 8:
+            shown += [f"\u2026 ({len(cycle) - 1} edges in all)", clip(cycle[-1], 40)]
+        problems.append(("edges", "PREREQUISITE_OF cycle: " + " -> ".join(shown)))
     if problems:
         raise GraphValidationError(problems)
     return KnowledgeGraph(nodes=tuple(nodes), edges=tuple(good), warnings=tuple(warnings))

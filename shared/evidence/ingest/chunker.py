@@ -232,7 +232,9 @@ def chunk_document(
     if not doc.text.strip():
         raise DocumentParseError(name, "empty document")
     spans = extract_spans(doc)
-    check_count(name, "fact spans (sentences, items, rows)", len(spans), limits.max_spans, "split the document")
+    check_count(
+        name, "fact spans (sentences, items, rows)", len(spans), limits.max_spans, "split the document"
+    )
     passages = make_passages(
         doc,
         spans,

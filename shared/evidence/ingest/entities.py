@@ -46,7 +46,7 @@ def subject_names(title: str) -> list[str]:
 
 
 def _name_and_generic(title: str) -> list[str] | None:
-    """"NAME (generic name)" → [NAME, generic name]: the text before the first "(" and inside it.
+    """ "NAME (generic name)" → [NAME, generic name]: the text before the first "(" and inside it.
 
     Found with `str.find`, not a lazy regex, which would rescan a run of spaces from each of them."""
     i = title.find("(")

@@ -47,7 +47,12 @@ def test_txt_mixed_utf8_and_latin1_keeps_its_utf8_lines() -> None:
     text = parse_bytes(data, filename="mixed.txt").text
     assert text == "naïve café — 25 µg\nÅngström crème\n日本語\n"
     # A declared charset still decodes the whole file.
-    assert parse_bytes("é\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1").text == "é\n"
+    assert (
+        parse_bytes(
+            "é\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1"
+        ).text
+        == "é\n"
+    )
     with pytest.raises(DocumentParseError, match="neither UTF-8 nor cp1252"):
         parse_bytes(b"ok\n\x81\x8d\x8f binary\n", filename="b.txt")
 

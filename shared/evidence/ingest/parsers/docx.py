@@ -56,7 +56,11 @@ def _body(data: bytes, filename: str) -> ElementTree.Element:
             xml = zf.read(info)
             # Start tags: every "<" but end tags ("</"); comments and declarations count too (few).
             check_count(
-                filename, "docx XML elements", xml.count(b"<") - xml.count(b"</"), MAX_ELEMENTS, "split the document"
+                filename,
+                "docx XML elements",
+                xml.count(b"<") - xml.count(b"</"),
+                MAX_ELEMENTS,
+                "split the document",
             )
             root = ElementTree.fromstring(xml)
     except DocumentParseError:

@@ -404,7 +404,9 @@ class _HtmlText(HTMLParser):
         self.row = None
 
 
-def parse_html(html: str, filename: str, *, max_list_depth: int = DEFAULT_LIMITS.max_list_depth) -> ParsedDocument:
+def parse_html(
+    html: str, filename: str, *, max_list_depth: int = DEFAULT_LIMITS.max_list_depth
+) -> ParsedDocument:
     parser = _HtmlText(filename, max_list_depth)
     try:
         parser.feed(html)
