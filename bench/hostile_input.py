@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from copy import deepcopy
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def main() -> int:
             ("32,000 dots", "a" + "." * 32_000, "a.txt"),
         ]
         for kb in (20, 40, 320):
-            cases.append((f"ordinary {kb} KB (html)", lambda kb=kb: ordinary(kb * 1000, html=True), "a.html"))
+            cases.append((f"ordinary {kb} KB (html)", partial(ordinary, kb * 1000, html=True), "a.html"))
             cases.append((f"nested lists, depth 1,000, {kb} KB", nested_lists(kb * 1000), "a.html"))
             cases.append((f"nested lists, depth 100, {kb} KB", nested_lists(kb * 1000, 100), "a.html"))
         index(ordinary(2_000), "warm.txt")()  # load the model once, outside the figures

@@ -11,6 +11,7 @@ costs (60 KB of spaces: ~200x an ordinary document before the fix).
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable
 
@@ -227,3 +228,58 @@ def test_pdf_parse_budget_pages_and_content(monkeypatch: pytest.MonkeyPatch) -> 
         parse_bytes(data, filename="long.pdf")
     monkeypatch.setattr(pdf, "MAX_CONTENT_BYTES", 10**6)
     assert parse_bytes(data, filename="long.pdf").text.count("says something") == 12
+
+
+# The patterns as they were (quadratic on runs of spaces or marks): the linear rewrites must
+# classify every line as they did.
+_OLD = {
+    "table_sep": re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$"),
+    "terminal": re.compile("(?:[.!?\u2026]+)[\"'\u201d\u2019)\\]]*(?=\\s)"),
+    "rule": re.compile(r"^[ \t]*(?:([-*_=])[ \t]*)(?:\1[ \t]*){2,}$"),
+    "strength": re.compile(
+        r"\s+\d[\d.,]*\s*(?:mg|mcg|µg|g|ml|l|%|units?|iu|mmol)\b(?:\s*/\s*\w+)?(?=\s|$|,)", re.IGNORECASE
+    ),
+    "atx": re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$"),
+}
+_TOKENS = [
+    " ",
+    "\t",
+    "|",
+    "-",
+    "--",
+    ":",
+    ".",
+    "!",
+    "\u2026",
+    '"',
+    ")",
+    "*",
+    "_",
+    "=",
+    "#",
+    "a",
+    "x y",
+    "25",
+    "mg",
+    "/",
+    ",",
+]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), max_size=12).map("".join))
+def test_linear_patterns_classify_lines_as_the_old_ones_did(line: str) -> None:
+    from evidence.ingest import entities, spans
+    from evidence.ingest.parsers.markdown import atx_heading
+
+    def found(m: re.Match[str] | None) -> str | None:
+        return m.group() if m else None
+
+    assert found(spans._TABLE_SEP.match(line)) == found(_OLD["table_sep"].match(line))
+    assert found(spans._RULE.match(line)) == found(_OLD["rule"].match(line))
+    assert [m.span() for m in spans._TERMINAL.finditer(line)] == [
+        m.span() for m in _OLD["terminal"].finditer(line)
+    ]
+    assert entities._STRENGTH.sub("", line) == _OLD["strength"].sub("", line)
+    old = _OLD["atx"].match(line)
+    assert atx_heading(line) == ((len(old.group(1)), (old.group(2) or "").strip()) if old else None)
