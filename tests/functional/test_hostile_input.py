@@ -171,3 +171,34 @@ def test_filter_keys_and_values_match_exactly(service: EvidenceService, context:
         assert status == 200, answer
         found["api"] = {h["document_id"] for h in answer["hits"]}
         assert found == dict.fromkeys(found, expected), filters
+
+
+def test_a_store_written_with_unescaped_terms_matches_exactly_after_an_upgrade(
+    service: EvidenceService, context: LambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store built before keys were escaped: its documents with `=` in a key re-sync once."""
+    from evidence.search import embedded_store
+    from evidence.search.embedded import EmbeddedBackend
+
+    monkeypatch.setattr(embedded_store, "meta_term", lambda key, value: f"{key}={value}")  # the old terms
+    for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
+        payload = {
+            "document_id": doc_id,
+            "filename": "a.txt",
+            "text": "Encryption at rest.",
+            "metadata": meta,
+        }
+        assert call("POST", DOCS, payload, False, context)[0] == 200
+    backend = service.backend
+    assert isinstance(backend, EmbeddedBackend)
+    old = {
+        h.chunk.document_id
+        for h in backend.lexical(INDEX, "encryption", k=10, filters={"team": "red=secret"})
+    }
+    assert old == {"secret"}  # the ambiguity, as the old terms had it
+    backend.index_store(INDEX).set_info("meta_terms", "")  # as a store of the old code has no marker
+    backend.close()
+    monkeypatch.undo()
+    for filters, expected in [({"team": "red=secret"}, set()), ({"team=red": "secret"}, {"secret"})]:
+        found = {h.chunk.document_id for h in backend.lexical(INDEX, "encryption", k=10, filters=filters)}
+        assert found == expected, filters
