@@ -10,9 +10,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from evidence.names import MAX_QUERY_CHARS, reject_blank, reject_control_characters
+from evidence.names import (
+    MAX_FILTER_KEY_CHARS,
+    MAX_FILTER_KEYS,
+    MAX_QUERY_CHARS,
+    check_filters,
+    reject_blank,
+    reject_control_characters,
+)
 
 MetaScalar = str | int | float | bool
+#: What JSON Schema can say of `check_filters`' limits (the OpenAPI document; the total count of
+#: values and their lengths are checked by the validator alone).
+FILTERS_SCHEMA: dict[str, Any] = {
+    "maxProperties": MAX_FILTER_KEYS,
+    "propertyNames": {"maxLength": MAX_FILTER_KEY_CHARS},
+}
 Metadata = dict[str, MetaScalar | list[str] | None]
 
 
@@ -104,12 +117,13 @@ class RetrieveRequest(Overrides):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     profile: str = Field(default="default", max_length=64)
-    filters: dict[str, MetaScalar | list[str]] | None = None
+    filters: dict[str, MetaScalar | list[str]] | None = Field(default=None, json_schema_extra=FILTERS_SCHEMA)
     explain: bool = False
     conversation: list[ConversationTurn] | None = Field(default=None, max_length=50)
 
     _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
+    _bounded = field_validator("filters")(check_filters)
 
     def overrides(self) -> dict[str, Any]:
         """Only the override fields the caller actually set."""
@@ -209,10 +223,11 @@ class PlanRequest(_Edge):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     criterion_question: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     profile: str = Field(default="default", max_length=64)
-    filters: dict[str, MetaScalar | list[str]] | None = None
+    filters: dict[str, MetaScalar | list[str]] | None = Field(default=None, json_schema_extra=FILTERS_SCHEMA)
 
     _filled = field_validator("query")(reject_blank)
     _plain = field_validator("query", "criterion_question")(reject_control_characters)
+    _bounded = field_validator("filters")(check_filters)
 
 
 class FormatRequest(_Edge):

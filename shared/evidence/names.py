@@ -8,6 +8,7 @@ The one home of these values: the API models, settings, the backends and the CDK
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: Index names: OpenSearch's rules narrowed to what is also a safe folder name in the
 #: embedded store (no '.', no '/', no upper case, at most 64 characters).
@@ -18,6 +19,12 @@ DEFAULT_INDEX = "documents"
 #: A query, criterion question or conversation turn: a contract limit (docs/contracts.md#limits),
 #: enforced by the API models and repeated by API Gateway's request model, so not a setting.
 MAX_QUERY_CHARS = 4096
+#: A request's `filters` (docs/contracts.md#limits): keys, values in all, and the length of each.
+#: Past ~990 keys SQLite's expression tree overflowed and past 250,000 values its variables did.
+MAX_FILTER_KEYS = 64
+MAX_FILTER_VALUES = 4096
+MAX_FILTER_KEY_CHARS = 256
+MAX_FILTER_VALUE_CHARS = 1024
 #: The bundled MiniLM embedder's id, recorded by the indexes it builds; the answerability
 #: calibration (rank/confidence.py) is keyed by it.
 MINILM_MODEL_ID = "minilm-l6-v2-int8"
@@ -53,3 +60,26 @@ def reject_control_characters(value: str | None) -> str | None:
                 f"control character U+{ord(found.group()):04X} at position {found.start()}; remove it"
             )
     return value
+
+
+def check_filters(filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`filters` unchanged, or ValueError naming the limit it goes past (and the key, clipped)."""
+    if filters is None:
+        return None
+    if len(filters) > MAX_FILTER_KEYS:
+        raise ValueError(f"{len(filters):,} keys; at most {MAX_FILTER_KEYS} are accepted")
+    total = 0
+    for key, value in filters.items():
+        shown = repr(key[:40] + ("\u2026" if len(key) > 40 else ""))
+        if len(key) > MAX_FILTER_KEY_CHARS:
+            raise ValueError(f"key {shown} is {len(key):,} characters; at most {MAX_FILTER_KEY_CHARS}")
+        values = value if isinstance(value, list) else [value]
+        total += len(values)
+        if total > MAX_FILTER_VALUES:
+            raise ValueError(f"more than {MAX_FILTER_VALUES:,} values in all (at key {shown})")
+        for v in values:
+            if isinstance(v, str) and len(v) > MAX_FILTER_VALUE_CHARS:
+                raise ValueError(
+                    f"a value of key {shown} is {len(v):,} characters; at most {MAX_FILTER_VALUE_CHARS:,}"
+                )
+    return filters

@@ -302,8 +302,12 @@ class EvidenceService:
         metadata: dict[str, str] | None = None,
         progress: Callable[[IndexProgress], None] | None = None,
         embed: bool = True,
+        follow_symlinks: bool = False,
     ) -> IndexReport:
         """Index files, folders, BEIR corpora and record JSONL; one bad input fails alone.
+
+        Symlinked files in a folder are indexed when their target lies inside that folder, or
+        anywhere with `follow_symlinks`; every file skipped is in `failed` with its reason.
 
         `progress` is told after each input file and each write (`evidence index`'s bar)."""
         from evidence.ingest.sources import SourceFailure, file_items, iter_inputs, source_overrides
@@ -314,7 +318,8 @@ class EvidenceService:
         report = IndexReport()
         batch: list[DocumentChunks] = []
         # Listing the inputs first (no reading) gives the bar its total; without a bar, stream.
-        inputs = list(iter_inputs(paths)) if progress else iter_inputs(paths)
+        listed = iter_inputs(paths, follow_symlinks=follow_symlinks)
+        inputs = list(listed) if progress else listed
         total = len(inputs) if isinstance(inputs, list) else None
         files = pending = 0  # input files read; passages waiting in `batch`
         current = ""

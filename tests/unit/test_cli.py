@@ -158,3 +158,26 @@ def test_plan_and_eval_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--qa needs --index" in capsys.readouterr().err
     assert main(["eval", "--store", s]) == 2
     assert main(["eval", "--qa", str(tmp_path / "missing.jsonl"), "--index", "label", "--store", s]) == 2
+
+
+def test_index_names_every_skipped_file_and_refuses_links_leaving_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26: a link to a file outside the folder is an error line naming the link, not indexed."""
+    import os
+
+    (tmp_path / "outside.txt").write_text("root:x:0:0")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nInside.\n")
+    (docs / "passwd.txt").symlink_to(tmp_path / "outside.txt")
+    (docs / "gone.txt").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(docs / "pipe.txt")
+    monkeypatch.chdir(tmp_path)
+    assert main(["index", "docs", "--index", "t", "--store", "store"]) == 1
+    err = capsys.readouterr().err
+    assert "error: docs/passwd.txt: skipped: symlink to " in err and "--follow-symlinks" in err
+    assert "error: docs/gone.txt: skipped: dangling symlink" in err
+    assert "error: docs/pipe.txt: skipped: a FIFO, not a regular file" in err
+    assert main(["index", "docs", "--index", "t", "--store", "store", "--follow-symlinks"]) == 1
+    assert "docs/passwd.txt" not in capsys.readouterr().err

@@ -114,7 +114,9 @@ def key_values(pairs: Sequence[str], option: str) -> list[tuple[str, str]]:
 def shown_path(path: Path | str) -> str:
     """A path as error lines show it: below the working directory relative to it (as typed),
     else absolute, the way `evidence index` names its sources."""
-    resolved = Path(path).resolve()
+    given = Path(path)
+    # A symlink is named as the link (a refused link to /etc/passwd is the link's fault), not its target.
+    resolved = given.parent.resolve() / given.name if given.is_symlink() else given.resolve()
     try:
         return resolved.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:

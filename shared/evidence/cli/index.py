@@ -17,6 +17,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--type", metavar="TYPE", help='metadata "type" for every document (e.g. tc_files)')
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="also index symlinked files whose target lies outside the folder given (refused by default)",
+    )
+    p.add_argument(
         "--kind",
         choices=("documents", "graph"),
         default="documents",
@@ -45,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
             bar = FileProgress(f"indexing into {args.index}")
             try:
                 report = service.index_paths(
-                    args.index, paths, doc_type=args.type, metadata=metadata, progress=bar
+                    args.index,
+                    paths,
+                    doc_type=args.type,
+                    metadata=metadata,
+                    progress=bar,
+                    follow_symlinks=args.follow_symlinks,
                 )
             finally:
                 bar.close()

@@ -44,6 +44,10 @@ _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff
 #: It is not an `<index_N>` entry, so nothing in it is citable and `valid_indexes` stays [].
 NO_EVIDENCE_XML = "<no_evidence>No valid evidence found</no_evidence>"
 
+#: A round marker at the start of a line ("[Round 9]", "[ round 2 ]"): only the progression writes
+#: them; one inside a vendor's answer would read as a round of its own.
+_ROUND_MARKER = re.compile(r"^([ \t]*)\[([ \t]*round\b[^\]\n]*)\]", re.IGNORECASE | re.MULTILINE)
+
 DEFAULT_FOLLOWUP_SOURCE = "Follow-up Response"
 DEFAULT_FOLLOWUPS_SOURCE = "Follow-up Responses"
 
@@ -90,6 +94,12 @@ def _entry(index: int, source: str, content: str) -> str:
     )
 
 
+def neutralise_rounds(text: str) -> str:
+    """Round markers inside a question or answer as "(Round 9)": the progression's own "[Round N]"
+    lines stay the only ones, so document text cannot forge a round (or its question)."""
+    return _ROUND_MARKER.sub(r"\1(\2)", text)
+
+
 def format_followups(followups: Sequence[FollowupEntry], index: int) -> str:
     """Seed 000 step 5: one follow-up is a standard entry; several are one Q/A progression."""
     if not followups:
@@ -102,8 +112,8 @@ def format_followups(followups: Sequence[FollowupEntry], index: int) -> str:
     parts = []
     for fu in ordered:
         round_label = "?" if fu.round_number is None else str(fu.round_number)
-        question = fu.question or ""
-        answer = fu.answer if fu.answer is not None else fu.content
+        question = neutralise_rounds(fu.question or "")
+        answer = neutralise_rounds(fu.answer if fu.answer is not None else fu.content)
         parts.append(f"[Round {round_label}]\nQuestion: {question}\nAnswer: {answer}")
     source = f"{ordered[-1].filename or DEFAULT_FOLLOWUPS_SOURCE} (Multiple Rounds)"
     return _entry(index, source, "\n\n".join(parts))

@@ -20,6 +20,8 @@ from evidence.graph.model import (
     GraphNode,
     GraphValidationError,
     KnowledgeGraph,
+    clip,
+    quote,
     validate_graph,
 )
 
@@ -34,7 +36,7 @@ def _decode(data: bytes, filename: str) -> Any:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise GraphValidationError([("graph", f"{filename}: not UTF-8 text ({exc.reason})")]) from None
+        raise GraphValidationError([("graph", f"{clip(filename)}: not UTF-8 text ({exc.reason})")]) from None
     low = filename.lower()
     as_json = low.endswith(".json") or (not low.endswith((".yaml", ".yml")) and text.lstrip()[:1] in "{[")
     if as_json:
@@ -42,19 +44,46 @@ def _decode(data: bytes, filename: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise GraphValidationError(
-                [("graph", f"{filename}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
+                [
+                    (
+                        "graph",
+                        f"{clip(filename)}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                    )
+                ]
             ) from None
     import yaml
 
     # libyaml's loader when the wheel has it: 10x faster than the pure-Python one on a large graph.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        _refuse_aliases(yaml, text, loader, filename)
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise GraphValidationError([("graph", f"{filename}: invalid YAML{where}: {problem}")]) from None
+        raise GraphValidationError(
+            [("graph", f"{clip(filename)}: invalid YAML{where}: {clip(problem)}")]
+        ) from None
+
+
+def _refuse_aliases(yaml: Any, text: str, loader: Any, filename: str) -> None:
+    """Refuse anchors (`&a`) and aliases (`*a`) from the event stream, before any node is built.
+
+    A graph never needs them, and nine levels of aliases in 514 bytes expand to 10^9 values
+    ("billion laughs"): whatever reads the loaded value walks every one of them."""
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            mark = event.start_mark
+            raise GraphValidationError(
+                [
+                    (
+                        "graph",
+                        f"{clip(filename)}: YAML anchors and aliases are not accepted (line {mark.line + 1} "
+                        f"column {mark.column + 1}); write each value out",
+                    )
+                ]
+            )
 
 
 def _text(value: Any) -> str | None:
@@ -76,7 +105,7 @@ def _node(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphNode | None
     for key in ("id", "type", "text"):
         v = _text(raw.get(key))
         if v is None or not v.strip():
-            problems.append((f"{where}.{key}", f"required, a non-empty string (node {raw.get('id')!r})"))
+            problems.append((f"{where}.{key}", f"required, a non-empty string (node {quote(raw.get('id'))})"))
             ok = False
         values[key] = v.strip() if v is not None and key != "text" else v
     for key in ("title", "subject", "difficulty"):
@@ -94,7 +123,10 @@ def _node(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphNode | None
         difficulty = difficulty.lower()
         if difficulty not in DIFFICULTIES:
             problems.append(
-                (f"{where}.difficulty", f"{values['difficulty']!r} is not one of {', '.join(DIFFICULTIES)}")
+                (
+                    f"{where}.difficulty",
+                    f"{quote(values['difficulty'])} is not one of {', '.join(DIFFICULTIES)}",
+                )
             )
             ok = False
     if not ok:
@@ -137,7 +169,7 @@ def _edge(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphEdge | str 
         or not math.isfinite(strength)
         or not 0.0 <= strength <= 1.0
     ):
-        problems.append((f"{where}.strength", f"must be a number in [0, 1], got {strength!r}"))
+        problems.append((f"{where}.strength", f"must be a number in [0, 1], got {quote(strength)}"))
         return None
     try:
         edge_type = EdgeType(kind.strip().upper())
@@ -151,7 +183,9 @@ def _edge(i: int, raw: Any, problems: list[tuple[str, str]]) -> GraphEdge | str 
 def graph_from_obj(obj: Any, *, filename: str = "graph") -> KnowledgeGraph:
     """A decoded JSON/YAML document → a validated graph (GraphValidationError otherwise)."""
     if not isinstance(obj, dict):
-        raise GraphValidationError([("graph", f"{filename}: expected an object with 'nodes' and 'edges'")])
+        raise GraphValidationError(
+            [("graph", f"{clip(filename)}: expected an object with 'nodes' and 'edges'")]
+        )
     raw_nodes = obj.get("nodes")
     raw_edges = obj.get("edges", [])
     problems: list[tuple[str, str]] = []
@@ -166,7 +200,9 @@ def graph_from_obj(obj: Any, *, filename: str = "graph") -> KnowledgeGraph:
     if problems:
         # Graph-level checks on a partial node list would report ends of the refused nodes as
         # dangling: the field problems come first.
-        unknown = [(f"edges[{i}].type", f"unknown edge type {e!r}") for i, e in edges if isinstance(e, str)]
+        unknown = [
+            (f"edges[{i}].type", f"unknown edge type {quote(e)}") for i, e in edges if isinstance(e, str)
+        ]
         raise GraphValidationError(problems + unknown)
     return validate_graph(nodes, edges)
 

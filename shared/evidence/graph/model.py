@@ -9,6 +9,7 @@ refused graph is indexed (the checks run before any write).
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +19,23 @@ from evidence.errors import RequestValidationError
 LO_TYPE = "LO"
 DIFFICULTIES = ("intro", "core", "advanced")
 DEFAULT_STRENGTH = 1.0
+
+
+#: At most this many characters of any value from a file go into a message: a 508-byte YAML file
+#: can expand to a value whose repr() is 72 MB.
+QUOTE_CHARS = 200
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = QUOTE_CHARS
+_REPR.maxlevel = 3
+
+
+def quote(value: object) -> str:
+    """`repr(value)` bounded in size and in cost (reprlib stops at a depth and a length)."""
+    return clip(_REPR.repr(value))
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 class EdgeType(StrEnum):
@@ -32,7 +50,10 @@ class GraphValidationError(RequestValidationError):
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         # (field path, message) pairs; the first names the field of the envelope.
-        shown = "; ".join(f"{where}: {msg}" if where else msg for where, msg in problems[:5])
+        shown = "; ".join(
+            f"{clip(where)}: {clip(msg, 4 * QUOTE_CHARS)}" if where else clip(msg, 4 * QUOTE_CHARS)
+            for where, msg in problems[:5]
+        )
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         super().__init__(f"graph refused, nothing indexed: {shown}{more}", field=problems[0][0] or "graph")
         self.problems = list(problems)
@@ -146,7 +167,7 @@ def validate_graph(
     for i, n in enumerate(nodes):
         if n.id in first_seen:
             problems.append(
-                (f"nodes[{i}].id", f"duplicate node id {n.id!r} (first at nodes[{first_seen[n.id]}])")
+                (f"nodes[{i}].id", f"duplicate node id {quote(n.id)} (first at nodes[{first_seen[n.id]}])")
             )
         else:
             first_seen[n.id] = i
@@ -157,20 +178,21 @@ def validate_graph(
     seen_edges: dict[tuple[str, str, EdgeType], int] = {}
     for pos, edge in edges:
         if isinstance(edge, str):
-            problems.append((f"edges[{pos}].type", f"unknown edge type {edge!r}; valid: {valid}"))
+            problems.append((f"edges[{pos}].type", f"unknown edge type {quote(edge)}; valid: {valid}"))
             continue
         dangling = False
         for end in ("source", "target"):
             node_id = getattr(edge, end)
             if node_id not in kinds:
-                problems.append((f"edges[{pos}].{end}", f"{end} {node_id!r} is not a node of the graph"))
+                problems.append((f"edges[{pos}].{end}", f"{end} {quote(node_id)} is not a node of the graph"))
                 dangling = True
         if dangling:
             continue
         key = (edge.source, edge.target, edge.type)
         if key in seen_edges:
             warnings.append(
-                f"edges[{pos}]: repeats edges[{seen_edges[key]}] ({edge.source} {edge.type} {edge.target}); "
+                f"edges[{pos}]: repeats edges[{seen_edges[key]}] "
+                f"({clip(edge.source)} {edge.type} {clip(edge.target)}); "
                 "the stronger one is kept"
             )
             earlier = next(i for i, e in enumerate(good) if (e.source, e.target, e.type) == key)
@@ -181,13 +203,17 @@ def validate_graph(
         if edge.type is EdgeType.ASSESSED_BY and (not kinds[edge.source].is_lo or kinds[edge.target].is_lo):
             warnings.append(
                 f"edges[{pos}]: ASSESSED_BY should go from an LO to content "
-                f"({edge.source} is {kinds[edge.source].type}, {edge.target} is {kinds[edge.target].type})"
+                f"({clip(edge.source)} is {clip(kinds[edge.source].type)}, "
+                f"{clip(edge.target)} is {clip(kinds[edge.target].type)})"
             )
         good.append(edge)
     prereq = [(e.source, e.target) for e in good if e.type is EdgeType.PREREQUISITE_OF]
     cycle = find_cycle([n.id for n in nodes], prereq)
     if cycle is not None:
-        problems.append(("edges", "PREREQUISITE_OF cycle: " + " -> ".join(cycle)))
+        shown = [clip(c, 40) for c in cycle[:8]]
+        if len(cycle) > 8:
+            shown += [f"\u2026 ({len(cycle) - 1} edges in all)", clip(cycle[-1], 40)]
+        problems.append(("edges", "PREREQUISITE_OF cycle: " + " -> ".join(shown)))
     if problems:
         raise GraphValidationError(problems)
     return KnowledgeGraph(nodes=tuple(nodes), edges=tuple(good), warnings=tuple(warnings))

@@ -20,6 +20,7 @@ from typing import Any
 from evidence.embed.tokenizer import get_tokenizer, token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
+from evidence.ingest.limits import DEFAULT_LIMITS, IngestLimits, check_count
 from evidence.ingest.qa import with_qa_fields
 from evidence.ingest.spans import FactSpan, extract_spans, trim_offsets
 from evidence.records import Chunk, ChunkKind, DocumentChunks, ParsedDocument, Section
@@ -219,15 +220,21 @@ def chunk_document(
     overlap: int = DEFAULT_OVERLAP,
     as_record: bool = False,
     record_max_tokens: int = DEFAULT_RECORD_MAX_TOKENS,
+    limits: IngestLimits = DEFAULT_LIMITS,
 ) -> DocumentChunks:
     """Passages and fact spans of one document, with ids, hashes, section, page and metadata.
 
     `as_record`: the producer already made the text a retrieval unit (BEIR and JSONL
     records), so it stays one passage unless longer than `record_max_tokens`.
     """
+    name = source or document_id
+    check_count(name, "characters of text", len(doc.text), limits.max_chars, "split the document")
     if not doc.text.strip():
-        raise DocumentParseError(source or document_id, "empty document")
+        raise DocumentParseError(name, "empty document")
     spans = extract_spans(doc)
+    check_count(
+        name, "fact spans (sentences, items, rows)", len(spans), limits.max_spans, "split the document"
+    )
     passages = make_passages(
         doc,
         spans,
@@ -235,6 +242,7 @@ def chunk_document(
         overlap=overlap,
         single_up_to=record_max_tokens if as_record else None,
     )
+    check_count(name, "passages", len(passages), limits.max_passages, "split the document")
     meta = dict(with_qa_fields(doc.text, metadata))
     title = doc.title
     chunks: list[Chunk] = []

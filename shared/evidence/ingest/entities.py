@@ -16,8 +16,11 @@ SALT_WORDS = frozenset(
     dihydrate trihydrate anhydrous""".split()
 )
 #: A strength after a product name: "Quenzaril 25 mg film-coated tablets", "X 100 units/mL".
+#: It starts only at the first space of a run and never gives back what it matched (possessive
+#: quantifiers), so a title of 60,000 spaces is one pass, not one scan from every space.
 _STRENGTH = re.compile(
-    r"\s+\d[\d.,]*\s*(?:mg|mcg|µg|g|ml|l|%|units?|iu|mmol)\b(?:\s*/\s*\w+)?(?=\s|$|,)", re.IGNORECASE
+    r"(?<!\s)\s++\d[\d.,]*+\s*+(?:mg|mcg|µg|g|ml|l|%|units?|iu|mmol)\b(?:\s*+/\s*+\w++)?(?=\s|$|,)",
+    re.IGNORECASE,
 )
 _FORM_WORDS = re.compile(
     r"\b(?:tablets?|capsules?|injection|injectable|solution|suspension|cream|ointment|film[- ]coated|"
@@ -32,14 +35,25 @@ def subject_names(title: str) -> list[str]:
     t = re.sub(r"[*_`#]+", "", title).strip()
     t = _STRENGTH.sub("", t).strip()
     out: list[str] = []
-    m = re.match(r"^\s*([^()]+?)\s*\(([^()]+)\)", t)
-    if m:
-        out.extend([m.group(1).strip(" ,;:-"), m.group(2).strip()])
+    named = _name_and_generic(t)
+    if named:
+        out.extend(named)
     else:
         head = _FORM_WORDS.sub("", t).strip(" ,;:-")
         if head:
             out.append(head)
     return entity_aliases(out)
+
+
+def _name_and_generic(title: str) -> list[str] | None:
+    """ "NAME (generic name)" → [NAME, generic name]: the text before the first "(" and inside it.
+
+    Found with `str.find`, not a lazy regex, which would rescan a run of spaces from each of them."""
+    i = title.find("(")
+    j = title.find(")", i + 1)
+    if i <= 0 or j <= i + 1 or "(" in title[i + 1 : j] or not title[:i].strip():
+        return None
+    return [title[:i].strip().strip(" ,;:-"), title[i + 1 : j].strip()]
 
 
 def entity_aliases(names: Iterable[str]) -> list[str]:

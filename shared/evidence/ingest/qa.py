@@ -14,7 +14,8 @@ from typing import Any
 from evidence.rank.followups import is_followup_response
 
 # A label at the start of a line: "Q:", "Question:", "**Q:**", "Q1." … and the same for answers.
-_LABEL = r"^[ \t]*(?:\*\*|__)?{word}[ \t]*\d{{0,3}}[ \t]*[:.)](?:\*\*|__)?[ \t]*"
+# Possessive (`*+`): a label line of 60,000 spaces is one pass, not a search over their splits.
+_LABEL = r"^[ \t]*+(?:\*\*|__)?{word}[ \t]*+(?:\d{{1,3}}[ \t]*+)?[:.)](?:\*\*|__)?[ \t]*+"
 _QUESTION = re.compile(_LABEL.format(word="(?:q|question)"), re.IGNORECASE | re.MULTILINE)
 _ANSWER = re.compile(_LABEL.format(word="(?:a|answer)"), re.IGNORECASE | re.MULTILINE)
 _WS = re.compile(r"\s+")

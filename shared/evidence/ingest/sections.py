@@ -154,7 +154,7 @@ DEFAULT_LOINC: Mapping[str, str] = MappingProxyType(
 )
 
 _NUMBERING = re.compile(
-    r"^(?:(?:part|section|chapter)\s+[0-9ivxlc]+[.:)]?\s*|\d+(?:\.\d+)*[.)]?\s+|[ivxlc]+[.)]\s+|[a-z][.)]\s+)",
+    r"(?:(?:part|section|chapter)\s+[0-9ivxlc]+[.:)]?\s*|\d+(?:\.\d+)*[.)]?\s+|[ivxlc]+[.)]\s+|[a-z][.)]\s+)",
     re.IGNORECASE,
 )
 _NON_WORD = re.compile(r"[^0-9a-z]+")
@@ -164,10 +164,14 @@ def normalise_heading(heading: str) -> str:
     """ "12.3 Pharmacokinetics:" → "pharmacokinetics"; "HOW SUPPLIED/STORAGE & HANDLING" →
     "how supplied storage and handling"."""
     s = re.sub(r"[*_`#]+", " ", heading).strip()
-    prev = None
-    while prev != s:  # "Part II 4.3 ..." has two layers of numbering
-        prev = s
-        s = _NUMBERING.sub("", s).strip()
+    # "Part II 4.3 ..." has two layers of numbering: each is skipped by moving a position, not by
+    # copying the rest of the heading once per layer (quadratic on a heading of 20,000 "1. ").
+    pos = 0
+    while (m := _NUMBERING.match(s, pos)) and m.end() > pos:
+        pos = m.end()
+        while pos < len(s) and s[pos].isspace():
+            pos += 1
+    s = s[pos:].strip()
     s = s.lower().replace("&", " and ")
     return " ".join(_NON_WORD.sub(" ", s).split())
 

@@ -175,10 +175,13 @@ def _is_jsonl(name: str) -> bool:
     return low.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"))
 
 
-def _walk(folder: Path) -> Iterator[Path | SourceFailure]:
+def _walk(folder: Path, root: Path, follow_symlinks: bool) -> Iterator[Path | SourceFailure]:
     """Files under `folder` in path order (a folder's entries sorted by name), hidden entries skipped.
 
-    Symlinked folders are not followed (no cycles); symlinked files are.
+    Symlinked folders are not followed (no cycles); symlinked files are when their target lies
+    inside `root` (the folder given), or anywhere with `follow_symlinks`: a link in a shared
+    folder to /etc/passwd is not indexed by accident. Every other entry skipped gets a failure
+    line (a dangling link, a FIFO, a socket, a device), so nothing disappears silently.
     """
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -189,9 +192,46 @@ def _walk(folder: Path) -> Iterator[Path | SourceFailure]:
         if entry.name.startswith("."):
             continue
         if entry.is_dir(follow_symlinks=False):
-            yield from _walk(Path(entry.path))
-        elif entry.is_file():
+            yield from _walk(Path(entry.path), root, follow_symlinks)
+        elif entry.is_symlink():
+            yield _symlinked(Path(entry.path), root, follow_symlinks)
+        elif entry.is_file(follow_symlinks=False):
             yield Path(entry.path)
+        else:
+            yield SourceFailure(entry.path, f"skipped: {_file_kind(Path(entry.path))}, not a regular file")
+
+
+def _symlinked(link: Path, root: Path, follow_symlinks: bool) -> Path | SourceFailure:
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return SourceFailure(str(link), f"skipped: dangling symlink (to {os.readlink(link)})")
+    if target.is_dir():
+        return SourceFailure(str(link), "skipped: symlink to a folder (not followed; give the folder itself)")
+    if not target.is_file():
+        return SourceFailure(str(link), f"skipped: symlink to {_file_kind(target)}, not a regular file")
+    if not follow_symlinks and not target.is_relative_to(root):
+        return SourceFailure(
+            str(link),
+            f"skipped: symlink to {target}, outside {root} (evidence index --follow-symlinks indexes it)",
+        )
+    return link
+
+
+def _file_kind(path: Path) -> str:
+    import stat
+
+    try:
+        mode = path.lstat().st_mode
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    kinds = [
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def file_identity(file: Path) -> tuple[str, str]:
@@ -215,10 +255,11 @@ def iter_sources(
     *,
     doc_type: str | None = None,
     metadata: Mapping[str, str] | None = None,
+    follow_symlinks: bool = False,
 ) -> Iterator[SourceItem | SourceFailure]:
     """Work items for `evidence index PATH...`; `--type` and `--meta` override a record's own metadata."""
     overrides = source_overrides(doc_type, metadata)
-    for entry in iter_inputs(paths):
+    for entry in iter_inputs(paths, follow_symlinks=follow_symlinks):
         if isinstance(entry, SourceFailure):
             yield entry
         else:
@@ -232,13 +273,13 @@ def source_overrides(doc_type: str | None, metadata: Mapping[str, str] | None) -
     return overrides
 
 
-def iter_inputs(paths: Sequence[Path]) -> Iterator[Path | SourceFailure]:
+def iter_inputs(paths: Sequence[Path], *, follow_symlinks: bool = False) -> Iterator[Path | SourceFailure]:
     """The files `iter_sources` reads, in its order, without reading them (a progress bar's total):
     folders walked, BEIR companions and missing paths as failures."""
     for path in paths:
         if path.is_dir():
             beir_dirs: dict[Path, bool] = {}
-            for file in _walk(path):
+            for file in _walk(path, path.resolve(), follow_symlinks):
                 if isinstance(file, SourceFailure):
                     yield file
                 elif _beir_companion(file, beir_dirs):
@@ -251,7 +292,7 @@ def iter_inputs(paths: Sequence[Path]) -> Iterator[Path | SourceFailure]:
         elif path.is_file():
             yield path
         elif path.exists():
-            yield SourceFailure(str(path), "not a regular file or folder")
+            yield SourceFailure(str(path), f"{_file_kind(path)}, not a regular file or folder")
         else:
             yield SourceFailure(str(path), "no such file or folder")
 

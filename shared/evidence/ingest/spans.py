@@ -37,21 +37,24 @@ class FactSpan:
 # --- line classes ----------------------------------------------------------------------------
 
 _BULLET = re.compile(
-    r"^[ \t]*(?:"
+    r"^[ \t]*+(?:"
     # -, *, +, bullet glyphs, en dash (Word's dash bullet); not the em dash, which opens asides
     r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013]"
     # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
-    r")[ \t]+\S"
+    r")[ \t]++\S"
 )
 _CAPTION = re.compile(
-    r"^[ \t]*(?:\*\*|__)?(?:Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Exhibit|Plate|Scheme)"
-    r"[ \t]+[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*[ \t]*(?:\*\*|__)?[ \t]*[:.\u2014\u2013-]",
+    r"^[ \t]*+(?:\*\*|__)?(?:Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Exhibit|Plate|Scheme)"
+    r"[ \t]++[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*[ \t]*+(?:(?:\*\*|__)[ \t]*+)?[:.\u2014\u2013-]",
     re.IGNORECASE,
 )
-_RULE = re.compile(r"^[ \t]*(?:([-*_=])[ \t]*)(?:\1[ \t]*){2,}$")
+_RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")
 _FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
-_TABLE_SEP = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)+\|?[ \t]*$")
+# Possessive quantifiers (`*+`, `++`) never give back what they matched: every piece here is
+# followed by a character it cannot match, so nothing is lost, and a line of 60,000 spaces is one
+# pass instead of a backtracking search over every split of the spaces between two `[ \t]*`.
+_TABLE_SEP = re.compile(r"^[ \t]*+(?:\|[ \t]*+)?:?-{2,}+:?[ \t]*+(?:\|[ \t]*+:?-{2,}+:?[ \t]*+)++\|?[ \t]*+$")
 _ALNUM = re.compile(r"\w")
 
 _BLANK, _SKIP, _PROSE = 0, 1, 2
@@ -98,7 +101,9 @@ _OPENERS = frozenset(
     to thus moreover furthermore finally here although while when after before but of from with by
     since because all both each one two patients results conclusions methods background""".split()
 )
-_TERMINAL = re.compile("(?:[.!?\u2026]+)[\"'\u201d\u2019)\\]]*(?=\\s)")
+# A match starts only at the first mark of a run (the lookbehind): a run of 32,000 dots not followed
+# by a space is then scanned once, not once from each of its dots.
+_TERMINAL = re.compile("(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\\]]*+(?=\\s)")
 _OPEN = "\"'\u201c\u2018([{"
 _DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
 

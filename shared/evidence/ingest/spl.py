@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
 from evidence.errors import DocumentParseError
+from evidence.ingest.limits import DEFAULT_LIMITS, check_count
 from evidence.records import ParsedDocument, Section
 
 NS = "urn:hl7-org:v3"
@@ -33,6 +34,9 @@ _WS = re.compile(r"\s+")
 _DTD = re.compile(rb"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 #: Sections holding structured product data or packaging art, not label text.
 _SKIP_CODES = frozenset({"48780-1"})
+#: Nested list items indent two spaces per level up to this depth (deeper ones stay at it), so
+#: the text grows linearly with the nesting.
+_MAX_INDENT_LEVELS = 8
 _INLINE_SKIP = frozenset({f"{_V3}footnote", f"{_V3}renderMultiMedia", f"{_V3}observationMedia"})
 
 
@@ -134,7 +138,7 @@ def _list(b: _Builder, lst: ElementTree.Element, depth: int = 0) -> None:
         marker = f"{n}. " if ordered else "- "
         body = f"{label} {text}".strip() if label and not ordered else text
         if body:
-            b.block("  " * depth + marker + body, tight=not first)
+            b.block("  " * min(depth, _MAX_INDENT_LEVELS) + marker + body, tight=not first)
             first = False
         for c in nested:
             _list(b, c, depth + 1)
@@ -202,6 +206,20 @@ def _subject(root: ElementTree.Element) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _depth(root: ElementTree.Element, limit: int) -> int:
+    """How deep elements nest under `root`, walked with a stack; stops counting just past `limit`
+    (the walk that builds the text recurses per level, so depth is checked before it)."""
+    deepest = 0
+    stack = [(root, 1)]
+    while stack:
+        el, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > limit:
+            break
+        stack.extend((child, d + 1) for child in el)
+    return deepest
+
+
 def parse_spl(data: bytes, filename: str) -> ParsedDocument:
     """Parse SPL XML bytes; `DocumentParseError` names the file and what is wrong."""
     if _DTD.search(data[:65536]):
@@ -212,6 +230,13 @@ def parse_spl(data: bytes, filename: str) -> ParsedDocument:
         root = ElementTree.fromstring(data)
     except ElementTree.ParseError as exc:
         raise DocumentParseError(filename, f"malformed XML: {exc}") from exc
+    check_count(
+        filename,
+        "XML element nesting depth",
+        _depth(root, DEFAULT_LIMITS.max_xml_depth),
+        DEFAULT_LIMITS.max_xml_depth,
+        "SPL labels nest about 20 elements deep",
+    )
     if root.tag != f"{_V3}document":
         raise DocumentParseError(filename, "not an SPL document (root is not an HL7 v3 <document>)")
     body = root.find(f"{_V3}component/{_V3}structuredBody")

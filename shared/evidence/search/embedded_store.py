@@ -85,6 +85,8 @@ _CHUNK_COLS = (
 #: Built-in fields that filters may name besides metadata keys.
 BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
 _WRITER_HEAP = 64_000_000
+#: How metadata pairs become lexical terms (`meta_term`); a store without it is re-synced once.
+_META_TERMS = "escaped-key"
 #: Chunks kept decoded in memory per open index (~1-2 kB each).
 CHUNK_CACHE_SIZE = 50_000
 
@@ -96,6 +98,13 @@ def filter_value(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def meta_term(key: str, value: str) -> str:
+    """The lexical filter term of one metadata pair: `key=value`, with `\\` and `=` escaped in the
+    key, so the first unescaped `=` is the separator. Unescaped, `{"team=red": "secret"}` and
+    `{"team": "red=secret"}` were the same term. Ordinary keys give the same terms as before."""
+    return key.replace("\\", "\\\\").replace("=", "\\=") + "=" + value
 
 
 def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -192,6 +201,14 @@ class IndexStore:
                 store.set_info("analyzer", analyzer.name)
             elif recorded != analyzer.name:
                 store.analyzer = get_analyzer(AnalyzerConfig.from_name(recorded))
+            if store.info("meta_terms") != _META_TERMS:
+                # Written before keys were escaped: documents with "=" or "\\" in a metadata key
+                # get their lexical terms again (the records are the truth; see sync_pending).
+                store._db.execute(
+                    "INSERT OR IGNORE INTO lexical_pending SELECT DISTINCT document_id FROM doc_meta "
+                    "WHERE instr(key, '=') > 0 OR instr(key, '\\') > 0"
+                )
+                store.set_info("meta_terms", _META_TERMS)
         except sqlite3.DatabaseError as exc:
             raise BackendError(f"index {root.name!r} store is unreadable: {exc}") from exc
         return store
@@ -276,7 +293,7 @@ class IndexStore:
         doc.add_text("chunk_id", chunk.chunk_id)
         doc.add_text("document_id", chunk.document_id)
         for key, value in _meta_terms(chunk):
-            doc.add_text("meta", f"{key}={value}")
+            doc.add_text("meta", meta_term(key, value))
         doc.add_text("body", " ".join(self.analyzer.analyze(chunk.search_text)))
         return doc
 
@@ -558,26 +575,31 @@ class IndexStore:
         """Row ids allowed by the filters, or None when nothing restricts (fast path)."""
         if not filters:
             return None
-        where: list[str] = []
-        args: list[str] = []
+        # One parameter per key (its values as a JSON array) and one query per key, intersected
+        # here: SQLite caps both variables (250,000) and expression depth (~1,000 terms), and the
+        # API's limits (names.MAX_FILTER_*) should not be the only thing between a caller and a 500.
+        allowed: set[int] | None = None
         for key, value in filters.items():
             values = (
                 [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
             )
-            marks = ",".join("?" * len(values))
+            args: list[str] = [json.dumps(values)]
             if key in BUILTIN_FILTER_FIELDS:
-                where.append(f"{key} IN ({marks})")
+                cond = f"{key} IN (SELECT value FROM json_each(?))"
             else:
-                where.append(
-                    f"document_id IN (SELECT document_id FROM doc_meta WHERE key = ? AND value IN ({marks}))"
+                cond = (
+                    "document_id IN (SELECT document_id FROM doc_meta WHERE key = ? "
+                    "AND value IN (SELECT value FROM json_each(?)))"
                 )
-                args.append(key)
-            args.extend(values)
-        if kind is not None:
-            where.append("kind = ?")
-            args.append(kind.value)
-        sql = "SELECT rowid FROM chunks WHERE " + " AND ".join(where)
-        return {int(r[0]) for r in self._db.execute(sql, args)}
+                args.insert(0, key)
+            if kind is not None:
+                cond += " AND kind = ?"
+                args.append(kind.value)
+            rows = {int(r[0]) for r in self._db.execute(f"SELECT rowid FROM chunks WHERE {cond}", args)}
+            allowed = rows if allowed is None else allowed & rows
+            if not allowed:
+                break
+        return allowed if allowed is not None else set()
 
     # --- search ---------------------------------------------------------------------------
 
@@ -620,7 +642,7 @@ class IndexStore:
                 if key == "chunk_id":  # its own raw field: restricting to known chunks (score completion)
                     tq = tantivy.Query.term_set_query(schema, "chunk_id", [str(v) for v in vals])
                 else:
-                    terms = [f"{key}={filter_value(v)}" for v in vals]
+                    terms = [meta_term(key, filter_value(v)) for v in vals]
                     tq = tantivy.Query.term_set_query(schema, "meta", terms)
                 # Zero-weight filter: restricts the set without touching BM25 scores.
                 musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))

@@ -40,6 +40,23 @@ def test_txt_falls_back_to_cp1252_only_when_utf8_fails() -> None:
     assert parse_bytes("café".encode(), filename="a.txt").text == "café"
 
 
+def test_txt_mixed_utf8_and_latin1_keeps_its_utf8_lines() -> None:
+    """Issue 26: a file pasted from a UTF-8 and a latin-1 source; decoded whole as cp1252, every
+    UTF-8 line became mojibake ("naÃ¯ve")."""
+    data = "naïve café — 25 µg\n".encode() + "Ångström crème\n".encode("latin-1") + "日本語\n".encode()
+    text = parse_bytes(data, filename="mixed.txt").text
+    assert text == "naïve café — 25 µg\nÅngström crème\n日本語\n"
+    # A declared charset still decodes the whole file.
+    assert (
+        parse_bytes(
+            "é\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1"
+        ).text
+        == "é\n"
+    )
+    with pytest.raises(DocumentParseError, match="neither UTF-8 nor cp1252"):
+        parse_bytes(b"ok\n\x81\x8d\x8f binary\n", filename="b.txt")
+
+
 # --- Markdown --------------------------------------------------------------------------------
 
 MD = """# Product Label

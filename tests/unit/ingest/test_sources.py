@@ -273,3 +273,40 @@ def test_the_same_file_through_another_argument_is_the_same_document(
     assert [i.document_id for i in part] == [readme]
     assert [i.document_id for i in dotted] == [readme]
     assert [i.document_id for i in linked] == [readme]
+
+
+def test_symlinks_leaving_the_folder_are_refused_unless_allowed(tmp_path: Path) -> None:
+    """Issue 26: a link in an indexed folder to a file outside it (e.g. /etc/passwd) is not read."""
+    import os
+
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:x:0:0")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nInside.")
+    (folder / "inner.md").symlink_to(folder / "a.md")
+    (folder / "passwd.txt").symlink_to(outside)
+    (folder / "gone.txt").symlink_to(tmp_path / "never-there.txt")
+    (folder / "sub").symlink_to(tmp_path, target_is_directory=True)
+    os.mkfifo(folder / "pipe.txt")
+    out = list(iter_sources([folder]))
+    # The inner link is read too (as the file it points to: the same document id).
+    assert sorted(Path(i.source).name for i in items(out)) == ["a.md", "a.md"]
+    reasons = {Path(f.source).name: f.reason for f in failures(out)}
+    assert reasons["passwd.txt"].startswith(f"skipped: symlink to {outside}, outside {folder}")
+    assert "--follow-symlinks" in reasons["passwd.txt"]
+    assert reasons["gone.txt"].startswith("skipped: dangling symlink")
+    assert reasons["sub"].startswith("skipped: symlink to a folder")
+    assert reasons["pipe.txt"] == "skipped: a FIFO, not a regular file"
+    allowed = list(iter_sources([folder], follow_symlinks=True))
+    assert "secret.txt" in {Path(i.source).name for i in items(allowed)}
+    assert "passwd.txt" not in {Path(f.source).name for f in failures(allowed)}
+
+
+def test_a_fifo_given_as_an_argument_is_named(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    assert [f.reason for f in failures(list(iter_sources([tmp_path / "pipe"])))] == [
+        "a FIFO, not a regular file or folder"
+    ]

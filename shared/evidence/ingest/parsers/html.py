@@ -6,6 +6,7 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from evidence.errors import DocumentParseError
+from evidence.ingest.limits import DEFAULT_LIMITS, check_count
 from evidence.ingest.parsers.layout import WS, Heading, flat_sections, table_cell, table_row
 from evidence.records import ParsedDocument
 
@@ -66,6 +67,13 @@ _SKIP_CLASSES = frozenset(
 # texinfo's `<div class="header">` is its "Next: … Previous: … Up: … [Index]" bar; elsewhere a
 # "header" class may hold the page's title, so it is skipped only in makeinfo's output.
 _TEXINFO_SKIP_CLASSES = frozenset({"header"})
+# List items indent by two spaces per level up to this depth only: the indentation shows nesting,
+# and a file of 1,000 nested lists would otherwise write ~1,000 spaces per item (quadratic text).
+_MAX_INDENT_LEVELS = 8
+# html.parser, at close(), re-reads the rest of the document from each tag or comment that never
+# ends (one scan to the end of the file each: 20 KB of "<a " took 9 s). A few happen in a
+# truncated file; past this many the document is refused instead of scanned again and again.
+_MAX_UNTERMINATED = 8
 # What a permalink shows: an `<a href="#…">` holding only one of these is a mark, not text.
 _PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋"})
 
@@ -88,8 +96,12 @@ def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
 class _HtmlText(HTMLParser):
     """Streams visible text into lines; tracks headings as sections and tables as pipe rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, filename: str = "", max_list_depth: int = DEFAULT_LIMITS.max_list_depth) -> None:
         super().__init__(convert_charrefs=True)
+        self.filename = filename
+        self.max_list_depth = max_list_depth
+        self.closing = False  # in close(): constructs still open now run to the end of the input
+        self.unterminated = 0
         self.out: list[str] = []
         self.length = 0
         self.pending_break = 0  # newlines owed before the next text (1 line, 2 paragraph)
@@ -111,6 +123,34 @@ class _HtmlText(HTMLParser):
         self.first_h1 = ""
         self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
         self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
+
+    # Each construct parser returns -1 when its construct runs to the end of the input: count them.
+    def _counted(self, result: int) -> int:
+        if result < 0 and self.closing:
+            self.unterminated += 1
+            check_count(
+                self.filename,
+                "malformed HTML: tags or comments that never end",
+                self.unterminated,
+                _MAX_UNTERMINATED,
+                "close them (each one is re-read to the end of the file)",
+            )
+        return result
+
+    def parse_starttag(self, i: int) -> int:
+        return self._counted(super().parse_starttag(i))
+
+    def parse_endtag(self, i: int) -> int:
+        return self._counted(super().parse_endtag(i))
+
+    def parse_comment(self, i: int, report: bool = True) -> int:
+        return self._counted(super().parse_comment(i, report))
+
+    def parse_pi(self, i: int) -> int:
+        return self._counted(super().parse_pi(i))
+
+    def parse_html_declaration(self, i: int) -> int:
+        return self._counted(super().parse_html_declaration(i))
 
     # output helpers
     def _emit(self, s: str) -> None:
@@ -178,6 +218,13 @@ class _HtmlText(HTMLParser):
         elif tag in _LISTS:
             self._break(2 if not self.lists else 1)
             self.lists.append([1 if tag == "ol" else 0, 0])
+            check_count(
+                self.filename,
+                "list nesting depth",
+                len(self.lists),
+                self.max_list_depth,
+                "flatten the lists or close their tags",
+            )
         elif tag == "li":
             self._start_item()
         elif tag == "tr":
@@ -223,7 +270,7 @@ class _HtmlText(HTMLParser):
 
     def _start_item(self) -> None:
         self._break(1)
-        depth = max(len(self.lists) - 1, 0)
+        depth = min(max(len(self.lists) - 1, 0), _MAX_INDENT_LEVELS)
         marker = "- "
         if self.lists and self.lists[-1][0]:
             self.lists[-1][1] += 1
@@ -291,6 +338,7 @@ class _HtmlText(HTMLParser):
         self._break(2)
 
     def close(self) -> None:
+        self.closing = True
         super().close()
         if self.row is not None:
             self._flush_row()  # a table still open at the end of the document
@@ -356,11 +404,15 @@ class _HtmlText(HTMLParser):
         self.row = None
 
 
-def parse_html(html: str, filename: str) -> ParsedDocument:
-    parser = _HtmlText()
+def parse_html(
+    html: str, filename: str, *, max_list_depth: int = DEFAULT_LIMITS.max_list_depth
+) -> ParsedDocument:
+    parser = _HtmlText(filename, max_list_depth)
     try:
         parser.feed(html)
         parser.close()
+    except DocumentParseError:
+        raise
     except Exception as exc:  # html.parser is lenient; anything raised is a real defect of the input
         raise DocumentParseError(filename, f"malformed HTML: {exc}") from exc
     text = "".join(parser.out)

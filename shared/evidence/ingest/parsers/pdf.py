@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentParseError
+from evidence.ingest.limits import DEFAULT_LIMITS, check_count
 from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines
 from evidence.records import ParsedDocument
 
@@ -234,11 +235,40 @@ def _read_pages(data: bytes, filename: str) -> tuple[list[str], str]:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
             _decrypt(reader, filename)
-        return [_page_text(page) for page in reader.pages], _title(reader)
+        return _page_texts(reader, filename), _title(reader)
     except DocumentParseError:
         raise
     except Exception as exc:
         raise DocumentParseError(filename, f"corrupt PDF: {exc}") from exc
+
+
+#: Parse cost of one PDF: pages, the bytes their content streams decode to (what text extraction
+#: walks; pypdf caps each stream at 75 MB, not their sum) and the characters extracted. Real
+#: documents stay far below: a 1,000-page manual is ~50 MB of content and ~3 M characters.
+MAX_PAGES = 5_000
+MAX_CONTENT_BYTES = 256 * 1024 * 1024
+
+
+def _page_texts(reader: PdfReader, filename: str) -> list[str]:
+    pages = reader.pages
+    check_count(filename, "PDF pages", len(pages), MAX_PAGES, "split the document")
+    texts: list[str] = []
+    content = chars = 0
+    for page in pages:
+        content += _content_bytes(page)
+        check_count(filename, "bytes of PDF page content", content, MAX_CONTENT_BYTES, "split the document")
+        texts.append(_page_text(page))
+        chars += len(texts[-1])
+        check_count(filename, "characters of text", chars, DEFAULT_LIMITS.max_chars, "split the document")
+    return texts
+
+
+def _content_bytes(page: PageObject) -> int:
+    try:
+        contents = page.get_contents()
+        return 0 if contents is None else len(contents.get_data())
+    except Exception:
+        return 0  # an unreadable page is skipped by `_page_text` too
 
 
 def _decrypt(reader: PdfReader, filename: str) -> None:

@@ -18,7 +18,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 def decode_text(data: bytes, *, filename: str, charset: str | None = None) -> str:
-    """UTF-8 (BOM aware; UTF-16/32 only with a BOM), else the declared charset, else cp1252."""
+    """UTF-8 (BOM aware; UTF-16/32 only with a BOM), else the declared charset, else UTF-8 per line
+    with cp1252 for the lines that are not UTF-8."""
     text: str | None = None
     for bom, encoding in _BOMS:
         if data.startswith(bom):
@@ -30,22 +31,42 @@ def decode_text(data: bytes, *, filename: str, charset: str | None = None) -> st
     if text is None:
         if b"\x00" in data[:8192]:
             raise DocumentParseError(filename, "binary content, not text (NUL bytes)")
-        candidates = ["utf-8"]
+        fallback = "cp1252"
         if charset and _known(charset) and codecs.lookup(charset).name != "utf-8":
-            candidates.append(charset)
-        candidates.append("cp1252")
-        for encoding in candidates:
+            fallback = charset
+        # A declared charset is trusted for the whole file; cp1252 is only a guess, made per line.
+        whole = ("utf-8",) if fallback == "cp1252" else ("utf-8", fallback)
+        for encoding in whole:
             try:
                 text = data.decode(encoding)
                 break
             except UnicodeDecodeError:
                 continue
         if text is None:
-            raise DocumentParseError(filename, "binary content, not text (neither UTF-8 nor cp1252)")
+            text = _decode_lines(data, fallback, filename)
     sample = text[:20000]
     if sample and len(_CONTROL.findall(sample)) > max(8, len(sample) // 20):
         raise DocumentParseError(filename, "binary content, not text (control characters)")
     return text
+
+
+def _decode_lines(data: bytes, fallback: str, filename: str) -> str:
+    """UTF-8 line by line, `fallback` (cp1252 unless a charset is declared) for the lines that are
+    not: a file pasted together from a UTF-8 and a latin-1 source keeps its UTF-8 lines intact,
+    where decoding it whole as cp1252 turned every one of them into mojibake. Lines are cut at
+    b"\\n" and joined with "\\n", so line structure and offsets within a line are as decoded."""
+    out: list[str] = []
+    for line in data.split(b"\n"):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            try:
+                out.append(line.decode(fallback))
+            except UnicodeDecodeError:
+                raise DocumentParseError(
+                    filename, f"binary content, not text (neither UTF-8 nor {fallback})"
+                ) from None
+    return "\n".join(out)
 
 
 def _known(charset: str) -> bool:

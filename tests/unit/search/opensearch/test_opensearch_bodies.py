@@ -290,3 +290,10 @@ def test_strict_mode_is_what_catches_unknown_query_types(spec: OpenSearchSpec) -
 def test_filter_values_are_typed_as_the_spec_expects(spec: OpenSearchSpec) -> None:
     body = b.lexical_body("x", k=1, filters={"score": 1.5, "n": np.int64(3).item()}, kind=None)
     spec.validate_request(*SEARCH, body)
+
+
+def test_filter_keys_and_values_stay_apart_in_opensearch_terms() -> None:
+    """Issue 26: `{"team": "red=secret"}` must not match `{"team=red": "secret"}`. OpenSearch keeps
+    each key a keyword field of its own, so the key and the value never share one string."""
+    assert b.filter_clauses({"team": "red=secret"}, None)[1:] == [{"term": {"metadata.team": "red=secret"}}]
+    assert b.filter_clauses({"team=red": "secret"}, None)[1:] == [{"term": {"metadata.team=red": "secret"}}]
