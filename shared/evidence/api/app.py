@@ -10,6 +10,8 @@ import base64
 import binascii
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -34,17 +36,41 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=BaseModel)
 
-_apps: list[APIGatewayRestResolver] = []
+#: Idle resolvers. A Powertools resolver keeps the request it is resolving on itself
+#: (`current_event`), so one resolver serves one request at a time: concurrent requests
+#: (`evidence serve`'s threads) each lease one, and there are never more than requests in flight.
+_idle: list[APIGatewayRestResolver] = []
+_built: list[APIGatewayRestResolver] = []
 _lock = threading.Lock()
 
 
 def get_app() -> APIGatewayRestResolver:
-    """The resolver, built on first use (Powertools reads env vars when constructed)."""
-    if not _apps:
+    """A resolver, built on first use (Powertools reads env vars when constructed)."""
+    with _lock:
+        if _built:
+            return _built[0]
+    app = build_app()
+    with _lock:
+        if not _built:
+            _built.append(app)
+            _idle.append(app)
+        return _built[0]
+
+
+@contextmanager
+def leased_app() -> Iterator[APIGatewayRestResolver]:
+    """A resolver nobody else is using until the block ends."""
+    with _lock:
+        app = _idle.pop() if _idle else None
+    if app is None:
+        app = build_app()
         with _lock:
-            if not _apps:
-                _apps.append(build_app())
-    return _apps[0]
+            _built.append(app)
+    try:
+        yield app
+    finally:
+        with _lock:
+            _idle.append(app)
 
 
 #: Kept back from the Lambda's remaining time to serialise the answer and log.
@@ -66,8 +92,8 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     budget = request_budget_s(
         int(remaining()) if callable(remaining) else None, runtime.settings().request_deadline_s
     )
-    with deadline_scope(budget):
-        return get_app().resolve(event, context)
+    with deadline_scope(budget), leased_app() as app:
+        return app.resolve(event, context)
 
 
 def json_response(status: int, payload: BaseModel | dict[str, Any]) -> Response[str]:
