@@ -182,6 +182,20 @@ class EvidenceService:
                         self._embedder = inner
         return self._embedder
 
+    def document_embedder(self, index: str) -> Embedder:
+        """The embedder for `index`'s documents: its cache reads and writes `index`'s vectors only,
+        unless EVIDENCE_EMBEDDING_CACHE_SCOPE=shared."""
+        from evidence.config import EmbeddingCacheScope
+        from evidence.embed.cache import CachedEmbedder
+
+        emb = self.embedder
+        if (
+            isinstance(emb, CachedEmbedder)
+            and self.settings.embedding_cache_scope is EmbeddingCacheScope.INDEX
+        ):
+            return emb.scoped(f"index:{index}")
+        return emb
+
     @property
     def reranker(self) -> Reranker | None:
         if not self._reranker_built:
@@ -223,7 +237,8 @@ class EvidenceService:
                     if c.kind is ChunkKind.PASSAGE:
                         texts.append(c.search_text)
                         owners.append((di, ci))
-            emb = self.embedder.embed_documents(texts) if texts else np.empty((0, self.embedder.dimension))
+            embedder = self.document_embedder(index)
+            emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
             # Rows stay NaN ("no vector") for fact spans: they are found lexically, and embedding
             # every sentence would multiply indexing cost for a leg the cascade uses last.
             mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
@@ -503,6 +518,10 @@ class EvidenceService:
         check_index_name(index)
         info = self.backend.get_index(index)
         self.backend.delete_index(index)
+        from evidence.embed.cache import CachedEmbedder
+
+        if isinstance(self._embedder, CachedEmbedder):
+            self._embedder.cache.drop_scope(f"index:{index}")
         return info
 
     def index_summaries(
