@@ -263,11 +263,8 @@ class EvidenceService:
             )
         return out
 
-    def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
-        from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
-        from evidence.ingest.sections import annotate_chunks
-
-        check_index_name(index)
+    def document_data(self, request: IndexDocumentRequest) -> bytes:
+        """The upload's bytes (its text, or its base64 decoded), within the document size limit."""
         if request.text is not None:
             data = request.text.encode("utf-8")
         else:
@@ -283,6 +280,14 @@ class EvidenceService:
                 f"document is {len(data)} bytes; the limit is {self.settings.max_document_bytes}",
                 field="content",
             )
+        return data
+
+    def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
+        from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
+
+        check_index_name(index)
+        data = self.document_data(request)
         metadata = enrich_metadata(dict(request.metadata))
         document_id = request.document_id or content_document_id(request.filename, data)
         from evidence.coach.service import is_graph
@@ -306,6 +311,9 @@ class EvidenceService:
             passage_tokens=self.settings.passage_tokens,
             overlap=self.settings.passage_overlap,
         )
+        from evidence.retry import check_deadline
+
+        check_deadline("parsing the document")
         return self.write_documents(index, [annotate_chunks(chunks, parsed)])[0]
 
     def index_paths(

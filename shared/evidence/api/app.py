@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from evidence.access import Access, principal_of
 from evidence.api import runtime
 from evidence.api.errors import JSON, RouteTable, register, validation_error
+from evidence.api.uploads import UPLOAD_ID_RE, UploadNotFoundError, document_bytes, get_uploads
 from evidence.coach.contract import CoachRequest
 from evidence.errors import BadRequestError, PayloadTooLargeError, RequestValidationError
 from evidence.model import (
@@ -175,6 +176,36 @@ def parse_body(app: APIGatewayRestResolver, model: type[M]) -> M:
         raise validation_error(exc) from exc
 
 
+def upload(app: APIGatewayRestResolver, index: str, request: IndexDocumentRequest) -> Response[str]:
+    """Indexed now (200), or, for a document past EVIDENCE_ASYNC_UPLOAD_BYTES where a job runner is
+    configured (`evidence serve`), in the background: 202 + status URL, so that minutes of
+    embedding do not hold a request and its connection."""
+    jobs = get_uploads()
+    if jobs is None or document_bytes(request) <= runtime.settings().async_upload_bytes:
+        response = runtime.get_service().index_document(index, request)
+        record_indexed(response)
+        return json_response(200, response)
+    from evidence.service import content_document_id
+
+    data = runtime.get_service().document_data(request)
+    document_id = request.document_id or content_document_id(request.filename, data)
+    accepted = jobs.submit(index, request, caller(app), document_id)
+    started = json_response(202, accepted)
+    started.headers["Location"] = accepted.status_url
+    return started
+
+
+def upload_state(upload_id: str, principal: str | None) -> BaseModel:
+    if not UPLOAD_ID_RE.fullmatch(upload_id):
+        raise RequestValidationError(
+            "upload_id is the 32 lower-case hex digits the upload's 202 answered", field="upload_id"
+        )
+    jobs = get_uploads()
+    if jobs is None:
+        raise UploadNotFoundError()
+    return jobs.status(upload_id, principal)
+
+
 def build_app() -> APIGatewayRestResolver:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
@@ -204,9 +235,11 @@ def build_app() -> APIGatewayRestResolver:
     def index_document(index: str) -> Response[str]:
         name = authorized_index(app, index, Access.WRITE)
         request = parse_body(app, IndexDocumentRequest)
-        response = runtime.get_service().index_document(name, request)
-        record_indexed(response)
-        return json_response(200, response)
+        return upload(app, name, request)
+
+    @route.add("GET", "/v1/uploads/<upload_id>")
+    def upload_status(upload_id: str) -> Response[str]:
+        return json_response(200, upload_state(upload_id, caller(app)))
 
     @route.add("DELETE", "/v1/indexes/<index>/documents/<document_id>")
     def delete_document(index: str, document_id: str) -> Response[str]:

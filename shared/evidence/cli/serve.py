@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
-    from evidence.server import limit_malloc_arenas, make_server
+    from evidence.api.uploads import UploadJobs, configure_uploads
+    from evidence.server import ConnectionLimits, limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
 
     limit_malloc_arenas()  # before the model's and the request threads exist
@@ -42,11 +43,26 @@ def run(args: argparse.Namespace) -> int:
     service = EvidenceService(settings)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
     get_app()
+    configure_uploads(
+        UploadJobs(
+            settings.store_dir / "uploads", runtime.get_service, deadline_s=settings.async_upload_deadline_s
+        )
+    )
     try:
         server = make_server(
-            args.host, args.port, max_body_bytes=settings.max_body_bytes, quiet=not args.verbose
+            args.host,
+            args.port,
+            max_body_bytes=settings.max_body_bytes,
+            quiet=not args.verbose,
+            limits=ConnectionLimits(
+                max_connections=settings.serve_max_connections,
+                idle_timeout_s=settings.serve_idle_timeout_s,
+                header_timeout_s=settings.serve_header_timeout_s,
+                body_timeout_s=settings.serve_body_timeout_s,
+            ),
         )
     except OSError as exc:
+        configure_uploads(None)
         service.close()
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
@@ -69,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        configure_uploads(None)
         service.close()
         runtime.reset()
         if previous is not None:
