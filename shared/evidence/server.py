@@ -481,6 +481,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _write(self, status: int, headers: dict[str, str], payload: bytes) -> None:
         """Status line, headers and body in one write: headers and body in two writes waited
         ~40 ms on a keep-alive connection for the client's delayed ACK (Nagle)."""
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # A request line too broken to name its version: answer in HTTP/1.1, whose status
+            # line and headers http.server leaves out for 0.9 (a bare body, no envelope).
+            self.request_version = "HTTP/1.1"
         self.send_response(status)
         for name, value in headers.items():
             if name.lower() not in {"content-length", "transfer-encoding"}:
