@@ -23,23 +23,29 @@ class FairQueue(Generic[T]):
         self.limit = limit
         self.what = what
         self._queues: dict[Hashable, deque[T]] = {}
+        #: Items per caller, queued or taken and not yet `done` (a job between two turns counts).
+        self._owned: dict[Hashable, int] = {}
         self._ring: deque[Hashable] = deque()
         self._ready = threading.Condition()
 
-    def pending(self, caller: Hashable) -> int:
+    def owned(self, caller: Hashable) -> int:
         with self._ready:
-            return len(self._queues.get(caller, ()))
+            return self._owned.get(caller, 0)
 
     def put(self, caller: Hashable, item: T, *, front: bool = False) -> None:
-        """Queue `item` for `caller` (`front`: before its other items, a job taking its next turn)."""
+        """Queue a new `item` for `caller`; `front=True` queues one it took back (its next turn,
+        before its other items), which is not counted again."""
         with self._ready:
+            owned = self._owned.get(caller, 0)
+            if not front:
+                if self.limit is not None and owned >= self.limit:
+                    raise TooManyRequestsError(
+                        f"this caller already has {owned} {self.what} queued or running (the limit is "
+                        f"{self.limit}); wait for one to finish, then send this again",
+                        retry_after_s=5,
+                    )
+                self._owned[caller] = owned + 1
             queue = self._queues.get(caller)
-            if not front and self.limit is not None and queue is not None and len(queue) >= self.limit:
-                raise TooManyRequestsError(
-                    f"this caller already has {len(queue)} {self.what} waiting (the limit is "
-                    f"{self.limit}); wait for one to finish, then send this again",
-                    retry_after_s=5,
-                )
             if queue is None:
                 queue = self._queues[caller] = deque()
                 self._ring.append(caller)
@@ -62,3 +68,12 @@ class FairQueue(Generic[T]):
             else:
                 del self._queues[caller]
             return caller, item
+
+    def done(self, caller: Hashable) -> None:
+        """An item `get` handed out is finished (it no longer counts against `caller`'s limit)."""
+        with self._ready:
+            left = self._owned.get(caller, 0) - 1
+            if left > 0:
+                self._owned[caller] = left
+            else:
+                self._owned.pop(caller, None)

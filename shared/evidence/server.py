@@ -237,7 +237,7 @@ class ApiServer(ThreadingHTTPServer):
         # and the store serves reads from snapshots while a write commits (embedded_store.py).
         self.watch = _Watch()
         self.refused = 0
-        self._refusals: queue.Queue[socket.socket] = queue.Queue(maxsize=256)
+        self._refusals: queue.Queue[socket.socket | None] = queue.Queue(maxsize=256)
         super().__init__(address, _Handler)
         threading.Thread(
             target=self.watch.reap, args=(self._timed_out,), name="serve-reaper", daemon=True
@@ -291,6 +291,8 @@ class ApiServer(ThreadingHTTPServer):
         )
         while True:
             conn = self._refusals.get()
+            if conn is None:
+                return
             try:
                 conn.settimeout(1.0)
                 conn.sendall(body)
@@ -320,6 +322,8 @@ class ApiServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         self.watch.stop()
+        with contextlib.suppress(queue.Full):
+            self._refusals.put_nowait(None)
         super().server_close()
 
 

@@ -142,6 +142,7 @@ class UploadJobs:
         except EvidenceError:
             with self._lock:
                 self._live.pop(record.upload_id, None)
+            self._queue.done(caller)
             with contextlib.suppress(OSError):
                 (self.root / f"{record.upload_id}.json").unlink()
             raise
@@ -162,7 +163,7 @@ class UploadJobs:
             got = self._queue.get(timeout=0.5)
             if got is None:
                 continue
-            _, (record, request) = got
+            caller, (record, request) = got
             with self._lock:
                 record.status = "running"
             with contextlib.suppress(OSError):
@@ -183,6 +184,7 @@ class UploadJobs:
                 self._write(final)
             with self._lock:
                 self._live.pop(record.upload_id, None)
+            self._queue.done(caller)
 
     def status(self, upload_id: str, principal: str | None) -> UploadStatus:
         with self._lock:

@@ -458,7 +458,9 @@ class ThreadLauncher:
             if got is None:
                 continue
             caller, job = got
-            if not job.step():
+            if job.step():
+                cls._queue.done(caller)
+            else:
                 cls._queue.put(caller, job, front=True)  # its next turn, after every other caller's
 
     def finish(self, record: _Record, status: Status, reason: str | None) -> None:

@@ -164,7 +164,7 @@ class IndexStore:
         #: take it: they read committed snapshots on connections of their own (`_reading`).
         self._lock = threading.RLock()
         self._readers: list[sqlite3.Connection] = []
-        self._all_readers: list[sqlite3.Connection] = []
+        self._closed = False
         self._small = threading.Lock()  # the reader pool, the caches' dicts, the open tantivy indexes
         self._dense_lock = threading.Lock()  # one thread rebuilds the dense matrix, others wait for it
         # Another process (a second `evidence index`, the server) may hold the write lock for a
@@ -216,15 +216,17 @@ class IndexStore:
                 self.root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
             )
             db.execute("PRAGMA query_only=1")
-            with self._small:
-                self._all_readers.append(db)
         try:
             yield db
         finally:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             with self._small:
-                self._readers.append(db)
+                closed = self._closed
+                if not closed:
+                    self._readers.append(db)
+            if closed:
+                db.close()  # the store closed while this read ran: closed here, not under it
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -903,7 +905,8 @@ class IndexStore:
         with self._lock:
             self._db.close()
             with self._small:
-                readers, self._all_readers, self._readers = self._all_readers, [], []
-            for reader in readers:
+                self._closed = True
+                idle, self._readers = self._readers, []
+            for reader in idle:  # a reader in use is closed by its thread when it is done
                 reader.close()
             self._tantivy.clear()
