@@ -142,7 +142,6 @@ class UploadJobs:
         except EvidenceError:
             with self._lock:
                 self._live.pop(record.upload_id, None)
-            self._queue.done(caller)
             with contextlib.suppress(OSError):
                 (self.root / f"{record.upload_id}.json").unlink()
             raise
@@ -184,6 +183,7 @@ class UploadJobs:
                 self._write(final)
             with self._lock:
                 self._live.pop(record.upload_id, None)
+            self._queue.done(caller)
             self._queue.done(caller)
 
     def status(self, upload_id: str, principal: str | None) -> UploadStatus:
