@@ -184,7 +184,6 @@ class UploadJobs:
             with self._lock:
                 self._live.pop(record.upload_id, None)
             self._queue.done(caller)
-            self._queue.done(caller)
 
     def status(self, upload_id: str, principal: str | None) -> UploadStatus:
         with self._lock:
