@@ -348,6 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: ApiServer
     protocol_version = "HTTP/1.1"
     server_version = "evidence"
+    sys_version = ""  # no Python version in the Server header
 
     def setup(self) -> None:
         super().setup()
