@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from evidence.access import Access, Authorizer
 from evidence.api import runtime
 from evidence.api.uploads import UploadJobs, configure_uploads
 from evidence.assess.launch import ThreadLauncher
@@ -337,3 +338,47 @@ def test_batches_take_turns_across_callers(service: EvidenceService) -> None:
     launcher.start(
         "d" * 32, AssessmentInput(index="small-index", profile="default", criteria=one, principal="tenant-b")
     )
+
+
+class GatedAuthorizer(Authorizer):
+    """Open, but the first check waits for `gate`: a request held between routing and parsing."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.armed = True
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def check(self, principal: str | None, index: str, access: Access) -> None:
+        if self.armed:
+            self.armed = False
+            self.entered.set()
+            assert self.gate.wait(60)
+        super().check(principal, index, access)
+
+
+def test_concurrent_requests_each_get_their_own_answer(service: EvidenceService) -> None:
+    """Powertools keeps the current request on a class attribute: resolved concurrently, a
+    retrieve was answered for another thread's request (under load, a 422 naming an upload's
+    fields). Here a retrieve is held after routing while a plan request is resolved."""
+    service.index_document("idx", IndexDocumentRequest(document_id="p", filename="p.txt", text=POLICY_TEXT))
+    authorizer = GatedAuthorizer()
+    with serving(service) as srv:
+        runtime.configure(service=service, settings=service.settings, authorizer=authorizer)
+        held: list[Any] = []
+        thread = threading.Thread(
+            target=lambda: held.append(
+                call(f"{srv.url}/v1/indexes/idx/retrieve", "POST", {"query": "AES-256 keys"})
+            )
+        )
+        thread.start()
+        try:
+            assert authorizer.entered.wait(30)
+            status, _, plan = call(f"{srv.url}/v1/plan", "POST", {"query": "Do you use MFA?"})
+            assert status == 200 and plan["query"] == "Do you use MFA?"
+        finally:
+            authorizer.gate.set()
+            thread.join(60)
+        status, _, answer = held[0]
+        assert status == 200 and answer["plan"]["query"] == "AES-256 keys", answer.get("plan")
+    runtime.close()

@@ -94,6 +94,11 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
         int(remaining()) if callable(remaining) else None, runtime.settings().request_deadline_s
     )
     with deadline_scope(budget), leased_app() as app:
+        # Powertools keeps the request on its BaseRouter *class*, one per process: with requests
+        # resolved concurrently, one thread's request was routed (and parsed) as another's. The
+        # resolver's own attributes shadow the class's, so each leased resolver reads its own.
+        app.current_event = app._to_proxy_event(event)  # type: ignore[assignment]  # REST: APIGatewayProxyEvent
+        app.lambda_context = context
         return app.resolve(event, context)
 
 
