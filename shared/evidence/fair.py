@@ -69,6 +69,14 @@ class FairQueue(Generic[T]):
                 del self._queues[caller]
             return caller, item
 
+    def drain(self) -> list[tuple[Hashable, T]]:
+        """Take every queued item at once (a shutdown); each still needs its `done`."""
+        with self._ready:
+            items = [(caller, item) for caller, queue in self._queues.items() for item in queue]
+            self._queues.clear()
+            self._ring.clear()
+            return items
+
     def done(self, caller: Hashable) -> None:
         """An item `get` handed out is finished (it no longer counts against `caller`'s limit)."""
         with self._ready:

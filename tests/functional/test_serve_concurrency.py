@@ -24,7 +24,7 @@ import pytest
 
 from evidence.access import Access, Authorizer
 from evidence.api import runtime
-from evidence.api.uploads import UploadJobs, configure_uploads
+from evidence.api.uploads import UploadJobs, UploadNotFoundError, configure_uploads
 from evidence.assess.launch import ThreadLauncher
 from evidence.assess.models import AssessmentInput, Criterion
 from evidence.config import Settings
@@ -338,6 +338,10 @@ def test_batches_take_turns_across_callers(service: EvidenceService) -> None:
     launcher.start(
         "d" * 32, AssessmentInput(index="small-index", profile="default", criteria=one, principal="tenant-b")
     )
+    # The server's shutdown: what is left is reported interrupted at once, and stops running.
+    assert ThreadLauncher.stop_all() >= ThreadLauncher.MAX_QUEUED
+    stopped = launcher.status("a" * 32, "tenant-a")
+    assert stopped.status == "failed" and (stopped.reason or "").startswith("interrupted")
 
 
 class GatedAuthorizer(Authorizer):
@@ -382,3 +386,24 @@ def test_concurrent_requests_each_get_their_own_answer(service: EvidenceService)
         status, _, answer = held[0]
         assert status == 200 and answer["plan"]["query"] == "AES-256 keys", answer.get("plan")
     runtime.close()
+
+
+def test_only_the_uploader_reads_an_upload(tmp_path: Path) -> None:
+    settings = Settings(store_dir=tmp_path / "store", aws_region=REGION)
+    service = EvidenceService(settings, embedder=HashingEmbedder())
+    jobs = UploadJobs(tmp_path / "uploads", lambda: service, deadline_s=60)
+    try:
+        request = IndexDocumentRequest(filename="a.txt", text=POLICY_TEXT)
+        accepted = jobs.submit("acme-docs", request, "acme", "a.txt@1")
+        end = time.monotonic() + 60
+        while (
+            jobs.status(accepted.upload_id, "acme").status in {"queued", "running"} and time.monotonic() < end
+        ):
+            time.sleep(0.02)
+        assert jobs.status(accepted.upload_id, "acme").status == "succeeded"
+        for other in ("globex", None):
+            with pytest.raises(UploadNotFoundError):  # the same answer as an unknown id
+                jobs.status(accepted.upload_id, other)
+    finally:
+        jobs.close()
+        service.close()

@@ -297,6 +297,8 @@ class StepFunctionsLauncher:
 
 # --- in-process ---------------------------------------------------------------------------------
 
+INTERRUPTED = "interrupted: the server stopped before the batch finished; start it again"
+
 #: This process's incarnation: a running record written by another one was interrupted
 #: (or belongs to a live sibling process on the same store).
 _INCARNATION = uuid.uuid4().hex
@@ -366,6 +368,8 @@ class _Job:
             self.launcher.finish(self.record, "failed", f"{type(exc).__name__}: {exc}")
             return True
         launcher = self.launcher
+        if self.cancelled:
+            return True  # stopped while this criterion ran: the record says interrupted
         with launcher._lock:
             self.record.results.append(result)
             self.record.done += 1
@@ -393,6 +397,7 @@ class ThreadLauncher:
     #: retrieves use the cores, and requests keep theirs.
     _queue: FairQueue[_Job] = FairQueue(limit=MAX_QUEUED, what="batches")
     _worker: list[threading.Thread] = []
+    _current: list[_Job] = []  # the job the worker is running a turn of
 
     #: The batches this process is running, shared by every launcher built here (the launcher is
     #: rebuilt when the settings change; a batch it started must not then look interrupted).
@@ -458,14 +463,35 @@ class ThreadLauncher:
             if got is None:
                 continue
             caller, job = got
-            if job.step():
+            cls._current[:] = [job]
+            finished = job.step() or job.cancelled
+            cls._current.clear()
+            if finished:
                 cls._queue.done(caller)
             else:
                 cls._queue.put(caller, job, front=True)  # its next turn, after every other caller's
 
+    @classmethod
+    def stop_all(cls) -> int:
+        """Stop this process's batches (its server is stopping): each is reported `failed`
+        (`interrupted`) at once, as after a restart, instead of running on against a closed
+        service. Returns how many were stopped."""
+        drained = cls._queue.drain()
+        for caller, job in drained:
+            job.cancelled = True
+            job.launcher.finish(job.record, "failed", INTERRUPTED)
+            cls._queue.done(caller)
+        running = list(cls._current)  # its worker counts it done after this turn
+        for job in running:
+            job.cancelled = True
+            job.launcher.finish(job.record, "failed", INTERRUPTED)
+        return len(drained) + len(running)
+
     def finish(self, record: _Record, status: Status, reason: str | None) -> None:
         # The file first, then the live record: whoever sees the batch finished finds the file so.
         with self._lock:
+            if record.status != "running":
+                return  # finished already (stopped while its last turn ran)
             final = record.model_copy(deep=True, update={"status": status, "reason": reason})
         # The store may be gone (server shut down, temp folder removed): nothing left to tell.
         with contextlib.suppress(OSError):
@@ -493,7 +519,7 @@ class ThreadLauncher:
         ):
             # Written as running by a process that is gone (or by an earlier life of this pid).
             record.status = "failed"
-            record.reason = "interrupted: the server stopped before the batch finished; start it again"
+            record.reason = INTERRUPTED
         return record
 
     def status(self, assessment_id: str, principal: str | None) -> AssessmentStatus:

@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
+    from evidence.assess.launch import ThreadLauncher
     from evidence.server import ConnectionLimits, limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
 
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        ThreadLauncher.stop_all()  # reported interrupted now, not left to run on a closed service
         configure_uploads(None)
         service.close()
         runtime.reset()
