@@ -113,7 +113,8 @@ RELIABILITY_TESTS := tests/unit/test_access.py tests/functional/test_access.py \
 	tests/unit/rank/test_rerankers.py tests/unit/coach/test_intent.py tests/unit/coach/test_llm.py \
 	tests/unit/plan/test_llm_planner.py tests/functional/test_fuzz_stateful.py \
 	tests/unit/ingest/test_parser_mutations.py tests/functional/test_fuzz.py \
-	tests/functional/assess/test_launch.py
+	tests/functional/assess/test_launch.py tests/functional/test_serve_connections.py \
+	tests/functional/test_serve_concurrency.py
 # Hostile input (issue 26: bounded cost per document, bounded errors, exact filters).
 RELIABILITY_TESTS += tests/unit/ingest/test_linear_cost.py tests/functional/test_hostile_input.py
 LOAD_SECONDS ?= 120

@@ -90,6 +90,18 @@ def build_base(base: Path, dataset: Path, cache: Path | None) -> None:
             sqlite3.connect(base / "embeddings.sqlite3") as dst,
         ):
             src.backup(dst)
+        with sqlite3.connect(base / "embeddings.sqlite3") as db:
+            # A cache written before the cache was scoped by index (one `embeddings` table for
+            # every index): its vectors become this index's, which is what they were built for.
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'embeddings'").fetchone():
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS scoped_embeddings"
+                    " (scope TEXT, model TEXT, hash TEXT, vector BLOB, PRIMARY KEY(scope, model, hash))"
+                )
+                db.execute(
+                    "INSERT OR IGNORE INTO scoped_embeddings SELECT ?, model, hash, vector FROM embeddings",
+                    (f"index:{INDEX}",),
+                )
     started = time.perf_counter()
     subprocess.run(cli("index", str(corpus), "--index", INDEX, "--store", str(base)), check=True, env=env())
     print(f"load: base index built in {time.perf_counter() - started:.0f} s", file=sys.stderr)

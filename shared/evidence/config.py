@@ -50,6 +50,11 @@ class HybridMode(StrEnum):
     CLIENT = "client"
 
 
+class EmbeddingCacheScope(StrEnum):
+    INDEX = "index"
+    SHARED = "shared"
+
+
 class CoachIntentKind(StrEnum):
     RULES = "rules"
     BEDROCK = "bedrock"
@@ -70,6 +75,11 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(default=8, ge=1, le=512)
     embed_threads: int = Field(default=0, ge=0, le=64, description="0 = one per core")
     embed_max_tokens: int = Field(default=256, ge=16, le=512)
+    #: Whose cached document vectors an upload may reuse (embedded store, `<store>/embeddings.sqlite3`).
+    #: `index` (default): only its own index's, so the time an upload takes tells nothing about
+    #: other indexes. `shared`: every index's, for a store with one owner (re-indexing the same
+    #: text into another index then costs no inference).
+    embedding_cache_scope: EmbeddingCacheScope = EmbeddingCacheScope.INDEX
 
     # Chunking
     passage_tokens: int = Field(default=256, ge=32, le=2048)
@@ -157,6 +167,21 @@ class Settings(BaseSettings):
     # Limits (docs/contracts.md#limits)
     max_body_bytes: int = 6 * 1024 * 1024
     max_document_bytes: int = 50 * 1024 * 1024
+
+    # `evidence serve` (docs/api.md#evidence-serve): how it holds connections, and uploads.
+    #: Connections served at once per process; past it a new one gets 503 + Retry-After.
+    serve_max_connections: int = Field(default=64, ge=1, le=10_000)
+    #: A keep-alive connection with no request starting within this is closed.
+    serve_idle_timeout_s: float = Field(default=15.0, gt=0, le=3600)
+    #: From a request's first byte to its last header; then 408.
+    serve_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    #: To receive a whole request body; then 408.
+    serve_body_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: Documents larger than this (bytes) are indexed in the background by `evidence serve`:
+    #: 202 + a status URL instead of a request that embeds for seconds or minutes (0 = always).
+    async_upload_bytes: int = Field(default=64 * 1024, ge=0, le=1024 * 1024 * 1024)
+    #: Budget of one background upload (parsing, embedding, writing).
+    async_upload_deadline_s: float = Field(default=1800.0, gt=0, le=86_400)
 
     @model_validator(mode="after")
     def _no_misspelt_environment(self) -> Settings:

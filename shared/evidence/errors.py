@@ -114,6 +114,24 @@ class ServiceUnavailableError(BackendError):
         self.retry_after_s = max(1, int(retry_after_s))
 
 
+class DeadlineExceededError(ServiceUnavailableError):
+    """The request's deadline (EVIDENCE_REQUEST_DEADLINE_S) passed before its work was done:
+    nothing was written. Vectors already computed are cached, so sending it again goes further."""
+
+    code = "deadline_exceeded"
+
+
+class TooManyRequestsError(EvidenceError):
+    """One caller has queued as much as it may (batches, background uploads): 429 + Retry-After."""
+
+    status = 429
+    code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after_s: int = 5, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after_s = max(1, int(retry_after_s))
+
+
 class StorageFullError(BackendError):
     """The embedded store's disk is full (or a file-size limit was hit): nothing was written.
 

@@ -376,6 +376,8 @@ class LocalStateMachineLauncher(ThreadLauncher):
         self.results_bucket = results_bucket
         self.region = region
 
+    STEPWISE = False
+
     def _execute(self, record: Any, batch: AssessmentInput, service: Any) -> None:
         machine = AslBundle.load(self.asl).resolve(
             results_bucket=self.results_bucket, region=self.region or REGION

@@ -90,6 +90,21 @@ def current_deadline() -> Deadline | None:
     return _current.get()
 
 
+def check_deadline(doing: str) -> None:
+    """DeadlineExceededError (503) once the current deadline has passed: long local work (parsing,
+    embedding) looks between its steps, as remote calls do through their timeouts."""
+    deadline = _current.get()
+    if deadline is not None and deadline.expired:
+        from evidence.errors import DeadlineExceededError
+
+        raise DeadlineExceededError(
+            f"the request's deadline passed while {doing}; nothing was written. Large documents are "
+            "indexed in the background by evidence serve (EVIDENCE_ASYNC_UPLOAD_BYTES); elsewhere, "
+            "split the document or raise EVIDENCE_REQUEST_DEADLINE_S",
+            retry_after_s=1,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Retry:
     """`classify`'s verdict that a failure is transient; `after_s` is the server's Retry-After."""

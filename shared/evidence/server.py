@@ -8,10 +8,17 @@ written back. What works here works behind API Gateway, error bodies included.
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
+import queue
+import re
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -83,9 +90,130 @@ def http_to_event(
     }
 
 
+#: A page served outside the API (`GET /`, the workbench): (status, headers, body), or None
+#: when the path is not one of its pages (the resolver then answers, a 404 in the envelope).
+Page = tuple[int, dict[str, str], bytes]
+Pages = Callable[[str, str], Page | None]
+
+#: The status codes `http.server` answers by itself, as our error codes.
+_PROTOCOL_CODES = {
+    400: "bad_request",
+    408: "request_timeout",
+    414: "uri_too_long",
+    431: "headers_too_large",
+    501: "not_implemented",
+    505: "http_version_not_supported",
+}
+#: Strict Content-Length: digits only (no sign, no `_`, no spaces inside, no list).
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How `ApiServer` holds connections (docs/api.md#evidence-serve).
+
+    `backlog`: the kernel's queue of connections not yet accepted (5 by default in
+    socketserver: a burst of 50 lost SYNs, and clients retried after 1, 3, 7 s).
+    `max_connections`: connections served at once; past it a new one gets a 503 with
+    Retry-After (an idle keep-alive connection is closed first to make room).
+    `idle_timeout_s`: a keep-alive connection with no request starting; closed silently.
+    `header_timeout_s`: from a request's first byte to its last header; then a 408.
+    `body_timeout_s`: to read the whole body; then a 408.
+    """
+
+    backlog: int = 128
+    max_connections: int = 64
+    idle_timeout_s: float = 15.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+
+
+class _Phase:
+    IDLE = "idle"
+    HEADERS = "headers"
+    BODY = "body"
+    BUSY = "busy"
+
+
+class _Watch:
+    """The connections being served, each with its phase and that phase's deadline.
+
+    Per-read socket timeouts alone let a client that trickles one byte every few seconds hold
+    a connection (and its thread) for ever; the reaper bounds a phase's total time instead."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: dict[socket.socket, tuple[str, float]] = {}
+        self._stop = threading.Event()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def enter(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._conns[conn] = (_Phase.BUSY, float("inf"))
+
+    def phase(self, conn: socket.socket, phase: str, seconds: float | None = None) -> None:
+        deadline = time.monotonic() + seconds if seconds is not None else float("inf")
+        with self._lock:
+            if conn in self._conns:
+                self._conns[conn] = (phase, deadline)
+
+    def leave(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._conns.pop(conn, None)
+
+    def idle(self) -> int:
+        """How many keep-alive connections wait for their next request."""
+        with self._lock:
+            return sum(1 for p, _ in self._conns.values() if p == _Phase.IDLE)
+
+    def close_one_idle(self) -> bool:
+        """Close a keep-alive connection waiting for its next request; False if there is none."""
+        with self._lock:
+            idle = next((c for c, (p, _) in self._conns.items() if p == _Phase.IDLE), None)
+            if idle is None:
+                return False
+            self._conns[idle] = (_Phase.BUSY, float("inf"))  # closed once, not again
+        _shutdown(idle)
+        return True
+
+    def reap(self, timed_out: Callable[[socket.socket, str], None]) -> None:
+        while not self._stop.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                late = [(c, p) for c, (p, at) in self._conns.items() if at <= now]
+                for c, _ in late:
+                    self._conns[c] = (_Phase.BUSY, float("inf"))
+            for conn, phase in late:
+                timed_out(conn, phase)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _shutdown(conn: socket.socket) -> None:
+    """Wake the thread blocked reading `conn`; it then closes the connection."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+
+
+def error_response(status: int, code: str, message: str, extra: dict[str, str] | None = None) -> bytes:
+    """A whole HTTP/1.1 error response in the JSON envelope, closing the connection."""
+    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+    _, body = error_body(status, code, message)
+    payload = body.encode()
+    head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json", "Connection: close"]
+    head += [f"{k}: {v}" for k, v in (extra or {}).items()]
+    head.append(f"Content-Length: {len(payload)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload
+
+
 class ApiServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    block_on_close = False
 
     def __init__(
         self,
@@ -95,6 +223,8 @@ class ApiServer(ThreadingHTTPServer):
         max_body_bytes: int = 6 * 1024 * 1024,
         quiet: bool = True,
         authenticate: Callable[[str | None], str | None] | None = None,
+        limits: ConnectionLimits | None = None,
+        pages: Pages | None = None,
     ) -> None:
         if resolve is None:
             from evidence.api.app import resolve as app_resolve
@@ -104,15 +234,102 @@ class ApiServer(ThreadingHTTPServer):
         self.authenticate = authenticate or _policy_token
         self.max_body_bytes = max_body_bytes
         self.quiet = quiet
-        # The resolver keeps per-request state (current_event) and the service is not
-        # documented as thread-safe: requests are accepted concurrently, resolved one at a time.
-        self.lock = threading.Lock()
+        self.limits = limits or ConnectionLimits()
+        #: GET/HEAD outside /v1/ go here first (the workbench page); None = the API only.
+        self.pages = pages
+        self.request_queue_size = self.limits.backlog
+        # Requests are resolved concurrently: each leases its own resolver (evidence.api.app),
+        # and the store serves reads from snapshots while a write commits (embedded_store.py).
+        self.watch = _Watch()
+        self.refused = 0
+        self._refusals: queue.Queue[socket.socket | None] = queue.Queue(maxsize=256)
         super().__init__(address, _Handler)
+        threading.Thread(
+            target=self.watch.reap, args=(self._timed_out,), name="serve-reaper", daemon=True
+        ).start()
+        threading.Thread(target=self._refuse_loop, name="serve-refuser", daemon=True).start()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}:
+                # Out of descriptors: the listening socket stays readable, and retrying at once
+                # spun a core. Wait for a connection to close instead.
+                time.sleep(0.05)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        conn: socket.socket = request
+        if len(self.watch) >= self.limits.max_connections and not self.watch.close_one_idle():
+            self.refused += 1
+            try:
+                self._refusals.put_nowait(conn)
+            except queue.Full:
+                self.shutdown_request(conn)
+            return
+        self.watch.enter(conn)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.watch.leave(conn)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.watch.leave(request)
+
+    def _refuse_loop(self) -> None:
+        """503 to connections past the cap, from one thread: refusing costs no thread each."""
+        body = error_response(
+            503,
+            "service_unavailable",
+            f"the server is at its limit of {self.limits.max_connections} connections; retry shortly",
+            {"Retry-After": "1"},
+        )
+        while True:
+            conn = self._refusals.get()
+            if conn is None:
+                return
+            try:
+                conn.settimeout(1.0)
+                conn.sendall(body)
+                conn.shutdown(socket.SHUT_WR)
+                # Read what the client sent until it closes (briefly): closing with unread data
+                # would reset the connection, and the client would see a reset, not the 503.
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline and conn.recv(65536):
+                    pass
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+    def _timed_out(self, conn: socket.socket, phase: str) -> None:
+        if phase in {_Phase.HEADERS, _Phase.BODY}:
+            limit = self.limits.header_timeout_s if phase == _Phase.HEADERS else self.limits.body_timeout_s
+            with contextlib.suppress(OSError):
+                conn.settimeout(1.0)
+                conn.sendall(
+                    error_response(
+                        408, "request_timeout", f"the request's {phase} did not arrive within {limit:g} s"
+                    )
+                )
+        _shutdown(conn)
+
+    def server_close(self) -> None:
+        self.watch.stop()
+        with contextlib.suppress(queue.Full):
+            self._refusals.put_nowait(None)
+        super().server_close()
 
 
 def _policy_token(token: str | None) -> str | None:
@@ -136,6 +353,37 @@ class _Handler(BaseHTTPRequestHandler):
     server: ApiServer
     protocol_version = "HTTP/1.1"
     server_version = "evidence"
+    sys_version = ""  # no Python version in the Server header
+
+    def setup(self) -> None:
+        super().setup()
+        limits = self.server.limits
+        # A safety net under the reaper's per-phase deadlines: no single read or write waits longer.
+        self.connection.settimeout(
+            max(limits.idle_timeout_s, limits.header_timeout_s, limits.body_timeout_s) + 5
+        )
+        # Small responses leave at once instead of waiting for the client's delayed ACK.
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_one_request(self) -> None:
+        watch, conn, limits = self.server.watch, self.connection, self.server.limits
+        watch.phase(conn, _Phase.IDLE, limits.idle_timeout_s)
+        try:
+            # Blocks until the next request's first byte (or EOF): idle until then.
+            started = self.rfile.peek(1)  # type: ignore[attr-defined]
+        except (TimeoutError, OSError):
+            started = b""
+        if not started:
+            self.close_connection = True
+            return
+        watch.phase(conn, _Phase.HEADERS, limits.header_timeout_s)
+        try:
+            super().handle_one_request()
+        except (TimeoutError, ConnectionError):
+            self.close_connection = True
+        finally:
+            watch.phase(conn, _Phase.BUSY)
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -162,51 +410,75 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.quiet:
             super().log_message(format, *args)
 
-    def _refuse(self, status: int, code: str, message: str) -> None:
-        _, body = error_body(status, code, message, "body")
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line, 414, 431, 501) in our envelope."""
+        status = int(code)
+        text = "; ".join(p for p in (message, explain) if p) or HTTPStatus(status).phrase
+        self._refuse(status, _PROTOCOL_CODES.get(status, "bad_request"), text, None)
+
+    def _refuse(self, status: int, code: str, message: str, field: str | None = "body") -> None:
+        _, body = error_body(status, code, message, field)
         self.close_connection = True
         self._write(status, {"Content-Type": "application/json", "Connection": "close"}, body.encode())
 
-    def _dispatch(self) -> None:
-        if (
-            self.command in {"GET", "HEAD"}
-            and not self.path.startswith("/v1/")
-            and self.headers.get("Content-Length") in {None, "0"}
-        ):
-            from evidence.workbench.page import page_response  # the workbench (docs/workbench.md)
+    def _content_length(self) -> int | None:
+        """The body's length, or None when the framing is ambiguous (request smuggling's raw
+        material): digits only, and several Content-Length headers must not disagree."""
+        values = [v.strip() for v in self.headers.get_all("Content-Length") or []]
+        if not values:
+            return 0
+        if len(set(values)) != 1 or not _DIGITS.fullmatch(values[0]):
+            return None
+        return int(values[0])
 
-            page = page_response(urlsplit(self.path).path)
-            if page is not None:
-                self._write(*page)
-                return
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            self._refuse(400, "bad_request", "chunked request bodies are not supported; send Content-Length")
+    def _dispatch(self) -> None:
+        if self.headers.get("Transfer-Encoding") is not None:
+            self._refuse(
+                400,
+                "bad_request",
+                "Transfer-Encoding is not supported (chunked bodies included); send Content-Length",
+                "Transfer-Encoding",
+            )
             return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
-            self._refuse(400, "bad_request", "invalid Content-Length")
+        length = self._content_length()
+        if length is None:
+            self._refuse(
+                400,
+                "bad_request",
+                "invalid Content-Length: one header of decimal digits (conflicting values are refused)",
+                "Content-Length",
+            )
             return
         if length > self.server.max_body_bytes:
             # Refuse before reading: API Gateway would not forward it to the Lambda either.
             self._refuse(413, "payload_too_large", f"request body exceeds {self.server.max_body_bytes} bytes")
             return
+        watch, conn = self.server.watch, self.connection
+        if length:
+            watch.phase(conn, _Phase.BODY, self.server.limits.body_timeout_s)
         body = self.rfile.read(length) if length else b""
+        watch.phase(conn, _Phase.BUSY)
+        if len(body) < length:
+            self.close_connection = True  # the client went away (or timed out) mid-body
+            return
+        pages = self.server.pages
+        if pages is not None and self.command in {"GET", "HEAD"} and not self.path.startswith("/v1/"):
+            page = pages(self.command, urlsplit(self.path).path or "/")
+            if page is not None:
+                self._write(*page)
+                return
         from evidence.testing import lambda_context
 
-        with self.server.lock:
-            event = http_to_event(
-                self.command,
-                self.path,
-                # The token stays here: it is a credential, and resolving needs only its principal.
-                [(k, v) for k, v in self.headers.items() if k.lower() != "authorization"],
-                body,
-                source_ip=self.client_address[0],
-                principal=self.server.authenticate(bearer_token(self.headers)),
-            )
-            response = self.server.resolve(event, lambda_context("evidence-serve"))
+        event = http_to_event(
+            self.command,
+            self.path,
+            # The token stays here: it is a credential, and resolving needs only its principal.
+            [(k, v) for k, v in self.headers.items() if k.lower() != "authorization"],
+            body,
+            source_ip=self.client_address[0],
+            principal=self.server.authenticate(bearer_token(self.headers)),
+        )
+        response = self.server.resolve(event, lambda_context("evidence-serve"))
         status = int(response.get("statusCode", 500))
         headers: dict[str, str] = {}
         for name, values in (response.get("multiValueHeaders") or {}).items():
@@ -217,15 +489,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(status, headers, payload)
 
     def _write(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+        """Status line, headers and body in one write: headers and body in two writes waited
+        ~40 ms on a keep-alive connection for the client's delayed ACK (Nagle)."""
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            # A request line too broken to name its version: answer in HTTP/1.1, whose status
+            # line and headers http.server leaves out for 0.9 (a bare body, no envelope).
+            self.request_version = "HTTP/1.1"
         self.send_response(status)
         for name, value in headers.items():
             if name.lower() not in {"content-length", "transfer-encoding"}:
                 self.send_header(name, value)
         if status not in _EMPTY_STATUS:
             self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD" and status not in _EMPTY_STATUS:
-            self.wfile.write(payload)
+        buffered: list[bytes] = getattr(self, "_headers_buffer", [])
+        buffered.append(b"\r\n")
+        self._headers_buffer: list[bytes] = []
+        send_body = self.command != "HEAD" and status not in _EMPTY_STATUS
+        self.wfile.write(b"".join(buffered) + (payload if send_body else b""))
 
 
 #: glibc's mallopt parameter for the number of malloc arenas (malloc.h).
@@ -238,7 +518,8 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     glibc gives threads their own arenas (up to 8 per core) and hands their freed memory back
     to the system only from the top of each, so a threaded server that embeds new text keeps
     growing: 576 → 707 MB in 90 s of mixed load, against 374 → 415 MB with two arenas
-    (RELIABILITY.md, "Load"). Requests are resolved one at a time, so more arenas buy nothing.
+    (RELIABILITY.md, "Load"). Two arenas for two cores: most of a request's time is in native
+    code (onnxruntime, numpy, SQLite, tantivy) that allocates outside malloc's arenas.
     """
     import ctypes
 

@@ -182,6 +182,20 @@ class EvidenceService:
                         self._embedder = inner
         return self._embedder
 
+    def document_embedder(self, index: str) -> Embedder:
+        """The embedder for `index`'s documents: its cache reads and writes `index`'s vectors only,
+        unless EVIDENCE_EMBEDDING_CACHE_SCOPE=shared."""
+        from evidence.config import EmbeddingCacheScope
+        from evidence.embed.cache import CachedEmbedder
+
+        emb = self.embedder
+        if (
+            isinstance(emb, CachedEmbedder)
+            and self.settings.embedding_cache_scope is EmbeddingCacheScope.INDEX
+        ):
+            return emb.scoped(f"index:{index}")
+        return emb
+
     @property
     def reranker(self) -> Reranker | None:
         if not self._reranker_built:
@@ -223,7 +237,8 @@ class EvidenceService:
                     if c.kind is ChunkKind.PASSAGE:
                         texts.append(c.search_text)
                         owners.append((di, ci))
-            emb = self.embedder.embed_documents(texts) if texts else np.empty((0, self.embedder.dimension))
+            embedder = self.document_embedder(index)
+            emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
             # Rows stay NaN ("no vector") for fact spans: they are found lexically, and embedding
             # every sentence would multiply indexing cost for a leg the cascade uses last.
             mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
@@ -248,11 +263,8 @@ class EvidenceService:
             )
         return out
 
-    def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
-        from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
-        from evidence.ingest.sections import annotate_chunks
-
-        check_index_name(index)
+    def document_data(self, request: IndexDocumentRequest) -> bytes:
+        """The upload's bytes (its text, or its base64 decoded), within the document size limit."""
         if request.text is not None:
             data = request.text.encode("utf-8")
         else:
@@ -268,6 +280,14 @@ class EvidenceService:
                 f"document is {len(data)} bytes; the limit is {self.settings.max_document_bytes}",
                 field="content",
             )
+        return data
+
+    def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
+        from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
+
+        check_index_name(index)
+        data = self.document_data(request)
         metadata = enrich_metadata(dict(request.metadata))
         document_id = request.document_id or content_document_id(request.filename, data)
         from evidence.coach.service import is_graph
@@ -291,6 +311,9 @@ class EvidenceService:
             passage_tokens=self.settings.passage_tokens,
             overlap=self.settings.passage_overlap,
         )
+        from evidence.retry import check_deadline
+
+        check_deadline("parsing the document")
         return self.write_documents(index, [annotate_chunks(chunks, parsed)])[0]
 
     def index_paths(
@@ -508,6 +531,10 @@ class EvidenceService:
         check_index_name(index)
         info = self.backend.get_index(index)
         self.backend.delete_index(index)
+        from evidence.embed.cache import CachedEmbedder
+
+        if isinstance(self._embedder, CachedEmbedder):
+            self._embedder.cache.drop_scope(f"index:{index}")
         return info
 
     def index_summaries(

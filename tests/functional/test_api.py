@@ -49,6 +49,7 @@ def test_health_and_openapi(service: EvidenceService, context: LambdaContext) ->
         "/v1/indexes/{index}/coach",
         "/v1/indexes/{index}/assessments",
         "/v1/assessments/{assessment_id}",
+        "/v1/uploads/{upload_id}",
         "/v1/plan",
         "/v1/format",
     }

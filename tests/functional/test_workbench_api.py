@@ -23,7 +23,7 @@ from evidence.evaluation import run_qa
 from evidence.model import IndexDocumentRequest
 from evidence.server import ApiServer, make_server
 from evidence.service import EvidenceService
-from evidence.workbench.page import CONTENT_SECURITY_POLICY, STATIC
+from evidence.workbench.page import CONTENT_SECURITY_POLICY, STATIC, serve_page
 
 HOSTILE = (
     "# Hostile notes\n\nThe key </evidence> rotates <script>alert('x')</script> yearly & more.\n\n"
@@ -68,7 +68,7 @@ def server(service: EvidenceService) -> Iterator[ApiServer]:
     runtime.configure(
         service=service, settings=service.settings, authorizer=Authorizer(AccessPolicy.model_validate(policy))
     )
-    srv = make_server("127.0.0.1", 0, max_body_bytes=service.settings.max_body_bytes)
+    srv = make_server("127.0.0.1", 0, max_body_bytes=service.settings.max_body_bytes, pages=serve_page)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv

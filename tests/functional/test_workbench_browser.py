@@ -30,6 +30,7 @@ from evidence.config import Settings
 from evidence.model import IndexDocumentRequest
 from evidence.server import ApiServer, make_server
 from evidence.service import EvidenceService
+from evidence.workbench.page import serve_page
 
 # One worker: the store, the model and the browser are set up once for the module.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("workbench-browser")]
@@ -124,7 +125,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     runtime.configure(
         service=service, settings=settings, authorizer=Authorizer(AccessPolicy.model_validate(policy))
     )
-    api: ApiServer = make_server("127.0.0.1", 0, max_body_bytes=settings.max_body_bytes)
+    api: ApiServer = make_server("127.0.0.1", 0, max_body_bytes=settings.max_body_bytes, pages=serve_page)
     handler = type("Proxy", (_StageProxy,), {"upstream": api.server_address[:2]})
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     proxy.daemon_threads = True

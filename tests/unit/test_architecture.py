@@ -14,7 +14,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
-BOTTOM = frozenset({"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access"})
+BOTTOM = frozenset(
+    {"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access", "fair"}
+)
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
     "names": frozenset(),
@@ -30,6 +32,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "embed": BOTTOM,
     "search": BOTTOM,
     "retry": frozenset({"errors"}),
+    "fair": frozenset({"errors"}),
     "ingest": BOTTOM | {"embed", "rank.followups"},
     # The registry builds the profiles that live in their own packages (lazily, on first use).
     "rank": BOTTOM | {"search", "model:Overrides", "verbatim.profile", "coach.profile"},

@@ -10,6 +10,8 @@ import base64
 import binascii
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -18,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from evidence.access import Access, principal_of
 from evidence.api import runtime
 from evidence.api.errors import JSON, RouteTable, register, validation_error
+from evidence.api.uploads import UPLOAD_ID_RE, UploadNotFoundError, document_bytes, get_uploads
 from evidence.coach.contract import CoachRequest
 from evidence.errors import BadRequestError, PayloadTooLargeError, RequestValidationError
 from evidence.model import (
@@ -34,17 +37,41 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=BaseModel)
 
-_apps: list[APIGatewayRestResolver] = []
+#: Idle resolvers. A Powertools resolver keeps the request it is resolving on itself
+#: (`current_event`), so one resolver serves one request at a time: concurrent requests
+#: (`evidence serve`'s threads) each lease one, and there are never more than requests in flight.
+_idle: list[APIGatewayRestResolver] = []
+_built: list[APIGatewayRestResolver] = []
 _lock = threading.Lock()
 
 
 def get_app() -> APIGatewayRestResolver:
-    """The resolver, built on first use (Powertools reads env vars when constructed)."""
-    if not _apps:
+    """A resolver, built on first use (Powertools reads env vars when constructed)."""
+    with _lock:
+        if _built:
+            return _built[0]
+    app = build_app()
+    with _lock:
+        if not _built:
+            _built.append(app)
+            _idle.append(app)
+        return _built[0]
+
+
+@contextmanager
+def leased_app() -> Iterator[APIGatewayRestResolver]:
+    """A resolver nobody else is using until the block ends."""
+    with _lock:
+        app = _idle.pop() if _idle else None
+    if app is None:
+        app = build_app()
         with _lock:
-            if not _apps:
-                _apps.append(build_app())
-    return _apps[0]
+            _built.append(app)
+    try:
+        yield app
+    finally:
+        with _lock:
+            _idle.append(app)
 
 
 #: Kept back from the Lambda's remaining time to serialise the answer and log.
@@ -66,8 +93,13 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     budget = request_budget_s(
         int(remaining()) if callable(remaining) else None, runtime.settings().request_deadline_s
     )
-    with deadline_scope(budget):
-        return get_app().resolve(event, context)
+    with deadline_scope(budget), leased_app() as app:
+        # Powertools keeps the request on its BaseRouter *class*, one per process: with requests
+        # resolved concurrently, one thread's request was routed (and parsed) as another's. The
+        # resolver's own attributes shadow the class's, so each leased resolver reads its own.
+        app.current_event = app._to_proxy_event(event)  # type: ignore[assignment]  # REST: APIGatewayProxyEvent
+        app.lambda_context = context
+        return app.resolve(event, context)
 
 
 def json_response(status: int, payload: BaseModel | dict[str, Any]) -> Response[str]:
@@ -156,6 +188,36 @@ def parse_body(app: APIGatewayRestResolver, model: type[M]) -> M:
         raise validation_error(exc) from exc
 
 
+def upload(app: APIGatewayRestResolver, index: str, request: IndexDocumentRequest) -> Response[str]:
+    """Indexed now (200), or, for a document past EVIDENCE_ASYNC_UPLOAD_BYTES where a job runner is
+    configured (`evidence serve`), in the background: 202 + status URL, so that minutes of
+    embedding do not hold a request and its connection."""
+    jobs = get_uploads()
+    if jobs is None or document_bytes(request) <= runtime.settings().async_upload_bytes:
+        response = runtime.get_service().index_document(index, request)
+        record_indexed(response)
+        return json_response(200, response)
+    from evidence.service import content_document_id
+
+    data = runtime.get_service().document_data(request)
+    document_id = request.document_id or content_document_id(request.filename, data)
+    accepted = jobs.submit(index, request, caller(app), document_id)
+    started = json_response(202, accepted)
+    started.headers["Location"] = accepted.status_url
+    return started
+
+
+def upload_state(upload_id: str, principal: str | None) -> BaseModel:
+    if not UPLOAD_ID_RE.fullmatch(upload_id):
+        raise RequestValidationError(
+            "upload_id is the 32 lower-case hex digits the upload's 202 answered", field="upload_id"
+        )
+    jobs = get_uploads()
+    if jobs is None:
+        raise UploadNotFoundError()
+    return jobs.status(upload_id, principal)
+
+
 def build_app() -> APIGatewayRestResolver:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
@@ -185,9 +247,11 @@ def build_app() -> APIGatewayRestResolver:
     def index_document(index: str) -> Response[str]:
         name = authorized_index(app, index, Access.WRITE)
         request = parse_body(app, IndexDocumentRequest)
-        response = runtime.get_service().index_document(name, request)
-        record_indexed(response)
-        return json_response(200, response)
+        return upload(app, name, request)
+
+    @route.add("GET", "/v1/uploads/<upload_id>")
+    def upload_status(upload_id: str) -> Response[str]:
+        return json_response(200, upload_state(upload_id, caller(app)))
 
     @route.add("DELETE", "/v1/indexes/<index>/documents/<document_id>")
     def delete_document(index: str, document_id: str) -> Response[str]:

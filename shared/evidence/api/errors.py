@@ -19,6 +19,7 @@ from evidence.errors import (
     MethodNotAllowedError,
     RequestValidationError,
     ServiceUnavailableError,
+    TooManyRequestsError,
 )
 from evidence.observability import get_logger, record_error
 
@@ -80,7 +81,7 @@ def to_response(exc: BaseException) -> Response[str]:
 
     status, body = status_and_body(exc)
     headers: dict[str, str] = {}
-    if isinstance(exc, ServiceUnavailableError):
+    if isinstance(exc, ServiceUnavailableError | TooManyRequestsError):
         headers["Retry-After"] = str(exc.retry_after_s)
     if isinstance(exc, MethodNotAllowedError):
         headers["Allow"] = ", ".join(exc.allow)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from evidence.api.errors import ErrorEnvelope
+from evidence.api.uploads import UPLOAD_ID_PATTERN, UploadAccepted, UploadStatus
 from evidence.assess.launch import (
     ASSESSMENT_ID_PATTERN,
     AssessmentRequest,
@@ -90,6 +91,8 @@ _RESPONSES: tuple[type[BaseModel], ...] = (
     DocumentText,
     ListEvalSetsResponse,
     EvaluateResponse,
+    UploadAccepted,
+    UploadStatus,
     ErrorEnvelope,
 )
 
@@ -100,9 +103,12 @@ _ERRORS = {
     "404": "Unknown index, document or route",
     "409": "An assessment with this id already exists",
     "413": "Request body larger than 6 MB",
+    "429": "This caller already has as many batches or background uploads queued as it may; "
+    "try again after `Retry-After` seconds",
     "422": "A field is out of range or of the wrong shape; `error.field` names it",
     "502": "The batch state machine refused or failed the call",
-    "503": "The batch state machine is throttling; try again after `Retry-After` seconds",
+    "503": "The batch state machine is throttling, the request's deadline passed (`deadline_exceeded`, "
+    "nothing written) or `evidence serve` is at its connection limit; try again after `Retry-After` seconds",
 }
 
 
@@ -252,9 +258,35 @@ def _document() -> dict[str, Any]:
                 "requestBody": req(IndexDocumentRequest),
                 "responses": {
                     **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
-                    **_errors("400", "403", "404", "413", "422"),
+                    "202": {
+                        **_json(
+                            _ref(names[(UploadAccepted, "serialization")]),
+                            "`evidence serve` only: a document larger than EVIDENCE_ASYNC_UPLOAD_BYTES "
+                            "is indexed in the background; poll `status_url`",
+                        ),
+                        "headers": {
+                            "Location": {"description": "The status URL", "schema": {"type": "string"}}
+                        },
+                    },
+                    **_errors("400", "403", "404", "413", "422", "429", "503"),
                 },
             },
+        },
+        "/v1/uploads/{upload_id}": {
+            "get": {
+                "operationId": "getUpload",
+                "summary": "Status (and once finished, the result or the error) of a background upload "
+                "the caller sent; anyone else's is a 404",
+                "parameters": [
+                    {
+                        "name": "upload_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": UPLOAD_ID_PATTERN},
+                    }
+                ],
+                "responses": {**ok(UploadStatus, "The upload"), **_errors("404", "422")},
+            }
         },
         "/v1/indexes/{index}/documents/{document_id}": {
             "get": {

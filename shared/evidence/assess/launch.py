@@ -9,9 +9,11 @@ caller from API Gateway's request context (never the body) and hands it to a `La
 * `evidence.local_sfn.LocalStateMachineLauncher` (`EVIDENCE_BATCH_LOCAL_ASL` set, the ARN unset;
   `evidence serve` adds it through `add_launcher`, being a developer tool outside the Lambda layer):
   the state machine's synthesized ASL executed by aws-local-stepfunctions, each task the real
-  handler in this process, results in S3; status as below.
-* `ThreadLauncher` (both unset; `evidence serve`, the local default): the same chain in-process
-  (`run_criterion`) in a daemon thread, one batch at a time per process; the status is a JSON
+  handler in this process, results in S3; a whole batch per turn (the Map is the definition's);
+  status as below.
+* `ThreadLauncher` (unset; `evidence serve`, the local default): the same chain in-process
+  (`run_criterion`) in one worker thread per process, one criterion per turn with callers taking
+  turns (a caller may queue `ThreadLauncher.MAX_QUEUED` batches; past that a 429); the status is a JSON
   file per assessment under `<store>/assessments/`, replaced atomically, so it survives a restart.
   A batch that was running when its process stopped is reported `failed` (reason
   `interrupted`): it is not resumed, a caller starts it again.
@@ -29,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -36,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from evidence.assess.models import AssessmentInput, Criterion, CriterionResult
 from evidence.errors import EvidenceError, NotFoundError, ServiceUnavailableError, UpstreamError
+from evidence.fair import FairQueue
 from evidence.names import reject_blank, reject_control_characters
 
 #: uuid4 hex: also a valid Step Functions execution name (≤ 80 of [A-Za-z0-9_-]).
@@ -298,6 +302,8 @@ class StepFunctionsLauncher:
 
 # --- in-process ---------------------------------------------------------------------------------
 
+INTERRUPTED = "interrupted: the server stopped before the batch finished; start it again"
+
 #: This process's incarnation: a running record written by another one was interrupted
 #: (or belongs to a live sibling process on the same store).
 _INCARNATION = uuid.uuid4().hex
@@ -334,12 +340,82 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass
+class _Job:
+    """One in-process batch: where it is, and what its next turn runs."""
+
+    launcher: ThreadLauncher
+    record: _Record
+    batch: AssessmentInput
+    service: Any
+    next: int = 0
+    last_flush: float = field(default_factory=time.monotonic)
+    cancelled: bool = False
+
+    def _whole(self) -> bool:
+        try:
+            self.launcher._execute(self.record, self.batch, self.service)
+        except Exception as exc:  # a fault of ours, or the execution failed: said why
+            self.launcher.finish(self.record, "failed", f"{type(exc).__name__}: {exc}")
+        else:
+            self.launcher.finish(self.record, "succeeded", None)
+        return True
+
+    def step(self) -> bool:
+        """Run the next criterion; True once the batch is finished (succeeded or failed)."""
+        from evidence.assess.steps import run_criterion
+        from evidence.assess.store import MemoryStore
+
+        if self.cancelled:
+            return True
+        if not self.launcher.STEPWISE:
+            return self._whole()
+        try:
+            criterion = self.batch.criteria[self.next]
+            # A fresh store per criterion: the evidence is not kept (only pointers are reported).
+            result = run_criterion(
+                self.service,
+                criterion,
+                index=self.batch.index,
+                profile=self.batch.profile,
+                output_uri=f"mem://assessments/{self.record.assessment_id}",
+                store=MemoryStore(),
+                principal=self.batch.principal,
+            ).model_copy(update={"result_uri": None})
+        except Exception as exc:  # a fault of ours (disk, service closed): the batch fails, said why
+            self.launcher.finish(self.record, "failed", f"{type(exc).__name__}: {exc}")
+            return True
+        launcher = self.launcher
+        if self.cancelled:
+            return True  # stopped while this criterion ran: the record says interrupted
+        with launcher._lock:
+            self.record.results.append(result)
+            self.record.done += 1
+            self.record.failed += result.status != "ok"
+        self.next += 1
+        if self.next >= len(self.batch.criteria):
+            launcher.finish(self.record, "succeeded", None)
+            return True
+        if time.monotonic() - self.last_flush >= launcher.FLUSH_S:
+            with contextlib.suppress(OSError):
+                launcher._snapshot(self.record)
+            self.last_flush = time.monotonic()
+        return False
+
+
 class ThreadLauncher:
     #: Status files are rewritten at most this often while a batch runs (a 10,000-criterion
     #: batch would otherwise rewrite a growing file 10,000 times); always at the end.
     FLUSH_S = 1.0
-    #: One batch at a time per process: a flood of starts queues instead of starving requests.
-    _running = threading.Semaphore(1)
+    #: Batches one caller may have queued or running in this process; past it a 429.
+    MAX_QUEUED = 8
+    #: Every in-process batch of this process, one criterion per turn, callers taking turns: a
+    #: 3,000-criterion batch delays another caller's one-criterion batch by one criterion, not
+    #: by 3,000 (one batch at a time ran them in arrival order). One worker: the batch's
+    #: retrieves use the cores, and requests keep theirs.
+    _queue: FairQueue[_Job] = FairQueue(limit=MAX_QUEUED, what="batches")
+    _worker: list[threading.Thread] = []
+    _current: list[_Job] = []  # the job the worker is running a turn of
 
     #: The batches this process is running, shared by every launcher built here (the launcher is
     #: rebuilt when the settings change; a batch it started must not then look interrupted).
@@ -360,6 +436,11 @@ class ThreadLauncher:
         tmp.write_text(record.model_dump_json(), encoding="utf-8")
         os.replace(tmp, path)  # readers see the old file or the new one, never half of one
 
+    @staticmethod
+    def caller_key(batch: AssessmentInput) -> tuple[str | None, str]:
+        """Whose turn a batch takes: its principal's, and per index where no policy names callers."""
+        return (batch.principal, batch.index if batch.principal is None else "")
+
     def start(self, assessment_id: str, batch: AssessmentInput) -> None:
         record = _Record(
             assessment_id=assessment_id,
@@ -371,66 +452,86 @@ class ThreadLauncher:
             pid=os.getpid(),
             incarnation=_INCARNATION,
         )
+        job = _Job(self, record, batch, self._service())
+        self._queue.put(self.caller_key(batch), job)  # 429 here, before anything is written
         with self._lock:
             self._live[assessment_id] = record
         try:
             self._write(record)  # before the 202: a GET after a restart finds the batch
         except OSError:
+            job.cancelled = True
             with self._lock:
                 self._live.pop(assessment_id, None)
             raise
-        service = self._service()
-        threading.Thread(
-            target=self._run, args=(record, batch, service), name=f"assess-{assessment_id[:8]}", daemon=True
-        ).start()
+        self._ensure_worker()
 
-    def _run(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
-        status: Status = "failed"
-        reason: str | None = "stopped"
-        try:
-            with self._running:
-                self._execute(record, batch, service)
-            status, reason = "succeeded", None
-        except Exception as exc:  # a fault of ours (disk, service closed): the batch fails, said why
-            reason = f"{type(exc).__name__}: {exc}"
-        finally:
-            # The file first, then the live record: whoever sees the batch finished finds the file so.
-            with self._lock:
-                final = record.model_copy(deep=True, update={"status": status, "reason": reason})
-            # The store may be gone (server shut down, temp folder removed): nothing left to tell.
-            with contextlib.suppress(OSError):
-                self._write(final)
-            with self._lock:
-                record.status, record.reason = status, reason
-                self._live.pop(record.assessment_id, None)
+    @classmethod
+    def _ensure_worker(cls) -> None:
+        with cls._lock:
+            if cls._worker and cls._worker[0].is_alive():
+                return
+            worker = threading.Thread(target=cls._work, name="assess-worker", daemon=True)
+            cls._worker[:] = [worker]
+        worker.start()
+
+    @classmethod
+    def _work(cls) -> None:
+        while True:
+            got = cls._queue.get()
+            if got is None:
+                continue
+            caller, job = got
+            cls._current[:] = [job]
+            finished = job.step() or job.cancelled
+            cls._current.clear()
+            if finished:
+                cls._queue.done(caller)
+            else:
+                cls._queue.put(caller, job, front=True)  # its next turn, after every other caller's
+
+    @classmethod
+    def stop_all(cls) -> int:
+        """Stop this process's batches (its server is stopping): each is reported `failed`
+        (`interrupted`) at once, as after a restart, instead of running on against a closed
+        service. Returns how many were stopped."""
+        drained = cls._queue.drain()
+        for caller, job in drained:
+            job.cancelled = True
+            job.launcher.finish(job.record, "failed", INTERRUPTED)
+            cls._queue.done(caller)
+        running = list(cls._current)  # its worker counts it done after this turn
+        for job in running:
+            job.cancelled = True
+            job.launcher.finish(job.record, "failed", INTERRUPTED)
+        return len(drained) + len(running)
+
+    def finish(self, record: _Record, status: Status, reason: str | None) -> None:
+        # The file first, then the live record: whoever sees the batch finished finds the file so.
+        with self._lock:
+            if record.status != "running":
+                return  # finished already (stopped while its last turn ran)
+            final = record.model_copy(deep=True, update={"status": status, "reason": reason})
+        # The store may be gone (server shut down, temp folder removed): nothing left to tell.
+        with contextlib.suppress(OSError):
+            self._write(final)
+        with self._lock:
+            record.status, record.reason = status, reason
+            self._live.pop(record.assessment_id, None)
+
+    #: One criterion per turn (callers take turns). A launcher whose chain is not ours to split
+    #: (a state machine's Map) runs a whole batch per turn through `_execute` instead.
+    STEPWISE = True
 
     def _execute(self, record: _Record, batch: AssessmentInput, service: Any) -> None:
-        """The batch's criteria, each result added to `record` as it comes."""
-        from evidence.assess.steps import run_criterion
-        from evidence.assess.store import MemoryStore
-
-        for criterion in batch.criteria:
-            # A fresh store per criterion: the evidence is not kept (only pointers are reported).
-            result = run_criterion(
-                service,
-                criterion,
-                index=batch.index,
-                profile=batch.profile,
-                output_uri=f"mem://assessments/{record.assessment_id}",
-                store=MemoryStore(),
-                principal=batch.principal,
-            ).model_copy(update={"result_uri": None})
-            self._add(record, result)
+        """The whole batch in one turn; only launchers with STEPWISE = False implement it."""
+        raise NotImplementedError
 
     def _add(self, record: _Record, result: CriterionResult) -> None:
+        """A criterion's result, as it comes (status reads show progress)."""
         with self._lock:
             record.results.append(result)
             record.done += 1
             record.failed += result.status != "ok"
-            due = time.monotonic() - record._flushed >= self.FLUSH_S
-        if due:
-            self._snapshot(record)
-            record._flushed = time.monotonic()
 
     def _snapshot(self, record: _Record) -> None:
         with self._lock:
@@ -451,7 +552,7 @@ class ThreadLauncher:
         ):
             # Written as running by a process that is gone (or by an earlier life of this pid).
             record.status = "failed"
-            record.reason = "interrupted: the server stopped before the batch finished; start it again"
+            record.reason = INTERRUPTED
         return record
 
     def status(self, assessment_id: str, principal: str | None) -> AssessmentStatus:

@@ -21,8 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
-    from evidence.server import limit_malloc_arenas, make_server
+    from evidence.api.uploads import UploadJobs, configure_uploads
+    from evidence.assess.launch import ThreadLauncher
+    from evidence.server import ConnectionLimits, limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
+    from evidence.workbench.page import serve_page
 
     limit_malloc_arenas()  # before the model's and the request threads exist
     settings = settings_from_args(args)
@@ -51,11 +54,27 @@ def run(args: argparse.Namespace) -> int:
         service.close()
         raise CliError(exc.message, EXIT_USAGE) from None
     get_app()
+    configure_uploads(
+        UploadJobs(
+            settings.store_dir / "uploads", runtime.get_service, deadline_s=settings.async_upload_deadline_s
+        )
+    )
     try:
         server = make_server(
-            args.host, args.port, max_body_bytes=settings.max_body_bytes, quiet=not args.verbose
+            args.host,
+            args.port,
+            max_body_bytes=settings.max_body_bytes,
+            quiet=not args.verbose,
+            pages=serve_page,
+            limits=ConnectionLimits(
+                max_connections=settings.serve_max_connections,
+                idle_timeout_s=settings.serve_idle_timeout_s,
+                header_timeout_s=settings.serve_header_timeout_s,
+                body_timeout_s=settings.serve_body_timeout_s,
+            ),
         )
     except OSError as exc:
+        configure_uploads(None)
         service.close()
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
@@ -79,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+        ThreadLauncher.stop_all()  # reported interrupted now, not left to run on a closed service
+        configure_uploads(None)
         service.close()
         runtime.reset()
         if previous is not None:

@@ -46,6 +46,8 @@ class ServiceParts(Protocol):
     @property
     def embedder(self) -> Embedder: ...
 
+    def document_embedder(self, index: str) -> Embedder: ...
+
     @property
     def reranker(self) -> Reranker | None: ...
 
@@ -125,7 +127,7 @@ class CoachRuntime:
     ) -> GraphIndexReport:
         """Validate, then write or replace the graph (GraphValidationError: nothing written)."""
         graph = parse_graph(data, filename=filename)
-        embedder = self.service.embedder if embed else None
+        embedder = self.service.document_embedder(index) if embed else None
         return index_graph(
             self.service.backend,
             embedder,

@@ -169,7 +169,13 @@ class IndexStore:
         self.analyzer = analyzer
         self.k1 = k1
         self.b = b
+        #: Writers take turns on this (and on `_process_lock` across processes). Readers never
+        #: take it: they read committed snapshots on connections of their own (`_reading`).
         self._lock = threading.RLock()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
+        self._small = threading.Lock()  # the reader pool, the caches' dicts, the open tantivy indexes
+        self._dense_lock = threading.Lock()  # one thread rebuilds the dense matrix, others wait for it
         # Another process (a second `evidence index`, the server) may hold the write lock for a
         # batch: wait for it rather than fail.
         self._db = sqlite3.connect(
@@ -213,26 +219,64 @@ class IndexStore:
             raise BackendError(f"index {root.name!r} store is unreadable: {exc}") from exc
         return store
 
+    # --- readers ------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads only. The writer's connection is not one: a reader on it would
+        see a write transaction's rows before they commit (WAL gives each reader connection the
+        last committed snapshot instead, and a reader never waits for a writer)."""
+        with self._small:
+            db = self._readers.pop() if self._readers else None
+        if db is None:
+            db = sqlite3.connect(
+                self.root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
+            )
+            db.execute("PRAGMA query_only=1")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            with self._small:
+                closed = self._closed
+                if not closed:
+                    self._readers.append(db)
+            if closed:
+                db.close()  # the store closed while this read ran: closed here, not under it
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A reader connection inside one read transaction: every query sees the same commit."""
+        with self._reading() as db:
+            db.execute("BEGIN")
+            yield db
+
     # --- info -----------------------------------------------------------------------------
 
-    def info(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
+    def info(self, key: str, db: sqlite3.Connection | None = None) -> str | None:
+        """`key` as last committed (`db`: the writer's connection inside its own transaction)."""
+        if db is not None:
+            row = db.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
+        else:
+            with self._reading() as reader:
+                row = reader.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_info(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
 
-    def generation(self) -> int:
-        return int(self.info("generation") or 0)
+    def generation(self, db: sqlite3.Connection | None = None) -> int:
+        return int(self.info("generation", db) or 0)
 
     def ensure_embedder(self, embedder_id: str, dimension: int) -> None:
         """Record the embedder of a new index; refuse another one on an existing index."""
         with self._lock:
-            current = self.info("embedder_id")
+            current = self.info("embedder_id", self._db)
             if current is None:
                 self.set_info("embedder_id", embedder_id)
                 self.set_info("dimension", str(dimension))
-            elif current != embedder_id or int(self.info("dimension") or 0) != dimension:
+            elif current != embedder_id or int(self.info("dimension", self._db) or 0) != dimension:
                 raise EmbedderMismatchError(
                     f"index {self.root.name!r} was built with embedder {current} "
                     f"({self.info('dimension')} dims), not {embedder_id} ({dimension} dims); "
@@ -241,14 +285,15 @@ class IndexStore:
                 )
 
     def describe(self) -> IndexInfo:
-        docs, chunks = self.counts()
-        return IndexInfo(
-            name=self.root.name,
-            embedder_id=self.info("embedder_id") or "",
-            dimension=int(self.info("dimension") or 0),
-            documents=docs,
-            chunks=chunks,
-        )
+        with self._snapshot() as db:
+            docs, chunks = self.counts(db)
+            return IndexInfo(
+                name=self.root.name,
+                embedder_id=self.info("embedder_id", db) or "",
+                dimension=int(self.info("dimension", db) or 0),
+                documents=docs,
+                chunks=chunks,
+            )
 
     # --- tantivy --------------------------------------------------------------------------
 
@@ -258,6 +303,10 @@ class IndexStore:
         found = self._tantivy.get(kind)
         if found is not None:
             return found
+        with self._lock:  # opening (and perhaps rebuilding) an inverted index is a write
+            return self._tantivy.get(kind) or self._create_lexical(kind)
+
+    def _create_lexical(self, kind: ChunkKind) -> tantivy.Index:
         import tantivy
 
         path = self.root / "lexical" / kind.value
@@ -345,15 +394,15 @@ class IndexStore:
             # Readers in other processes reload their searchers when this moves (the records'
             # generation moved before tantivy had these documents). A counter of its own: the
             # record caches keyed by `generation` stay valid.
-            self.set_info("lexical_generation", str(self._lexical_generation() + 1))
+            self.set_info("lexical_generation", str(self._lexical_generation(db) + 1))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
-    def _lexical_generation(self) -> int:
-        return int(self.info("lexical_generation") or 0)
+    def _lexical_generation(self, db: sqlite3.Connection | None = None) -> int:
+        return int(self.info("lexical_generation", db) or 0)
 
     def _reload(self, indexes: Mapping[ChunkKind, tantivy.Index] | None = None) -> None:
         gen = self._lexical_generation()
@@ -391,15 +440,19 @@ class IndexStore:
 
     # --- chunk cache ---------------------------------------------------------------------
     # Turning rows into Chunks (SQL, JSON metadata) was ~60% of a warm retrieve's non-model time.
-    # Chunks are immutable within a write generation, so a bounded cache keyed by rowid is
-    # exact; any write (from any process) bumps the generation and empties it.
+    # A rowid's chunk is fixed within a write generation, so a bounded cache keyed by rowid is
+    # exact for readers of that generation. A write of this process drops what it replaced and
+    # moves the cache to its generation (`_after_write`); a write of another process empties it.
 
-    def _cache_check(self) -> None:
-        gen = self.generation()
-        if gen != self._cache_gen:
-            self._by_rowid.clear()
-            self._rowid_of.clear()
-            self._cache_gen = gen
+    def _cache_at(self, gen: int) -> bool:
+        """Move the cache to `gen` if it is newer; True when the cache holds generation `gen`
+        (a reader of an older snapshot neither reads nor fills it)."""
+        with self._small:
+            if gen > self._cache_gen:
+                self._by_rowid.clear()
+                self._rowid_of.clear()
+                self._cache_gen = gen
+            return gen == self._cache_gen
 
     def _cache_put(self, rowid: int, chunk: Chunk) -> None:
         if len(self._by_rowid) >= CHUNK_CACHE_SIZE:
@@ -409,43 +462,89 @@ class IndexStore:
         self._by_rowid[rowid] = chunk
         self._rowid_of[chunk.chunk_id] = rowid
 
+    def _cache_fill(self, gen: int, rows: Sequence[tuple[int, Chunk]]) -> None:
+        with self._small:
+            if gen == self._cache_gen:
+                for rowid, chunk in rows:
+                    self._cache_put(rowid, chunk)
+
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, Chunk]:
-        with self._lock:
-            self._cache_check()
-            out = {r: self._by_rowid[r] for r in rowids if r in self._by_rowid}
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            cached = self._cache_at(gen)
+            with self._small:
+                out = {r: self._by_rowid[r] for r in rowids if cached and r in self._by_rowid}
             missing = [int(r) for r in rowids if r not in out]
+            fresh: list[tuple[int, Chunk]] = []
             for start in range(0, len(missing), 900):
                 part = missing[start : start + 900]
                 marks = ",".join("?" * len(part))
-                for row in self._db.execute(
-                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part
-                ):
+                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
                     chunk = self._row_to_chunk(row)
                     out[row[0]] = chunk
-                    self._cache_put(row[0], chunk)
-            return out
+                    fresh.append((row[0], chunk))
+        self._cache_fill(gen, fresh)
+        return out
 
     def chunks_by_id(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, Chunk]]:
-        with self._lock:
-            self._cache_check()
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            cached = self._cache_at(gen)
             out: dict[str, tuple[int, Chunk]] = {}
             missing: list[str] = []
-            for cid in chunk_ids:
-                rowid = self._rowid_of.get(cid)
-                if rowid is None:
-                    missing.append(cid)
-                else:
-                    out[cid] = (rowid, self._by_rowid[rowid])
+            with self._small:
+                for cid in chunk_ids:
+                    rowid = self._rowid_of.get(cid) if cached else None
+                    if rowid is None:
+                        missing.append(cid)
+                    else:
+                        out[cid] = (rowid, self._by_rowid[rowid])
+            fresh: list[tuple[int, Chunk]] = []
             for start in range(0, len(missing), 900):
                 part = missing[start : start + 900]
                 marks = ",".join("?" * len(part))
-                for row in self._db.execute(
-                    f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part
-                ):
+                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part):
                     chunk = self._row_to_chunk(row)
                     out[row[1]] = (row[0], chunk)
-                    self._cache_put(row[0], chunk)
-            return out
+                    fresh.append((row[0], chunk))
+        self._cache_fill(gen, fresh)
+        return out
+
+    def _after_write(
+        self, before: int, after: int, removed: list[int], added: list[tuple[int, str, bytes]]
+    ) -> None:
+        """Carry the caches of generation `before` to `after` (this process's own write): drop
+        the rows it removed, add the vectors it inserted (rowid, kind, float32 blob). Without
+        this, every write made the next query rebuild the dense matrix and the chunk cache."""
+        with self._small:
+            if self._cache_gen == before:
+                for rowid in removed:
+                    old = self._by_rowid.pop(rowid, None)
+                    if old is not None:
+                        self._rowid_of.pop(old.chunk_id, None)
+                self._cache_gen = after
+        with self._dense_lock:
+            cache = self._dense
+            if cache is None or cache.generation != before:
+                return
+            keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
+            rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
+            if keep is not None:
+                rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
+            if added:
+                dim = len(added[0][2]) // 4
+                if matrix.shape[1] not in (0, dim):
+                    self._dense = None
+                    return
+                new = np.frombuffer(b"".join(v for _, _, v in added), dtype=np.float32).reshape(
+                    len(added), dim
+                )
+                rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
+                kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
+                matrix = np.concatenate(
+                    [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
+                )
+            self._dense = _DenseCache(after, rowids, kinds, matrix)
 
     def upsert(
         self, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
@@ -456,8 +555,11 @@ class IndexStore:
                 self.sync_pending()
             db = self._db
             changed: list[str] = []
+            removed: list[int] = []
+            added: list[tuple[int, str, bytes]] = []
             db.execute("BEGIN IMMEDIATE")
             try:
+                before = self.generation(db)
                 for doc, vecs in zip(documents, vectors, strict=True):
                     n_pass = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
                     n_span = len(doc.chunks) - n_pass
@@ -471,7 +573,7 @@ class IndexStore:
                         raise BackendError(
                             f"{doc.document_id}: {len(vecs)} vectors for {len(doc.chunks)} chunks"
                         )
-                    self._delete_rows(doc.document_id)
+                    self._delete_rows(doc.document_id, removed)
                     db.executemany(
                         "INSERT INTO doc_meta VALUES (?, ?, ?)",
                         [(doc.document_id, k, v) for k, v in _metadata_terms(doc.metadata)],
@@ -489,7 +591,7 @@ class IndexStore:
                     )
                     for i, c in enumerate(doc.chunks):
                         blob = _vector_blob(None if vecs is None else vecs[i])
-                        db.execute(
+                        cursor = db.execute(
                             "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
                             " page, sequence, char_start, char_end, span_type, metadata, content_hash,"
                             " vector)"
@@ -512,12 +614,14 @@ class IndexStore:
                                 blob,
                             ),
                         )
+                        if blob is not None and cursor.lastrowid is not None:
+                            added.append((cursor.lastrowid, c.kind.value, blob))
                     db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
                     changed.append(doc.document_id)
                     status = "created" if row is None else "updated"
                     results.append(UpsertResult(doc.document_id, status, n_pass, n_span))
                 if changed:
-                    self.set_info("generation", str(self.generation() + 1))
+                    self.set_info("generation", str(before + 1))
                 db.execute("COMMIT")
             except BaseException:
                 # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
@@ -525,12 +629,17 @@ class IndexStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            if changed:
+                self._after_write(before, before + 1, removed, added)
             if changed and not self.deferred:
                 self.sync_pending()
         return results
 
-    def _delete_rows(self, document_id: str) -> int:
+    def _delete_rows(self, document_id: str, removed: list[int]) -> int:
         db = self._db
+        removed.extend(
+            int(r[0]) for r in db.execute("SELECT rowid FROM chunks WHERE document_id = ?", (document_id,))
+        )
         db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
         n = db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
         db.execute("DELETE FROM documents WHERE document_id = ?", (document_id,))
@@ -541,12 +650,14 @@ class IndexStore:
             if not self._synced:
                 self.sync_pending()
             db = self._db
+            removed: list[int] = []
             db.execute("BEGIN IMMEDIATE")
             try:
-                n = self._delete_rows(document_id)
+                before = self.generation(db)
+                n = self._delete_rows(document_id, removed)
                 if n:
                     db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (document_id,))
-                    self.set_info("generation", str(self.generation() + 1))
+                    self.set_info("generation", str(before + 1))
                 db.execute("COMMIT")
             except BaseException:
                 # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
@@ -555,18 +666,23 @@ class IndexStore:
                     db.execute("ROLLBACK")
                 raise
             if n:
+                self._after_write(before, before + 1, removed, [])
                 self.sync_pending()
             return n
 
     def document_hash(self, document_id: str) -> str | None:
-        row = self._db.execute(
-            "SELECT content_hash FROM documents WHERE document_id = ?", (document_id,)
-        ).fetchone()
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT content_hash FROM documents WHERE document_id = ?", (document_id,)
+            ).fetchone()
         return None if row is None else str(row[0])
 
-    def counts(self) -> tuple[int, int]:
-        docs = self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-        chunks = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    def counts(self, db: sqlite3.Connection | None = None) -> tuple[int, int]:
+        if db is None:
+            with self._snapshot() as snap:
+                return self.counts(snap)
+        docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         return int(docs), int(chunks)
 
     # --- filters --------------------------------------------------------------------------
@@ -595,7 +711,9 @@ class IndexStore:
             if kind is not None:
                 cond += " AND kind = ?"
                 args.append(kind.value)
-            rows = {int(r[0]) for r in self._db.execute(f"SELECT rowid FROM chunks WHERE {cond}", args)}
+            # A reader's snapshot, never the writer's connection: a write in progress stays unseen.
+            with self._reading() as db:
+                rows = {int(r[0]) for r in db.execute(f"SELECT rowid FROM chunks WHERE {cond}", args)}
             allowed = rows if allowed is None else allowed & rows
             if not allowed:
                 break
@@ -608,13 +726,12 @@ class IndexStore:
         if not terms:
             return []
         scored: list[tuple[float, str]] = []
-        with self._lock:
-            if not self._synced:
-                self.sync_pending()
-            elif self._lexical_generation() != self._lexical_gen:
-                self._reload()  # another process wrote: see its commits
-            for kd in [kind] if kind is not None else list(ChunkKind):
-                scored.extend(self._search_kind(kd, terms, k, filters))
+        if not self._synced:
+            self.sync_pending()
+        elif self._lexical_generation() != self._lexical_gen:
+            self._reload()  # another process wrote: see its commits
+        for kd in [kind] if kind is not None else list(ChunkKind):
+            scored.extend(self._search_kind(kd, terms, k, filters))
         found = self.chunks_by_id([cid for _, cid in scored])
         hits = [
             SearchHit(chunk=found[cid][1], score=score, lexical=score)
@@ -655,17 +772,25 @@ class IndexStore:
     def _dense_cache(self) -> _DenseCache:
         gen = self.generation()
         cache = self._dense
-        if cache is not None and cache.generation == gen:
+        # A newer matrix than this reader's snapshot is a later commit: as good for it.
+        if cache is not None and cache.generation >= gen:
             return cache
+        with self._dense_lock:
+            cache = self._dense
+            if cache is not None and cache.generation >= gen:
+                return cache  # built by another reader meanwhile
+            cache = self._load_dense()
+            self._dense = cache
+            return cache
+
+    def _load_dense(self) -> _DenseCache:
         # Every write (from any process) lands here on the next dense query. Holding the old
         # matrix, every row's blob and their join at once tripled the peak, and the tens of
         # thousands of small blobs fragmented the allocator: RSS grew under sustained writes
         # (RELIABILITY.md, "Load"). One snapshot, one preallocated matrix filled in slices.
-        self._dense = cache = None
-        db = self._db
-        db.execute("BEGIN")  # a read snapshot: the count and the rows agree
-        try:
-            gen = self.generation()
+        self._dense = None
+        with self._snapshot() as db:  # the count and the rows agree
+            gen = self.generation(db)
             n, dim = db.execute(
                 "SELECT COUNT(*), MAX(LENGTH(vector)) / 4 FROM chunks WHERE vector IS NOT NULL"
             ).fetchone()
@@ -684,40 +809,35 @@ class IndexStore:
                     len(rows), -1
                 )
                 at = end
-        finally:
-            db.execute("COMMIT")
-        cache = _DenseCache(gen, rowids, kinds, matrix)
-        self._dense = cache
-        return cache
+        return _DenseCache(gen, rowids, kinds, matrix)
 
     def dense(
         self, vector: Vector, k: int, filters: Filters | None, kind: ChunkKind | None
     ) -> list[SearchHit]:
-        with self._lock:
-            cache = self._dense_cache()
-            if not len(cache.rowids):
-                return []
-            q = np.asarray(vector, dtype=np.float32).reshape(-1)
-            if q.shape[0] != cache.matrix.shape[1]:
-                raise EmbedderMismatchError(
-                    f"query vector has {q.shape[0]} dimensions; the index holds {cache.matrix.shape[1]}"
-                )
-            sims = cache.matrix @ q
-            mask = np.ones(len(sims), dtype=bool)
-            if kind is not None:
-                mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
-            allowed = self.filtered_rowids(filters, kind)
-            if allowed is not None:
-                mask &= np.isin(cache.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            candidates = np.flatnonzero(mask)
-            if not len(candidates):
-                return []
-            sub = sims[candidates]
-            n = min(k, len(sub))
-            top = np.argpartition(-sub, n - 1)[:n] if n < len(sub) else np.arange(len(sub))
-            picked = candidates[top]
-            chosen_rowids = [int(r) for r in cache.rowids[picked]]
-            scores = {int(cache.rowids[i]): float(sims[i]) for i in picked}
+        cache = self._dense_cache()
+        if not len(cache.rowids):
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != cache.matrix.shape[1]:
+            raise EmbedderMismatchError(
+                f"query vector has {q.shape[0]} dimensions; the index holds {cache.matrix.shape[1]}"
+            )
+        sims = cache.matrix @ q
+        mask = np.ones(len(sims), dtype=bool)
+        if kind is not None:
+            mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
+        allowed = self.filtered_rowids(filters, kind)
+        if allowed is not None:
+            mask &= np.isin(cache.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        sub = sims[candidates]
+        n = min(k, len(sub))
+        top = np.argpartition(-sub, n - 1)[:n] if n < len(sub) else np.arange(len(sub))
+        picked = candidates[top]
+        chosen_rowids = [int(r) for r in cache.rowids[picked]]
+        scores = {int(cache.rowids[i]): float(sims[i]) for i in picked}
         found = self.chunks_by_rowid(chosen_rowids)
         hits = [
             SearchHit(chunk=found[r], score=scores[r], dense=scores[r]) for r in chosen_rowids if r in found
@@ -728,7 +848,8 @@ class IndexStore:
     def lookup(self, filters: Filters, limit: int, kind: ChunkKind | None) -> list[SearchHit]:
         allowed = self.filtered_rowids(filters, kind)
         if allowed is None:
-            rows = [r[0] for r in self._db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+            with self._reading() as db:
+                rows = [r[0] for r in db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
         else:
             rows = sorted(allowed)
         chunks = self.chunks_by_rowid(rows)
@@ -737,23 +858,25 @@ class IndexStore:
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         out: dict[str, Vector] = {}
-        for start in range(0, len(chunk_ids), 900):
-            part = list(chunk_ids[start : start + 900])
-            marks = ",".join("?" * len(part))
-            for cid, blob in self._db.execute(
-                f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
-                part,
-            ):
-                out[cid] = np.frombuffer(blob, dtype=np.float32)
+        with self._snapshot() as db:
+            for start in range(0, len(chunk_ids), 900):
+                part = list(chunk_ids[start : start + 900])
+                marks = ",".join("?" * len(part))
+                for cid, blob in db.execute(
+                    f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
+                    part,
+                ):
+                    out[cid] = np.frombuffer(blob, dtype=np.float32)
         return out
 
     # --- whole-index reads ----------------------------------------------------------------
 
     def document_infos(self) -> list[DocumentInfo]:
         """Every document's id, source and chunk counts, by id (`evidence list --index`)."""
-        rows = self._db.execute(
-            "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
-        ).fetchall()
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
+            ).fetchall()
         return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
 
     def documents(self) -> Iterator[tuple[DocumentChunks, Vector | None]]:
@@ -804,4 +927,9 @@ class IndexStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            with self._small:
+                self._closed = True
+                idle, self._readers = self._readers, []
+            for reader in idle:  # a reader in use is closed by its thread when it is done
+                reader.close()
             self._tantivy.clear()

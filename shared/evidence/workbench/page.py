@@ -57,3 +57,8 @@ def page_response(path: str) -> Page | None:
     body = _asset(name)
     headers = {"Content-Type": _TYPES[Path(name).suffix], **SECURITY_HEADERS}
     return 200, headers, body
+
+
+def serve_page(method: str, path: str) -> Page | None:
+    """`evidence serve`'s pages hook (`make_server(pages=...)`): GET and HEAD outside /v1/."""
+    return page_response(path)
