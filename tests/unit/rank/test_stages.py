@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evidence.errors import ConfigurationError
+from evidence.errors import ConfigurationError, RequestValidationError
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import Profile
@@ -238,7 +238,9 @@ def test_min_similarity_zero_is_off_even_for_negative_cosines() -> None:
     first = Matches(("close", 0.4), ("opposite", -0.3), ("orthogonal", 0.0))
     assert run003(first, top_k=5, min_similarity=0.0) == ["close", "orthogonal", "opposite"]
     assert run003(first, top_k=5, min_similarity=0.1) == ["close"]
-    assert run003(first, top_k=5, min_similarity=-0.5) == ["close", "orthogonal", "opposite"]
+    # A negative floor is outside the one range (0-1) and refused, naming the knob.
+    with pytest.raises(RequestValidationError, match="min_similarity"):
+        run003(first, top_k=5, min_similarity=-0.5)
 
 
 # --- collapse_overlaps (issue 13, item 7) ---------------------------------------------------
