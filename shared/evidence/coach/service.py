@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.coach.budget import StageCosts
 from evidence.coach.contract import CoachRequest, CoachResponse
-from evidence.config import BackendKind, CoachIntentKind, HybridMode
+from evidence.config import BackendKind, CoachIntentKind, HybridMode, coach_guard
 from evidence.graph.load import parse_graph
 from evidence.graph.store import GraphIndexReport, existing_node_documents, index_graph
 
@@ -106,7 +106,9 @@ class CoachRuntime:
             hyde=hyde,
             costs=self.costs,
             settings=CoachSettings(
-                intent_budget_ms=float(s.coach_intent_budget_ms), hyde_budget_ms=float(s.coach_hyde_budget_ms)
+                intent_budget_ms=float(s.coach_intent_budget_ms),
+                hyde_budget_ms=float(s.coach_hyde_budget_ms),
+                guard=coach_guard(s, index),
             ),
             server_hybrid=s.backend is BackendKind.OPENSEARCH
             and s.opensearch_hybrid_mode is HybridMode.SERVER,

@@ -15,9 +15,12 @@ Side outputs go to `ctx.trace`: the extracted follow-ups, `degraded` markers, a 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +41,7 @@ from evidence.rank.followups import (
 )
 from evidence.rank.rerank import RerankError
 from evidence.records import ChunkKind
+from evidence.retry import deadline_scope
 
 log = logging.getLogger(__name__)
 
@@ -279,9 +283,33 @@ class Rerank:
 
     name = "rerank"
 
-    def __init__(self, *, use_criterion: bool = False) -> None:
+    def __init__(self, *, use_criterion: bool = False, budget_ms: float | None = None) -> None:
         # vrm reranks against the criterion question (seed 000) when one is given.
         self.use_criterion = use_criterion
+        #: A hard time budget for the reranker call (seed 004: 250 ms); None = the client's own timeout.
+        self.budget_ms = budget_ms
+
+    def _call(self, ctx: RankContext, query: str, texts: list[str]) -> Any:
+        reranker = ctx.reranker
+        assert reranker is not None
+        if self.budget_ms is None:
+            return reranker.rerank(query, texts, len(texts))
+        budget_s = max(self.budget_ms, 1.0) / 1000.0
+
+        def call() -> Any:
+            # Remote clients honour the deadline scope; the thread bounds any that would not.
+            with deadline_scope(budget_s):
+                return reranker.rerank(query, texts, len(texts))
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rerank")
+        future = pool.submit(contextvars.copy_context().run, call)
+        try:
+            return future.result(timeout=budget_s)
+        except FutureTimeout:
+            raise RerankError(f"cut at its {self.budget_ms:.0f} ms budget", reason="over_budget") from None
+        finally:
+            # Never wait for a call past its budget: its result, if any, is discarded.
+            pool.shutdown(wait=False)
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         if ctx.reranker is None or not candidates:
@@ -289,11 +317,15 @@ class Rerank:
             return list(candidates)
         query = ctx.criterion_question if self.use_criterion and ctx.criterion_question else ctx.query
         ctx.trace.detail["reranker"] = ctx.reranker.name
+        if self.budget_ms is not None:
+            ctx.trace.detail["budget_ms"] = self.budget_ms
         try:
-            results = ctx.reranker.rerank(query, [c.chunk.text for c in candidates], len(candidates))
+            results = self._call(ctx, query, [c.chunk.text for c in candidates])
         except RerankError as exc:
             log.warning("%s reranker fell back to first-stage order: %s", ctx.reranker.name, exc.message)
-            ctx.trace.degrade(f"rerank:{exc.reason}")
+            # Under a budget, a client's own timeout (the deadline scope) is the budget's cut too.
+            cut = self.budget_ms is not None and exc.reason in ("timeout", "over_budget")
+            ctx.trace.degrade("rerank:over_budget" if cut else f"rerank:{exc.reason}")
             ctx.trace.detail["fallback"] = exc.message
             return list(candidates)
         out = []
