@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         )
     service = EvidenceService(settings)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
+    # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
+    threading.Thread(target=runtime.warm, name="warm", daemon=True).start()
     get_app()
     try:
         server = make_server(
