@@ -344,14 +344,63 @@ class Rerank:
 class RelevancyCutoff:
     """Seed 000's relevancy cutoff: drop reranker scores (boosted, after seed 001) below `rerank_cutoff`.
 
-    Acts only on candidates that carry a reranker score, so with no reranker (or after a
-    reranker failure) it cuts nothing: fused scores are on another scale.
+    Acts on candidates that carry a reranker score. Without one (no reranker, or after a reranker
+    failure) fused scores are on another scale: with `calibrated=True` (the vrm profile) the
+    cutoff then applies to a calibrated relevance instead (`confidence.hit_relevance`: the
+    answerability model read per hit, boosted like seed 001's follow-up documents, capped at 1),
+    recorded as the `relevance` score; otherwise it cuts nothing.
     """
 
     name = "rerank_cutoff"
 
+    def __init__(self, *, calibrated: bool = False) -> None:
+        self.calibrated = calibrated
+
+    def _relevance(self, candidates: Sequence[Candidate], ctx: RankContext, cutoff: float) -> list[Candidate]:
+        from evidence.rank.confidence import hit_relevance
+
+        cosines = {c.chunk_id: float(c.scores["dense"]) for c in candidates if "dense" in c.scores}
+        missing = [c.chunk_id for c in candidates if c.chunk_id not in cosines]
+        q = ctx.query_vector
+        if missing and q is not None:
+            try:
+                stored = ctx.backend.vectors(ctx.index, missing)
+            except EvidenceError as exc:
+                log.warning("rerank_cutoff: vectors unavailable: %s", exc)
+                stored = {}
+            qn = float(np.linalg.norm(q))
+            for cid, vec in stored.items():
+                vn = float(np.linalg.norm(vec))
+                if qn > 0 and vn > 0:
+                    cosines[cid] = float(np.dot(q, vec) / (qn * vn))
+        try:
+            embedder_id: str | None = ctx.backend.get_index(ctx.index).embedder_id
+        except EvidenceError:
+            embedder_id = None
+        ctx.trace.detail["score"] = "relevance"
+        out = []
+        for c, p in zip(
+            candidates,
+            hit_relevance(ctx.query, candidates, cosines=cosines, embedder_id=embedder_id),
+            strict=True,
+        ):
+            boosted = c.chunk.metadata.get("type") == FOLLOWUP_DOCUMENT_TYPE
+            rel = min(1.0, p * ctx.params.followup_boost) if boosted else p
+            if rel < cutoff:
+                ctx.trace.drop(ctx, c, f"relevance {rel:.4f} < rerank_cutoff {cutoff} (no reranker)")
+            else:
+                out.append(replace(c, scores=MappingProxyType({**c.scores, "relevance": round(rel, 6)})))
+        return out
+
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         cutoff = ctx.params.rerank_cutoff
+        if (
+            self.calibrated
+            and cutoff > 0
+            and candidates
+            and not any("rerank" in c.scores for c in candidates)
+        ):
+            return self._relevance(candidates, ctx, cutoff)
         out = []
         for c in candidates:
             # Seed 001 cuts the boosted list (`boosted[:n] if r.score >= cutoff`), so a boosted
