@@ -26,7 +26,7 @@ from typing import Any
 
 from evidence.config import Settings
 from evidence.demo import VENDOR_STEPS
-from evidence.model import RetrieveRequest
+from evidence.model import Hit, RetrieveRequest
 from evidence.rank.profiles import get_profile, register_profile
 from evidence.rank.stages import RelevancyCutoff
 from evidence.service import EvidenceService
@@ -40,11 +40,11 @@ def _uncalibrated() -> Any:
     return replace(vrm, name="vrm-fused", stages=stages)
 
 
-def _label(hit: Any, corpus: str) -> str:
+def _label(hit: Hit, corpus: str) -> str:
     return hit.source.rsplit("/", 1)[-1] if corpus == "globex" else hit.text
 
 
-def _name(hit: Any, corpus: str) -> str:
+def _name(hit: Hit, corpus: str) -> str:
     return hit.source.rsplit("/", 1)[-1] if corpus == "globex" else " ".join(hit.text.split())[:40]
 
 
