@@ -47,7 +47,8 @@ def main() -> int:
         m = json.loads(buf.getvalue().strip().splitlines()[-1])
         m = m.get("metrics", m)
         out[method.value] = {
-            k: m.get(k) for k in ("can_answer", "needs_clarification", "lo_hit_at_1", "lo_hit_at_3", "intent_accuracy")
+            k: m.get(k)
+            for k in ("can_answer", "needs_clarification", "lo_hit_at_1", "lo_hit_at_3", "intent_accuracy")
         }
     print(json.dumps(out, indent=1))
     return 0
