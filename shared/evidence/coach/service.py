@@ -104,8 +104,12 @@ class CoachRuntime:
         from evidence.errors import EvidenceError
 
         svc = self.service
+        # A remote embedder (Titan) has no model to load: the warm-up never calls it.
+        local = svc.settings.embedder is EmbedderKind.MINILM
         engine = CoachEngine(
-            svc.backend, embed_query=lambda text: svc.query_vector(index, text), costs=StageCosts()
+            svc.backend,
+            embed_query=(lambda text: svc.query_vector(index, text)) if local else None,
+            costs=StageCosts(),
         )
         try:
             engine.run(index, CoachRequest(query="warm up"))
