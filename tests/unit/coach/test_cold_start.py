@@ -25,7 +25,8 @@ from evidence.testing import HashingEmbedder, LambdaContext, load_event
 from tests.unit.graph.graphkit import sample_bytes
 
 INDEX = "tutor"
-LOAD_S = 0.6
+#: Longer than the requests' whole budget (1 s), so a load charged to one always shows.
+LOAD_S = 1.2
 
 
 class ColdEmbedder:
@@ -77,14 +78,13 @@ def test_the_first_request_gets_the_same_bullets_as_the_second(
 ) -> None:
     service, embedder = fresh
     request = CoachRequest.model_validate(
-        {"query": "How do I solve a quadratic equation by factoring?", "constraints": {"timeout_ms": 400}}
+        {"query": "How do I solve a quadratic equation by factoring?", "constraints": {"timeout_ms": 1000}}
     )
     first = service.coach(INDEX, request)
     second = service.coach(INDEX, request)
     assert embedder.loaded_at is not None
     assert first.telemetry.degraded == [] and second.telemetry.degraded == []
     assert first.minimal_context == second.minimal_context and len(first.minimal_context) >= 3
-    assert first.telemetry.total_ms < LOAD_S * 1000, "the model load is outside the request's clock"
     assert first.model_dump(exclude={"telemetry"}) == second.model_dump(exclude={"telemetry"})
 
 
