@@ -13,6 +13,9 @@ A hit is relevant when its text contains one of the question's `relevant` labels
 demo corpus, a file name of the fixtures). Reported per corpus, for the cutoff on fused scores
 (before: it cut nothing) and on the calibrated relevance (now): hits returned, relevant hits
 returned, irrelevant hits returned, questions whose relevant hit was lost, and every drop.
+
+With `--scifact-store S` (the store `evidence eval --dataset .../scifact --mode hybrid` built):
+the per-hit relevance against SciFact's judgements instead, binned, and what a 0.1 cutoff drops.
 """
 
 from __future__ import annotations
@@ -87,11 +90,77 @@ def measure(
     return out
 
 
+def scifact(store: Path, dataset: Path) -> dict[str, Any]:
+    """Per-hit calibration on SciFact's judged pairs: the top 10 of the first stage per test
+    question (the eval index `evidence eval --dataset ... --mode hybrid` builds), the relevance
+    of each hit against its qrels label, binned, and what a 0.1 cutoff keeps and drops."""
+    from evidence.evaluation import find_dataset, load_qrels, load_queries
+    from evidence.rank.candidate import Candidate
+    from evidence.rank.confidence import hit_relevance
+
+    ds = find_dataset(dataset)
+    qrels = load_qrels(ds.qrels)
+    queries = load_queries(ds.queries, set(qrels))
+    service = EvidenceService(Settings(store_dir=store))
+    index = "eval-scifact"
+    embedder_id = service.backend.get_index(index).embedder_id
+    pairs: list[tuple[float, int]] = []
+    for qid, text in queries:
+        r = service.retrieve(index, RetrieveRequest(query=text, profile="default", top_k=10, explain=True))
+        hits = r.hits
+        ids = [h.chunk_id for h in hits]
+        by_id = {
+            x.chunk.chunk_id: x.chunk
+            for x in service.backend.lookup(index, {"chunk_id": ids}, limit=len(ids))
+        }
+        cands = [Candidate(chunk=by_id[i], score=0.0, first_stage_score=0.0) for i in ids]
+        vector = service.query_vector(index, text)
+        stored = service.backend.vectors(index, ids)
+        cos = {}
+        for i in ids:
+            v = stored.get(i)
+            if v is not None and vector is not None:
+                cos[i] = float(v @ vector / ((v @ v) ** 0.5 * (vector @ vector) ** 0.5))
+        rel = hit_relevance(text, cands, cosines=cos, embedder_id=embedder_id)
+        for p, h in zip(rel, hits, strict=True):
+            pairs.append((p, int(qrels[qid].get(h.document_id, 0) > 0)))
+    bins = []
+    for lo, hi in ((0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.01)):
+        inside = [y for p, y in pairs if lo <= p < hi]
+        if inside:
+            mean_p = sum(p for p, _ in pairs if lo <= p < hi) / len(inside)
+            bins.append(
+                {
+                    "bin": f"{lo:.1f}-{min(hi, 1.0):.1f}",
+                    "n": len(inside),
+                    "mean_relevance": round(mean_p, 3),
+                    "relevant_share": round(sum(inside) / len(inside), 3),
+                }
+            )
+    rel_total = sum(y for _, y in pairs)
+    dropped = [(p, y) for p, y in pairs if p < 0.1]
+    return {
+        "pairs": len(pairs),
+        "relevant": rel_total,
+        "bins": bins,
+        "cutoff_0.1": {
+            "dropped": len(dropped),
+            "dropped_relevant": sum(y for _, y in dropped),
+            "kept_relevant_share": round(1 - sum(y for _, y in dropped) / max(1, rel_total), 4),
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--scifact-store", help="also: per-hit calibration on SciFact's eval index in this store")
+    p.add_argument("--dataset", default=str(Path(__file__).resolve().parents[2] / "shared/datasets/scifact"))
     args = p.parse_args(argv)
+    if args.scifact_store:
+        print(json.dumps(scifact(Path(args.scifact_store), Path(args.dataset)), indent=1))
+        return 0
     register_profile("vrm-fused", _uncalibrated)
     store = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="vrm-cutoff-"))
     service = EvidenceService(Settings(store_dir=store))
