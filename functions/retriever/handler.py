@@ -14,6 +14,10 @@ from evidence.observability import lambda_handler
 
 def _handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Imported at the first invocation: the module import stays near-free (cold start).
+    from evidence.api import runtime
+
+    # Before the first event is handled: the coach's model and index, outside any request budget.
+    runtime.warm()
     if "httpMethod" in event:
         from evidence.api.app import resolve
 

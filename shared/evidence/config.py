@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from evidence.errors import ConfigurationError
@@ -58,6 +58,32 @@ class EmbeddingCacheScope(StrEnum):
 class CoachIntentKind(StrEnum):
     RULES = "rules"
     BEDROCK = "bedrock"
+
+
+#: Seed 004's "block unsafe content types": content node types the coach never recalls, expands
+#: or cites unless an index's guard says otherwise (matched case-insensitively).
+DEFAULT_BLOCKED_CONTENT_TYPES = ("Unsafe", "Restricted", "Private", "Confidential")
+
+
+class CoachGuard(BaseModel):
+    """Seed 004's guardrails for one index: "filtered subject domains; block unsafe content types"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Subjects a request may reach (case-insensitive). None: the subjects the index's graphs
+    #: declare, so a subject filter can never reach outside them (on by default).
+    subjects: list[str] | None = Field(default=None, max_length=200)
+    #: The unsafe-content guard (on by default): content of these types is never recalled, linked
+    #: or cited. [] switches it off.
+    blocked_types: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_BLOCKED_CONTENT_TYPES), max_length=200
+    )
+
+    def allows_subject(self, subject: str) -> bool:
+        return self.subjects is None or subject.strip().lower() in {s.strip().lower() for s in self.subjects}
+
+    def blocks_type(self, node_type: str) -> bool:
+        return node_type.strip().lower() in {t.strip().lower() for t in self.blocked_types}
 
 
 class Settings(BaseSettings):
@@ -145,6 +171,9 @@ class Settings(BaseSettings):
     bedrock_coach_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
     coach_intent_budget_ms: int = Field(default=200, ge=10, le=10_000)
     coach_hyde_budget_ms: int = Field(default=200, ge=10, le=10_000)
+    #: Seed 004's guardrails per index (evidence/config.py:CoachGuard), "*" for every other index,
+    #: e.g. EVIDENCE_COACH_GUARDS='{"tutor": {"subjects": ["algebra"], "blocked_types": ["Unsafe"]}}'.
+    coach_guards: dict[str, CoachGuard] = Field(default_factory=dict)
 
     # Lambda wiring
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
@@ -197,6 +226,11 @@ class Settings(BaseSettings):
                 + ". Fix or unset it: the settings are listed in docs/settings.md."
             )
         return self
+
+
+def coach_guard(settings: Settings, index: str) -> CoachGuard:
+    """The index's guard, else the "*" entry, else the defaults (both guards on)."""
+    return settings.coach_guards.get(index) or settings.coach_guards.get("*") or CoachGuard()
 
 
 def environment_names() -> frozenset[str]:

@@ -92,7 +92,15 @@ class Overrides(_Edge):
     followup_max_rounds: int | None = Field(default=None, ge=0, le=50)
     followup_boost: float | None = Field(default=None, ge=1.0, le=10.0)
     followup_boost_cap: float | None = Field(default=None, ge=0.0, le=100.0)
-    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    min_similarity: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Seed 003's floor on dense cosine similarity: hits below it are dropped; 0 = off. "
+            "0-1, the range of EVIDENCE_MIN_SIMILARITY and of the seed (a negative floor keeps everything)."
+        ),
+    )
     max_chars: int | None = Field(default=None, ge=0, le=10_000_000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)
     max_chunks_per_document: int | None = Field(default=None, ge=1, le=1000)

@@ -51,6 +51,9 @@ class ParsedDocument:
     fmt: str = "txt"
     #: Names of the document's subject taken from the document itself (SPL: brand and generic).
     subject: tuple[str, ...] = ()
+    #: The decoded upload when parsing changed its line ends (CRLF to LF): chunk offsets and
+    #: texts are then taken from it, so they slice the user's own file (ingest/offsets.py).
+    source_text: str | None = None
 
     def page_at(self, offset: int) -> int | None:
         if not self.page_starts:

@@ -469,6 +469,11 @@ class EvidenceService:
                     self._coach = CoachRuntime(self)
         return self._coach
 
+    def warm(self) -> None:
+        """Load the coach's models and the default index before the first request (the Lambda
+        handler before its first event, `evidence serve` at start): docs/coach.md#cold-start."""
+        self.coach_runtime.warm(self.settings.default_index)
+
     def coach(self, index: str, request: CoachRequest) -> CoachResponse:
         """Seed 004's coach request against a knowledge-graph index (docs/coach.md)."""
         check_index_name(index)

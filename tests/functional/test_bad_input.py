@@ -59,6 +59,25 @@ PLAN = "/v1/plan"
 
 #: (row, path, raw body or JSON payload, base64-flagged body?, status, code, field)
 CATALOGUE = [
+    # One range for min_similarity everywhere (settings, request, profile defaults): 0-1.
+    (
+        "min_similarity below 0",
+        RETRIEVE,
+        {"query": "x", "min_similarity": -0.5},
+        False,
+        422,
+        "validation_error",
+        "min_similarity",
+    ),
+    (
+        "min_similarity above 1",
+        RETRIEVE,
+        {"query": "x", "min_similarity": 1.5},
+        False,
+        422,
+        "validation_error",
+        "min_similarity",
+    ),
     ("malformed JSON", RETRIEVE, '{"query": ', False, 400, "bad_request", "body"),
     ("body is not an object", RETRIEVE, "[1, 2]", False, 422, "validation_error", None),
     ("missing body", RETRIEVE, "", False, 400, "bad_request", "body"),

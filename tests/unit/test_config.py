@@ -38,3 +38,24 @@ def test_unknown_environment_is_pure() -> None:
     assert unknown_environment({"EVIDENCE_BACKEND": "embedded", "PATH": "/bin"}) == []
     assert unknown_environment({"EVIDENCE_BACKND": "x"}) == [("EVIDENCE_BACKND", "EVIDENCE_BACKEND")]
     assert "EVIDENCE_DEFAULT_INDEX" in environment_names()
+
+
+def test_min_similarity_has_one_range_everywhere() -> None:
+    """Seed 003's floor is 0-1 in the settings, in a request's override (and so in
+    EVIDENCE_PROFILE_DEFAULTS, validated by the same model) and in the OpenAPI document."""
+    from pydantic import ValidationError
+
+    from evidence.api.openapi import openapi_document
+    from evidence.model import Overrides
+
+    schema = openapi_document()["components"]["schemas"]["RetrieveRequest"]["properties"]["min_similarity"]
+    branch = next(b for b in schema.get("anyOf", [schema]) if b.get("type") == "number")
+    assert (branch["minimum"], branch["maximum"]) == (0.0, 1.0)
+    assert "0-1" in schema["description"]
+    for value in (-0.5, 1.5):
+        with pytest.raises(ValidationError):
+            Settings(min_similarity=value)
+        with pytest.raises(ValidationError) as err:
+            Overrides(min_similarity=value)
+        assert err.value.errors()[0]["loc"] == ("min_similarity",)
+    assert Settings(min_similarity=0.3).min_similarity == Overrides(min_similarity=0.3).min_similarity

@@ -43,6 +43,12 @@ def get_service() -> EvidenceService:
     return _state.service
 
 
+def warm() -> None:
+    """Warm the shared service before the first event is handled, so that model loading is never
+    charged to a request's time budget (docs/coach.md#cold-start); free once done."""
+    get_service().warm()
+
+
 def get_authorizer() -> Authorizer:
     """The access check built from the settings' policy (a bad policy fails every request)."""
     if _state.authorizer is None:

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         service.close()
         raise CliError(exc.message, EXIT_USAGE) from None
+    # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
+    threading.Thread(target=runtime.warm, name="warm", daemon=True).start()
     get_app()
     configure_uploads(
         UploadJobs(

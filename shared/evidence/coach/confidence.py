@@ -92,7 +92,9 @@ class QueryFeatures:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    mode: str  # "answer" | "clarify" | "out_of_scope"
+    #: "answer" | "clarify" | "out_of_scope" | "off_subject" (a subject the index lacks or its
+    #: guard refuses: asked back) | "decline" (in scope, but no cited fact fits the budget)
+    mode: str
     confidence: float
     in_domain: float
     reasons: list[str] = field(default_factory=list)
@@ -103,7 +105,7 @@ class Decision:
 
     @property
     def needs_clarification(self) -> bool:
-        return self.mode == "clarify"
+        return self.mode in ("clarify", "off_subject")
 
 
 def in_domain(f: QueryFeatures) -> float:

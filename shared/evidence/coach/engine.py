@@ -54,6 +54,7 @@ from evidence.coach.intent import (
     has_reference,
 )
 from evidence.coach.llm import LLMError
+from evidence.config import CoachGuard
 from evidence.errors import EvidenceError
 from evidence.graph.documents import KG_ID, KG_ROLE, KG_TYPE, ROLE_CONTENT, ROLE_LO, SUBJECT, NodeView
 from evidence.graph.expand import ContentLink, PrereqPath, content_links, prerequisite_paths
@@ -100,6 +101,10 @@ class CoachSettings:
     intent_budget_ms: float = 200.0
     hyde_budget_ms: float = 200.0
     snippet_chars: int = 600
+    #: Seed 004's re-rank budget: the reranker call is cut when it takes longer.
+    rerank_budget_ms: float = 250.0
+    #: Seed 004's guardrails for the index (subject allowlist, unsafe content types).
+    guard: CoachGuard = field(default_factory=CoachGuard)
 
 
 @dataclass
@@ -191,7 +196,11 @@ def _cos(a: Vector | None, b: Vector | None) -> float | None:
 def content_family(node_type: str) -> str:
     """Content types as a graph names them, grouped by what they are for."""
     t = node_type.lower()
-    if re.search(r"exercise|problem|practi[cs]e|quiz|question|drill|test|assessment|worksheet|homework", t):
+    # Quizzes and tests assess; seed 004's practice playbook asks for exercises, and tutoring's
+    # "quick exercise" is one too: an assessment is only given when a request names its type.
+    if re.search(r"quiz|\btests?\b|\bexams?\b|assessment", t):
+        return "assessment"
+    if re.search(r"exercise|problem|practi[cs]e|question|drill|worksheet|homework", t):
         return "practice"
     if re.search(r"mistake|misconception|pitfall|error", t):
         return "pitfall"
@@ -260,6 +269,12 @@ class CoachEngine:
             GraphReader(self.backend, index),
         )
         run.intent = self._intent(run)
+        subject = request.subject.strip().lower() if request.subject else None
+        guard = self.settings.guard
+        if subject is not None and not guard.allows_subject(subject):
+            return self._off_subject(
+                run, "not_allowed", sorted({x.strip().lower() for x in guard.subjects or []})
+            )
         self._understand(run)
         text = request.query
         if run.followup:
@@ -267,10 +282,15 @@ class CoachEngine:
         run.vector = self._embed(run, text, dense=info.dimension > 0)
         run.vector = self._hyde(run)
         run.scored = self._hybrid(run, text)
-        if not any(s.view.is_lo for s in run.scored) and request.subject:
-            # Nothing of the subject: the closest LOs overall are still worth suggesting.
-            run.scored = self._hybrid(run, text, subject=False)
-            run.detail["subject_matched"] = False
+        if subject is not None and not any(s.view.is_lo for s in run.scored):
+            known = self._subjects(run)
+            if subject not in known:
+                # A filter that matches nothing never widens the search silently: ask back,
+                # naming the subjects there are, with the closest LOs of those as suggestions.
+                run.scored = self._hybrid(run, text, subject=False)
+                run.los = self._lo_ranking(run)
+                return self._off_subject(run, "unmatched", known)
+            run.detail["subject_matched"] = True
         if run.followup:
             run.prior = self._prior(run)
         run.los = self._mmr(run, self._lo_ranking(run))
@@ -362,13 +382,20 @@ class CoachEngine:
             return blend(vector, np.asarray(hyde_vector, dtype=np.float32))
 
     @staticmethod
-    def _filters(req: CoachRequest, subject: bool = True) -> tuple[dict[str, Any], list[str]]:
+    def _filters(
+        req: CoachRequest, subject: bool = True, guard: CoachGuard | None = None
+    ) -> tuple[dict[str, Any], list[str]]:
         c = req.constraints
         filters: dict[str, Any] = {KG_ROLE: [ROLE_LO, ROLE_CONTENT]}
         applied: list[str] = []
         if req.subject and subject:
             filters[SUBJECT] = req.subject.strip().lower()
             applied.append(f"subject:{req.subject}")
+        elif guard is not None and guard.subjects is not None:
+            # The index's subject allowlist bounds every search, a widened one included.
+            allowed = sorted({x.strip().lower() for x in guard.subjects})
+            filters[SUBJECT] = allowed
+            applied.append("subjects:" + ",".join(allowed))
         if c.content_types:
             filters[KG_TYPE] = ["LO", *c.content_types]
             applied.append("types:" + ",".join(c.content_types))
@@ -394,11 +421,14 @@ class CoachEngine:
         from evidence.coach.profile import recall_profile
         from evidence.rank.context import RankContext
 
-        filters, applied = self._filters(run.request, subject)
+        filters, applied = self._filters(run.request, subject, self.settings.guard)
         run.detail["applied_filters"] = applied
         diffs = set(run.request.constraints.difficulties() or [])
         rerank = self.reranker is not None and run.affordable("rerank")
-        profile = recall_profile(rerank=rerank)
+        budget = min(self.settings.rerank_budget_ms, run.deadline.remaining_ms)
+        profile = recall_profile(rerank=rerank, rerank_budget_ms=budget)
+        if rerank:
+            run.detail["rerank_budget_ms"] = round(budget, 1)
         outcome = profile.run(
             RankContext(
                 index=run.index,
@@ -436,6 +466,8 @@ class CoachEngine:
             view = NodeView.from_chunk(cand.chunk)
             if view is None or (not view.is_lo and diffs and view.difficulty not in diffs):
                 continue
+            if self._blocked(run, view):
+                continue
             cos = cand.scores.get("dense")
             if cos is None:
                 cos = _cos(run.vector, stored.get(cand.chunk_id))
@@ -450,6 +482,49 @@ class CoachEngine:
         run.detail["candidates"] = len(out)
         return out
 
+    def _blocked(self, run: _Run, view: NodeView) -> bool:
+        """The unsafe-content guard: a blocked content type is never recalled, linked or cited."""
+        if view.is_lo or not self.settings.guard.blocks_type(view.type):
+            return False
+        blocked = run.detail.setdefault("blocked", [])
+        if view.id not in blocked:
+            blocked.append(view.id)
+        return True
+
+    def _subjects(self, run: _Run, limit: int = 2000) -> list[str]:
+        """The subjects the index's graphs declare (read from up to `limit` LO nodes)."""
+        try:
+            hits = self.backend.lookup(run.index, {KG_ROLE: ROLE_LO}, limit=limit, kind=ChunkKind.PASSAGE)
+        except EvidenceError:
+            return []
+        return sorted({str(h.chunk.metadata[SUBJECT]) for h in hits if h.chunk.metadata.get(SUBJECT)})
+
+    def _off_subject(self, run: _Run, why: str, subjects: list[str]) -> CoachResponse:
+        """A subject the index lacks (`unmatched`) or its guard refuses (`not_allowed`): never
+        answered from another subject. One question naming the subjects there are; the closest
+        LOs of those, if any were searched, are suggestions only (not cited, no facts)."""
+        asked = (run.request.subject or "").strip()
+        run.degraded.append(f"subject:{why}")
+        run.detail["subject_matched"] = False
+        run.detail["subjects"] = subjects
+        # The filters as requested, the subject marked with what became of it.
+        _, applied = self._filters(run.request, True)
+        run.detail["applied_filters"] = [
+            f"{f} ({why.replace('_', ' ')})" if f == f"subject:{asked}" else f for f in applied
+        ]
+        where = "is not allowed on this index" if why == "not_allowed" else "matches nothing in this index"
+        if subjects:
+            listing = ", ".join(subjects[:-1]) + (" or " if len(subjects) > 1 else "") + subjects[-1]
+            question = f"The subject \u201c{asked}\u201d {where}; did you mean {listing}?"
+        else:
+            question = f"The subject \u201c{asked}\u201d {where}, which names no subjects; ask without one?"
+        matched = run.los[: min(3, run.request.constraints.top_k.lo)]
+        for m in matched:
+            m.reason = f"closest LO outside the subject ({m.view.subject or 'no subject'})"
+        return self._respond(
+            run, Decision("off_subject", 0.0, 0.0, [f"subject_{why}"]), matched=matched, question=question
+        )
+
     def _prior(self, run: _Run) -> dict[tuple[str, str], NodeView]:
         """Nodes whose ids appear in the conversation snippet."""
         ids = list(dict.fromkeys(m.group(0) for m in _ID_IN_TEXT.finditer(run.followup)))[:20]
@@ -459,7 +534,7 @@ class CoachEngine:
             hits = self.backend.lookup(run.index, {KG_ID: ids}, limit=len(ids) * 4, kind=ChunkKind.PASSAGE)
         except EvidenceError:
             return {}
-        views = run.reader.remember(hits)
+        views = [v for v in run.reader.remember(hits) if not self._blocked(run, v)]
         if views:
             run.detail["prior"] = sorted({v.id for v in views})
         return {(v.graph, v.id): v for v in views}
@@ -707,7 +782,7 @@ class CoachEngine:
             types=c.content_types,
             difficulty=c.difficulties(),
         )
-        return supporting, links
+        return supporting, [x for x in links if not self._blocked(run, x.node)]
 
     def _select_content(
         self,
@@ -725,7 +800,9 @@ class CoachEngine:
         diffs = set(c.difficulties() or [])
 
         def allowed(v: NodeView) -> bool:
-            return not v.is_lo and (not types or v.type in types) and (not diffs or v.difficulty in diffs)
+            if v.is_lo or self.settings.guard.blocks_type(v.type):
+                return False
+            return (not types or v.type in types) and (not diffs or v.difficulty in diffs)
 
         # A follow-up starts from the content the conversation cites ("that last step" of EX-342).
         chosen: list[tuple[NodeView, str, float]] = []
@@ -753,20 +830,22 @@ class CoachEngine:
         for family in SLOTS[run.intent.intent][len(chosen) :]:
             if len(chosen) >= k:
                 break
-            options = [x for x in ranked if x not in chosen and self._fits(x[0], family)]
+            options = [x for x in ranked if x not in chosen and self._fits(x[0], family, types)]
             if family == "practice" and run.intent.intent is Intent.PRACTICE:
                 options.sort(key=lambda x: (self._novelty(x, chosen), x[2]), reverse=True)
             if options:
                 chosen.append(options[0])
-        if not chosen and ranked:
+        if not chosen and ranked and run.intent.intent is not Intent.PRACTICE:
             chosen.append(ranked[0])
         return chosen
 
     @staticmethod
-    def _fits(view: NodeView, family: str) -> bool:
+    def _fits(view: NodeView, family: str, requested: set[str] | frozenset[str] = frozenset()) -> bool:
         if family == "pitfall":
             return _is_pitfall(view)
-        return content_family(view.type) == family
+        got = content_family(view.type)
+        # A quiz fills a practice slot only when the request names its type.
+        return got == family or (family == "practice" and got == "assessment" and view.type in requested)
 
     @staticmethod
     def _novelty(item: tuple[NodeView, str, float], chosen: list[tuple[NodeView, str, float]]) -> int:
@@ -853,6 +932,7 @@ class CoachEngine:
                         types=c.content_types,
                         difficulty=c.difficulties(),
                     )
+                    links = [x for x in links if not self._blocked(run, x.node)]
                     pick = next((x for x in links if content_family(x.node.type) == "example"), None)
                     pick = pick or (links[0] if links else None)
                     if pick is not None and len(items) < min(MAX_CONTENT_ITEMS, c.top_k.content):
@@ -948,7 +1028,20 @@ class CoachEngine:
                 **{v.id: v.citation_type for v, _, _ in items},
             },
         )
-        response, tokens = _fit_budget(parts, run.request.constraints.token_budget, self.tokens)
+        budget = run.request.constraints.token_budget
+        had_facts = bool(parts.bullets)
+        response, tokens = _fit_budget(parts, budget, self.tokens)
+        if decision.can_answer and not parts.bullets:
+            # "can_answer" with nothing to teach from is no answer: decline and say why.
+            reason = (
+                f"token_budget {budget} is too small for one cited fact"
+                if had_facts
+                else "no cited fact was found for the matched learning objectives"
+            )
+            run.degraded.append("token_budget:too_small" if had_facts else "facts:none")
+            run.detail["reason"] = reason
+            parts.decision = replace(decision, mode="decline", reasons=[*decision.reasons, "no_fact"])
+            response, tokens = _fit_budget(parts, budget, self.tokens)
         telemetry = CoachTelemetry(
             stages=dict(run.stages),
             applied_filters=list(run.detail.get("applied_filters", [])),
@@ -990,7 +1083,7 @@ class _Parts:
 
     def build(self) -> CoachResponse:
         cited: dict[str, str] = {}
-        if self.decision.mode != "out_of_scope":
+        if self.decision.mode not in ("out_of_scope", "off_subject"):
             for m in self.matched:
                 cited.setdefault(m.id, "LO")
         for s in self.supporting:

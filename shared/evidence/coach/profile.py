@@ -51,8 +51,12 @@ class NodeRecall:
         return self.inner.run(candidates, replace(ctx, filters=filters))
 
 
-def recall_stages() -> tuple[Stage, ...]:
-    return (NodeRecall(), CandidateLimit(), Rerank())
+#: Seed 004's configuration defaults: "250ms for re-rank".
+RERANK_BUDGET_MS = 250.0
+
+
+def recall_stages(rerank_budget_ms: float | None = RERANK_BUDGET_MS) -> tuple[Stage, ...]:
+    return (NodeRecall(), CandidateLimit(), Rerank(budget_ms=rerank_budget_ms))
 
 
 class GraphExpansion:
@@ -120,7 +124,8 @@ def coach_profile() -> Profile:
     )
 
 
-def recall_profile(*, rerank: bool) -> Profile:
-    """The coach engine's stages A and B (without rerank when the deadline cannot afford it)."""
-    stages = recall_stages() if rerank else recall_stages()[:2]
+def recall_profile(*, rerank: bool, rerank_budget_ms: float = RERANK_BUDGET_MS) -> Profile:
+    """The coach engine's stages A and B (without rerank when the deadline cannot afford it);
+    the reranker is cut at `rerank_budget_ms` (what is left of the request's time, at most 250 ms)."""
+    stages = recall_stages(rerank_budget_ms) if rerank else recall_stages()[:2]
     return replace(coach_profile(), name="coach-recall", stages=stages)

@@ -7,13 +7,14 @@ deadline logic uses live as long as the process.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.coach.budget import StageCosts
 from evidence.coach.contract import CoachRequest, CoachResponse
-from evidence.config import BackendKind, CoachIntentKind, HybridMode
+from evidence.config import BackendKind, CoachIntentKind, EmbedderKind, HybridMode, coach_guard
 from evidence.graph.load import parse_graph
 from evidence.graph.store import GraphIndexReport, existing_node_documents, index_graph
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from evidence.embed.base import Embedder
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchBackend
+
+log = logging.getLogger(__name__)
 
 #: How an indexed document says "this is a knowledge graph" (API metadata, S3 `x-amz-meta-kind`).
 GRAPH_KIND = "graph"
@@ -62,6 +65,60 @@ class CoachRuntime:
         self._llm_built = False
         self._intent: IntentClassifier | None = None
         self._hyde: HydeGenerator | None = None
+        self._warm_lock = threading.Lock()
+        self._warmed = False
+        self._warm_indexes: set[str] = set()
+
+    def warm(self, index: str | None = None) -> None:
+        """Load what a coach request needs before any request's time budget starts.
+
+        Once per process: the local embedding model, the WordPiece tokenizer and the analyzer.
+        Once per index: a throwaway request that opens the index's search structures and reads
+        its sentences. Its timings go to a discarded `StageCosts`, so a cold start never inflates
+        the estimates that decide which stages a real request can afford. Failures are left to
+        the real request (which reports them); the warm-up itself never raises.
+        """
+        if not self._warmed:
+            with self._warm_lock:
+                if not self._warmed:
+                    self._warm_process()
+                    self._warmed = True
+        if index is not None and index not in self._warm_indexes:
+            with self._warm_lock:
+                if index not in self._warm_indexes:
+                    self._warm_index(index)
+                    self._warm_indexes.add(index)
+
+    def _warm_process(self) -> None:
+        from evidence.coach.budget import TokenCounter
+        from evidence.search.analysis import get_analyzer
+
+        try:
+            if self.service.settings.embedder is EmbedderKind.MINILM:  # a remote model has nothing to load
+                self.service.embedder.embed_query("warm up")
+            TokenCounter().count("warm up")
+            get_analyzer().analyze("warm up")
+        except Exception as exc:  # the first request reports the real failure
+            log.warning("coach warm-up failed: %s", exc)
+
+    def _warm_index(self, index: str) -> None:
+        from evidence.coach.engine import CoachEngine
+        from evidence.errors import EvidenceError
+
+        svc = self.service
+        # A remote embedder (Titan) has no model to load: the warm-up never calls it.
+        local = svc.settings.embedder is EmbedderKind.MINILM
+        engine = CoachEngine(
+            svc.backend,
+            embed_query=(lambda text: svc.query_vector(index, text)) if local else None,
+            costs=StageCosts(),
+        )
+        try:
+            engine.run(index, CoachRequest(query="warm up"))
+        except EvidenceError:
+            pass  # no such index (yet), or no graph: nothing to warm
+        except Exception as exc:
+            log.warning("coach warm-up of %s failed: %s", index, exc)
 
     def _llm(self) -> tuple[IntentClassifier | None, HydeGenerator | None]:
         """The optional Bedrock steps the settings ask for, built once."""
@@ -97,6 +154,8 @@ class CoachRuntime:
     def coach(self, index: str, request: CoachRequest) -> CoachResponse:
         from evidence.coach.engine import CoachEngine, CoachSettings
 
+        # Model loading and cold index structures are never charged to a request's budget.
+        self.warm(index)
         svc = self.service
         s = svc.settings
         intent, hyde = self._llm()
@@ -108,7 +167,9 @@ class CoachRuntime:
             hyde=hyde,
             costs=self.costs,
             settings=CoachSettings(
-                intent_budget_ms=float(s.coach_intent_budget_ms), hyde_budget_ms=float(s.coach_hyde_budget_ms)
+                intent_budget_ms=float(s.coach_intent_budget_ms),
+                hyde_budget_ms=float(s.coach_hyde_budget_ms),
+                guard=coach_guard(s, index),
             ),
             server_hybrid=s.backend is BackendKind.OPENSEARCH
             and s.opensearch_hybrid_mode is HybridMode.SERVER,

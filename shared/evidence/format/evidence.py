@@ -150,7 +150,9 @@ def followup_entry(candidate: Candidate) -> FollowupEntry:
     )
     return FollowupEntry(
         content=candidate.chunk.text,
-        filename=_opt_str(meta, "FILENAME") or candidate.chunk.source or None,
+        # Seed 000 names a follow-up by its FILENAME metadata only, else "Follow-up Response(s)":
+        # a chunk's source falls back to the document id, which is no name for the LLM to read.
+        filename=_opt_str(meta, "FILENAME") or None,
         round_number=round_of(meta) if has_round else None,
         question=_opt_str(meta, "question"),
         answer=_opt_str(meta, "answer"),
@@ -172,7 +174,7 @@ def evidence_from_models(hits: Sequence[Hit], followups: Sequence[Followup]) -> 
         [
             FollowupEntry(
                 content=f.text,
-                filename=_opt_str(f.metadata, "FILENAME") or f.source or None,
+                filename=_opt_str(f.metadata, "FILENAME") or None,
                 round_number=f.round_number,
                 question=f.question,
                 answer=f.answer,

@@ -21,6 +21,7 @@ from evidence.embed.tokenizer import get_tokenizer, token_offsets
 from evidence.errors import DocumentParseError
 from evidence.ids import chunk_id, content_hash
 from evidence.ingest.limits import DEFAULT_LIMITS, IngestLimits, check_count
+from evidence.ingest.offsets import SourceOffsets
 from evidence.ingest.qa import with_qa_fields
 from evidence.ingest.spans import FactSpan, extract_spans, trim_offsets
 from evidence.records import Chunk, ChunkKind, DocumentChunks, ParsedDocument, Section
@@ -245,17 +246,21 @@ def chunk_document(
     check_count(name, "passages", len(passages), limits.max_passages, "split the document")
     meta = dict(with_qa_fields(doc.text, metadata))
     title = doc.title
+    # Offsets and texts from the upload itself when parsing changed its line ends.
+    text = doc.source_text if doc.source_text is not None else doc.text
+    at = SourceOffsets(text) if doc.source_text is not None else None
     chunks: list[Chunk] = []
     for pos, p in enumerate(passages):
-        body = doc.text[p.char_start : p.char_end]
+        start, end = (at(p.char_start), at(p.char_end)) if at else (p.char_start, p.char_end)
+        body = text[start:end]
         chunks.append(
             Chunk(
                 chunk_id=chunk_id(document_id, ChunkKind.PASSAGE.value, pos),
                 document_id=document_id,
                 kind=ChunkKind.PASSAGE,
                 text=body,
-                char_start=p.char_start,
-                char_end=p.char_end,
+                char_start=start,
+                char_end=end,
                 sequence=pos,
                 source=source,
                 title=title,
@@ -267,14 +272,16 @@ def chunk_document(
             )
         )
     for sp in spans:
+        start, end = (at(sp.char_start), at(sp.char_end)) if at else (sp.char_start, sp.char_end)
+        span_text = text[start:end] if at else sp.text
         chunks.append(
             Chunk(
                 chunk_id=chunk_id(document_id, ChunkKind.SPAN.value, sp.sequence),
                 document_id=document_id,
                 kind=ChunkKind.SPAN,
-                text=sp.text,
-                char_start=sp.char_start,
-                char_end=sp.char_end,
+                text=span_text,
+                char_start=start,
+                char_end=end,
                 sequence=sp.sequence,
                 source=source,
                 title=title,
@@ -282,7 +289,7 @@ def chunk_document(
                 page=sp.page,
                 span_type=sp.span_type,
                 metadata=meta,
-                content_hash=content_hash(f"{title} {sp.text}" if title else sp.text),
+                content_hash=content_hash(f"{title} {span_text}" if title else span_text),
             )
         )
     params = {
@@ -293,7 +300,7 @@ def chunk_document(
     }
     return DocumentChunks(
         document_id=document_id,
-        content_hash=document_hash(doc.text, title=title, source=source, metadata=meta, params=params),
+        content_hash=document_hash(text, title=title, source=source, metadata=meta, params=params),
         source=source,
         chunks=tuple(chunks),
         metadata=meta,

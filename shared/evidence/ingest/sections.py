@@ -28,6 +28,7 @@ from typing import Any
 
 from evidence.ids import content_hash
 from evidence.ingest.entities import entity_aliases, subject_names
+from evidence.ingest.offsets import SourceOffsets
 from evidence.records import DocumentChunks, ParsedDocument, Section
 
 #: canonical name → aliases (lower case, words separated by single spaces). Order does not matter.
@@ -333,7 +334,10 @@ def annotate_chunks(
     on the document (so on every chunk) its subject: `entity` and the filterable `entity_names`."""
     vocab = vocabulary or default_vocabulary()
     labels = label_sections(doc.sections, vocab)
-    starts = [s.char_start for s in doc.sections]
+    # Chunk offsets are into the upload itself when parsing changed its line ends.
+    at = SourceOffsets(doc.source_text) if doc.source_text is not None else (lambda o: o)
+    bounds = [(at(s.char_start), at(s.char_end)) for s in doc.sections]
+    starts = [b[0] for b in bounds]
     names = document_subject(doc, chunks.metadata)
     doc_meta = dict(chunks.metadata)
     if names:
@@ -343,7 +347,7 @@ def annotate_chunks(
     for c in chunks.chunks:
         meta = dict(doc_meta)
         i = bisect_right(starts, c.char_start) - 1
-        if i >= 0 and doc.sections[i].char_start <= c.char_start < doc.sections[i].char_end:
+        if i >= 0 and bounds[i][0] <= c.char_start < bounds[i][1]:
             lab = labels[i]
             meta[SECTION_CANONICAL_KEY] = lab.canonical
             meta[SECTION_PATH_KEY] = list(lab.path)

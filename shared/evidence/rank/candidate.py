@@ -18,7 +18,8 @@ class Candidate:
 
     `scores` keys (those that ran): "lexical", "dense", "fused" (first stage), "rerank",
     "boosted" (seed 001's boost), "mmr" (marginal value when selected), "question_similarity"
-    (follow-ups whose stored question differs from the criterion).
+    (follow-ups whose stored question differs from the criterion), "relevance" (the calibrated
+    relevance the vrm cutoff reads when no reranker ran).
     """
 
     chunk: Chunk

@@ -142,3 +142,31 @@ def answer_signal(
         p = LEXICAL_CALIBRATION.probability(0.0, coverage)
         basis = "lexical"
     return AnswerSignal(round(p, 4), p >= min_confidence, basis, features)
+
+
+def hit_relevance(
+    query: str,
+    hits: Sequence[Candidate],
+    *,
+    cosines: Mapping[str, float],
+    embedder_id: str | None,
+) -> list[float]:
+    """A calibrated relevance per hit, for a relevancy cutoff when no reranker scored the hits.
+
+    The answerability model read on one hit instead of the best of the head: the probability
+    that this hit, by its own cosine with the query (`cosines`, by chunk id) and its own share
+    of the query's terms, is answer-bearing evidence. Same calibration, same embedder rule: a
+    hit without a cosine, or an index whose embedder has no fitted model, gets the coverage-only
+    model. Measured on the demo vendor corpus and held-out vendor fixtures (docs/ranking.md).
+    """
+    terms = frozenset(get_analyzer().analyze(query))
+    calibration = DENSE_CALIBRATIONS.get(embedder_id or "")
+    out = []
+    for c in hits:
+        coverage = _coverage(terms, c.chunk.search_text)
+        cosine = cosines.get(c.chunk_id)
+        if calibration is not None and cosine is not None and math.isfinite(cosine):
+            out.append(calibration.probability(cosine, coverage))
+        else:
+            out.append(LEXICAL_CALIBRATION.probability(0.0, coverage))
+    return out

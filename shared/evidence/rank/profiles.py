@@ -66,10 +66,10 @@ VRM_PARAMS = ProfileParams(
 )
 
 
-def _tail() -> tuple[Stage, ...]:
+def _tail(*, calibrated_cutoff: bool = False) -> tuple[Stage, ...]:
     return (
         FollowupDocumentBoost(),
-        RelevancyCutoff(),
+        RelevancyCutoff(calibrated=calibrated_cutoff),
         CollapseOverlaps(),
         PerDocumentCap(),
         MMR(),
@@ -107,7 +107,8 @@ def vrm_profile() -> Profile:
             MinSimilarity(),
             CandidateLimit(),
             Rerank(use_criterion=True),
-            *_tail(),
+            # Without a reranker the cutoff reads a calibrated relevance (issue 25 item 6).
+            *_tail(calibrated_cutoff=True),
         ),
     )
 

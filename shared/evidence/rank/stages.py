@@ -15,9 +15,12 @@ Side outputs go to `ctx.trace`: the extracted follow-ups, `degraded` markers, a 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +41,7 @@ from evidence.rank.followups import (
 )
 from evidence.rank.rerank import RerankError
 from evidence.records import ChunkKind
+from evidence.retry import deadline_scope
 
 log = logging.getLogger(__name__)
 
@@ -279,9 +283,33 @@ class Rerank:
 
     name = "rerank"
 
-    def __init__(self, *, use_criterion: bool = False) -> None:
+    def __init__(self, *, use_criterion: bool = False, budget_ms: float | None = None) -> None:
         # vrm reranks against the criterion question (seed 000) when one is given.
         self.use_criterion = use_criterion
+        #: A hard time budget for the reranker call (seed 004: 250 ms); None = the client's own timeout.
+        self.budget_ms = budget_ms
+
+    def _call(self, ctx: RankContext, query: str, texts: list[str]) -> Any:
+        reranker = ctx.reranker
+        assert reranker is not None
+        if self.budget_ms is None:
+            return reranker.rerank(query, texts, len(texts))
+        budget_s = max(self.budget_ms, 1.0) / 1000.0
+
+        def call() -> Any:
+            # Remote clients honour the deadline scope; the thread bounds any that would not.
+            with deadline_scope(budget_s):
+                return reranker.rerank(query, texts, len(texts))
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rerank")
+        future = pool.submit(contextvars.copy_context().run, call)
+        try:
+            return future.result(timeout=budget_s)
+        except FutureTimeout:
+            raise RerankError(f"cut at its {self.budget_ms:.0f} ms budget", reason="over_budget") from None
+        finally:
+            # Never wait for a call past its budget: its result, if any, is discarded.
+            pool.shutdown(wait=False)
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         if ctx.reranker is None or not candidates:
@@ -289,11 +317,15 @@ class Rerank:
             return list(candidates)
         query = ctx.criterion_question if self.use_criterion and ctx.criterion_question else ctx.query
         ctx.trace.detail["reranker"] = ctx.reranker.name
+        if self.budget_ms is not None:
+            ctx.trace.detail["budget_ms"] = self.budget_ms
         try:
-            results = ctx.reranker.rerank(query, [c.chunk.text for c in candidates], len(candidates))
+            results = self._call(ctx, query, [c.chunk.text for c in candidates])
         except RerankError as exc:
             log.warning("%s reranker fell back to first-stage order: %s", ctx.reranker.name, exc.message)
-            ctx.trace.degrade(f"rerank:{exc.reason}")
+            # Under a budget, a client's own timeout (the deadline scope) is the budget's cut too.
+            cut = self.budget_ms is not None and exc.reason in ("timeout", "over_budget")
+            ctx.trace.degrade("rerank:over_budget" if cut else f"rerank:{exc.reason}")
             ctx.trace.detail["fallback"] = exc.message
             return list(candidates)
         out = []
@@ -312,14 +344,63 @@ class Rerank:
 class RelevancyCutoff:
     """Seed 000's relevancy cutoff: drop reranker scores (boosted, after seed 001) below `rerank_cutoff`.
 
-    Acts only on candidates that carry a reranker score, so with no reranker (or after a
-    reranker failure) it cuts nothing: fused scores are on another scale.
+    Acts on candidates that carry a reranker score. Without one (no reranker, or after a reranker
+    failure) fused scores are on another scale: with `calibrated=True` (the vrm profile) the
+    cutoff then applies to a calibrated relevance instead (`confidence.hit_relevance`: the
+    answerability model read per hit, boosted like seed 001's follow-up documents, capped at 1),
+    recorded as the `relevance` score; otherwise it cuts nothing.
     """
 
     name = "rerank_cutoff"
 
+    def __init__(self, *, calibrated: bool = False) -> None:
+        self.calibrated = calibrated
+
+    def _relevance(self, candidates: Sequence[Candidate], ctx: RankContext, cutoff: float) -> list[Candidate]:
+        from evidence.rank.confidence import hit_relevance
+
+        cosines = {c.chunk_id: float(c.scores["dense"]) for c in candidates if "dense" in c.scores}
+        missing = [c.chunk_id for c in candidates if c.chunk_id not in cosines]
+        q = ctx.query_vector
+        if missing and q is not None:
+            try:
+                stored = ctx.backend.vectors(ctx.index, missing)
+            except EvidenceError as exc:
+                log.warning("rerank_cutoff: vectors unavailable: %s", exc)
+                stored = {}
+            qn = float(np.linalg.norm(q))
+            for cid, vec in stored.items():
+                vn = float(np.linalg.norm(vec))
+                if qn > 0 and vn > 0:
+                    cosines[cid] = float(np.dot(q, vec) / (qn * vn))
+        try:
+            embedder_id: str | None = ctx.backend.get_index(ctx.index).embedder_id
+        except EvidenceError:
+            embedder_id = None
+        ctx.trace.detail["score"] = "relevance"
+        out = []
+        for c, p in zip(
+            candidates,
+            hit_relevance(ctx.query, candidates, cosines=cosines, embedder_id=embedder_id),
+            strict=True,
+        ):
+            boosted = c.chunk.metadata.get("type") == FOLLOWUP_DOCUMENT_TYPE
+            rel = min(1.0, p * ctx.params.followup_boost) if boosted else p
+            if rel < cutoff:
+                ctx.trace.drop(ctx, c, f"relevance {rel:.4f} < rerank_cutoff {cutoff} (no reranker)")
+            else:
+                out.append(replace(c, scores=MappingProxyType({**c.scores, "relevance": round(rel, 6)})))
+        return out
+
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         cutoff = ctx.params.rerank_cutoff
+        if (
+            self.calibrated
+            and cutoff > 0
+            and candidates
+            and not any("rerank" in c.scores for c in candidates)
+        ):
+            return self._relevance(candidates, ctx, cutoff)
         out = []
         for c in candidates:
             # Seed 001 cuts the boosted list (`boosted[:n] if r.score >= cutoff`), so a boosted

@@ -92,6 +92,23 @@ def test_practice_only(coach: Any) -> None:
     assert len({c.for_lo for c in r.content_items}) >= 2 or len({c.difficulty for c in r.content_items}) >= 2
     assert all(tokens(b) <= 40 for b in r.minimal_context)
     assert r.telemetry.applied_filters == ["types:Exercise"]
+    # Without the coach's filter the playbook still holds: exercises, never a Quiz (it assesses).
+    for query in ("give me problems on the power rule", "give me problems on integrals"):
+        free = ask(coach, {"query": query})
+        assert free.intent == "practice" and free.content_items, query
+        assert {c.type for c in free.content_items} == {"Exercise"}, query
+
+
+def test_an_unmatched_subject_is_asked_back(coach: Any) -> None:
+    """Issue 25 item 1: `--subject chemistry` on a mathematics graph used to answer from
+    mathematics with confidence 0.96; now it asks back, naming the subjects there are."""
+    r = ask(coach, {"query": "How do I solve a quadratic equation?", "subject": "chemistry"})
+    assert not r.can_answer and r.needs_clarification and r.minimal_context == [] and r.citations == []
+    assert r.clarification_question is not None
+    assert "algebra, calculus or precalculus" in r.clarification_question
+    assert "subject:unmatched" in r.telemetry.degraded
+    assert r.telemetry.applied_filters == ["subject:chemistry (unmatched)"]
+    assert ask(coach, {"query": "How do I solve a quadratic equation?", "subject": "algebra"}).can_answer
 
 
 def test_troubleshooting(coach: Any) -> None:

@@ -54,6 +54,8 @@ def check_invariants(backend: SearchBackend, index: str, request: CoachRequest, 
             assert a in views[b].prereqs, f"{a} is not a prerequisite of {b}"
     # Flags and the question.
     assert not (r.can_answer and r.needs_clarification)
+    # An answer has at least one cited fact to teach from (issue 25: never "true" with nothing).
+    assert not r.can_answer or r.minimal_context
     assert (r.clarification_question is not None) == r.needs_clarification
     assert 0.0 <= r.confidence <= 1.0
     # The response as the coach reads it fits the budget.

@@ -7,22 +7,25 @@ The embedder here is the hashing test embedder, so the decisions are not the cal
 from __future__ import annotations
 
 import itertools
+import json
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from evidence.coach.budget import StageCosts
-from evidence.coach.contract import CoachRequest
-from evidence.coach.engine import CoachEngine, content_family
+from evidence.coach.contract import CoachRequest, Constraints
+from evidence.coach.engine import CoachEngine, CoachSettings, content_family
 from evidence.coach.llm import LLMError
+from evidence.config import CoachGuard, Settings, coach_guard
 from evidence.errors import IndexNotFoundError
 from evidence.graph import index_graph, parse_graph
 from evidence.rank.rerank import RerankError
 from evidence.search.embedded import EmbeddedBackend
 from evidence.testing import HashingEmbedder
-from tests.unit.coach.coachkit import check_invariants
-from tests.unit.graph.graphkit import sample_bytes
+from tests.unit.coach.coachkit import check_invariants, nodes_of
+from tests.unit.graph.graphkit import edge, item, lo, sample_bytes
 
 INDEX = "kg"
 EMB = HashingEmbedder(64)
@@ -104,10 +107,153 @@ def test_filters_are_reported(backend: EmbeddedBackend) -> None:
     assert r.telemetry.applied_filters == ["subject:algebra", "types:Example,Exercise", "difficulty:intro"]
 
 
-def test_a_subject_the_graph_lacks_still_suggests_the_closest_los(backend: EmbeddedBackend) -> None:
-    r = engine(backend).run(INDEX, CoachRequest(query="derivative of sin", subject="chemistry"))
-    assert r.telemetry.detail.get("subject_matched") is False
-    assert r.matched_los
+def test_an_unmatched_subject_never_widens_silently(backend: EmbeddedBackend) -> None:
+    """Issue 25 item 1: a subject the index lacks is asked back, naming the index's subjects; the
+    closest LOs of other subjects are suggestions only (no facts, no content, nothing cited)."""
+    request = CoachRequest(query="How do I solve a quadratic equation?", subject="chemistry")
+    r = engine(backend).run(INDEX, request)
+    check_invariants(backend, INDEX, request, r)
+    assert not r.can_answer and r.needs_clarification and r.confidence == 0.0
+    assert r.clarification_question is not None
+    assert "chemistry" in r.clarification_question
+    assert all(s in r.clarification_question for s in ("algebra", "calculus", "precalculus"))
+    assert r.minimal_context == [] and r.content_items == [] and r.citations == [] and r.supporting_los == []
+    assert all(m.reason.startswith("closest LO outside the subject") for m in r.matched_los)
+    assert "subject:unmatched" in r.telemetry.degraded
+    assert r.telemetry.applied_filters == ["subject:chemistry (unmatched)"]
+    assert r.telemetry.detail["subjects"] == ["algebra", "calculus", "precalculus"]
+    # A subject the index has, in any case, is applied and answered from.
+    ok = engine(backend).run(
+        INDEX, CoachRequest(query="How do I solve a quadratic equation?", subject="Algebra")
+    )
+    assert "subject:unmatched" not in ok.telemetry.degraded and ok.telemetry.applied_filters == [
+        "subject:Algebra"
+    ]
+
+
+def _guarded(backend: EmbeddedBackend, **guard: object) -> CoachEngine:
+    return engine(backend, settings=CoachSettings(guard=CoachGuard.model_validate(guard)))
+
+
+def test_the_subject_allowlist_bounds_every_search(backend: EmbeddedBackend) -> None:
+    """Seed 004's "filtered subject domains", per index: a subject outside the list is refused
+    (asked back with the allowed ones); without a subject, only allowed subjects are searched."""
+    eng = _guarded(backend, subjects=["Calculus"])
+    r = eng.run(INDEX, CoachRequest(query="How do I solve a quadratic equation?", subject="algebra"))
+    assert not r.can_answer and r.needs_clarification and "subject:not_allowed" in r.telemetry.degraded
+    assert r.clarification_question is not None and "calculus" in r.clarification_question
+    assert r.matched_los == [] and r.citations == []
+    free = eng.run(INDEX, CoachRequest(query="How do I solve a quadratic equation?"))
+    assert free.telemetry.applied_filters == ["subjects:calculus"]
+    cited = nodes_of(backend, INDEX, [c.id for c in free.citations] + [m.id for m in free.matched_los])
+    assert cited and {v.subject for v in cited.values()} == {"calculus"}
+    # The default guard allows the index's own subjects.
+    assert CoachGuard().allows_subject("anything") and not CoachGuard(subjects=["a"]).allows_subject("b")
+
+
+def test_the_unsafe_content_guard_is_on_by_default_and_configurable(tmp_path: Path) -> None:
+    """Seed 004's "block unsafe content types": an `Unsafe` item is never recalled, linked or
+    cited by default; an index whose guard lists no blocked types gets it like any content."""
+    graph = {
+        "nodes": [
+            lo("LO-A", "Solve linear equations", "A linear equation ax + b = c is solved by subtracting b."),
+            item("EX-A", "Example", "Solving 2x + 3 = 11", "Subtract 3 to get 2x = 8 and divide by 2."),
+            item(
+                "BAD-A",
+                "Unsafe",
+                "Solving linear equations, unsafe",
+                "Solve linear equations by subtracting b.",
+            ),
+        ],
+        "edges": [edge("LO-A", "EX-A", "ASSESSED_BY"), edge("LO-A", "BAD-A", "ASSESSED_BY", 1.0)],
+    }
+    b = EmbeddedBackend(tmp_path / "guard")
+    index_graph(b, EMB, "g", parse_graph(json.dumps(graph).encode(), filename="g.json"), graph_id="g.json")
+    request = CoachRequest(query="solve linear equations by subtracting b", intent="definition")
+    safe = CoachEngine(b, embed_query=EMB.embed_query).run("g", request)
+    assert "BAD-A" not in {c.id for c in safe.citations} | {c.id for c in safe.content_items}
+    blocked = safe.telemetry.detail["blocked"]
+    assert "BAD-A" not in safe.minimal_context_sources and isinstance(blocked, list) and "BAD-A" in blocked
+    open_guard = CoachSettings(guard=CoachGuard(blocked_types=[]))
+    allowed = CoachEngine(b, embed_query=EMB.embed_query, settings=open_guard).run("g", request)
+    assert "BAD-A" in {c.id for c in allowed.citations}
+    b.close()
+
+
+def test_coach_guards_are_configured_per_index() -> None:
+    s = Settings(coach_guards={"tutor": {"subjects": ["algebra"]}, "*": {"blocked_types": ["Private"]}})
+    assert coach_guard(s, "tutor").subjects == ["algebra"] and coach_guard(s, "tutor").blocks_type("unsafe")
+    assert coach_guard(s, "other").blocked_types == ["Private"] and coach_guard(s, "other").subjects is None
+    assert coach_guard(Settings(), "x") == CoachGuard()
+
+
+def test_a_budget_too_small_for_one_cited_fact_declines(backend: EmbeddedBackend) -> None:
+    """Issue 25 item 3: token_budget 128 used to answer can_answer true with no content."""
+    request = CoachRequest.model_validate(
+        {"query": "How do I solve a quadratic equation by factoring?", "constraints": {"token_budget": 128}}
+    )
+    r = engine(backend).run(INDEX, request)
+    check_invariants(backend, INDEX, request, r)
+    assert not r.can_answer and not r.needs_clarification and r.minimal_context == []
+    assert "token_budget:too_small" in r.telemetry.degraded
+    assert r.telemetry.detail["reason"] == "token_budget 128 is too small for one cited fact"
+    # With room for one fact it answers.
+    roomy = engine(backend).run(
+        INDEX, request.model_copy(update={"constraints": Constraints(token_budget=400)})
+    )
+    assert roomy.can_answer and roomy.minimal_context
+
+
+PRACTICE = [
+    "give me problems on the power rule",
+    "give me practice problems on integrals",
+    "practice exercises on quadratic equations",
+    "give me problems on definite integrals and signed area",
+]
+
+
+@pytest.mark.parametrize("query", PRACTICE)
+def test_practice_gets_exercises_not_quizzes(backend: EmbeddedBackend, query: str) -> None:
+    """Seed 004's practice playbook: exercises only (a Quiz assesses), unless the request names Quiz."""
+    r = engine(backend).run(INDEX, CoachRequest(query=query, intent="practice"))
+    assert r.content_items, query
+    assert "assessment" not in {content_family(c.type) for c in r.content_items}
+    asked = engine(backend).run(
+        INDEX,
+        CoachRequest.model_validate(
+            {"query": query, "intent": "practice", "constraints": {"content_types": ["Quiz", "Exercise"]}}
+        ),
+    )
+    assert {c.type for c in asked.content_items} <= {"Quiz", "Exercise"}
+
+
+class _SlowReranker:
+    """Answers only when released: a reranker that would overrun any budget."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> list[tuple[int, float]]:
+        self.started.set()
+        self.release.wait(30)
+        return [(i, 0.5) for i in range(len(texts))]
+
+
+def test_the_rerank_budget_is_enforced_and_reported(backend: EmbeddedBackend) -> None:
+    """Seed 004's 250 ms for re-rank: a reranker still busy at the budget is cut, the fused order
+    is kept, and telemetry says so."""
+    rr = _SlowReranker()
+    try:
+        r = engine(backend, reranker=rr).run(INDEX, CoachRequest(query="explain the chain rule"))
+    finally:
+        rr.release.set()
+    assert rr.started.is_set()
+    assert "rerank:over_budget" in r.telemetry.degraded
+    assert r.telemetry.detail["rerank_budget_ms"] == 250.0
+    assert r.matched_los and all("rerank" not in m.reason for m in r.matched_los)
 
 
 class Clock:
@@ -228,8 +374,16 @@ def test_prerequisite_depth_is_honoured(backend: EmbeddedBackend) -> None:
 def test_content_families() -> None:
     assert [
         content_family(t)
-        for t in ("Exercise", "Practice problem", "Quiz", "Worked Example", "Video", "Misconception")
-    ] == ["practice", "practice", "practice", "example", "explanation", "pitfall"]
+        for t in (
+            "Exercise",
+            "Practice problem",
+            "Quiz",
+            "Worked Example",
+            "Video",
+            "Misconception",
+            "Unit test",
+        )
+    ] == ["practice", "practice", "assessment", "example", "explanation", "pitfall", "assessment"]
 
 
 def test_the_engine_holds_no_request_state(backend: EmbeddedBackend) -> None:

@@ -94,3 +94,19 @@ def test_recall_keeps_to_graph_nodes_when_the_index_holds_other_documents(tmp_pa
     assert outcome.hits
     assert [h.chunk_id for h in outcome.hits if NodeView.from_chunk(h.chunk) is None] == []
     backend.close()
+
+
+def test_the_coach_fuses_as_docs_seeds_says() -> None:
+    """Issue 25 item 4: docs/seeds.md said the coach fuses with RRF while the code used z-scores.
+    The doc now names the code's fusion (and why, measured); this keeps them together."""
+    from pathlib import Path
+
+    from evidence.coach.profile import NodeRecall
+    from evidence.rank.fusion import FusionMethod
+
+    recall = recall_profile(rerank=False).stages[0]
+    assert isinstance(recall, NodeRecall)
+    assert recall.inner.ours.fusion.method is FusionMethod.ZSCORE
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "seeds.md").read_text(encoding="utf-8")
+    stages = doc[doc.index('<a id="seed-004-stages"></a>') : doc.index('<a id="seed-004-contract"></a>')]
+    assert "we fuse by **z-score**" in stages and "fused with RRF" not in stages

@@ -255,3 +255,55 @@ def test_round_markers_inside_follow_up_text_cannot_forge_a_round() -> None:
     assert re.findall(r"^\[Round \d+\]$", xml, re.MULTILINE) == ["[Round 1]", "[Round 2]"]
     assert "(Round 9)\nQuestion: Do you share data?" in xml
     assert "Question:  (round 3) Retention?" in xml
+
+
+def _fu_meta(r: int | None, filename: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"question": f"q{r}", "answer": f"a{r}"}
+    if r is not None:
+        meta.update(type=f"followup_response:{r}", round_number=r)
+    else:
+        meta["type"] = "followup_response"
+    if filename is not None:
+        meta["FILENAME"] = filename
+    return meta
+
+
+# Seed 000 step 5, rule by rule: (rounds with their FILENAME or None) -> <source>.
+NAMING = [
+    pytest.param([(1, "fu.xlsx")], "fu.xlsx", id="single-filename"),
+    pytest.param([(1, None)], "Follow-up Response", id="single-no-filename"),
+    pytest.param([(1, "r1.xlsx"), (2, "r2.xlsx")], "r2.xlsx (Multiple Rounds)", id="multi-latest-filename"),
+    pytest.param([(2, "r2.xlsx"), (1, "r1.xlsx")], "r2.xlsx (Multiple Rounds)", id="multi-latest-not-first"),
+    pytest.param(
+        [(1, "r1.xlsx"), (2, None)], "Follow-up Responses (Multiple Rounds)", id="multi-latest-no-filename"
+    ),
+    pytest.param(
+        [(1, None), (2, None), (3, None)], "Follow-up Responses (Multiple Rounds)", id="multi-no-filename"
+    ),
+    pytest.param(
+        [(None, None), (2, "r2.xlsx")], "r2.xlsx (Multiple Rounds)", id="multi-missing-round-sorts-first"
+    ),
+]
+
+
+@pytest.mark.parametrize(("rounds", "expected"), NAMING)
+def test_followup_naming_follows_seed_000(rounds: list[tuple[int | None, str | None]], expected: str) -> None:
+    """A follow-up is named by FILENAME only: a record without one (whose chunk source is its
+    document id, e.g. `fu2.jsonl#nofile2`) gets the seed's fallback, from search and /format alike."""
+    cands = [
+        mk(f"f{i}", f"a{r}", source=f"fu2.jsonl#nofile{i}", meta=_fu_meta(r, name))
+        for i, (r, name) in enumerate(rounds)
+    ]
+    el = parse(evidence_from_candidates([], cands).xml)[0]
+    assert el.findtext("source") == expected
+    # The same through POST /v1/format's models.
+    followups = to_followups(cands)
+    assert (
+        parse(format_request(FormatRequest(hits=[], followups=followups)).evidence_xml)[0].findtext("source")
+        == expected
+    )
+    if len(rounds) > 1:
+        # The progression is in ascending round order, a missing round shown as "?".
+        labels = [line for line in (el.findtext("content") or "").splitlines() if line.startswith("[Round")]
+        ordered = sorted(rounds, key=lambda x: x[0] or 0)
+        assert labels == [f"[Round {'?' if r is None else r}]" for r, _ in ordered]

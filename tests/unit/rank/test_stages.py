@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evidence.errors import ConfigurationError
+from evidence.errors import ConfigurationError, RequestValidationError
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import Profile
@@ -166,6 +166,38 @@ def test_cutoff_applies_only_to_reranker_scores() -> None:
     assert [x.chunk_id for x in out] == ["hi", "edge", "fused"]
 
 
+def test_vrm_cutoff_without_a_reranker_reads_a_calibrated_relevance(tmp_path: Path) -> None:
+    """Issue 25 item 6: with no reranker, vrm's cutoff applies to `confidence.hit_relevance`
+    (here the coverage-only model: the test index's embedder has no fitted cosine model), so an
+    off-topic hit no longer pads the list; a follow-up document is boosted as in seed 001."""
+    from evidence.rank.confidence import LEXICAL_CALIBRATION
+
+    chunks = [
+        chunk("on", "Customer data is encrypted at rest with AES-256."),
+        chunk("off", "The office canteen opens at noon."),
+        chunk("fu", "Backups are encrypted.", type="followup_document"),
+    ]
+    backend = new_backend(tmp_path, chunks)
+    cands = [cand(c, 0.5 - 0.1 * i) for i, c in enumerate(chunks)]
+    q = "Is customer data encrypted at rest?"
+    # The follow-up document has 1 of the query's 4 terms: 0.122 raw, under a 0.13 cutoff, and
+    # 0.140 boosted by seed 001's 1.15: lifted over it, as seed 001 lifts it over a rerank cutoff.
+    raw = LEXICAL_CALIBRATION.probability(0.0, 0.25)
+    assert raw < 0.13 <= raw * 1.15
+    c = ctx(backend, query=q, rerank_cutoff=0.13, followup_boost=1.15)
+    out = RelevancyCutoff(calibrated=True).run(cands, c)
+    assert [x.chunk_id for x in out] == ["on", "fu"]
+    assert out[0].scores["relevance"] == pytest.approx(LEXICAL_CALIBRATION.probability(0.0, 1.0), abs=1e-6)
+    assert out[1].scores["relevance"] == pytest.approx(raw * 1.15, abs=1e-6)
+    assert c.trace.detail["score"] == "relevance"
+    # Reranker scores, when there are any, are what the cutoff reads; the default profile's
+    # uncalibrated cutoff still cuts nothing without them.
+    assert RelevancyCutoff().run(cands, ctx(backend, query=q, rerank_cutoff=0.1)) == cands
+    reranked = [x.with_score("rerank", 0.05) for x in cands]
+    assert RelevancyCutoff(calibrated=True).run(reranked, ctx(backend, query=q, rerank_cutoff=0.1)) == []
+    backend.close()
+
+
 # --- dedup, per-document cap, top-k -----------------------------------------------------------
 
 
@@ -244,7 +276,9 @@ def test_min_similarity_zero_is_off_even_for_negative_cosines() -> None:
     first = Matches(("close", 0.4), ("opposite", -0.3), ("orthogonal", 0.0))
     assert run003(first, top_k=5, min_similarity=0.0) == ["close", "orthogonal", "opposite"]
     assert run003(first, top_k=5, min_similarity=0.1) == ["close"]
-    assert run003(first, top_k=5, min_similarity=-0.5) == ["close", "orthogonal", "opposite"]
+    # A negative floor is outside the one range (0-1) and refused, naming the knob.
+    with pytest.raises(RequestValidationError, match="min_similarity"):
+        run003(first, top_k=5, min_similarity=-0.5)
 
 
 # --- collapse_overlaps (issue 13, item 7) ---------------------------------------------------

@@ -9,6 +9,8 @@ PDF and docx become plain text whose layout (line breaks, "- " bullets,
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from evidence.errors import DocumentParseError
 from evidence.ingest.parsers.detect import (
     SUPPORTED_FORMATS,
@@ -66,6 +68,14 @@ def _parse_spl(data: bytes, filename: str) -> ParsedDocument:
 
 def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
     """Parse already-decoded text (API `text` uploads, JSONL records) of a text format."""
+    doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
+    if fmt != "html" and "\r" in text:
+        # Offsets must slice the original: the chunker maps them back (ingest/offsets.py).
+        doc = replace(doc, source_text=text)
+    return doc
+
+
+def _parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
     if fmt == "html":
         return parse_html(text, filename)
     text = normalise_newlines(text)
