@@ -26,6 +26,7 @@ import numpy as np
 
 from evidence.coach.budget import TokenCounter
 from evidence.graph.documents import NodeView
+from evidence.rank.similarity import MarginalRelevance, cosine
 from evidence.records import ChunkKind
 from evidence.search.base import SearchBackend
 
@@ -151,15 +152,6 @@ def split_node(view: NodeView) -> list[Sentence]:
     return _joined(view, raw, 0)
 
 
-def _cos(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
-    if a is None or b is None:
-        return None
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0 or nb == 0 or not math.isfinite(na * nb):
-        return None
-    return float(np.dot(a, b) / (na * nb))
-
-
 #: A candidate bullet: (score, sentence, its source, its analysed terms).
 _Scored = tuple[float, Sentence, Source, frozenset[str]]
 
@@ -187,7 +179,7 @@ def compress(
     if not scored:
         return []
     scored.sort(key=lambda x: (-x[0], x[2].order, x[1].position))
-    chosen = _Selection(plan).choose(scored, sources)
+    chosen = _Selection(plan, scored).choose(sources)
     bullets = [
         Bullet(text=s.text, node_id=s.node_id, score=round(score, 4), order=(src.order, s.position))
         for score, s, src, _ in chosen
@@ -221,7 +213,7 @@ def _score_sentences(
                 continue
             terms = frozenset(analyze(s.text))
             overlap = len(terms & query_terms) / len(query_terms) if query_terms else 0.0
-            cos = _cos(query_vector, s.vector)
+            cos = cosine(query_vector, s.vector)
             sim = 0.5 if cos is None else (1.0 + cos) / 2.0
             score = (
                 math.sqrt(max(src.weight, 0.0))
@@ -245,64 +237,75 @@ def _bonus(s: Sentence, src: Source, plan: Plan, n_tok: int) -> float:
 
 
 class _Selection:
-    """Coverage first (the best sentence of every cited LO), then relevance minus redundancy."""
+    """Coverage first (the best sentence of every cited LO), then relevance minus redundancy.
 
-    def __init__(self, plan: Plan) -> None:
+    Redundancy is the largest similarity to a chosen sentence, floored at 0: the cosine of their
+    vectors, or the Jaccard overlap of their terms when either has no vector.
+    """
+
+    def __init__(self, plan: Plan, scored: list[_Scored]) -> None:
         self.plan = plan
-        self.chosen: list[_Scored] = []
+        self.scored = scored
+        self.order: list[int] = []
         self.per_node: dict[str, int] = {}
+        self.rejected = np.zeros(len(scored), dtype=bool)
+        self.state = MarginalRelevance(
+            [x[0] for x in scored], self._similarity, w_rel=1.0, w_red=0.5, initial=0.0
+        )
 
-    def redundancy(self, cand: _Scored) -> float:
-        worst = 0.0
-        for _, s, _, terms in self.chosen:
-            c = _cos(cand[1].vector, s.vector)
+    def _similarity(self, j: int) -> np.ndarray:
+        _, chosen, _, chosen_terms = self.scored[j]
+        row = np.empty(len(self.scored), dtype=np.float64)
+        for i, (_, s, _, terms) in enumerate(self.scored):
+            c = cosine(s.vector, chosen.vector)
             if c is None:
-                union = cand[3] | terms
-                c = len(cand[3] & terms) / len(union) if union else 0.0
-            worst = max(worst, c)
-        return worst
+                union = terms | chosen_terms
+                c = len(terms & chosen_terms) / len(union) if union else 0.0
+            row[i] = c
+        return row
 
-    def take(self, item: _Scored) -> None:
-        self.chosen.append(item)
-        self.per_node[item[1].node_id] = self.per_node.get(item[1].node_id, 0) + 1
+    def take(self, i: int) -> None:
+        self.order.append(i)
+        self.state.choose(i)
+        node = self.scored[i][1].node_id
+        self.per_node[node] = self.per_node.get(node, 0) + 1
 
-    def choose(self, scored: list[_Scored], sources: Sequence[Source]) -> list[_Scored]:
-        self._cover(scored, sources)
-        self._fill(scored)
-        return self.chosen
+    def choose(self, sources: Sequence[Source]) -> list[_Scored]:
+        self._cover(sources)
+        self._fill()
+        return [self.scored[i] for i in self.order]
 
-    def _cover(self, scored: list[_Scored], sources: Sequence[Source]) -> None:
+    def _cover(self, sources: Sequence[Source]) -> None:
         """The best sentence of every LO that is cited, best LO first."""
-        plan, chosen = self.plan, self.chosen
+        plan, state = self.plan, self.state
         for src in sorted((s for s in sources if s.role != "content"), key=lambda s: (-s.weight, s.order)):
-            if len(chosen) >= plan.max_bullets:
+            if len(self.order) >= plan.max_bullets:
                 break
             best = next(
                 (
-                    x
-                    for x in scored
-                    if x[2] is src and x not in chosen and self.redundancy(x) <= NEAR_DUPLICATE
+                    i
+                    for i, x in enumerate(self.scored)
+                    if x[2] is src and not state.chosen[i] and state.redundancy[i] <= NEAR_DUPLICATE
                 ),
                 None,
             )
             if best is not None:
                 self.take(best)
 
-    def _fill(self, scored: list[_Scored]) -> None:
+    def _fill(self) -> None:
         """Relevance minus redundancy, until max_bullets (near-duplicates never)."""
-        plan, chosen = self.plan, self.chosen
+        plan, state, scored = self.plan, self.state, self.scored
         target = max(plan.min_bullets, 0)
-        while len(chosen) < plan.max_bullets:
-            pool = [
-                x for x in scored if x not in chosen and self.per_node.get(x[1].node_id, 0) < plan.per_node
-            ]
-            if not pool:
+        while len(self.order) < plan.max_bullets:
+            eligible = ~self.rejected & np.array(
+                [self.per_node.get(x[1].node_id, 0) < plan.per_node for x in scored], dtype=bool
+            )
+            best = state.best(eligible, tie_break=lambda i: (-scored[i][2].order, -scored[i][1].position))
+            if best is None:
                 break
-            values = [(x[0] - 0.5 * self.redundancy(x), x) for x in pool]
-            value, best_item = max(values, key=lambda v: (v[0], -v[1][2].order, -v[1][1].position))
-            if self.redundancy(best_item) > NEAR_DUPLICATE:
-                scored.remove(best_item)
+            if state.redundancy[best] > NEAR_DUPLICATE:
+                self.rejected[best] = True
                 continue
-            if len(chosen) >= target and value < 0.25:
+            if len(self.order) >= target and state.values()[best] < 0.25:
                 break
-            self.take(best_item)
+            self.take(best)

@@ -19,7 +19,6 @@ ids cited in `conversation_snippet` are favoured when the query refers back ("th
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -59,6 +58,7 @@ from evidence.errors import EvidenceError
 from evidence.graph.documents import KG_ID, KG_ROLE, KG_TYPE, ROLE_CONTENT, ROLE_LO, SUBJECT, NodeView
 from evidence.graph.expand import ContentLink, PrereqPath, content_links, prerequisite_paths
 from evidence.graph.store import GraphReader
+from evidence.rank.similarity import cosine, mmr
 from evidence.records import ChunkKind
 
 if TYPE_CHECKING:
@@ -182,15 +182,6 @@ def _analyze(text: str) -> list[str]:
 
 def _coverage(terms: frozenset[str], text: str) -> float:
     return len(terms & _stems(text)) / len(terms) if terms else 0.0
-
-
-def _cos(a: Vector | None, b: Vector | None) -> float | None:
-    if a is None or b is None:
-        return None
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0 or nb == 0 or not math.isfinite(na * nb):
-        return None
-    return float(np.dot(a, b) / (na * nb))
 
 
 def content_family(node_type: str) -> str:
@@ -470,7 +461,7 @@ class CoachEngine:
                 continue
             cos = cand.scores.get("dense")
             if cos is None:
-                cos = _cos(run.vector, stored.get(cand.chunk_id))
+                cos = cosine(run.vector, stored.get(cand.chunk_id))
             s = self._scored(run, view, cos)
             s.lexical = float(cand.scores.get("lexical", 0.0))
             s.fused = float(cand.first_stage_score)
@@ -567,7 +558,7 @@ class CoachEngine:
             views = [v for v in run.reader.fetch(graph, ids).values() if v.is_lo]
             vectors = run.reader.vectors(views) if run.vector is not None else {}
             for v in views:
-                los[(graph, v.id)] = self._scored(run, v, _cos(run.vector, vectors.get(v.id)))
+                los[(graph, v.id)] = self._scored(run, v, cosine(run.vector, vectors.get(v.id)))
         for key, (vote, via) in votes.items():
             lo = los.get(key)
             if lo is not None and vote > lo.rel:
@@ -592,17 +583,17 @@ class CoachEngine:
             vecs = run.reader.vectors([s.view for s in head])
             if not vecs:
                 return los
-            picked = [head[0]]
-            rest = head[1:]
-            while rest:
+            rows = [vecs.get(s.view.id) for s in head]
 
-                def value(s: _Scored) -> float:
-                    red = max((_cos(vecs.get(s.view.id), vecs.get(p.view.id)) or 0.0) for p in picked)
-                    return lam * s.rel - (1 - lam) * red
+            def similarity(j: int) -> np.ndarray:
+                return np.array([cosine(v, rows[j]) or 0.0 for v in rows])
 
-                best = max(rest, key=lambda s: (value(s), s.rel))
-                picked.append(best)
-                rest.remove(best)
+            # The head is sorted by relevance, so the first pick is head[0]; equal values go to
+            # the more relevant LO, then to the earlier one.
+            order = mmr(
+                [s.rel for s in head], similarity, lam=lam, k=len(head), tie_break=lambda i: (head[i].rel,)
+            )
+            picked = [head[i] for i, _ in order]
         return picked + los[10:]
 
     # --- features and decision ------------------------------------------------------------
@@ -639,7 +630,7 @@ class CoachEngine:
         def best(view: NodeView) -> float:
             top = 0.0
             for sent in sentences.get(view.id, []):
-                cos = _cos(run.vector, sent.vector)
+                cos = cosine(run.vector, sent.vector)
                 overlap = len(run.terms & _stems(sent.text)) / len(run.terms) if run.terms else 0.0
                 top = max(top, 0.5 * (cos if cos is not None else 0.0) + 0.5 * overlap)
             return top

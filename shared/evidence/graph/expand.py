@@ -28,6 +28,7 @@ import numpy as np
 
 from evidence.graph.documents import DIFFICULTY, KG_TYPE, NodeView
 from evidence.graph.store import GraphReader
+from evidence.rank.similarity import cosine
 
 DEFAULT_DECAY = 0.8
 
@@ -63,15 +64,6 @@ class ContentLink:
     score: float
 
 
-def _sim(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
-    if a is None or b is None:
-        return None
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0 or nb == 0 or not math.isfinite(na * nb):
-        return None
-    return float(np.dot(a, b) / (na * nb))
-
-
 def _unit(cos: float | None) -> float:
     return 1.0 if cos is None else min(1.0, max(0.0, (1.0 + cos) / 2.0))
 
@@ -80,9 +72,9 @@ def path_coherence(
     path: Sequence[str], vectors: Mapping[str, np.ndarray], query_vector: np.ndarray | None
 ) -> float:
     """Geometric mean of (1 + cos)/2 over consecutive nodes and over (query, first node)."""
-    factors = [_unit(_sim(vectors.get(a), vectors.get(b))) for a, b in itertools.pairwise(path)]
+    factors = [_unit(cosine(vectors.get(a), vectors.get(b))) for a, b in itertools.pairwise(path)]
     if query_vector is not None:
-        factors.append(_unit(_sim(query_vector, vectors.get(path[0]))))
+        factors.append(_unit(cosine(query_vector, vectors.get(path[0]))))
     if not factors:
         return 1.0
     if any(f <= 0.0 for f in factors):

@@ -35,6 +35,7 @@ import numpy as np
 
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
+from evidence.rank.similarity import cosines
 from evidence.search.analysis import get_analyzer
 
 #: Hits the signal reads: enough that a reranker reordering the top does not change it.
@@ -91,19 +92,13 @@ def head_cosines(
     """The cosine of each of the first `HEAD` hits with the query: its dense score, else the
     cosine with its stored vector (`stored`, by chunk id); hits with neither are left out."""
     out: list[float] = []
-    q = None if query_vector is None else np.asarray(query_vector, dtype=np.float32)
-    qn = 0.0 if q is None else float(np.linalg.norm(q))
+    computed = cosines(query_vector, stored)
     for c in hits[:HEAD]:
         dense = c.scores.get("dense")
         if dense is not None:
             out.append(float(dense))
-            continue
-        vec = stored.get(c.chunk_id)
-        if q is None or vec is None:
-            continue
-        vn = float(np.linalg.norm(vec))
-        if qn > 0 and vn > 0:
-            out.append(float(np.dot(q, np.asarray(vec, dtype=np.float32)) / (qn * vn)))
+        elif c.chunk_id in computed:
+            out.append(computed[c.chunk_id])
     return [x for x in out if math.isfinite(x)]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -40,6 +39,7 @@ from evidence.rank.followups import (
     round_of,
 )
 from evidence.rank.rerank import RerankError
+from evidence.rank.similarity import cosines, mmr, unit_rows
 from evidence.records import ChunkKind
 from evidence.retry import deadline_scope
 
@@ -224,12 +224,7 @@ class MinSimilarity:
                 log.warning("min_similarity: vectors unavailable: %s", exc)
                 ctx.trace.degrade("min_similarity:vectors_unavailable")
                 stored = {}
-            q = np.asarray(ctx.query_vector, dtype=np.float32)
-            qn = float(np.linalg.norm(q))
-            for cid, vec in stored.items():
-                vn = float(np.linalg.norm(vec))
-                if qn > 0 and vn > 0:
-                    computed[cid] = float(np.dot(q, vec) / (qn * vn))
+            computed = cosines(ctx.query_vector, stored)
         out: list[Candidate] = []
         for cand in candidates:
             c = cand
@@ -359,8 +354,8 @@ class RelevancyCutoff:
     def _relevance(self, candidates: Sequence[Candidate], ctx: RankContext, cutoff: float) -> list[Candidate]:
         from evidence.rank.confidence import hit_relevance
 
-        cosines = {c.chunk_id: float(c.scores["dense"]) for c in candidates if "dense" in c.scores}
-        missing = [c.chunk_id for c in candidates if c.chunk_id not in cosines]
+        found = {c.chunk_id: float(c.scores["dense"]) for c in candidates if "dense" in c.scores}
+        missing = [c.chunk_id for c in candidates if c.chunk_id not in found]
         q = ctx.query_vector
         if missing and q is not None:
             try:
@@ -368,11 +363,7 @@ class RelevancyCutoff:
             except EvidenceError as exc:
                 log.warning("rerank_cutoff: vectors unavailable: %s", exc)
                 stored = {}
-            qn = float(np.linalg.norm(q))
-            for cid, vec in stored.items():
-                vn = float(np.linalg.norm(vec))
-                if qn > 0 and vn > 0:
-                    cosines[cid] = float(np.dot(q, vec) / (qn * vn))
+            found.update(cosines(q, stored))
         try:
             embedder_id: str | None = ctx.backend.get_index(ctx.index).embedder_id
         except EvidenceError:
@@ -381,7 +372,7 @@ class RelevancyCutoff:
         out = []
         for c, p in zip(
             candidates,
-            hit_relevance(ctx.query, candidates, cosines=cosines, embedder_id=embedder_id),
+            hit_relevance(ctx.query, candidates, cosines=found, embedder_id=embedder_id),
             strict=True,
         ):
             boosted = c.chunk.metadata.get("type") == FOLLOWUP_DOCUMENT_TYPE
@@ -582,24 +573,12 @@ class MMR:
         span = float(scores.max() - scores.min())
         rel = (scores - scores.min()) / span if span > 0 else np.zeros(n)
         dim = next((len(v) for v in stored.values()), 0)
-        mat = np.zeros((n, max(dim, 1)), dtype=np.float32)
-        for i, c in enumerate(candidates):
-            v = stored.get(c.chunk_id)
-            if v is not None and len(v) == dim:
-                norm = float(np.linalg.norm(v))
-                if norm > 0 and math.isfinite(norm):
-                    mat[i] = np.asarray(v, dtype=np.float32) / norm
-        redundancy = np.full(n, -math.inf)
+        mat = unit_rows([stored.get(c.chunk_id) for c in candidates], dim)
         chosen = np.zeros(n, dtype=bool)
         picks: list[Candidate] = []
-        for _ in range(min(n, ctx.params.top_k)):
-            red = np.where(np.isfinite(redundancy), redundancy, 0.0)
-            value = lam * rel - (1.0 - lam) * red
-            value[chosen] = -math.inf
-            i = int(np.argmax(value))  # first maximum: the earlier candidate wins ties
+        for i, value in mmr(rel, lambda j: mat @ mat[j], lam=lam, k=ctx.params.top_k):
             chosen[i] = True
-            redundancy = np.maximum(redundancy, (mat @ mat[i]).astype(np.float64))
-            picks.append(_annotate(candidates[i], "mmr", float(value[i])))
+            picks.append(_annotate(candidates[i], "mmr", value))
         rest = [c for c, used in zip(candidates, chosen, strict=True) if not used]
         ctx.trace.detail["vectors"] = len(stored)
         return picks + rest
