@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
 BOTTOM = frozenset(
-    {"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access", "fair"}
+    {"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access", "fair", "aws"}
 )
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -25,6 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ids": frozenset(),
     "progress": frozenset(),
     "version": frozenset(),
+    "aws": frozenset(),
     "config": frozenset({"names", "errors"}),
     "access": frozenset({"names", "errors"}),
     "model": frozenset({"names"}),

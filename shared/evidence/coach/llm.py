@@ -9,22 +9,10 @@ boto3 is imported and the client built on first use (Lambda cold start).
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from evidence.aws import Converse
 from evidence.errors import UpstreamError
-
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="coach-llm"))
-        return _POOL[0]
 
 
 class LLMError(UpstreamError):
@@ -46,27 +34,12 @@ class ConverseClient:
         self, *, region: str | None, model_id: str, client: Any = None, timeout_s: float = 1.0
     ) -> None:
         self.model_id = model_id
-        self._region = region
         self._timeout_s = timeout_s
-        self._client = client
-        self._lock = threading.Lock()
+        self._converse = Converse(region=region, timeout_s=timeout_s, client=client, pool="coach-llm")
 
-    def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-
-                self._client = boto3.client(
-                    "bedrock-runtime",
-                    region_name=self._region,
-                    config=Config(
-                        connect_timeout=self._timeout_s,
-                        read_timeout=self._timeout_s,
-                        retries={"max_attempts": 1, "mode": "standard"},
-                    ),
-                )
-            return self._client
+    def use_client(self, client: Any) -> None:
+        """Send calls through `client` from now on (a test's stubbed client)."""
+        self._converse.use(client)
 
     def request(self, system: str, user: str, max_tokens: int) -> dict[str, Any]:
         return {
@@ -80,7 +53,7 @@ class ConverseClient:
         from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, ReadTimeoutError
 
         try:
-            response = self._get_client().converse(**self.request(system, user, max_tokens))
+            response = self._converse.call(self.request(system, user, max_tokens))
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
             raise LLMError(f"Bedrock converse timed out: {exc}", reason="timeout") from exc
         except ClientError as exc:
@@ -104,11 +77,9 @@ class ConverseClient:
         budget = self._timeout_s if timeout_s is None else min(timeout_s, self._timeout_s)
         if budget <= 0:
             raise LLMError("no time left for the LLM call", reason="timeout")
-        future = _pool().submit(self._call, system, user, max_tokens)
         try:
-            return future.result(timeout=budget)
-        except FutureTimeout:
-            future.cancel()
+            return self._converse.within(lambda: self._call(system, user, max_tokens), budget)
+        except TimeoutError:
             raise LLMError(
                 f"Bedrock converse exceeded its {budget * 1000:.0f} ms budget", reason="timeout"
             ) from None

@@ -10,15 +10,13 @@ The planner never fails a request.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
+from evidence.aws import Converse
 from evidence.plan.verbatim import QUERY_MODES, RulePlan, VerbatimRules, default_rules, plan_question
 
 TOOL_NAME = "retrieval_plan"
@@ -134,12 +132,6 @@ class PlanOutcome:
     detail: str = ""
 
 
-@lru_cache(maxsize=1)
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    """Runs Converse calls so a request can stop waiting at the time budget (built on first use)."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="planner")
-
-
 class BedrockPlanner:
     """Converse with a forced tool call; `plan()` always returns a usable plan."""
 
@@ -160,25 +152,7 @@ class BedrockPlanner:
         self.timeout_s = timeout_s
         self.rules = rules or default_rules()
         self.max_tokens = max_tokens
-        self._client = client
-        self._lock = threading.Lock()
-
-    def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-
-                self._client = boto3.client(
-                    "bedrock-runtime",
-                    region_name=self.region,
-                    config=Config(
-                        connect_timeout=self.timeout_s,
-                        read_timeout=self.timeout_s,
-                        retries={"max_attempts": 1, "mode": "standard"},
-                    ),
-                )
-            return self._client
+        self._converse = Converse(region=region, timeout_s=timeout_s, client=client, pool="planner")
 
     def request(self, question: str) -> dict[str, Any]:
         """The Converse request: the question and nothing else from the caller."""
@@ -204,7 +178,7 @@ class BedrockPlanner:
         }
 
     def _call(self, question: str) -> RulePlan:
-        response = self._get_client().converse(**self.request(question))
+        response = self._converse.call(self.request(question))
         content = response.get("output", {}).get("message", {}).get("content", [])
         for block in content:
             use = block.get("toolUse") if isinstance(block, Mapping) else None
@@ -222,11 +196,9 @@ class BedrockPlanner:
         raise PlanValidationError("the model did not call the plan tool")
 
     def plan(self, question: str, *, known_entities: Sequence[str] = ()) -> PlanOutcome:
-        future = _executor().submit(self._call, question)
         try:
-            plan = future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+            plan = self._converse.within(lambda: self._call(question), self.timeout_s)
+        except TimeoutError:
             return self._fallback(
                 question, known_entities, "planner_timeout", f"no plan within {self.timeout_s}s"
             )

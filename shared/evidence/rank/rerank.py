@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
+from evidence.aws import Lazy, lazy_boto3_client
 from evidence.config import RerankerKind, Settings
 from evidence.errors import ConfigurationError, UpstreamError
 from evidence.retry import (
@@ -125,19 +125,18 @@ class CohereReranker:
         self._max_tokens_per_doc = max_tokens_per_doc
         self._backoff = Backoff(retries=retries, base_s=backoff_s, max_s=max_backoff_s)
         self._sleep = sleep
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self._client: Lazy[Any] = Lazy(self._build_client)
+
+    def _build_client(self) -> Any:
+        import cohere
+
+        kwargs: dict[str, Any] = {"timeout": self._timeout_s, "max_retries": 0}
+        if self._base_url:
+            kwargs["base_url"] = self._base_url
+        return cohere.ClientV2(self._api_key, **kwargs)
 
     def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import cohere
-
-                kwargs: dict[str, Any] = {"timeout": self._timeout_s, "max_retries": 0}
-                if self._base_url:
-                    kwargs["base_url"] = self._base_url
-                self._client = cohere.ClientV2(self._api_key, **kwargs)
-            return self._client
+        return self._client.get()
 
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
         if not texts:
@@ -246,25 +245,16 @@ class BedrockReranker:
         self._region = region
         self._timeout_s = timeout_s
         self._retries = retries
-        self._client = client
-        self._lock = threading.Lock()
+        self._client = lazy_boto3_client(
+            "bedrock-agent-runtime",
+            region=region,
+            timeout_s=timeout_s,
+            max_attempts=retries + 1,
+            client=client,
+        )
 
     def _get_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import boto3
-                from botocore.config import Config
-
-                self._client = boto3.client(
-                    "bedrock-agent-runtime",
-                    region_name=self._region,
-                    config=Config(
-                        connect_timeout=self._timeout_s,
-                        read_timeout=self._timeout_s,
-                        retries={"max_attempts": self._retries + 1, "mode": "standard"},
-                    ),
-                )
-            return self._client
+        return self._client.get()
 
     def request(self, query: str, texts: Sequence[str], top_n: int) -> dict[str, Any]:
         return {

@@ -203,8 +203,8 @@ def test_bedrock_intent_and_hyde_from_settings(tmp_path: Any) -> None:
     client = boto3.client(
         "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )
-    intent.client._client = client  # type: ignore[attr-defined]
-    hyde.client._client = client
+    intent.client.use_client(client)  # type: ignore[attr-defined]
+    hyde.client.use_client(client)
 
     def answer(text: str) -> dict[str, Any]:
         return {

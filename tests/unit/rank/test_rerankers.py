@@ -347,9 +347,9 @@ def test_bedrock_arn() -> None:
 def test_build_from_settings() -> None:
     assert build_reranker(Settings(reranker=RerankerKind.NONE)) is None
     c = build_reranker(Settings(reranker=RerankerKind.COHERE, cohere_api_key="k", cohere_base_url="http://x"))
-    assert isinstance(c, CohereReranker) and c._client is None  # no client until first use
+    assert isinstance(c, CohereReranker) and c._client.built is None  # no client until first use
     b = build_reranker(Settings(reranker=RerankerKind.BEDROCK, aws_region="us-east-1"))
-    assert isinstance(b, BedrockReranker) and b._client is None
+    assert isinstance(b, BedrockReranker) and b._client.built is None
     with pytest.raises(ConfigurationError):
         build_reranker(Settings(reranker=RerankerKind.COHERE))
     with pytest.raises(ConfigurationError):
