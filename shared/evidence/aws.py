@@ -46,8 +46,8 @@ class Lazy(Generic[T]):
 
 
 def boto3_client(service: str, *, region: str | None, timeout_s: float, max_attempts: int = 1) -> Any:
-    """A boto3 client whose connect and read timeouts are `timeout_s`, with botocore's standard
-    retry mode over `max_attempts` attempts."""
+    """A boto3 client whose connect and read timeouts are `timeout_s`, in botocore's standard
+    retry mode; botocore reads `max_attempts` as retries after the first try."""
     import boto3
     from botocore.config import Config
 

@@ -138,7 +138,7 @@ def test_role_bodies_are_scoped_to_evidence_indexes() -> None:
 
 def test_setup_uses_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     """setup() drives the real OpenSearch adapter; only its HTTP client is fake."""
-    from evidence.search import opensearch
+    from evidence.search.opensearch import transport
 
     calls: list[tuple[str, str, Any]] = []
 
@@ -165,7 +165,7 @@ def test_setup_uses_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
         def info(self, **_: Any) -> dict[str, Any]:
             return {"version": {"number": "2.19.0"}}
 
-    monkeypatch.setattr(opensearch, "build_client", lambda settings: Client())
+    monkeypatch.setattr(transport, "build_client", lambda settings: Client())
     out = search_setup.setup({**EVENT["ResourceProperties"], "Bm25K1": "1.5", "Bm25B": "0.6"})
     urls = [url for _, url, _ in calls]
     assert urls[:5] == [

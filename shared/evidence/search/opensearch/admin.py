@@ -1,0 +1,277 @@
+"""Index administration: index metadata and counts, the cluster's version and capabilities,
+create / template / list / delete, and the hybrid search pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from evidence.config import HybridMode
+from evidence.errors import (
+    BackendError,
+    ConfigurationError,
+    EmbedderMismatchError,
+    RequestValidationError,
+)
+from evidence.search import opensearch_bodies as bodies
+from evidence.search.base import IndexInfo, Vector
+from evidence.search.opensearch.transport import Transport
+
+logger = logging.getLogger(__name__)
+
+_MAX_RESULT_WINDOW = bodies.MAX_RESULT_WINDOW
+_LOOKUP_PAGE = 1_000
+
+
+def _version_tuple(number: str) -> tuple[int, ...]:
+    return bodies.parse_version(number)
+
+
+class IndexAdmin(Transport):
+    """Indexes, versions and search pipelines."""
+
+    def _info(self, index: str) -> IndexInfo:
+        info = self._infos.get(index)
+        if info is None:
+            info = self._read_info(index, with_counts=False)
+            self._infos[index] = info
+        return info
+
+    def _read_info(self, index: str, *, with_counts: bool) -> IndexInfo:
+        name = self._index_name(index)
+        response = self._call(
+            "get index", lambda t: self.client.indices.get(index=name, request_timeout=t), index=name
+        )
+        meta = bodies.index_meta(response, name)
+        if "embedder_id" not in meta:
+            raise BackendError(
+                f"index {name!r} exists but was not created by evidence (no embedder in its _meta)"
+            )
+        documents = chunks = 0
+        if with_counts:
+            documents = self._count(name, bodies.MARKER_KIND)
+            chunks = self._count(name, bodies.CHUNK_KINDS)
+        return IndexInfo(
+            name=name,
+            embedder_id=str(meta["embedder_id"]),
+            dimension=int(meta.get("dimension") or 0),
+            documents=documents,
+            chunks=chunks,
+            extra={
+                "backend": "opensearch",
+                "schema": meta.get("evidence_schema"),
+                "engine": meta.get("engine") or "faiss",
+                "has_generation": bool(meta.get("has_generation")),
+            },
+        )
+
+    def _count(self, index: str, kind: str | Sequence[str]) -> int:
+        body = bodies.count_body(kind)
+        response = self._call(
+            "count",
+            lambda t: self.client.count(index=index, body=body, request_timeout=t),
+            index=index,
+            retry_timeouts=False,
+        )
+        return int(response.get("count", 0))
+
+    # --- versions ---------------------------------------------------------------------------
+
+    def capabilities(self) -> bodies.Capabilities:
+        """What the cluster accepts; refuses clusters older than `bodies.MIN_VERSION`."""
+        if self._caps is None:
+            if self.serverless:
+                caps = bodies.Capabilities.serverless_collection()
+            else:
+                caps = bodies.Capabilities(version=self._detect_version())
+                if caps.version < bodies.MIN_VERSION:
+                    found = ".".join(map(str, caps.version))
+                    oldest = ".".join(map(str, bodies.MIN_VERSION))
+                    raise ConfigurationError(
+                        f"OpenSearch {found} is older than the oldest supported version ({oldest}: the "
+                        "hybrid query and the normalization-processor); upgrade the domain"
+                    )
+            self._caps = caps
+        return self._caps
+
+    def _detect_version(self) -> tuple[int, ...]:
+        if self.settings.opensearch_version:
+            return _version_tuple(self.settings.opensearch_version)
+        info = self._call("info", lambda t: self.client.info(request_timeout=t))
+        version = info.get("version") or {}
+        number = str(version.get("number") or "0")
+        if not number.startswith("7."):
+            return _version_tuple(number)
+        # `compatibility.override_main_response_version` makes GET / claim Elasticsearch 7.10.2;
+        # the nodes API still tells the truth.
+        nodes = self._call(
+            "nodes info",
+            lambda t: self.client.nodes.info(
+                node_id="_local", filter_path="nodes.*.version", request_timeout=t
+            ),
+        )
+        versions = [str(n.get("version")) for n in (nodes.get("nodes") or {}).values() if n.get("version")]
+        if not versions:
+            raise ConfigurationError(
+                f"cannot tell the OpenSearch version (GET / says {number!r}, the nodes API says nothing); "
+                "set EVIDENCE_OPENSEARCH_VERSION"
+            )
+        return min(_version_tuple(v) for v in versions)
+
+    def cluster_version(self) -> tuple[int, ...]:
+        """(0,) on Serverless, which reports none."""
+        caps = self.capabilities()
+        return (0,) if caps.serverless else caps.version
+
+    # --- index lifecycle --------------------------------------------------------------------
+
+    def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
+        from opensearchpy import exceptions as os_exc
+
+        name = self._index_name(index)
+        if dimension < 0:
+            raise RequestValidationError("dimension must be >= 0", field="dimension")
+        exists = self._call(
+            "index exists", lambda t: self.client.indices.exists(index=name, request_timeout=t), index=name
+        )
+        if not exists:
+            body = bodies.create_index_body(
+                embedder_id, dimension, self.capabilities(), k1=self.settings.bm25_k1, b=self.settings.bm25_b
+            )
+            try:
+                self._call(
+                    "create index",
+                    lambda t: self.client.indices.create(index=name, body=body, request_timeout=t),
+                    index=name,
+                )
+            except BackendError as exc:
+                # Another writer created it between our check and create: verify it below.
+                if not isinstance(exc.__cause__, os_exc.RequestError) or "already_exists" not in str(
+                    exc.__cause__.error
+                ):
+                    raise
+        if not exists and dimension > 0 and self.settings.opensearch_hybrid_mode is HybridMode.SERVER:
+            try:
+                self.ensure_search_pipeline()
+            except (BackendError, ConfigurationError) as exc:
+                # Not fatal: lexical and k-NN work without it, and hybrid retries the put.
+                logger.warning("could not put the hybrid search pipeline: %s", exc.message)
+        info = self._read_info(name, with_counts=False)
+        if info.embedder_id != embedder_id or info.dimension != dimension:
+            raise EmbedderMismatchError(
+                f"index {name!r} was built with embedder {info.embedder_id!r} ({info.dimension} dims); "
+                f"refusing {embedder_id!r} ({dimension} dims). Re-index into a new index to switch "
+                "embedders",
+                field="index",
+            )
+        info = self._with_generation(name, info)
+        self._infos[name] = info
+        return info
+
+    def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
+        """A schema-1 index gets `generation` mapped before anything filters on it (dynamic
+        mapping would make it `text`, and stale rows would never match the keep term)."""
+        if info.extra.get("has_generation"):
+            return info
+        body = bodies.generation_mapping()
+        self._call(
+            "put mapping",
+            lambda t: self.client.indices.put_mapping(index=name, body=body, request_timeout=t),
+            index=name,
+        )
+        return replace(info, extra={**info.extra, "has_generation": True})
+
+    def put_index_template(
+        self, name: str, patterns: Sequence[str], *, embedder_id: str, dimension: int
+    ) -> None:
+        """Optional: a composable template so indexes created by other writers get our mappings."""
+        body = bodies.index_template_body(
+            patterns,
+            embedder_id,
+            dimension,
+            self.capabilities(),
+            k1=self.settings.bm25_k1,
+            b=self.settings.bm25_b,
+        )
+        self._call(
+            "put index template",
+            lambda t: self.client.indices.put_index_template(name=name, body=body, request_timeout=t),
+        )
+
+    def get_index(self, index: str) -> IndexInfo:
+        info = self._read_info(index, with_counts=True)
+        self._infos[info.name] = replace(info, documents=0, chunks=0)
+        return info
+
+    def list_indexes(self) -> list[IndexInfo]:
+        response = self._call("list indexes", lambda t: self.client.indices.get(index="*", request_timeout=t))
+        out = []
+        for name in sorted(response):
+            meta = bodies.index_meta(response, name)
+            if name.startswith(".") or "embedder_id" not in meta:
+                continue
+            out.append(
+                IndexInfo(
+                    name=name,
+                    embedder_id=str(meta["embedder_id"]),
+                    dimension=int(meta.get("dimension") or 0),
+                    documents=self._count(name, bodies.MARKER_KIND),
+                    chunks=self._count(name, bodies.CHUNK_KINDS),
+                    extra={"backend": "opensearch", "schema": meta.get("evidence_schema")},
+                )
+            )
+        return out
+
+    def delete_index(self, index: str) -> None:
+        name = self._index_name(index)
+        self._infos.pop(name, None)
+        self._call(
+            "delete index", lambda t: self.client.indices.delete(index=name, request_timeout=t), index=name
+        )
+
+    # --- documents --------------------------------------------------------------------------
+
+    def _pipeline_choice(self) -> tuple[str, str, dict[str, Any]]:
+        """(pipeline name, fusion, body): RRF via score-ranker-processor where the cluster has it
+        (>= 2.19), else min-max normalisation + arithmetic mean."""
+        caps = self.capabilities()
+        fusion = self._fusion
+        if fusion is None:
+            fusion = "rrf" if caps.rrf else "normalization"
+        if fusion == "rrf":
+            if not caps.rrf:
+                raise ConfigurationError(
+                    "RRF needs OpenSearch >= 2.19 (score-ranker-processor); use "
+                    "EVIDENCE_OPENSEARCH_HYBRID_MODE=client on Serverless or older clusters"
+                )
+            return bodies.RRF_PIPELINE, fusion, bodies.rrf_pipeline_body()
+        return bodies.MINMAX_PIPELINE, fusion, bodies.normalization_pipeline_body()
+
+    def ensure_search_pipeline(self) -> tuple[str, str]:
+        """Put the pipeline hybrid queries run through (idempotent; once per process).
+
+        Called by `create_index` (indexing roles may manage pipelines) and, should a query find
+        it missing, once by `hybrid` itself; queries never put it routinely.
+        """
+        pipeline, fusion, body = self._pipeline_choice()
+        if pipeline not in self._pipelines_ready:
+            self._call(
+                "put search pipeline",
+                lambda t: self.client.search_pipeline.put(id=pipeline, body=body, request_timeout=t),
+            )
+            self._pipelines_ready.add(pipeline)
+        return pipeline, fusion
+
+
+def _as_list(vector: Vector) -> list[float]:
+    return [float(x) for x in np.asarray(vector, dtype=np.float32).ravel()]
+
+
+def _no_direction(vector: Vector) -> bool:
+    arr = np.asarray(vector, dtype=np.float32)
+    return not np.isfinite(arr).all() or not arr.any()
