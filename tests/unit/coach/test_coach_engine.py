@@ -420,7 +420,7 @@ def test_an_index_without_a_graph_has_nothing_to_coach_from(tmp_path: Path) -> N
 
 
 def test_ids_in_the_conversation_are_found() -> None:
-    from evidence.coach.engine import _ID_IN_TEXT
+    from evidence.coach.common import _ID_IN_TEXT
 
     text = "We did LO-ALG-021, then ex_342 and calc.lo.7; see LO42 (not step-by-step? that is a word too)."
     assert [m.group(0) for m in _ID_IN_TEXT.finditer(text)] == [
