@@ -17,7 +17,7 @@
   tests, per supported version); this module only sequences calls.
 
 Scores: `lexical` returns OpenSearch's BM25 `_score` unchanged; `dense` converts the
-`cosinesimil` score back to cos in [-1, 1] (`opensearch_bodies.cosine_from_score`); `hybrid`
+`cosinesimil` score back to cos in [-1, 1] (`opensearch_responses.cosine_from_score`); `hybrid`
 (server mode) returns the search pipeline's fused score, with per-leg scores attached when
 `explain=True`.
 

@@ -19,6 +19,7 @@ from evidence.errors import (
     RequestValidationError,
 )
 from evidence.search import opensearch_bodies as bodies
+from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo, Vector
 from evidence.search.opensearch.transport import Transport
 
@@ -29,7 +30,7 @@ _LOOKUP_PAGE = 1_000
 
 
 def _version_tuple(number: str) -> tuple[int, ...]:
-    return bodies.parse_version(number)
+    return responses.parse_version(number)
 
 
 class IndexAdmin(Transport):
@@ -47,7 +48,7 @@ class IndexAdmin(Transport):
         response = self._call(
             "get index", lambda t: self.client.indices.get(index=name, request_timeout=t), index=name
         )
-        meta = bodies.index_meta(response, name)
+        meta = responses.index_meta(response, name)
         if "embedder_id" not in meta:
             raise BackendError(
                 f"index {name!r} exists but was not created by evidence (no embedder in its _meta)"
@@ -212,7 +213,7 @@ class IndexAdmin(Transport):
         response = self._call("list indexes", lambda t: self.client.indices.get(index="*", request_timeout=t))
         out = []
         for name in sorted(response):
-            meta = bodies.index_meta(response, name)
+            meta = responses.index_meta(response, name)
             if name.startswith(".") or "embedder_id" not in meta:
                 continue
             out.append(

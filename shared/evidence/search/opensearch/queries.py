@@ -18,6 +18,7 @@ from evidence.errors import (
 )
 from evidence.records import ChunkKind, SearchHit
 from evidence.search import opensearch_bodies as bodies
+from evidence.search import opensearch_responses as responses
 from evidence.search.base import DocumentInfo, Filters, HybridResult, IndexInfo, Vector
 from evidence.search.opensearch.admin import (
     _LOOKUP_PAGE,
@@ -46,7 +47,7 @@ class Search(IndexAdmin):
             self._index_name(index)
             return []
         body = bodies.lexical_body(text, k=min(k, _MAX_RESULT_WINDOW), filters=filters, kind=kind)
-        return bodies.parse_lexical(self._search("lexical search", index, body))
+        return responses.parse_lexical(self._search("lexical search", index, body))
 
     def dense(
         self,
@@ -64,9 +65,9 @@ class Search(IndexAdmin):
         k = min(k, _MAX_RESULT_WINDOW)
         if _no_direction(vector):
             body = bodies.zero_vector_body(k=k, filters=filters, kind=kind)
-            return bodies.parse_zero_vector(self._search("k-NN search (zero vector)", name, body))
+            return responses.parse_zero_vector(self._search("k-NN search (zero vector)", name, body))
         body = bodies.knn_body(_as_list(vector), k=k, filters=filters, kind=kind)
-        return bodies.parse_dense(
+        return responses.parse_dense(
             self._search("k-NN search", name, body), str(info.extra.get("engine", "faiss"))
         )
 
@@ -131,7 +132,7 @@ class Search(IndexAdmin):
                 raise
             self.ensure_search_pipeline()
             response = self._search("hybrid search", name, body, search_pipeline=pipeline)
-        fused = bodies.parse_hybrid(response)
+        fused = responses.parse_hybrid(response)
         if not explain:
             return HybridResult(mode=mode, fused=fused, fusion=fusion)
         lexical = self.lexical(name, text, k=depth, filters=filters, kind=kind)
@@ -155,7 +156,7 @@ class Search(IndexAdmin):
             body = bodies.lookup_body(filters, size=size, kind=kind, search_after=search_after)
             response = self._search("lookup", name, body)
             raw = response.get("hits", {}).get("hits", [])
-            out.extend(bodies.parse_lookup(response))
+            out.extend(responses.parse_lookup(response))
             if len(raw) < size:
                 break
             search_after = list(raw[-1].get("sort") or [])
@@ -195,7 +196,7 @@ class Search(IndexAdmin):
         ids = list(dict.fromkeys(chunk_ids))
         for start in range(0, len(ids), _LOOKUP_PAGE):
             batch = ids[start : start + _LOOKUP_PAGE]
-            out.update(bodies.parse_vectors(self._search("vectors", name, bodies.vectors_body(batch))))
+            out.update(responses.parse_vectors(self._search("vectors", name, bodies.vectors_body(batch))))
         return out
 
 

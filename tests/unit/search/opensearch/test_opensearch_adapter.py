@@ -25,6 +25,7 @@ from evidence.errors import (
 )
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
+from evidence.search import opensearch_responses as responses
 from evidence.search.factory import get_backend
 from evidence.search.opensearch import OpenSearchBackend, build_client
 from tests.contract.corpus import DIM, EMBEDDER, axis, corpus
@@ -560,9 +561,9 @@ def test_knn_score_converts_back_to_cosine_per_engine(engine: str, score: Any) -
     for _ in range(200):
         q, x = rng.normal(size=DIM), rng.normal(size=DIM)
         cos = float(q @ x / (np.linalg.norm(q) * np.linalg.norm(x)))
-        assert b.cosine_from_score(score(q, x), engine) == pytest.approx(cos, abs=1e-9)
+        assert responses.cosine_from_score(score(q, x), engine) == pytest.approx(cos, abs=1e-9)
     with pytest.raises(ValueError, match="nmslib"):
-        b.cosine_from_score(0.5, "nmslib")
+        responses.cosine_from_score(0.5, "nmslib")
 
 
 def test_dense_uses_the_indexs_engine(spec: OpenSearchSpec) -> None:

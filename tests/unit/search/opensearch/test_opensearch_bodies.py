@@ -15,6 +15,7 @@ import pytest
 
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
+from evidence.search.opensearch_responses import parse_version
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
 from tests.unit.search.opensearch.spec_validator import OpenSearchSpec, SpecValidationError
 
@@ -35,7 +36,7 @@ VERSIONS = ["2.10.0", "2.18.0", "2.19.0", "3.0.0"]
 
 
 def _caps(version: str) -> b.Capabilities:
-    return b.Capabilities(version=b.parse_version(version))
+    return b.Capabilities(version=parse_version(version))
 
 
 def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:

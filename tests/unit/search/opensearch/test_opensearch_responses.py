@@ -17,6 +17,7 @@ import yaml
 
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
+from evidence.search import opensearch_responses as responses
 from tests.contract.corpus import corpus, vectors_for
 from tests.unit.search.opensearch.spec_validator import OpenSearchSpec
 
@@ -74,7 +75,7 @@ def test_knn_story_response_parses(spec: OpenSearchSpec) -> None:
     response["hits"]["hits"][0]["_source"] = _sources(1)[0]
     spec.validate_response("post", "/{index}/_search", 200, response)
 
-    (hit,) = b.parse_dense(response)
+    (hit,) = responses.parse_dense(response)
     assert hit.dense == hit.score and hit.lexical is None and -1.0 <= hit.score <= 1.0
     assert hit.chunk.chunk_id == corpus()[0].chunks[0].chunk_id
 
@@ -85,7 +86,7 @@ def test_knn_filter_story_with_no_hits(spec: OpenSearchSpec) -> None:
     assert "filter" in chapter["request"]["payload"]["query"]["knn"]["embedding"]
     response = _complete(chapter["response"]["payload"])
     spec.validate_response("post", "/{index}/_search", 200, response)
-    assert b.parse_dense(response) == []
+    assert responses.parse_dense(response) == []
 
 
 def test_hybrid_story_response(spec: OpenSearchSpec) -> None:
@@ -93,7 +94,9 @@ def test_hybrid_story_response(spec: OpenSearchSpec) -> None:
     chapter = story["chapters"][0]
     assert chapter["request"]["payload"]["query"]["hybrid"]["pagination_depth"] == 10
     partial = chapter["response"]["payload"]
-    assert b.parse_hybrid(partial) == []  # the story's partial shape alone: nothing to parse, no crash
+    assert (
+        responses.parse_hybrid(partial) == []
+    )  # the story's partial shape alone: nothing to parse, no crash
 
     response = _complete(partial)
     sources = _sources(3)
@@ -105,7 +108,7 @@ def test_hybrid_story_response(spec: OpenSearchSpec) -> None:
     response["hits"]["total"]["value"] = 3
     response["hits"]["max_score"] = 1.0
     spec.validate_response("post", "/{index}/_search", 200, response)
-    hits = b.parse_hybrid(response)
+    hits = responses.parse_hybrid(response)
     assert [h.score for h in hits] == [1.0, 0.61, 0.005]
     assert [h.chunk.chunk_id for h in hits] == [s["chunk_id"] for s in sources]
     assert all(h.lexical is None and h.dense is None for h in hits)
@@ -128,7 +131,7 @@ def test_pipeline_stories_match_our_pipeline_shapes(spec: OpenSearchSpec) -> Non
 
 @pytest.mark.parametrize("score, cos", [(1.0, 1.0), (0.5, 0.0), (0.0, -1.0), (1.0000001, 1.0)])
 def test_cosine_from_score(score: float, cos: float) -> None:
-    assert b.cosine_from_score(score) == pytest.approx(cos)
+    assert responses.cosine_from_score(score) == pytest.approx(cos)
 
 
 def test_parse_lexical_and_lookup_and_vectors() -> None:
@@ -136,9 +139,9 @@ def test_parse_lexical_and_lookup_and_vectors() -> None:
     response = {
         "hits": {"hits": [{"_score": 3.5, "_source": sources[0]}, {"_score": 1.25, "_source": sources[1]}]}
     }
-    lex = b.parse_lexical(response)
+    lex = responses.parse_lexical(response)
     assert [(h.score, h.lexical, h.dense) for h in lex] == [(3.5, 3.5, None), (1.25, 1.25, None)]
-    look = b.parse_lookup(response)
+    look = responses.parse_lookup(response)
     assert [h.score for h in look] == [0.0, 0.0]
     vec_resp = {
         "hits": {
@@ -148,5 +151,5 @@ def test_parse_lexical_and_lookup_and_vectors() -> None:
             ]
         }
     }
-    got = b.parse_vectors(vec_resp)
+    got = responses.parse_vectors(vec_resp)
     assert list(got) == ["a:p0"] and got["a:p0"].dtype.name == "float32"
