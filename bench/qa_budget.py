@@ -64,11 +64,13 @@ def run_family(service: EvidenceService, fam: Path, *, misses: bool) -> dict[str
         paths: dict[str, int] = {}
         missed: list[dict[str, Any]] = []
         ms: list[float] = []
+        rows = out.setdefault("rows", [])
         for rec in items:
             t0 = time.perf_counter()
             resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=profile))
             ms.append((time.perf_counter() - t0) * 1000)
             texts = [h.text for h in resp.hits]
+            rows.append(_row(rec, profile, resp, texts, limits[-1]))
             no = (not resp.hits) if profile == "verbatim" else (not resp.can_answer)
             path = resp.telemetry.path_used
             paths[path] = paths.get(path, 0) + 1
@@ -112,6 +114,35 @@ def run_family(service: EvidenceService, fam: Path, *, misses: bool) -> dict[str
     return out
 
 
+def _row(rec: dict[str, Any], profile: str, resp: Any, texts: list[str], limit: int) -> dict[str, Any]:
+    """One question's outcome and its grounding, for calibrating the refusal floor."""
+    g = None
+    for st in resp.telemetry.stages:
+        if st.name == "verbatim_cascade" and st.detail:
+            g = st.detail.get("grounding")
+    if g is None and resp.telemetry.answer is not None:
+        g = resp.telemetry.answer.features.get("grounding")
+    return {
+        "profile": profile,
+        "answerable": bool(rec["answers"]),
+        "found": bool(rec["answers"]) and answer_found(texts, rec["answers"], limit=limit),
+        "hits": bool(texts),
+        "can_answer": bool(resp.can_answer),
+        "grounding": g,
+        "confidence": resp.confidence,
+    }
+
+
+def uncalibrated() -> None:
+    """Refusal floors off (verbatim's grounding floor 0, default's 0): every question's grounding
+    is then measured on the evidence the paths found, for `bench/grounding_fit.py`."""
+    from evidence.rank.profiles import register_profile
+    from evidence.verbatim.cascade import CascadeConfig
+    from evidence.verbatim.profile import verbatim_profile
+
+    register_profile("verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", type=Path)
@@ -119,8 +150,12 @@ def main() -> None:
     ap.add_argument("--store", type=Path, default=ROOT / ".bench" / "qa-store")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--misses", action="store_true")
+    ap.add_argument("--uncalibrated", action="store_true", help="refusal floors off (for calibration)")
     args = ap.parse_args()
-    service = EvidenceService(Settings(store_dir=args.store))
+    if args.uncalibrated:
+        uncalibrated()
+    settings = Settings(store_dir=args.store, **({"answer_min_grounding": 0.0} if args.uncalibrated else {}))
+    service = EvidenceService(settings)
     wanted = [f for f in args.families.split(",") if f] or None
     result = {fam.name: run_family(service, fam, misses=args.misses) for fam in families(args.root, wanted)}
     if args.json:

@@ -28,7 +28,7 @@ from typing import Any
 
 from evidence.ids import content_hash
 from evidence.ingest.entities import entity_aliases, subject_names
-from evidence.records import DocumentChunks, ParsedDocument, Section
+from evidence.records import ChunkKind, DocumentChunks, ParsedDocument, Section
 
 #: canonical name → aliases (lower case, words separated by single spaces). Order does not matter.
 DEFAULT_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -307,6 +307,13 @@ ENTITY_NAMES_KEY = "entity_names"
 SECTION_CANONICAL_KEY = "section_canonical"
 SECTION_PATH_KEY = "section_path"
 SECTION_PARENT_KEY = "section_parent"
+#: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): analysed terms of
+#: its title, subject names, first headings and file name, and the acronyms of its title. On the
+#: document's first passage only, so a term lookup returns one chunk per document
+#: (`rank.scope.named_documents`).
+NAME_TERMS_KEY = "name_terms"
+#: Headings read for the name: the first ones name the document ("Mozilla Public License Version 2.0").
+NAME_HEADINGS = 2
 
 
 def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[str]:
@@ -322,6 +329,40 @@ def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[s
     return subject_names(doc.title) if doc.title else []
 
 
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*")
+_NAME_WORD = re.compile(r"[a-z][a-z0-9]*")
+#: Words too common to name anything (a question's scaffolding, a heading's filler).
+_NAME_STOP = frozenset("the of and for to in on a an or by with version".split())
+
+
+def name_words(text: str) -> list[str]:
+    """Lower-cased words of a name or question as `NAME_TERMS_KEY` holds them (no stemming:
+    names are matched as written; a final "s" is dropped so "licences" meets "licence")."""
+    out = []
+    for w in _NAME_WORD.findall(text.lower()):
+        if len(w) < 2 or w in _NAME_STOP:
+            continue
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[str]) -> list[str]:
+    """The words a question may name this document by (`NAME_TERMS_KEY`): those of its title,
+    subject names, first headings and file name ("GPL-3.0.txt" → "gpl"), plus the acronyms of its
+    title's capitalised words ("Mozilla Public License" → "mpl")."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    texts = [doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS]), stem.replace("_", " ")]
+    out: dict[str, None] = {}
+    for t in texts:
+        for w in name_words(t or ""):
+            out.setdefault(w, None)
+    for t in (doc.title, *names):
+        caps = _CAPITALISED.findall(t or "")
+        for i in range(len(caps) - 2):
+            out.setdefault("".join(w[0] for w in caps[i:]).lower(), None)
+    return list(out)[:64]
+
+
 def annotate_chunks(
     chunks: DocumentChunks, doc: ParsedDocument, vocabulary: SectionVocabulary | None = None
 ) -> DocumentChunks:
@@ -335,9 +376,15 @@ def annotate_chunks(
     if names:
         doc_meta[ENTITY_KEY] = names[0]
         doc_meta[ENTITY_NAMES_KEY] = [n.lower() for n in names]
+    name_terms = document_name_terms(chunks.document_id, doc, names)
+    first_passage = min(
+        (c for c in chunks.chunks if c.kind is ChunkKind.PASSAGE), key=lambda c: c.char_start, default=None
+    )
     out = []
     for c in chunks.chunks:
         meta = dict(doc_meta)
+        if c is first_passage and name_terms:
+            meta[NAME_TERMS_KEY] = name_terms
         i = bisect_right(starts, c.char_start) - 1
         if i >= 0 and doc.sections[i].char_start <= c.char_start < doc.sections[i].char_end:
             lab = labels[i]
@@ -346,7 +393,9 @@ def annotate_chunks(
             if lab.parent:
                 meta[SECTION_PARENT_KEY] = lab.parent
         out.append(replace(c, metadata=meta))
-    fingerprint = json.dumps([names, sorted(vocab.alias_table().items()), sorted(vocab.codes.items())])
+    fingerprint = json.dumps(
+        [names, name_terms, sorted(vocab.alias_table().items()), sorted(vocab.codes.items())]
+    )
     return replace(
         chunks,
         chunks=tuple(out),

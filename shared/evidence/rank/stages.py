@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -504,6 +505,29 @@ def _union(best: Candidate, rest: Sequence[Candidate]) -> Candidate:
     return replace(best, chunk=chunk)
 
 
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?:;])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
+)
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the sentences, list items and table rows of a passage, whitespace trimmed:
+    a plain splitter (ranking sits below ingestion's), enough to find where an answer starts."""
+    out = []
+    start = 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = m.start() if m else len(text)
+        a, b = start, end
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+        start = m.end() if m else len(text)
+    return out
+
+
 class FocusHits:
     """Each passage hit starts at its sentence that best matches the question (minimal evidence).
 
@@ -523,7 +547,6 @@ class FocusHits:
         self.min_chars = min_chars
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        from evidence.ingest.spans import split_sentences, trim_offsets
         from evidence.search.analysis import get_analyzer
 
         analyzer = get_analyzer()
@@ -537,7 +560,7 @@ class FocusHits:
             if ch.kind is not ChunkKind.PASSAGE or len(ch.text) < self.min_chars:
                 out.append(given)
                 continue
-            sents = [trim_offsets(ch.text, a, b) for a, b in split_sentences(ch.text)]
+            sents = _sentences(ch.text)
             bags = [set(analyzer.analyze(ch.text[a:b])) for a, b in sents]
             full = set().union(*bags) if bags else set()
             coverage = len(q & (full | set(analyzer.analyze(ch.title or "")))) / len(q)

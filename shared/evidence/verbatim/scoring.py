@@ -116,3 +116,25 @@ def _prefix_hit(term: str, bag: Counter[str]) -> bool:
         return False
     stem = term[:5]
     return any(w.startswith(stem) and (w.startswith(term) or term.startswith(w)) for w in bag)
+
+
+def grounding(
+    groups: Sequence[Sequence[str]], evidence: Iterable[str], weights: Mapping[str, float] | None = None
+) -> tuple[float, list[str]]:
+    """How much of what the question asks the evidence carries: the (weighted) share of the
+    question's concepts — a term or a group of alternatives — that some evidence text holds
+    (prefix-tolerant, like `SpanStats.coverage`), and the concepts none holds ("cost", "fee",
+    "dogs"). A question with no concept (only a name) is fully grounded."""
+    bag: Counter[str] = Counter()
+    for text in evidence:
+        bag.update(terms(text))
+    total = got = 0.0
+    missing: list[str] = []
+    for g in dict.fromkeys(tuple(x) for x in groups if x):
+        w = max((weights or {}).get(t, 1.0) for t in g)
+        total += w
+        if any(t in bag or _prefix_hit(t, bag) for t in g):
+            got += w
+        else:
+            missing.append(g[0])
+    return (got / total if total else 1.0), missing

@@ -60,7 +60,7 @@ def test_in_domain_is_answered_and_unrelated_is_not(
     assert not no["can_answer"] and no["confidence"] < 0.1
     for r in (yes, no):
         answer = r["telemetry"]["answer"]
-        assert answer["basis"] == "dense" and set(answer["features"]) == {"cosine", "coverage"}
+        assert answer["basis"] == "dense" and set(answer["features"]) == {"cosine", "coverage", "grounding"}
         assert not answer["withheld"]
     # The default policy flags: the hits stay, the verdict says what they are worth.
     assert no["hits"] and no["evidence_xml"] != NO_EVIDENCE_XML
