@@ -28,7 +28,7 @@ from typing import Any
 
 from evidence.ids import content_hash
 from evidence.ingest.entities import entity_aliases, subject_names
-from evidence.records import ChunkKind, DocumentChunks, ParsedDocument, Section
+from evidence.records import DocumentChunks, ParsedDocument, Section
 
 #: canonical name → aliases (lower case, words separated by single spaces). Order does not matter.
 DEFAULT_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -307,10 +307,9 @@ ENTITY_NAMES_KEY = "entity_names"
 SECTION_CANONICAL_KEY = "section_canonical"
 SECTION_PATH_KEY = "section_path"
 SECTION_PARENT_KEY = "section_parent"
-#: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): analysed terms of
-#: its title, subject names, first headings and file name, and the acronyms of its title. On the
-#: document's first passage only, so a term lookup returns one chunk per document
-#: (`rank.scope.named_documents`).
+#: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): the words of its
+#: title, subject names, first headings and file name, and the acronyms of its title; document
+#: metadata, so a filter on one word finds the documents it names (`verbatim.scope`).
 NAME_TERMS_KEY = "name_terms"
 #: Headings read for the name: the first ones name the document ("Mozilla Public License Version 2.0").
 NAME_HEADINGS = 2
@@ -377,14 +376,11 @@ def annotate_chunks(
         doc_meta[ENTITY_KEY] = names[0]
         doc_meta[ENTITY_NAMES_KEY] = [n.lower() for n in names]
     name_terms = document_name_terms(chunks.document_id, doc, names)
-    first_passage = min(
-        (c for c in chunks.chunks if c.kind is ChunkKind.PASSAGE), key=lambda c: c.char_start, default=None
-    )
+    if name_terms:
+        doc_meta[NAME_TERMS_KEY] = name_terms
     out = []
     for c in chunks.chunks:
         meta = dict(doc_meta)
-        if c is first_passage and name_terms:
-            meta[NAME_TERMS_KEY] = name_terms
         i = bisect_right(starts, c.char_start) - 1
         if i >= 0 and doc.sections[i].char_start <= c.char_start < doc.sections[i].char_end:
             lab = labels[i]

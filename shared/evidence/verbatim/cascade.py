@@ -360,18 +360,23 @@ class VerbatimCascade:
 
     @staticmethod
     def _named_terms(backend: SearchBackend, index: str, question: str, documents: list[str]) -> list[str]:
-        """The question's words that name the scoped documents: not part of what is asked."""
+        """The question's words that name the scoped documents (spelling variants too: "licence"
+        for "License"): not part of what is asked."""
         from evidence.ingest.sections import NAME_TERMS_KEY, name_words
+        from evidence.verbatim.scoring import spelling_variant
 
+        known: set[str] = set()
+        found = backend.lookup(
+            index, {"document_id": documents}, limit=50 * len(documents), kind=ChunkKind.PASSAGE
+        )
+        for h in found:
+            listed = h.chunk.metadata.get(NAME_TERMS_KEY)
+            if isinstance(listed, list):
+                known.update(str(x) for x in listed)
         out = []
         for w in content_words(question):
-            ts = name_words(w)
-            if ts and all(
-                backend.lookup(
-                    index, {NAME_TERMS_KEY: t, "document_id": documents}, limit=1, kind=ChunkKind.PASSAGE
-                )
-                for t in ts
-            ):
+            ws = name_words(w)
+            if ws and all(t in known or any(spelling_variant(t, k) for k in known) for t in ws):
                 out.append(w)
         return out
 

@@ -133,8 +133,29 @@ def grounding(
     for g in dict.fromkeys(tuple(x) for x in groups if x):
         w = max((weights or {}).get(t, 1.0) for t in g)
         total += w
-        if any(t in bag or _prefix_hit(t, bag) for t in g):
+        if any(t in bag or _extends(t, bag) for t in g):
             got += w
         else:
             missing.append(g[0])
     return (got / total if total else 1.0), missing
+
+
+def _extends(term: str, bag: Counter[str]) -> bool:
+    """A stricter prefix match for grounding: an evidence word that extends the question's term
+    ("mutagen" → "mutagenic"), or one it extends by at most two letters; "whole" does not carry
+    "wholesale"."""
+    if len(term) < 4:
+        return False
+    return any(
+        ((w.startswith(term) or (term.startswith(w) and len(term) - len(w) <= 2)) and len(w) >= 4)
+        or spelling_variant(term, w)
+        for w in bag
+    )
+
+
+def spelling_variant(a: str, b: str) -> bool:
+    """One letter apart after the third, in words of six letters or more: British and American
+    spellings as the stemmer leaves them ("licenc"/"licens", "organis"/"organiz")."""
+    if len(a) != len(b) or len(a) < 6 or a[:3] != b[:3]:
+        return False
+    return sum(x != y for x, y in zip(a, b, strict=True)) == 1
