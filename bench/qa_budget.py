@@ -122,8 +122,13 @@ def _row(rec: dict[str, Any], profile: str, resp: Any, texts: list[str], limit: 
             g = st.detail.get("grounding")
     if g is None and resp.telemetry.answer is not None:
         g = resp.telemetry.answer.features.get("grounding")
+    refused_path = None
+    for st in resp.telemetry.stages:
+        if st.name == "verbatim_cascade" and st.detail:
+            refused_path = st.detail.get("refused")
     return {
         "profile": profile,
+        "path": refused_path or resp.telemetry.path_used,
         "answerable": bool(rec["answers"]),
         "found": bool(rec["answers"]) and answer_found(texts, rec["answers"], limit=limit),
         "hits": bool(texts),
@@ -140,7 +145,9 @@ def uncalibrated() -> None:
     from evidence.verbatim.cascade import CascadeConfig
     from evidence.verbatim.profile import verbatim_profile
 
-    register_profile("verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0)))
+    register_profile(
+        "verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
+    )
 
 
 def main() -> None:
@@ -154,7 +161,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.uncalibrated:
         uncalibrated()
-    settings = Settings(store_dir=args.store, **({"answer_min_grounding": 0.0} if args.uncalibrated else {}))
+    settings = Settings(store_dir=args.store)
+    if args.uncalibrated:
+        settings = settings.model_copy(update={"answer_min_grounding": 0.0})
     service = EvidenceService(settings)
     wanted = [f for f in args.families.split(",") if f] or None
     result = {fam.name: run_family(service, fam, misses=args.misses) for fam in families(args.root, wanted)}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.ingest.sections import (
@@ -114,9 +114,16 @@ class CascadeConfig:
     vector_pool: int = 50
     vector_min_cosine: float = 0.5
     vector_min_margin: float = 0.15
+    #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
+    #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
+    meaning_weight: float = 0.0
     #: Honest refusal: the least share of the question's concepts (IDF-weighted over the scope's
-    #: spans) the evidence must carry, else NO_RESULT (calibrated leave-one-family-out on bench/qa).
-    min_grounding: float = 0.5
+    #: spans) the evidence must carry, else NO_RESULT. Fitted leave-one-family-out on bench/qa
+    #: (`bench/grounding_fit.py`, false refusals within 3 %): the rule paths have bars of their
+    #: own and need none beyond "some concept" (every held-out fit gave 0); the safety net, which
+    #: has none, needs 0.38 (held-out fits 0.36-0.50).
+    min_grounding: float = 0.01
+    safety_net_grounding: float = 0.38
     #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
     #: them: its first sections), and how many.
     overview_sections: tuple[str, ...] = (
@@ -354,7 +361,7 @@ class VerbatimCascade:
             return CascadeResult([], NO_RESULT, entity, tried)
         bound = self._bound(found)
         g, missing = state.grounding(bound, used)
-        if g < self.config.min_grounding:
+        if g < self.floor(used):
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
         return CascadeResult(bound, used, entity, tried, round(g, 4), missing)
 
@@ -401,6 +408,12 @@ class VerbatimCascade:
             elif alts:
                 groups.setdefault(alts[0], list(dict.fromkeys(alts)))
         return [tuple(dict.fromkeys(g)) for g in groups.values()]
+
+    def floor(self, path: str) -> float:
+        """The grounding a path's evidence needs: the safety net's is its own."""
+        if path == HYBRID_FACTSPAN:
+            return max(self.config.min_grounding, self.config.safety_net_grounding)
+        return self.config.min_grounding
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:
         out: list[SpanHit] = []
@@ -710,6 +723,11 @@ class _State:
             cov = self._coverage_of(h.chunk, stats, n)
             if cov >= self.cfg.bm25_min_coverage:
                 keep.append(SpanHit(h.chunk, float(h.score) * self._figure_boost(h.chunk), BM25_FACTSPAN))
+        if self.cfg.meaning_weight and self.vector is not None:
+            ranked = self._by_meaning(
+                [(h.score, n) for n, h in enumerate(keep)], chunks=[h.chunk for h in keep]
+            )
+            keep = [replace(keep[n], score=sc) for sc, n in ranked]
         keep.sort(key=lambda h: -h.score)
         return self._with_tables(keep[: self.cfg.max_spans]), f"{len(found)} hits, {len(keep)} above coverage"
 
@@ -725,6 +743,47 @@ class _State:
             self._ids = {c.chunk_id: i for i, c in enumerate(self.spans)}
         return self._ids.get(chunk.chunk_id)
 
+    def _passage_cosines(self) -> list[tuple[str, int, int, float]]:
+        """(document, start, end, cosine) of the scope's best passages by the query vector."""
+        if not hasattr(self, "_pcos"):
+            self._pcos: list[tuple[str, int, int, float]] = []
+            if self.vector is not None:
+                found = self.backend.dense(
+                    self.index,
+                    self.vector,
+                    k=self.cfg.vector_pool,
+                    filters=self.scope,
+                    kind=ChunkKind.PASSAGE,
+                )
+                self._pcos = [
+                    (h.chunk.document_id, h.chunk.char_start, h.chunk.char_end, float(h.dense or h.score))
+                    for h in found
+                ]
+        return self._pcos
+
+    def _by_meaning(
+        self, scored: list[tuple[float, int]], chunks: Sequence[Chunk] | None = None
+    ) -> list[tuple[float, int]]:
+        """Lexical scores blended with meaning: `(1 - w) * score / max + w * cosine of the span's
+        passage`, min-max over the scope's best passages (a span outside them counts 0). Wording
+        decides which spans qualify; meaning helps order them (a paraphrase shares few words)."""
+        w = self.cfg.meaning_weight
+        pcos = self._passage_cosines() if w else []
+        if not scored or not pcos:
+            return scored
+        lo, hi = min(c for *_, c in pcos), max(c for *_, c in pcos)
+        top = max(sc for sc, _ in scored) or 1.0
+        out = []
+        for sc, i in scored:
+            c = chunks[i] if chunks is not None else self.spans[i]
+            cos = max(
+                (x for d, a, b, x in pcos if d == c.document_id and a <= c.char_start and c.char_end <= b),
+                default=None,
+            )
+            norm = (cos - lo) / (hi - lo) if cos is not None and hi > lo else 0.0
+            out.append(((1 - w) * sc / top + w * norm, i))
+        return out
+
     def global_scan(self) -> tuple[list[SpanHit], str]:
         if not self.spans or not self.q_terms:
             return [], "not applicable"
@@ -736,6 +795,7 @@ class _State:
             cov = self.stats.coverage(i, self.q_groups)
             if cov >= self.cfg.global_min_coverage:
                 scored.append(((cov + 0.1 * self.stats.bm25(i, q)) * self._figure_boost(self.spans[i]), i))
+        scored = self._by_meaning(scored)
         scored.sort(key=lambda x: (-x[0], x[1]))
         hits = self._with_tables(
             [SpanHit(self.spans[i], s, GLOBAL_FACTSPAN_SCAN) for s, i in scored[: self.cfg.scan_spans]]

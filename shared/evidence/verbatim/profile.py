@@ -154,7 +154,9 @@ class VerbatimCascadeStage:
                 scores={
                     "cascade": h.score,
                     "grounding": result.grounding,
-                    "confidence": grounding_confidence(result.grounding, self.cascade.config.min_grounding),
+                    "confidence": grounding_confidence(
+                        result.grounding, self.cascade.floor(result.path_used)
+                    ),
                 },
             )
             for h in result.hits
