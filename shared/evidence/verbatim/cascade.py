@@ -61,6 +61,8 @@ PATHS = (
     VECTOR_SCOPED,
     HYBRID_FACTSPAN,
 )
+#: Every name `path_used` may carry: the paths, the multi-section assembly and NO_RESULT.
+REPORTED_PATHS = (*PATHS, MULTI_SECTION_EVIDENCE, NO_RESULT)
 
 
 class PlanLike(Protocol):

@@ -141,3 +141,45 @@ def test_plain_text_clauses_are_sections_the_cascade_can_use(licences: EvidenceS
         "lic", RetrieveRequest(query="What does the Alpha licence say about patents?", profile="verbatim")
     )
     assert any(h.citation.section == "2. Patent Grant" and "patent license" in h.text for h in resp.hits)
+
+
+ACMEX = """# ACMEX (acmeprazole) capsules
+
+## 2 DOSAGE AND ADMINISTRATION
+
+Take ACMEX once daily before a meal.
+
+| Indication | Dose | Duration |
+|---|---|---|
+| Healing of erosive esophagitis | 20 mg once daily | 4 to 8 weeks |
+| Duodenal ulcer | 40 mg once daily | 4 weeks |
+
+## 12 CLINICAL PHARMACOLOGY
+
+### 12.3 Pharmacokinetics
+
+The elimination half-life of acmeprazole is about 1 hour.
+"""
+
+
+@pytest.fixture(scope="module")
+def acmex(tmp_path_factory: pytest.TempPathFactory) -> EvidenceService:
+    root = tmp_path_factory.mktemp("acmex")
+    (root / "acmex.md").write_text(ACMEX)
+    service = EvidenceService(Settings(store_dir=root / "store"))
+    assert not service.index_paths("acmex", [root / "acmex.md"], embed=False).failed
+    return service
+
+
+@pytest.mark.parametrize(
+    ("question", "row"),
+    [
+        ("How long should erosive esophagitis be treated with Acmex?", "| Healing of erosive esophagitis |"),
+        ("What Acmex dose is used for a duodenal ulcer?", "| Duodenal ulcer | 40 mg once daily |"),
+    ],
+)
+def test_table_rows_answer_duration_and_dose_questions(
+    acmex: EvidenceService, question: str, row: str
+) -> None:
+    resp = acmex.retrieve("acmex", RetrieveRequest(query=question, profile="verbatim"))
+    assert resp.hits and resp.hits[0].text.startswith(row), [h.text for h in resp.hits]
