@@ -76,3 +76,8 @@ def test_the_first_short_line_is_the_title_unless_given() -> None:
     doc = parse_bytes(b"  Example Public License\n  Version 1.0\n\nText here.\n", filename="l.txt")
     assert doc.title == "Example Public License"
     assert parse_text("Intro text that is a sentence.\n", filename="a.txt", title="Given").title == "Given"
+
+
+def test_a_question_or_labelled_first_line_is_not_a_title() -> None:
+    for text in ("Q: Do you encrypt data at rest?\nA: Yes.\n", "Note: keys rotate yearly\nMore text.\n"):
+        assert parse_text(text, filename="f.txt").title == ""

@@ -112,8 +112,13 @@ def plaintext_headings(text: str) -> list[Heading]:
     return sorted(heads)
 
 
+#: "Q: Do you …?", "Note: …": a labelled line is content, not a title.
+_LABELLED = re.compile(r"^\w{1,12}\s*:\s")
+
+
 def _first_line_title(text: str) -> str:
-    """A short first line followed by more text: "Apache License", "MIT License"."""
+    """A short first line followed by more text: "Apache License", "MIT License"; not a sentence
+    or question ("Q: Do you encrypt data at rest?"), a labelled line, or a numbered clause."""
     for line in text.split("\n"):
         s = line.strip()
         if s:
@@ -121,8 +126,9 @@ def _first_line_title(text: str) -> str:
             if (
                 len(s) <= MAX_TITLE_CHARS
                 and len(words) <= 12
-                and s[-1] not in ",;"
+                and s[-1] not in ",;.?!:"
                 and not _NUMBERED.match(s)
+                and not _LABELLED.match(s)
             ):
                 return " ".join(words)
             return ""
