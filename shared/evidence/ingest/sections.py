@@ -311,8 +311,10 @@ SECTION_PARENT_KEY = "section_parent"
 #: title, subject names, first headings and file name, and the acronyms of its title; document
 #: metadata, so a filter on one word finds the documents it names (`verbatim.scope`).
 NAME_TERMS_KEY = "name_terms"
-#: Headings read for the name: the first ones name the document ("Mozilla Public License Version 2.0").
-NAME_HEADINGS = 2
+#: Headings read for the name: the first names the document ("Mozilla Public License Version 2.0").
+NAME_HEADINGS = 1
+#: Words kept: every chunk carries them (OpenSearch filters on chunk fields), so few.
+MAX_NAME_TERMS = 24
 
 
 def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[str]:
@@ -339,7 +341,7 @@ def name_words(text: str) -> list[str]:
     names are matched as written; a final "s" is dropped so "licences" meets "licence")."""
     out = []
     for w in _NAME_WORD.findall(text.lower()):
-        if len(w) < 2 or w in _NAME_STOP:
+        if len(w) < 3 or w in _NAME_STOP:  # "ii", "v2", "d0": too short to name a document
             continue
         out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
     return out
@@ -359,7 +361,7 @@ def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[s
         caps = _CAPITALISED.findall(t or "")
         for i in range(len(caps) - 2):
             out.setdefault("".join(w[0] for w in caps[i:]).lower(), None)
-    return list(out)[:64]
+    return list(out)[:MAX_NAME_TERMS]
 
 
 def annotate_chunks(
