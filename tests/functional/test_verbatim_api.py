@@ -37,7 +37,9 @@ def test_plan_and_retrieve_with_the_verbatim_profile(
 
     result = body(call("retrieve_verbatim", context))
     assert result["plan"]["query_mode"] == "MULTI_SECTION"
-    assert result["telemetry"]["path_used"] == "SECTION_EXACT" and result["telemetry"]["degraded"] == []
+    assert (
+        result["telemetry"]["path_used"] == "MULTI_SECTION_EVIDENCE" and result["telemetry"]["degraded"] == []
+    )
     assert result["evidence_xml"].count("[SECTION: ") >= 2
     for hit in result["hits"]:
         start, end = hit["citation"]["char_start"], hit["citation"]["char_end"]

@@ -364,7 +364,7 @@ def _document() -> dict[str, Any]:
                             "Location": {"description": "The status URL", "schema": {"type": "string"}}
                         },
                     },
-                    **_errors("400", "403", "404", "409", "413", "422", "502", "503"),
+                    **_errors("400", "403", "404", "409", "413", "422", "429", "502", "503"),
                 },
             }
         },

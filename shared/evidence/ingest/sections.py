@@ -312,6 +312,14 @@ ENTITY_NAMES_KEY = "entity_names"
 SECTION_CANONICAL_KEY = "section_canonical"
 SECTION_PATH_KEY = "section_path"
 SECTION_PARENT_KEY = "section_parent"
+#: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): the words of its
+#: title, subject names, first headings and file name, and the acronyms of its title; document
+#: metadata, so a filter on one word finds the documents it names (`verbatim.scope`).
+NAME_TERMS_KEY = "name_terms"
+#: Headings read for the name: the first names the document ("Mozilla Public License Version 2.0").
+NAME_HEADINGS = 1
+#: Words kept: every chunk carries them (OpenSearch filters on chunk fields), so few.
+MAX_NAME_TERMS = 24
 
 
 def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[str]:
@@ -325,6 +333,40 @@ def document_subject(doc: ParsedDocument, metadata: Mapping[str, Any]) -> list[s
     if doc.subject:
         return entity_aliases(doc.subject)
     return subject_names(doc.title) if doc.title else []
+
+
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*")
+_NAME_WORD = re.compile(r"[a-z][a-z0-9]*")
+#: Words too common to name anything (a question's scaffolding, a heading's filler).
+_NAME_STOP = frozenset("the of and for to in on a an or by with version".split())
+
+
+def name_words(text: str) -> list[str]:
+    """Lower-cased words of a name or question as `NAME_TERMS_KEY` holds them (no stemming:
+    names are matched as written; a final "s" is dropped so "licences" meets "licence")."""
+    out = []
+    for w in _NAME_WORD.findall(text.lower()):
+        if len(w) < 3 or w in _NAME_STOP:  # "ii", "v2", "d0": too short to name a document
+            continue
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[str]) -> list[str]:
+    """The words a question may name this document by (`NAME_TERMS_KEY`): those of its title,
+    subject names, first headings and file name ("GPL-3.0.txt" → "gpl"), plus the acronyms of its
+    title's capitalised words ("Mozilla Public License" → "mpl")."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    texts = [doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS]), stem.replace("_", " ")]
+    out: dict[str, None] = {}
+    for t in texts:
+        for w in name_words(t or ""):
+            out.setdefault(w, None)
+    for t in (doc.title, *names):
+        caps = _CAPITALISED.findall(t or "")
+        for i in range(len(caps) - 2):
+            out.setdefault("".join(w[0] for w in caps[i:]).lower(), None)
+    return list(out)[:MAX_NAME_TERMS]
 
 
 def annotate_chunks(
@@ -343,6 +385,9 @@ def annotate_chunks(
     if names:
         doc_meta[ENTITY_KEY] = names[0]
         doc_meta[ENTITY_NAMES_KEY] = [n.lower() for n in names]
+    name_terms = document_name_terms(chunks.document_id, doc, names)
+    if name_terms:
+        doc_meta[NAME_TERMS_KEY] = name_terms
     out = []
     for c in chunks.chunks:
         meta = dict(doc_meta)
@@ -354,7 +399,9 @@ def annotate_chunks(
             if lab.parent:
                 meta[SECTION_PARENT_KEY] = lab.parent
         out.append(replace(c, metadata=meta))
-    fingerprint = json.dumps([names, sorted(vocab.alias_table().items()), sorted(vocab.codes.items())])
+    fingerprint = json.dumps(
+        [names, name_terms, sorted(vocab.alias_table().items()), sorted(vocab.codes.items())]
+    )
     return replace(
         chunks,
         chunks=tuple(out),

@@ -299,7 +299,7 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
     for line in lines:
         offsets.append(pos)
         pos += len(line) + 1
-    heading_starts = {s.char_start for s in sections}
+    heading_starts = {s.char_start for s in sections if not _runs_on(text, s)}
     table = _line_table(lines)
     out: list[tuple[int, int, SpanType]] = []
     para: tuple[int, int] | None = None  # (start, end) of the current prose run
@@ -349,6 +349,14 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
         _emit_item(text, start, end, kind, max_chars=max_chars, out=out)
     flush()
     return out
+
+
+def _runs_on(text: str, section: Section) -> bool:
+    """A heading that runs on into its clause's text on the same line ("8. Termination. Either
+    party may …", plain text): the line is a fact, not a heading line to skip."""
+    eol = text.find("\n", section.char_start)
+    line = text[section.char_start : eol if eol >= 0 else len(text)].strip()
+    return len(line) > len(section.name) + 2 and line.startswith(section.name) and section.name != ""
 
 
 def _line_kind(line: str, *, is_table: bool) -> SpanType | None:

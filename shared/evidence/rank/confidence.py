@@ -123,7 +123,12 @@ def answer_signal(
             return AnswerSignal(1.0, True, "followups", {})
         return AnswerSignal(0.0, False, "none", {})
     terms = frozenset(get_analyzer().analyze(query))
-    coverage = max(_coverage(terms, c.chunk.search_text) for c in hits[:HEAD])
+    # A focused hit (rank.stages.FocusHits) carries its whole passage's coverage: shortening the
+    # evidence must not change the verdict.
+    coverage = max(
+        c.scores["coverage"] if "coverage" in c.scores else _coverage(terms, c.chunk.search_text)
+        for c in hits[:HEAD]
+    )
     features = {"coverage": round(coverage, 6)}
     if "rerank" in hits[0].scores:
         features["rerank"] = round(float(hits[0].scores["rerank"]), 6)

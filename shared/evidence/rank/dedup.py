@@ -1,14 +1,19 @@
-"""Ranking stages that remove repetition: duplicate content, overlapping passages of one
-document, and more than `max_chunks_per_document` chunks of one document.
+"""Ranking stages that remove repetition and shape hits: duplicate content, overlapping passages
+of one document (merged), hits focused on their matching sentences, and more than
+`max_chunks_per_document` chunks of one document.
 
 They keep the order they are given (the convention of `rank/stages.py`, which re-exports them).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
+from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.context import RankContext
@@ -33,6 +38,11 @@ class DedupContent:
         return out
 
 
+#: Two passage windows (256 MiniLM word pieces run ~1,000-1,300 characters of prose): the most a
+#: merged hit may grow to, so a hit stays a piece of a document, never a merged chapter.
+DEFAULT_MAX_HIT_CHARS = 2500
+
+
 class CollapseOverlaps:
     """Overlapping passages of one document become one hit, so the top hits do not repeat a sentence.
 
@@ -41,16 +51,24 @@ class CollapseOverlaps:
     same document is merged into it: the better one keeps its id, scores and rank and its text
     grows to the union of both (exact, since both are slices of one document text); the other
     is dropped. Passages that only touch, fact spans, and passages of other documents are left
-    alone; the order is otherwise unchanged. A merged hit is longer than one window, at most the
-    stretch of the document its windows cover.
+    alone; the order is otherwise unchanged.
+
+    A merged hit never grows past `max_chars` (issue 22: merging without a bound returned hits of
+    24,630 characters): when the union would, the lower-ranked passage keeps only its part outside
+    the better hit (a slice of the document still), or is dropped when nothing of it is new.
     """
 
     name = "collapse_overlaps"
 
+    def __init__(self, *, max_chars: int = DEFAULT_MAX_HIT_CHARS) -> None:
+        if max_chars < 1:
+            raise ConfigurationError("collapse_overlaps: max_chars must be at least 1")
+        self.max_chars = max_chars
+
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         out: list[Candidate | None] = []  # None: merged into a better-ranked hit
         kept: dict[str, list[int]] = {}  # document id -> positions in `out` of its passages
-        merged = 0
+        merged = trimmed = 0
         for c in candidates:
             if c.chunk.kind is not ChunkKind.PASSAGE:
                 out.append(c)
@@ -63,19 +81,60 @@ class CollapseOverlaps:
                 continue
             # `c` may bridge two kept passages: all of them become the best-ranked one.
             group = [g for i in hit if (g := out[i]) is not None]
-            out[hit[0]] = _union(group[0], [*group[1:], c])
-            for i in hit[1:]:
-                out[i] = None
-                positions.remove(i)
-            for g in [*group[1:], c]:
-                merged += 1
-                ctx.trace.drop(ctx, g, f"overlaps {group[0].chunk_id} of the same document: merged into it")
+            if _span_of([*group, c]) <= self.max_chars:
+                out[hit[0]] = _union(group[0], [*group[1:], c])
+                for i in hit[1:]:
+                    out[i] = None
+                    positions.remove(i)
+                for g in [*group[1:], c]:
+                    merged += 1
+                    ctx.trace.drop(
+                        ctx, g, f"overlaps {group[0].chunk_id} of the same document: merged into it"
+                    )
+                continue
+            rest = _outside(c, group)
+            if rest is None:
+                ctx.trace.drop(ctx, c, f"inside {group[0].chunk_id}, which is at the size bound")
+                continue
+            trimmed += 1
+            positions.append(len(out))
+            out.append(rest)
         ctx.trace.detail["merged"] = merged
+        if trimmed:
+            ctx.trace.detail["trimmed"] = trimmed
         return [c for c in out if c is not None]
 
 
 def _overlaps(a: Candidate | None, b: Candidate) -> bool:
     return a is not None and a.chunk.char_start < b.chunk.char_end and b.chunk.char_start < a.chunk.char_end
+
+
+def _span_of(cands: Sequence[Candidate]) -> int:
+    return max(c.chunk.char_end for c in cands) - min(c.chunk.char_start for c in cands)
+
+
+def _outside(c: Candidate, kept: Sequence[Candidate]) -> Candidate | None:
+    """`c` cut to its part that no kept passage covers, when that part is one contiguous piece."""
+    start, end = c.chunk.char_start, c.chunk.char_end
+    for k in sorted(kept, key=lambda x: x.chunk.char_start):
+        ks, ke = k.chunk.char_start, k.chunk.char_end
+        if ks <= start < ke:
+            start = ke
+        elif ks < end <= ke:
+            end = ks
+        elif start < ks and ke < end:
+            return None  # both sides stick out: two pieces; the better hit already holds the middle
+    if end - start < 1:
+        return None
+    return _slice(c, start, end)
+
+
+def _slice(c: Candidate, start: int, end: int) -> Candidate:
+    """The candidate's chunk narrowed to `[start, end)` of its document (a slice of its text)."""
+    a, b = start - c.chunk.char_start, end - c.chunk.char_start
+    text = c.chunk.text[a:b]
+    chunk = replace(c.chunk, text=text, char_start=start, char_end=end, content_hash=content_hash(text))
+    return replace(c, chunk=chunk)
 
 
 def _union(best: Candidate, rest: Sequence[Candidate]) -> Candidate:
@@ -95,6 +154,88 @@ def _union(best: Candidate, rest: Sequence[Candidate]) -> Candidate:
         content_hash=content_hash(text),
     )
     return replace(best, chunk=chunk)
+
+
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?:;])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
+)
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the sentences, list items and table rows of a passage, whitespace trimmed:
+    a plain splitter (ranking sits below ingestion's), enough to find where an answer starts."""
+    out = []
+    start = 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = m.start() if m else len(text)
+        a, b = start, end
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+        start = m.end() if m else len(text)
+    return out
+
+
+class FocusHits:
+    """Each passage hit starts at its sentence that best matches the question (minimal evidence).
+
+    A 256-token passage is ~1,100 characters and the answer may sit at its end; read in rank
+    order, the evidence then puts a window of context before every answer. This stage cuts a
+    passage hit to start at its best sentence — the one holding most of the question's analysed
+    terms, IDF-weighted over the passage's sentences, the earliest on a tie — and keeps the rest
+    of the passage after it, so the hit stays a slice of the document and never grows. A passage
+    whose first sentence is (one of) the best, or shorter than `min_chars`, is left whole. The
+    full passage's term coverage is kept in `scores["coverage"]` for the answerability signal,
+    which must not change because the evidence got shorter.
+    """
+
+    name = "focus"
+
+    def __init__(self, *, min_chars: int = 400) -> None:
+        self.min_chars = min_chars
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        from evidence.search.analysis import get_analyzer
+
+        analyzer = get_analyzer()
+        q = set(analyzer.analyze(ctx.query))
+        if not q:
+            return list(candidates)
+        out: list[Candidate] = []
+        focused = 0
+        for given in candidates:
+            ch = given.chunk
+            if ch.kind is not ChunkKind.PASSAGE or len(ch.text) < self.min_chars:
+                out.append(given)
+                continue
+            sents = _sentences(ch.text)
+            bags = [set(analyzer.analyze(ch.text[a:b])) for a, b in sents]
+            full = set().union(*bags) if bags else set()
+            coverage = len(q & (full | set(analyzer.analyze(ch.title or "")))) / len(q)
+            c = given
+            if "coverage" not in c.scores:
+                c = replace(c, scores=MappingProxyType({**c.scores, "coverage": coverage}))
+            if len(sents) < 2:
+                out.append(c)
+                continue
+            df: dict[str, int] = {}
+            for bag in bags:
+                for t in bag & q:
+                    df[t] = df.get(t, 0) + 1
+            n = len(bags)
+            weight = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+            values = [sum(weight[t] for t in bag & q) for bag in bags]
+            best = max(range(n), key=lambda i: (values[i], -i))
+            if best == 0 or values[best] <= values[0]:
+                out.append(c)
+                continue
+            focused += 1
+            out.append(_slice(c, ch.char_start + sents[best][0], ch.char_end))
+        ctx.trace.detail["focused"] = focused
+        return out
 
 
 class PerDocumentCap:

@@ -3,9 +3,9 @@
 Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
 default  first_stage → followup_extraction → dedup → min_similarity → candidate_limit → rerank →
-         followup_boost → rerank_cutoff → collapse_overlaps → per_document_cap → mmr → top_k →
+         followup_boost → rerank_cutoff → collapse_overlaps → per_document_cap → mmr → top_k → focus →
          max_chars
-vrm      the same, reranking against the criterion question when one is given
+vrm      the same without focus, reranking against the criterion question when one is given
 verbatim verbatim_cascade → top_k → max_chars (seed 002; evidence.verbatim.profile)
 coach    first_stage → candidate_limit → rerank → graph → mmr → top_k over knowledge-graph nodes
          (evidence/coach/profile.py; the coach endpoint runs its first three stages, docs/coach.md)
@@ -31,6 +31,7 @@ from evidence.rank.stages import (
     CharBudget,
     CollapseOverlaps,
     DedupContent,
+    FocusHits,
     FollowupDocumentBoost,
     FollowupExtraction,
     MinSimilarity,
@@ -66,7 +67,7 @@ VRM_PARAMS = ProfileParams(
 )
 
 
-def _tail(*, calibrated_cutoff: bool = False) -> tuple[Stage, ...]:
+def _tail(*, calibrated_cutoff: bool = False, focus: bool = False) -> tuple[Stage, ...]:
     return (
         FollowupDocumentBoost(),
         RelevancyCutoff(calibrated=calibrated_cutoff),
@@ -74,6 +75,7 @@ def _tail(*, calibrated_cutoff: bool = False) -> tuple[Stage, ...]:
         PerDocumentCap(),
         MMR(),
         TopK(),
+        *((FocusHits(),) if focus else ()),
         CharBudget(),
     )
 
@@ -90,7 +92,7 @@ def default_profile() -> Profile:
             MinSimilarity(),
             CandidateLimit(),
             Rerank(),
-            *_tail(),
+            *_tail(focus=True),
         ),
     )
 

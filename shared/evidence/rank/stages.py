@@ -30,7 +30,12 @@ from evidence.errors import ConfigurationError, EvidenceError
 from evidence.ids import content_hash, normalize_question
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.context import RankContext, Stage, Trace
-from evidence.rank.dedup import CollapseOverlaps, DedupContent, PerDocumentCap
+from evidence.rank.dedup import (
+    CollapseOverlaps,
+    DedupContent,
+    FocusHits,
+    PerDocumentCap,
+)
 from evidence.rank.followups import (
     CRITERION_HASH_KEY,
     FOLLOWUP_DOCUMENT_TYPE,
@@ -527,6 +532,7 @@ __all__ = [
     "CharBudget",
     "CollapseOverlaps",
     "DedupContent",
+    "FocusHits",
     "FollowupDocumentBoost",
     "FollowupExtraction",
     "MinSimilarity",

@@ -25,8 +25,16 @@ __all__ = ["Consistency", "EmbeddedBackend", "IndexStore", "iter_chunks"]
 
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
-#: How a full disk reads in SQLite's and tantivy's (Rust io::Error) messages.
-_FULL_MESSAGES = ("database or disk is full", "os error 28", "os error 27", "os error 122")
+#: How a full disk reads in SQLite's and tantivy's (Rust io::Error) messages. When the disk fills
+#: inside tantivy's indexing thread, the writer reports only that the thread died of an io::Error
+#: ("An index writer was killed"): the same outcome (the journal replays it), so the same answer.
+_FULL_MESSAGES = (
+    "database or disk is full",
+    "os error 28",
+    "os error 27",
+    "os error 122",
+    "An index writer was killed",
+)
 
 
 def _is_full(exc: BaseException) -> bool:

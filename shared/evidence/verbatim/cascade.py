@@ -19,19 +19,20 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.ingest.sections import (
     ENTITY_KEY,
     ENTITY_NAMES_KEY,
+    SECTION_PARENT_KEY,
     SECTION_PATH_KEY,
     default_vocabulary,
     normalise_heading,
 )
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
 from evidence.records import Chunk, ChunkKind, SpanType
-from evidence.verbatim.scoring import SpanStats, terms
+from evidence.verbatim.scoring import SpanStats, grounding, terms
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend
@@ -42,8 +43,26 @@ ATTRIBUTE_LOOKUP = "ATTRIBUTE_LOOKUP"
 BM25_FACTSPAN = "BM25_FACTSPAN"
 GLOBAL_FACTSPAN_SCAN = "GLOBAL_FACTSPAN_SCAN"
 VECTOR_SCOPED = "VECTOR_SCOPED"
+#: The seed's drug-only path: a question that names only the subject gets its key sections.
+ENTITY_OVERVIEW = "ENTITY_OVERVIEW"
+#: Seed 002's multi-section assembly: what SECTION_EXACT reports when it bundled several sections.
+MULTI_SECTION_EVIDENCE = "MULTI_SECTION_EVIDENCE"
+#: The safety net: spans of the best passages (dense and BM25), so an answerable question never
+#: ends in NO_RESULT because no rule fired; the grounding check decides whether they answer.
+HYBRID_FACTSPAN = "HYBRID_FACTSPAN"
 NO_RESULT = "NO_RESULT"
-PATHS = (SECTION_EXACT, SECTION_FUZZY, ATTRIBUTE_LOOKUP, BM25_FACTSPAN, GLOBAL_FACTSPAN_SCAN, VECTOR_SCOPED)
+PATHS = (
+    SECTION_EXACT,
+    SECTION_FUZZY,
+    ATTRIBUTE_LOOKUP,
+    ENTITY_OVERVIEW,
+    BM25_FACTSPAN,
+    GLOBAL_FACTSPAN_SCAN,
+    VECTOR_SCOPED,
+    HYBRID_FACTSPAN,
+)
+#: Every name `path_used` may carry: the paths, the multi-section assembly and NO_RESULT.
+REPORTED_PATHS = (*PATHS, MULTI_SECTION_EVIDENCE, NO_RESULT)
 
 
 class PlanLike(Protocol):
@@ -97,6 +116,30 @@ class CascadeConfig:
     vector_pool: int = 50
     vector_min_cosine: float = 0.5
     vector_min_margin: float = 0.15
+    #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
+    #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
+    meaning_weight: float = 0.0
+    #: Honest refusal: the least share of the question's concepts (IDF-weighted over the scope's
+    #: spans) the evidence must carry, else NO_RESULT; the safety net (no bar of its own) has a
+    #: floor of its own. Fitted leave-one-family-out on bench/qa (`bench/grounding_fit.py`, false
+    #: refusals within 3 %): 0.16 for both in four folds of five (0 in the fifth) and on all five;
+    #: the safety net's raised to 0.25 (suite false refusals 2.3 %, within the budget) so that it
+    #: does not answer what the rule paths refuse on the bundled label (grounding 0.2 there).
+    min_grounding: float = 0.16
+    safety_net_grounding: float = 0.25
+    #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
+    #: them: its first sections), and how many.
+    overview_sections: tuple[str, ...] = (
+        "indications",
+        "dosage",
+        "contraindications",
+        "warnings",
+        "adverse_reactions",
+    )
+    overview_spans: int = 5
+    #: HYBRID_FACTSPAN: passages per leg, and spans returned (0.5 * passage + 0.5 * span BM25).
+    hybrid_passages: int = 8
+    hybrid_spans: int = 3
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.order if p not in PATHS]
@@ -127,6 +170,11 @@ class CascadeResult:
     path_used: str
     entity: str | None
     tried: list[PathRun] = field(default_factory=list)
+    #: The grounding of the evidence found (before any refusal) and the concepts it lacks.
+    grounding: float = 0.0
+    missing: list[str] = field(default_factory=list)
+    #: The path whose evidence the grounding check refused (NO_RESULT then), if any.
+    refused: str | None = None
 
     @property
     def sections(self) -> list[str]:
@@ -265,8 +313,16 @@ class VerbatimCascade:
         plan: PlanLike,
         *,
         query_vector: Any = None,
+        documents: Sequence[str] | None = None,
     ) -> CascadeResult:
-        entity, scope = self.resolve_entity(backend, index, question, plan)
+        """`documents`: the documents the question names (`rank.scope`), which scope the run."""
+        scope: dict[str, Any] | None
+        if documents:
+            entity, scope = None, {"document_id": list(documents)}
+            named = self._named_terms(backend, index, question, list(documents))
+        else:
+            entity, scope = self.resolve_entity(backend, index, question, plan)
+            named = []
         entity_names = [entity] if entity else []
         names = scope and backend.lookup(index, scope, limit=1, kind=ChunkKind.SPAN)
         if names:
@@ -274,8 +330,8 @@ class VerbatimCascade:
             listed = meta.get(ENTITY_NAMES_KEY)
             if isinstance(listed, list):
                 entity_names = [str(n) for n in listed]
-            entity = str(meta.get(ENTITY_KEY) or entity)
-        q_groups = self._question_terms(question, plan, entity_names)
+            entity = str(meta.get(ENTITY_KEY) or entity) if meta.get(ENTITY_KEY) or entity else None
+        q_groups = self._question_terms(question, plan, [*entity_names, *named])
         state = _State(
             self,
             backend=backend,
@@ -287,15 +343,52 @@ class VerbatimCascade:
             query_vector=query_vector,
         )
         tried: list[PathRun] = []
+        found: list[SpanHit] = []
+        used = NO_RESULT
         for path in self.config.order:
             t0 = time.perf_counter()
             hits, note = state.run_path(path)
             tried.append(PathRun(path, len(hits), round((time.perf_counter() - t0) * 1000, 3), note))
             if hits:
-                return CascadeResult(self._bound(hits), path, entity, tried)
-        if state.deferred:
-            return CascadeResult(self._bound(state.deferred), state.deferred[0].path, entity, tried)
-        return CascadeResult([], NO_RESULT, entity, tried)
+                bundled = (
+                    path == SECTION_EXACT
+                    and plan.query_mode == "MULTI_SECTION"
+                    and len({h.chunk.section for h in hits}) > 1
+                )
+                found, used = hits, (MULTI_SECTION_EVIDENCE if bundled else path)
+                break
+        else:
+            if state.deferred:
+                found, used = state.deferred, state.deferred[0].path
+        if not found:
+            return CascadeResult([], NO_RESULT, entity, tried)
+        bound = self._bound(found)
+        g, missing = state.grounding(bound, used)
+        if g < self.floor(used):
+            return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
+        return CascadeResult(bound, used, entity, tried, round(g, 4), missing)
+
+    @staticmethod
+    def _named_terms(backend: SearchBackend, index: str, question: str, documents: list[str]) -> list[str]:
+        """The question's words that name the scoped documents (spelling variants too: "licence"
+        for "License"): not part of what is asked."""
+        from evidence.ingest.sections import NAME_TERMS_KEY, name_words
+        from evidence.verbatim.scoring import spelling_variant
+
+        known: set[str] = set()
+        found = backend.lookup(
+            index, {"document_id": documents}, limit=50 * len(documents), kind=ChunkKind.PASSAGE
+        )
+        for h in found:
+            listed = h.chunk.metadata.get(NAME_TERMS_KEY)
+            if isinstance(listed, list):
+                known.update(str(x) for x in listed)
+        out = []
+        for w in content_words(question):
+            ws = name_words(w)
+            if ws and all(t in known or any(spelling_variant(t, k) for k in known) for t in ws):
+                out.append(w)
+        return out
 
     def _question_terms(
         self, question: str, plan: PlanLike, entity_names: Sequence[str]
@@ -318,6 +411,12 @@ class VerbatimCascade:
             elif alts:
                 groups.setdefault(alts[0], list(dict.fromkeys(alts)))
         return [tuple(dict.fromkeys(g)) for g in groups.values()]
+
+    def floor(self, path: str) -> float:
+        """The grounding a path's evidence needs: the safety net's is its own."""
+        if path == HYBRID_FACTSPAN:
+            return max(self.config.min_grounding, self.config.safety_net_grounding)
+        return self.config.min_grounding
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:
         out: list[SpanHit] = []
@@ -405,6 +504,8 @@ class _State:
             BM25_FACTSPAN: self.bm25_factspan,
             GLOBAL_FACTSPAN_SCAN: self.global_scan,
             VECTOR_SCOPED: self.vector_scoped,
+            ENTITY_OVERVIEW: self.entity_overview,
+            HYBRID_FACTSPAN: self.hybrid_factspan,
         }[path]
         return fn()
 
@@ -625,6 +726,11 @@ class _State:
             cov = self._coverage_of(h.chunk, stats, n)
             if cov >= self.cfg.bm25_min_coverage:
                 keep.append(SpanHit(h.chunk, float(h.score) * self._figure_boost(h.chunk), BM25_FACTSPAN))
+        if self.cfg.meaning_weight and self.vector is not None:
+            ranked = self._by_meaning(
+                [(h.score, n) for n, h in enumerate(keep)], chunks=[h.chunk for h in keep]
+            )
+            keep = [replace(keep[n], score=sc) for sc, n in ranked]
         keep.sort(key=lambda h: -h.score)
         return self._with_tables(keep[: self.cfg.max_spans]), f"{len(found)} hits, {len(keep)} above coverage"
 
@@ -640,6 +746,47 @@ class _State:
             self._ids = {c.chunk_id: i for i, c in enumerate(self.spans)}
         return self._ids.get(chunk.chunk_id)
 
+    def _passage_cosines(self) -> list[tuple[str, int, int, float]]:
+        """(document, start, end, cosine) of the scope's best passages by the query vector."""
+        if not hasattr(self, "_pcos"):
+            self._pcos: list[tuple[str, int, int, float]] = []
+            if self.vector is not None:
+                found = self.backend.dense(
+                    self.index,
+                    self.vector,
+                    k=self.cfg.vector_pool,
+                    filters=self.scope,
+                    kind=ChunkKind.PASSAGE,
+                )
+                self._pcos = [
+                    (h.chunk.document_id, h.chunk.char_start, h.chunk.char_end, float(h.dense or h.score))
+                    for h in found
+                ]
+        return self._pcos
+
+    def _by_meaning(
+        self, scored: list[tuple[float, int]], chunks: Sequence[Chunk] | None = None
+    ) -> list[tuple[float, int]]:
+        """Lexical scores blended with meaning: `(1 - w) * score / max + w * cosine of the span's
+        passage`, min-max over the scope's best passages (a span outside them counts 0). Wording
+        decides which spans qualify; meaning helps order them (a paraphrase shares few words)."""
+        w = self.cfg.meaning_weight
+        pcos = self._passage_cosines() if w else []
+        if not scored or not pcos:
+            return scored
+        lo, hi = min(c for *_, c in pcos), max(c for *_, c in pcos)
+        top = max(sc for sc, _ in scored) or 1.0
+        out = []
+        for sc, i in scored:
+            c = chunks[i] if chunks is not None else self.spans[i]
+            cos = max(
+                (x for d, a, b, x in pcos if d == c.document_id and a <= c.char_start and c.char_end <= b),
+                default=None,
+            )
+            norm = (cos - lo) / (hi - lo) if cos is not None and hi > lo else 0.0
+            out.append(((1 - w) * sc / top + w * norm, i))
+        return out
+
     def global_scan(self) -> tuple[list[SpanHit], str]:
         if not self.spans or not self.q_terms:
             return [], "not applicable"
@@ -651,6 +798,7 @@ class _State:
             cov = self.stats.coverage(i, self.q_groups)
             if cov >= self.cfg.global_min_coverage:
                 scored.append(((cov + 0.1 * self.stats.bm25(i, q)) * self._figure_boost(self.spans[i]), i))
+        scored = self._by_meaning(scored)
         scored.sort(key=lambda x: (-x[0], x[1]))
         hits = self._with_tables(
             [SpanHit(self.spans[i], s, GLOBAL_FACTSPAN_SCAN) for s, i in scored[: self.cfg.scan_spans]]
@@ -700,3 +848,137 @@ class _State:
             self.index, {"document_id": passage.document_id}, limit=self.cfg.max_scan, kind=ChunkKind.SPAN
         )
         return _order([h.chunk for h in hits])
+
+    def grounding(self, hits: Sequence[SpanHit], path: str = "") -> tuple[float, list[str]]:
+        """`scoring.grounding` of the evidence: each span with its section's heading (a section
+        asked for by name is carried by its heading) and, for a table row, its caption and header;
+        concepts weighted by their IDF over the scope's spans."""
+        ctx = dict(zip((c.chunk_id for c in self.spans), self.stats.texts, strict=True)) if self.spans else {}
+        aliases: dict[str, list[str]] = {}
+        for alias, name in self.c.rules.vocabulary.alias_table().items():
+            aliases.setdefault(name, []).append(alias)
+        texts = []
+        for h in hits:
+            c = h.chunk
+            # The section a span sits in carries the question's section words: its heading, its
+            # parent's, and the names its canonical sections go by ("precautions" for warnings).
+            where = [c.section, str(c.metadata.get(SECTION_PARENT_KEY, ""))]
+            where += [a for name in span_path(c) for a in aliases.get(name, ())]
+            texts.append(" ".join([*where, ctx.get(c.chunk_id, c.text)]))
+        groups = list(self.q_groups)
+        attr = self.c.rules.attribute(self.plan.attribute) if self.plan.attribute else None
+        if path == ATTRIBUTE_LOOKUP and attr is not None:
+            # The attribute is a concept the spans carry by construction (its pattern matched);
+            # the question's words that asked for it are that concept, not others.
+            asked = {
+                t
+                for trig in attr.triggers
+                if (m := re.search(trig, self.question, re.IGNORECASE))
+                for t in terms(m.group())
+            }
+            groups = [g for g in groups if not asked & set(g)]
+            concept = terms(attr.name.replace("_", " ")) or (attr.name,)
+            groups.append(concept)
+            texts.append(" ".join(concept))
+        flat = [t for g in groups for t in g]
+        weights = self.stats.weights(flat) if self.spans and flat else None
+        return grounding(groups, texts, weights)
+
+    def entity_overview(self) -> tuple[list[SpanHit], str]:
+        """The seed's drug-only path: nothing asked but the subject ("Lipravex", "the MPL") → the
+        first span of each key section, else (a document without them) of its first sections."""
+        if (
+            self.q_terms
+            or self.plan.attribute
+            or self.plan.query_mode not in ("GLOBAL", "GENERIC")
+            or self.scope is None
+            or not self.spans
+        ):
+            return [], "not applicable"
+        picked: list[int] = []
+        for name in self.cfg.overview_sections:
+            i = next(
+                (i for i, c in enumerate(self.spans) if name in span_path(c) and i not in self.headers), None
+            )
+            if i is not None:
+                picked.append(i)
+        if not picked:
+            seen: set[tuple[str, str]] = set()
+            for i, c in enumerate(self.spans):
+                key = (c.document_id, c.section)
+                if key in seen or i in self.headers:
+                    continue
+                seen.add(key)
+                picked.append(i)
+                if len(picked) >= self.cfg.overview_spans:
+                    break
+        picked = picked[: self.cfg.overview_spans]
+        hits = [SpanHit(self.spans[i], 1.0 / (n + 1), ENTITY_OVERVIEW) for n, i in enumerate(picked)]
+        return hits, f"{len(hits)} sections"
+
+    def hybrid_factspan(self) -> tuple[list[SpanHit], str]:
+        """The safety net: the best passages by cosine and by BM25 (each leg max-normalised, a
+        passage keeps its better leg), then their spans scored 0.5 * passage + 0.5 * span BM25
+        (max-normalised), as `verbatim.sentences` does for SciFact's rationales."""
+        k = self.cfg.hybrid_passages
+        legs = [
+            self.backend.lexical(self.index, self.question, k=k, filters=self.scope, kind=ChunkKind.PASSAGE)
+        ]
+        if self.vector is not None:
+            legs.append(
+                self.backend.dense(self.index, self.vector, k=k, filters=self.scope, kind=ChunkKind.PASSAGE)
+            )
+        passages: dict[str, tuple[float, Chunk]] = {}
+        for leg in legs:
+            top = max((float(h.score) for h in leg), default=0.0)
+            for h in leg:
+                norm = float(h.score) / top if top > 0 else 0.0
+                old = passages.get(h.chunk.chunk_id)
+                if old is None or norm > old[0]:
+                    passages[h.chunk.chunk_id] = (norm, h.chunk)
+        if not passages:
+            return [], "no passage"
+        pool: list[tuple[float, Chunk]] = []
+        seen: set[str] = set()
+        for score, p in sorted(passages.values(), key=lambda x: -x[0]):
+            for c in self.spans if self.scope is not None else self._passage_spans(p):
+                if (
+                    c.document_id == p.document_id
+                    and c.char_start >= p.char_start
+                    and c.char_end <= p.char_end
+                    and c.chunk_id not in seen
+                    and c.span_type is not SpanType.CAPTION
+                ):
+                    seen.add(c.chunk_id)
+                    pool.append((score, c))
+        if not pool:
+            return [], "passages without spans"
+        stats = SpanStats(scoring_texts([c for _, c in pool]))
+        q = self._query_terms_with_phrases()
+        lex = [stats.bm25(i, q) for i in range(len(pool))]
+        top = max(lex, default=0.0) or 1.0
+        ranked = sorted(
+            ((0.5 * ps + 0.5 * lex[i] / top, i) for i, (ps, _) in enumerate(pool)),
+            key=lambda x: (-x[0], x[1]),
+        )
+        hits = [SpanHit(pool[i][1], sc, HYBRID_FACTSPAN) for sc, i in ranked[: self.cfg.hybrid_spans]]
+        return hits, f"{len(passages)} passages, {len(pool)} spans"
+
+
+def question_groups(question: str, *, rules: VerbatimRules | None = None) -> list[tuple[str, ...]]:
+    """The question's concepts as the cascade reads them (content words, lay words with their
+    label words): what the grounding check asks the evidence of any profile to carry."""
+    return VerbatimCascade(rules=rules)._question_terms(question, _NO_PLAN, [])
+
+
+@dataclass(frozen=True)
+class _NoPlan:
+    entity: str | None = None
+    query_mode: str = "GLOBAL"
+    attribute: str | None = None
+    candidate_sections: tuple[str, ...] = ()
+    search_phrases: tuple[str, ...] = ()
+    extraction_level: str = "sentence"
+
+
+_NO_PLAN = _NoPlan()

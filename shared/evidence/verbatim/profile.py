@@ -126,8 +126,14 @@ class VerbatimCascadeStage:
         if plan is None or getattr(plan, "profile", PROFILE) != PROFILE:
             known = index_subjects(ctx.backend, ctx.index, ctx.query)
             plan = rule_outcome(ctx.query, known_entities=known).plan
+        named = (ctx.filters or {}).get("document_id")
         result = self.cascade.run(
-            ctx.backend, ctx.index, ctx.query, rule_plan_of(plan), query_vector=ctx.query_vector
+            ctx.backend,
+            ctx.index,
+            ctx.query,
+            rule_plan_of(plan),
+            query_vector=ctx.query_vector,
+            documents=[named] if isinstance(named, str) else (list(named) if named else None),
         )
         ctx.trace.path = result.path_used
         ctx.trace.considered = sum(t.found for t in result.tried)
@@ -135,10 +141,24 @@ class VerbatimCascadeStage:
             "path_used": result.path_used,
             "entity": result.entity,
             "sections": result.sections,
+            "grounding": result.grounding,
+            "missing": result.missing,
+            **({"refused": result.refused} if result.refused else {}),
             "tried": [{"path": t.path, "found": t.found, "ms": t.ms, "note": t.note} for t in result.tried],
         }
         return [
-            Candidate(chunk=h.chunk, score=h.score, first_stage_score=h.score, scores={"cascade": h.score})
+            Candidate(
+                chunk=h.chunk,
+                score=h.score,
+                first_stage_score=h.score,
+                scores={
+                    "cascade": h.score,
+                    "grounding": result.grounding,
+                    "confidence": grounding_confidence(
+                        result.grounding, self.cascade.floor(result.path_used)
+                    ),
+                },
+            )
             for h in result.hits
         ]
 
@@ -158,16 +178,30 @@ def verbatim_profile(config: CascadeConfig | None = None) -> Profile:
 
 
 def cascade_signal(query: str, hits: Sequence[Candidate]) -> AnswerSignal:
-    """Answerability of a verbatim response (basis `cascade`): the cascade's own bars — a
-    section or attribute matched, a minimum coverage, the vector margin — already decided whether
-    there is evidence, so `can_answer` is whether a path found any (NO_RESULT: no). `confidence`
-    is the share of the question's terms the evidence contains."""
+    """Answerability of a verbatim response (basis `cascade`): the cascade's grounding check
+    already refused evidence that does not carry the question's concepts (NO_RESULT), so
+    `can_answer` is whether evidence is left and `confidence` is its grounding on the shared scale
+    (`grounding_confidence`: at least 0.5 exactly when there is evidence): the three agree."""
     from evidence.rank.confidence import AnswerSignal, term_coverage
 
     if not hits:
         return AnswerSignal(0.0, False, "none", {})
     coverage = term_coverage(query, " ".join(c.chunk.search_text for c in hits))
-    return AnswerSignal(round(coverage, 4), True, "cascade", {"coverage": round(coverage, 6)})
+    g = float(hits[0].scores.get("grounding", coverage))
+    confidence = float(hits[0].scores.get("confidence", g))
+    return AnswerSignal(
+        round(confidence, 4), True, "cascade", {"coverage": round(coverage, 6), "grounding": round(g, 6)}
+    )
+
+
+def grounding_confidence(g: float, floor: float) -> float:
+    """Grounding on the confidence scale every profile shares (`can_answer` at 0.5): piecewise
+    linear, 0.5 exactly at the refusal floor, so `confidence`, `can_answer` and NO_RESULT agree."""
+    if floor <= 0:
+        return 0.5 + 0.5 * g
+    if g < floor:
+        return 0.5 * g / floor
+    return 0.5 + 0.5 * (g - floor) / (1 - floor) if floor < 1 else 1.0
 
 
 def bundle_evidence(hits: Sequence[Candidate]) -> EvidenceDocument:

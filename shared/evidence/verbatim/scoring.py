@@ -116,3 +116,46 @@ def _prefix_hit(term: str, bag: Counter[str]) -> bool:
         return False
     stem = term[:5]
     return any(w.startswith(stem) and (w.startswith(term) or term.startswith(w)) for w in bag)
+
+
+def grounding(
+    groups: Sequence[Sequence[str]], evidence: Iterable[str], weights: Mapping[str, float] | None = None
+) -> tuple[float, list[str]]:
+    """How much of what the question asks the evidence carries: the (weighted) share of the
+    question's concepts — a term or a group of alternatives — that some evidence text holds
+    (prefix-tolerant, like `SpanStats.coverage`), and the concepts none holds ("cost", "fee",
+    "dogs"). A question with no concept (only a name) is fully grounded."""
+    bag: Counter[str] = Counter()
+    for text in evidence:
+        bag.update(terms(text))
+    total = got = 0.0
+    missing: list[str] = []
+    for g in dict.fromkeys(tuple(x) for x in groups if x):
+        w = max((weights or {}).get(t, 1.0) for t in g)
+        total += w
+        if any(t in bag or _extends(t, bag) for t in g):
+            got += w
+        else:
+            missing.append(g[0])
+    return (got / total if total else 1.0), missing
+
+
+def _extends(term: str, bag: Counter[str]) -> bool:
+    """A stricter prefix match for grounding: an evidence word that extends the question's term
+    ("mutagen" → "mutagenic"), or one it extends by at most two letters; "whole" does not carry
+    "wholesale"."""
+    if len(term) < 4:
+        return False
+    return any(
+        ((w.startswith(term) or (term.startswith(w) and len(term) - len(w) <= 2)) and len(w) >= 4)
+        or spelling_variant(term, w)
+        for w in bag
+    )
+
+
+def spelling_variant(a: str, b: str) -> bool:
+    """One letter apart after the third, in words of six letters or more: British and American
+    spellings as the stemmer leaves them ("licenc"/"licens", "organis"/"organiz")."""
+    if len(a) != len(b) or len(a) < 6 or a[:3] != b[:3]:
+        return False
+    return sum(x != y for x, y in zip(a, b, strict=True)) == 1

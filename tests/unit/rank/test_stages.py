@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -343,3 +344,40 @@ def test_collapse_overlaps_leaves_spans_other_documents_and_empty_input_alone() 
     cands = [cand(w[0], 0.9), cand(span, 0.8), cand(moved, 0.7)]
     assert CollapseOverlaps().run(cands, ctx(None)) == cands
     assert CollapseOverlaps().run([], ctx(None)) == []
+
+
+def test_collapse_overlaps_never_grows_a_hit_past_its_bound() -> None:
+    """Issue 22: merging without a bound returned hits of 24,630 characters. Every window of a long
+    document matching: no hit exceeds the bound, no text is repeated, every hit is a slice."""
+    from evidence.rank.stages import CollapseOverlaps
+
+    w = _windows()
+    bound = len(w[0].text) + len(w[1].text) // 2
+    out = CollapseOverlaps(max_chars=bound).run([cand(x, 1.0 - i / 100) for i, x in enumerate(w)], ctx(None))
+    assert all(len(x.chunk.text) <= bound for x in out)
+    assert all(POLICY[x.chunk.char_start : x.chunk.char_end] == x.chunk.text for x in out)
+    covered = sorted((x.chunk.char_start, x.chunk.char_end) for x in out)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(covered))  # nothing twice
+    assert covered[0][0] == w[0].char_start and covered[-1][1] == w[-1].char_end  # nothing lost
+    with pytest.raises(ConfigurationError):
+        CollapseOverlaps(max_chars=0)
+
+
+def test_focus_starts_a_passage_hit_at_its_best_sentence_and_keeps_its_coverage() -> None:
+    from evidence.rank.confidence import term_coverage
+    from evidence.rank.stages import FocusHits
+
+    text = (
+        "The service stores data in three regions. Operators rotate the staff rota weekly. "
+        "Backups are kept for 35 days and then deleted. Support answers within one business day."
+    )
+    c = cand(chunk("p", text), 0.5)
+    out = FocusHits(min_chars=10).run([c], ctx(None, query="How long are backups kept?"))
+    assert out[0].chunk.text.startswith("Backups are kept for 35 days")
+    assert text[out[0].chunk.char_start - c.chunk.char_start :] == out[0].chunk.text
+    assert out[0].score == 0.5
+    assert out[0].scores["coverage"] == term_coverage("How long are backups kept?", text)
+    # Already at the start, or short: untouched text.
+    first = FocusHits(min_chars=10).run([c], ctx(None, query="Which regions store the data?"))
+    assert first[0].chunk.text == text
+    assert FocusHits().run([c], ctx(None, query="backups"))[0].chunk.text == text

@@ -24,6 +24,7 @@ from evidence.ingest.parsers.html import parse_html
 from evidence.ingest.parsers.layout import normalise_newlines
 from evidence.ingest.parsers.markdown import parse_markdown
 from evidence.ingest.parsers.pdf import parse_pdf
+from evidence.ingest.parsers.plaintext import parse_plaintext
 from evidence.ingest.parsers.text import decode_text
 from evidence.ingest.spl import is_spl, parse_spl
 from evidence.records import ParsedDocument
@@ -84,5 +85,5 @@ def _parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") 
     if fmt == "md":
         return parse_markdown(text, title=title)
     if fmt == "txt":
-        return ParsedDocument(text=text, title=title, fmt="txt")
+        return parse_plaintext(text, title=title)
     raise DocumentParseError(filename, f"unsupported format {fmt!r} for text ({supported_description()})")

@@ -1,0 +1,83 @@
+"""Plain text gets structure: numbered clauses, ALL-CAPS and underlined headings (issue 22 item 4)."""
+
+from __future__ import annotations
+
+from evidence.ingest.parsers import parse_bytes, parse_text
+from evidence.ingest.spans import extract_spans
+
+CONTRACT = """SERVICE AGREEMENT
+
+This Agreement is made between the Provider and the Customer.
+
+1. Definitions.
+"Service" means the hosted software described in Schedule A.
+
+2. Fees and Payment. The Customer pays the fees in Schedule B within 30 days of each invoice.
+Late payments bear interest at 1% per month.
+
+2.1 Taxes. Fees exclude taxes.
+
+8. Termination. Either party may terminate this Agreement on 60 days' written notice.
+
+LIMITATION OF LIABILITY
+
+THE PROVIDER IS NOT LIABLE FOR INDIRECT DAMAGES,
+LOST PROFITS OR LOST DATA.
+
+Governing Law
+-------------
+
+This Agreement is governed by the laws of Ontario.
+"""
+
+
+def _names(text: str) -> list[tuple[int, str]]:
+    return [(s.level, s.name) for s in parse_text(text, filename="a.txt").sections]
+
+
+def test_numbered_clauses_caps_and_underlined_headings_become_sections() -> None:
+    assert _names(CONTRACT) == [
+        (1, "SERVICE AGREEMENT"),
+        (2, "1. Definitions"),
+        (2, "2. Fees and Payment"),
+        (3, "2.1 Taxes"),
+        (2, "8. Termination"),
+        (1, "LIMITATION OF LIABILITY"),
+        (2, "Governing Law"),
+    ]
+
+
+def test_a_clause_heading_that_runs_on_keeps_its_sentence_as_a_span() -> None:
+    doc = parse_text(CONTRACT, filename="a.txt")
+    spans = {s.text: s.section for s in extract_spans(doc)}
+    sentence = "Either party may terminate this Agreement on 60 days' written notice."
+    assert any(sentence in t and sec == "8. Termination" for t, sec in spans.items())
+    assert any("30 days of each invoice" in t and sec == "2. Fees and Payment" for t, sec in spans.items())
+    # A heading line alone is not a fact; the all-caps disclaimer under a heading is.
+    assert "LIMITATION OF LIABILITY" not in spans
+    assert any(t.startswith("THE PROVIDER IS NOT LIABLE") for t in spans)
+    assert all(doc.text[s.char_start : s.char_end] == s.text for s in extract_spans(doc))
+
+
+def test_prose_numbers_and_caps_paragraphs_are_not_headings() -> None:
+    text = (
+        "Take the tablets as follows.\n\n1. Take one tablet with water.\n2. Wait two hours.\n\n"
+        "3 tablets were taken daily.\n\nTHE SOFTWARE IS PROVIDED AS IS, WITHOUT WARRANTY\n"
+        "OF ANY KIND.\n"
+    )
+    assert _names(text) == []
+
+
+def test_one_numbered_line_is_not_a_structure() -> None:
+    assert _names("Intro text.\n\n1. Scope\n\nThe rest.\n") == []
+
+
+def test_the_first_short_line_is_the_title_unless_given() -> None:
+    doc = parse_bytes(b"  Example Public License\n  Version 1.0\n\nText here.\n", filename="l.txt")
+    assert doc.title == "Example Public License"
+    assert parse_text("Intro text that is a sentence.\n", filename="a.txt", title="Given").title == "Given"
+
+
+def test_a_question_or_labelled_first_line_is_not_a_title() -> None:
+    for text in ("Q: Do you encrypt data at rest?\nA: Yes.\n", "Note: keys rotate yearly\nMore text.\n"):
+        assert parse_text(text, filename="f.txt").title == ""
