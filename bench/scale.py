@@ -134,7 +134,7 @@ def _du(path: Path) -> int:
 
 
 def build(n: int, dataset: Path) -> dict[str, Any]:
-    from evidence.embed.minilm import MODEL_ID, DIMENSION
+    from evidence.embed.minilm import DIMENSION, MODEL_ID
     from evidence.search.embedded import EmbeddedBackend
 
     store = WORK / str(n)
@@ -202,36 +202,72 @@ from evidence.service import EvidenceService
 for mode in ("lexical", "dense"):
     def make(mode=mode):
         p = default_profile()
-        stages = tuple(HybridRecall(ours=FirstStage(mode=RetrievalMode(mode if mode == "dense" else "bm25"))) if s.name == "first_stage" else s
+        first = HybridRecall(ours=FirstStage(mode=RetrievalMode(mode if mode == "dense" else "bm25")))
+        stages = tuple(first if s.name == "first_stage" else s
                        for s in p.stages)
         return Profile(name="bench-" + mode, description=mode, defaults=p.defaults, stages=stages)
     register_profile("bench-" + mode, make)
 svc = EvidenceService(Settings(store_dir=Path({store!r}), default_index={index!r}))
 ds = find_dataset(Path({dataset!r}))
 queries = [t for _, t in load_queries(ds.queries, set(load_qrels(ds.qrels)))][:{nq}]
-out = {{}}
+from evidence.search.embedded import dense_path
+store = svc.backend.index_store({index!r})
+out = {{"dense_path": dense_path(svc.backend, {index!r})}}
+if out["dense_path"] == "ann":
+    t = time.perf_counter(); store._ann_current(); out["ann_prepare_s"] = round(time.perf_counter() - t, 1)
+FILTER = {{"type": "followup_document"}}
 for label, profile in (("bm25", "bench-lexical"), ("dense", "bench-dense"), ("hybrid", "default")):
-    for filt in (None, {{"type": "followup_document"}}):
+    for filt in (None, FILTER):
         req = lambda q: RetrieveRequest(query=q, profile=profile, filters=filt)
         for q in queries[:3]:
             svc.retrieve({index!r}, req(q))
         times = []
         for q in queries:
-            t = time.perf_counter(); svc.retrieve({index!r}, req(q)); times.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            svc.retrieve({index!r}, req(q))
+            times.append((time.perf_counter() - t) * 1000)
         out[label + ("_filtered" if filt else "")] = {{p: round(percentile(times, int(p[1:])), 1)
                                                      for p in ("p50", "p95", "p99")}}
         print(label, filt, out[label + ("_filtered" if filt else "")], file=sys.stderr, flush=True)
 out["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-out["dense_path"] = getattr(svc.backend, "dense_path", lambda i: "exact")({index!r})
+if out["dense_path"] == "ann" and {recall}:
+    # recall@100 of the dense leg against exact cosine (the exact matrix is loaded after RSS was read)
+    from evidence.records import ChunkKind
+    vecs = [svc.embedder.embed_query(q) for q in queries[:100]]
+    for filt in (None, FILTER):
+        approx = [[h.chunk.chunk_id for h in store.dense(v, 100, filt, ChunkKind.PASSAGE)] for v in vecs]
+        cfg, store.ann_config = store.ann_config, None
+        t = time.perf_counter()
+        exact = [[h.chunk.chunk_id for h in store.dense(v, 100, filt, ChunkKind.PASSAGE)] for v in vecs[:1]]
+        t = time.perf_counter()
+        exact = [[h.chunk.chunk_id for h in store.dense(v, 100, filt, ChunkKind.PASSAGE)] for v in vecs]
+        exact_ms = (time.perf_counter() - t) * 1000 / len(vecs)
+        store.ann_config = cfg
+        t = time.perf_counter()
+        for v in vecs:
+            store.dense(v, 100, filt, ChunkKind.PASSAGE)
+        ann_ms = (time.perf_counter() - t) * 1000 / len(vecs)
+        rec = sum(len(set(a) & set(e)) / max(len(e), 1) for a, e in zip(approx, exact)) / len(vecs)
+        key = "ann_recall_at_100" + ("_filtered" if filt else "")
+        out[key] = round(rec, 4)
+        out[key.replace("recall_at_100", "leg_ms")] = {{"ann": round(ann_ms, 1), "exact": round(exact_ms, 1)}}
+        print(key, out[key], out[key.replace("recall_at_100", "leg_ms")], file=sys.stderr, flush=True)
 print(json.dumps(out))
 """
 
 
-def measure(n: int, dataset: Path, queries: int) -> dict[str, Any]:
+def measure(n: int, dataset: Path, queries: int, recall: bool = True) -> dict[str, Any]:
     code = _MEASURE.format(
-        shared=str(ROOT / "shared"), store=str(WORK / str(n)), index=INDEX, dataset=str(dataset), nq=queries
+        shared=str(ROOT / "shared"),
+        store=str(WORK / str(n)),
+        index=INDEX,
+        dataset=str(dataset),
+        nq=queries,
+        recall=recall,
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=False
+    )
     if proc.returncode:
         raise SystemExit(f"measuring {n}: {proc.stderr[-3000:]}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
@@ -239,9 +275,11 @@ def measure(n: int, dataset: Path, queries: int) -> dict[str, Any]:
 
 def table(results: dict[str, Any]) -> str:
     legs = ("bm25", "bm25_filtered", "dense", "dense_filtered", "hybrid", "hybrid_filtered")
-    head = "| passages | build p/s | store GB | RSS MB | dense | " + " | ".join(
-        f"{leg} p50/p95/p99 ms" for leg in legs
-    ) + " |"
+    head = (
+        "| passages | build p/s | store GB | RSS MB | dense | "
+        + " | ".join(f"{leg} p50/p95/p99 ms" for leg in legs)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (5 + len(legs))]
     for n, r in sorted(results["sizes"].items(), key=lambda kv: int(kv[0])):
         b, m = r["build"], r["serve"]
