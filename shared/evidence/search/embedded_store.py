@@ -90,6 +90,8 @@ _WRITER_HEAP = 64_000_000
 _META_TERMS = "escaped-key"
 #: Chunks kept decoded in memory per open index (~1-2 kB each).
 CHUNK_CACHE_SIZE = 50_000
+#: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
+ALLOWED_CACHE_SIZE = 16
 
 
 def filter_value(value: object) -> str:
@@ -175,6 +177,9 @@ class IndexStore:
         #: Searches and in-place updates of `_ann` take turns (faiss indexes are not thread-safe).
         self._ann_lock = threading.Lock()
         self._vector_count: tuple[int, int] = (-1, 0)  # (generation, vectors)
+        #: Allowed rowids per (filters, kind) at one write generation (`allowed_rowids`).
+        self._allowed: dict[tuple[str, str], np.ndarray] = {}
+        self._allowed_gen = -1
         self.analyzer = analyzer
         self.k1 = k1
         self.b = b
@@ -755,6 +760,30 @@ class IndexStore:
                 break
         return allowed if allowed is not None else set()
 
+    def allowed_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> np.ndarray | None:
+        """`filtered_rowids` as a sorted array, kept for the write generation: the same filter
+        on every query (a document type, a tenant) costs one SQL query per write, not one per
+        query (at 1M passages a 10% filter's rowids took ~150 ms to read)."""
+        if not filters:
+            return None
+        key = (json.dumps(filters, sort_keys=True, default=str), kind.value if kind else "")
+        gen = self.generation()
+        with self._small:
+            if self._allowed_gen != gen:
+                self._allowed.clear()
+                self._allowed_gen = gen
+            found = self._allowed.get(key)
+        if found is not None:
+            return found
+        rows = self.filtered_rowids(filters, kind) or set()
+        arr = np.sort(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+        with self._small:
+            if self._allowed_gen == gen:
+                if len(self._allowed) >= ALLOWED_CACHE_SIZE:
+                    self._allowed.pop(next(iter(self._allowed)))
+                self._allowed[key] = arr
+        return arr
+
     # --- search ---------------------------------------------------------------------------
 
     def lexical(self, text: str, k: int, filters: Filters | None, kind: ChunkKind | None) -> list[SearchHit]:
@@ -938,7 +967,7 @@ class IndexStore:
     ) -> list[SearchHit]:
         assert self.ann_config is not None
         ann = self._ann_current()
-        allowed_set = self.filtered_rowids(filters, kind)
+        wanted = self.allowed_rowids(filters, kind)
         with self._ann_lock:
             dim = int(ann.index.d)
             if q.shape[0] != dim:
@@ -946,8 +975,7 @@ class IndexStore:
                     f"query vector has {q.shape[0]} dimensions; the index holds {dim}"
                 )
             allowed: np.ndarray | None = None
-            if allowed_set is not None:
-                wanted = np.fromiter(allowed_set, dtype=np.int64, count=len(allowed_set))
+            if wanted is not None:
                 pos = np.minimum(np.searchsorted(ann.ids, wanted), max(ann.size - 1, 0))
                 allowed = wanted[ann.ids[pos] == wanted] if ann.size else wanted[:0]
             elif kind is not None:
@@ -982,9 +1010,9 @@ class IndexStore:
         mask = np.ones(len(sims), dtype=bool)
         if kind is not None:
             mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
-        allowed = self.filtered_rowids(filters, kind)
+        allowed = self.allowed_rowids(filters, kind)
         if allowed is not None:
-            mask &= np.isin(cache.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            mask &= np.isin(cache.rowids, allowed)
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
