@@ -92,6 +92,8 @@ _META_TERMS = "escaped-key"
 CHUNK_CACHE_SIZE = 50_000
 #: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
 ALLOWED_CACHE_SIZE = 16
+#: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
+EXACT_FILTERED_MAX = 4096
 
 
 def filter_value(value: object) -> str:
@@ -962,12 +964,10 @@ class IndexStore:
             out[start : start + len(rows)] = block
         return out if out is not None else np.empty((0, 0), dtype=np.float32)
 
-    def _dense_ann(
-        self, q: np.ndarray, k: int, filters: Filters | None, kind: ChunkKind | None
-    ) -> list[SearchHit]:
+    def _ann_search(
+        self, ann: AnnIndex, q: np.ndarray, k: int, wanted: np.ndarray | None, kind: ChunkKind | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         assert self.ann_config is not None
-        ann = self._ann_current()
-        wanted = self.allowed_rowids(filters, kind)
         with self._ann_lock:
             dim = int(ann.index.d)
             if q.shape[0] != dim:
@@ -982,7 +982,41 @@ class IndexStore:
                 match = ann.passage if kind is ChunkKind.PASSAGE else ~ann.passage
                 if not match.all():
                     allowed = ann.ids[match]
-            rowids, scores = ann.search(q, k, allowed, self.ann_config.probe_fraction)
+            return ann.search(q, k, allowed, self.ann_config.probe_fraction)
+
+    def _dense_ann(
+        self, q: np.ndarray, k: int, filters: Filters | None, kind: ChunkKind | None
+    ) -> list[SearchHit]:
+        assert self.ann_config is not None
+        ann = self._ann_current()
+        wanted = self.allowed_rowids(filters, kind)
+        if wanted is not None and len(wanted) <= EXACT_FILTERED_MAX:
+            # A small allowed set (a few documents, score completion's chunk ids): its vectors
+            # read from the records and scored exactly cost less than any index scan.
+            with self._snapshot() as db:
+                rowids_small = np.asarray(
+                    [
+                        r[0]
+                        for r in db.execute(
+                            "SELECT rowid FROM chunks WHERE vector IS NOT NULL AND rowid IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY rowid",
+                            (json.dumps([int(r) for r in wanted]),),
+                        )
+                    ],
+                    dtype=np.int64,
+                )
+                matrix = self._vectors_of(db, rowids_small)
+            if not len(rowids_small):
+                return []
+            if q.shape[0] != matrix.shape[1]:
+                raise EmbedderMismatchError(
+                    f"query vector has {q.shape[0]} dimensions; the index holds {matrix.shape[1]}"
+                )
+            sims = matrix @ q
+            top = np.argsort(-sims, kind="stable")[:k]
+            rowids, scores = rowids_small[top], sims[top]
+        else:
+            rowids, scores = self._ann_search(ann, q, k, wanted, kind)
         chosen = [int(r) for r in rowids]
         found = self.chunks_by_rowid(chosen)
         hits = [
