@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evidence.records import Chunk, ChunkKind, DocumentChunks
+from evidence.search import embedded_store
 from evidence.search.ann import AnnConfig
 from evidence.search.embedded import EmbeddedBackend, dense_path
 
@@ -74,7 +75,15 @@ def built(tmp_path: Path) -> tuple[Path, list[list[str]], list[list[str]]]:
     return tmp_path, exact, exact_f
 
 
-def test_ann_recall_and_filters(built: tuple[Path, list[list[str]], list[list[str]]]) -> None:
+@pytest.mark.parametrize("exact_filtered_max", [4096, 10], ids=["small-set-exact", "selector-search"])
+def test_ann_recall_and_filters(
+    built: tuple[Path, list[list[str]], list[list[str]]],
+    exact_filtered_max: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both filtered paths: a small allowed set scored exactly from the records, and (forced with
+    a tiny limit) the IVF search restricted to the allowed ids, probing more lists."""
+    monkeypatch.setattr(embedded_store, "EXACT_FILTERED_MAX", exact_filtered_max)
     root, exact, exact_f = built
     backend = _backend(root)
     assert dense_path(backend, "ix") == "ann"
