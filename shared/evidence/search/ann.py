@@ -17,6 +17,7 @@ can be reused, hence the CRC), or rebuilt when too much changed. A crash leaves 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import zlib
@@ -36,6 +37,14 @@ class AnnConfig:
     min_vectors: int = 100_000
     #: Share of the inverted lists probed per query (recall against latency; docs/scale.md).
     probe_fraction: float = 0.25
+
+
+@functools.cache
+def available() -> bool:
+    """Whether faiss is installed (the Lambda layer leaves it out: then search stays exact)."""
+    import importlib.util
+
+    return importlib.util.find_spec("faiss") is not None
 
 
 def crc_of(blob: bytes) -> int:

@@ -34,6 +34,7 @@ from evidence.errors import BackendError, EmbedderMismatchError
 from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit, SpanType
 from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
 from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, crc_of
+from evidence.search.ann import available as ann_available
 from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
 
 if TYPE_CHECKING:
@@ -894,7 +895,11 @@ class IndexStore:
             return self._vector_count[1]
 
     def uses_ann(self) -> bool:
-        return self.ann_config is not None and self.vectors_count() >= self.ann_config.min_vectors
+        return (
+            self.ann_config is not None
+            and self.vectors_count() >= self.ann_config.min_vectors
+            and ann_available()
+        )
 
     def _ann_current(self) -> AnnIndex:
         """The ANN index at the last committed generation (or later): loaded, reconciled with the
