@@ -76,6 +76,11 @@ DROP_PACKAGES = {
     "fsspec": "fsspec",
     "filelock": "filelock",
     "bin": None,
+    # faiss-cpu (65 MB) serves the embedded backend's approximate search past
+    # EVIDENCE_ANN_MIN_VECTORS (docs/scale.md); the Lambdas search OpenSearch or small embedded
+    # indexes, and without faiss an index of any size is searched exactly.
+    "faiss": "faiss_cpu",
+    "faiss_cpu.libs": None,
 }
 #: Inside onnxruntime only the inference session is used; these are offline tooling.
 DROP_SUBDIRS = (

@@ -179,6 +179,13 @@ class Settings(BaseSettings):
     #: e.g. EVIDENCE_COACH_GUARDS='{"tutor": {"subjects": ["algebra"], "blocked_types": ["Unsafe"]}}'.
     coach_guards: dict[str, CoachGuard] = Field(default_factory=dict)
 
+    # Embedded backend at scale (docs/scale.md)
+    #: From this many vectors an index's dense leg is approximate (faiss IVF, search/ann.py);
+    #: below it, exact cosine. SciFact (5k) and every test corpus stay exact.
+    ann_min_vectors: int = Field(default=100_000, ge=1)
+    #: Share of the IVF lists probed per query: recall@100 against latency (docs/scale.md).
+    ann_probe_fraction: float = Field(default=0.25, gt=0, le=1)
+
     # Lambda wiring
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
     results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")

@@ -18,8 +18,11 @@ from evidence.errors import BackendError, IndexNotFoundError, StorageFullError
 from evidence.names import validate_index_name
 from evidence.records import ChunkKind, DocumentChunks, SearchHit
 from evidence.search.analysis import AnalyzerConfig
+from evidence.search.ann import AnnConfig
 from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
 from evidence.search.embedded_store import Consistency, IndexStore
+
+DEFAULT_ANN = AnnConfig()
 
 __all__ = ["Consistency", "EmbeddedBackend", "IndexStore", "iter_chunks"]
 
@@ -66,7 +69,13 @@ class EmbeddedBackend:
     """SearchBackend on local disk. Thread-safe within a process; one writer per store at a time."""
 
     def __init__(
-        self, store_dir: Path, *, k1: float = 1.2, b: float = 0.75, analyzer: AnalyzerConfig | None = None
+        self,
+        store_dir: Path,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        analyzer: AnalyzerConfig | None = None,
+        ann: AnnConfig | None = DEFAULT_ANN,
     ) -> None:
         if (k1, b) != (1.2, 0.75):
             # tantivy fixes BM25's k1 and b; other values would silently not apply.
@@ -80,6 +89,8 @@ class EmbeddedBackend:
         self.analyzer_config = analyzer or AnalyzerConfig()
         self._indexes: dict[str, IndexStore] = {}
         self._lock = threading.Lock()
+        #: When an index's dense leg turns approximate (search/ann.py); None = always exact.
+        self.ann = ann
 
     def _root(self, index: str) -> Path:
         validate_index_name(index)
@@ -96,7 +107,7 @@ class EmbeddedBackend:
                 if not create:
                     raise IndexNotFoundError(index)
                 root.mkdir(parents=True, exist_ok=True)
-            opened = IndexStore.open(root, self.analyzer_config, k1=self.k1, b=self.b)
+            opened = IndexStore.open(root, self.analyzer_config, k1=self.k1, b=self.b, ann=self.ann)
             self._indexes[index] = opened
             return opened
 
@@ -195,3 +206,8 @@ class EmbeddedBackend:
 def iter_chunks(backend: EmbeddedBackend, index: str) -> Iterator[tuple[DocumentChunks, Vector | None]]:
     """Every document of `index` with its chunks and vectors, for migration to another backend."""
     return backend.index_store(index).documents()
+
+
+def dense_path(backend: EmbeddedBackend, index: str) -> str:
+    """ "ann" when the index's dense leg is approximate, else "exact" (benchmarks report it)."""
+    return "ann" if backend.index_store(index).uses_ann() else "exact"

@@ -21,7 +21,12 @@ def get_backend(settings: Settings) -> SearchBackend:
             stopwords=ENGLISH_STOP_WORDS if settings.analyzer_stopwords else frozenset(),
             stem=settings.analyzer_stemming,
         )
-        return EmbeddedBackend(settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b, analyzer=analyzer)
+        from evidence.search.ann import AnnConfig
+
+        ann = AnnConfig(min_vectors=settings.ann_min_vectors, probe_fraction=settings.ann_probe_fraction)
+        return EmbeddedBackend(
+            settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b, analyzer=analyzer, ann=ann
+        )
     if settings.backend is BackendKind.OPENSEARCH:
         if not settings.opensearch_endpoint:
             raise ConfigurationError(

@@ -1,0 +1,195 @@
+"""Approximate dense search for large indexes: a faiss IVF index (float16 codes) keyed by rowid.
+
+Why faiss IVF (docs/scale.md has the measurements): faiss-cpu ships wheels for Linux x86_64 and
+arm64 and is maintained by Meta; its IVF indexes add and remove vectors in place (a write updates
+the index instead of rebuilding it), search restricted to an id selector (filters are honoured
+inside the search, not by oversampling and hoping) and serialise to bytes. Its HNSW indexes cannot
+remove vectors; hnswlib has had no release since 2023; usearch's Python search takes no filter.
+IVF training plus adding 1M vectors takes about a minute on 2 cores; HNSW took ~90 s per 100k.
+
+Crash safety: SQLite stays the source of truth. The index is a derived file (`ann.npz`), written
+whole to a temporary name and renamed, holding the faiss bytes, the rowids it covers, a CRC of each
+row's vector blob and the records' generation it was built at. Opened at another generation, it is
+reconciled against the records row by row (missing rows removed, new or changed rows added; rowids
+can be reused, hence the CRC), or rebuilt when too much changed. A crash leaves either the old file
+(reconciled on next use) or the new one; never a file whose content differs from what it says.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Rebuild (retrain the lists) instead of patching when more than this share of rows changed.
+REBUILD_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class AnnConfig:
+    #: Vectors from which an index's dense leg is approximate (below: exact cosine).
+    min_vectors: int = 100_000
+    #: Share of the inverted lists probed per query (recall against latency; docs/scale.md).
+    probe_fraction: float = 0.25
+
+
+@functools.cache
+def available() -> bool:
+    """Whether faiss is installed (the Lambda layer leaves it out: then search stays exact)."""
+    import importlib.util
+
+    return importlib.util.find_spec("faiss") is not None
+
+
+def crc_of(blob: bytes) -> int:
+    return zlib.crc32(blob)
+
+
+class AnnIndex:
+    """An IVF index over (rowid → unit vector). Not thread-safe: the store serialises use."""
+
+    def __init__(
+        self, index: Any, ids: np.ndarray, crcs: np.ndarray, passage: np.ndarray, generation: int
+    ) -> None:
+        self.index = index
+        order = np.argsort(ids)
+        self.ids = ids[order].astype(np.int64)
+        self.crcs = crcs[order].astype(np.uint32)
+        self.passage = passage[order].astype(bool)
+        self.generation = generation
+        self.dirty = False
+
+    # --- build / persist ---------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls, ids: np.ndarray, crcs: np.ndarray, passage: np.ndarray, matrix: np.ndarray, generation: int
+    ) -> AnnIndex:
+        import faiss
+
+        n, dim = matrix.shape
+        nlist = max(1, round(math.sqrt(n)))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT
+        )
+        rng = np.random.default_rng(0)  # the same records give the same lists
+        sample = matrix if n <= nlist * 64 else matrix[np.sort(rng.choice(n, nlist * 64, replace=False))]
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), ids.astype(np.int64))
+        ann = cls(index, ids, crcs, passage, generation)
+        ann.dirty = True
+        return ann
+
+    def save(self, path: Path) -> None:
+        import faiss
+
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            np.savez(
+                f,
+                faiss=faiss.serialize_index(self.index),
+                ids=self.ids,
+                crcs=self.crcs,
+                passage=self.passage,
+                generation=np.int64(self.generation),
+            )
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self.dirty = False
+
+    @classmethod
+    def load(cls, path: Path) -> AnnIndex | None:
+        """The saved index, or None when there is none or it is unreadable (then it is rebuilt)."""
+        import faiss
+
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                index = faiss.deserialize_index(z["faiss"])
+                return cls(index, z["ids"], z["crcs"], z["passage"], int(z["generation"]))
+        except (OSError, ValueError, KeyError, RuntimeError):
+            return None
+
+    # --- change ------------------------------------------------------------------------------
+
+    def remove(self, rowids: np.ndarray) -> None:
+        import faiss
+
+        if not len(rowids):
+            return
+        rowids = np.asarray(rowids, dtype=np.int64)
+        present = rowids[np.isin(rowids, self.ids)]
+        if not len(present):
+            return
+        self.index.remove_ids(faiss.IDSelectorBatch(present))
+        keep = ~np.isin(self.ids, present)
+        self.ids, self.crcs, self.passage = self.ids[keep], self.crcs[keep], self.passage[keep]
+        self.dirty = True
+
+    def add(self, rowids: np.ndarray, crcs: np.ndarray, passage: np.ndarray, matrix: np.ndarray) -> None:
+        if not len(rowids):
+            return
+        rowids = np.asarray(rowids, dtype=np.int64)
+        self.remove(rowids)  # a reused rowid replaces its old vector
+        self.index.add_with_ids(np.ascontiguousarray(matrix, dtype=np.float32), rowids)
+        ids = np.concatenate([self.ids, rowids])
+        order = np.argsort(ids)
+        self.ids = ids[order]
+        self.crcs = np.concatenate([self.crcs, np.asarray(crcs, dtype=np.uint32)])[order]
+        self.passage = np.concatenate([self.passage, np.asarray(passage, dtype=bool)])[order]
+        self.dirty = True
+
+    def diff(self, ids: np.ndarray, crcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids to remove, positions in `ids` to add) to match the records (`ids` sorted)."""
+        stale = self.ids[~np.isin(self.ids, ids)]
+        at = np.searchsorted(self.ids, ids)
+        at_c = np.minimum(at, max(len(self.ids) - 1, 0))
+        same = (
+            (at < len(self.ids)) & (self.ids[at_c] == ids) & (self.crcs[at_c] == crcs)
+            if len(self.ids)
+            else np.zeros(len(ids), dtype=bool)
+        )
+        changed_pos = np.flatnonzero(~same)
+        changed_present = ids[changed_pos][np.isin(ids[changed_pos], self.ids)]
+        return np.concatenate([stale, changed_present]), changed_pos
+
+    # --- search ------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+    def search(
+        self, q: np.ndarray, k: int, allowed: np.ndarray | None, probe_fraction: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top `k` (rowids, scores) among `allowed` rowids (None: all). A restricted search probes
+        proportionally more lists (all of them for a small allowed set: then it is exact), so the
+        filtered top-k is found as reliably as the unfiltered one."""
+        import faiss
+
+        nlist = int(self.index.nlist)
+        nprobe = max(1, math.ceil(nlist * probe_fraction))
+        params = faiss.SearchParametersIVF()
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+            if not len(allowed):
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+            share = len(allowed) / max(self.size, 1)
+            nprobe = min(nlist, math.ceil(nprobe / max(share, 1e-9)))
+            bits = np.zeros(int(allowed.max()) // 8 + 1, dtype=np.uint8)
+            np.bitwise_or.at(bits, allowed // 8, (1 << (allowed % 8)).astype(np.uint8))
+            selector = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
+            params.sel = selector
+        params.nprobe = min(nlist, nprobe)
+        scores, labels = self.index.search(
+            np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32), k, params=params
+        )
+        keep = labels[0] >= 0
+        return labels[0][keep].astype(np.int64), scores[0][keep]
