@@ -368,11 +368,11 @@ QA_EVIDENCE_CHARS = 600
 _SPACE = re.compile(r"\s+")
 
 
-def load_qa(path: Path) -> list[dict[str, Any]]:
-    """JSONL `{"question": str, "answers": [str, ...]}` (`[]` = unanswerable); other keys are kept."""
+def _jsonl_objects(path: Path, what: str, shown: str, *, field: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line; a missing file, a line that is not JSON or
+    not an object is a 4xx on `field` naming the line."""
     if not path.is_file():
-        raise RequestValidationError(f"QA file {path} does not exist", field="qa")
-    out = []
+        raise RequestValidationError(f"{what} {shown} does not exist", field=field)
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
@@ -380,18 +380,25 @@ def load_qa(path: Path) -> list[dict[str, Any]]:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise RequestValidationError(f"{path}:{n}: not JSON ({exc.msg})", field="qa") from None
+                raise RequestValidationError(f"{shown}:{n}: not JSON ({exc.msg})", field=field) from None
             if not isinstance(rec, dict):
-                raise RequestValidationError(f"{path}:{n}: each line must be a JSON object", field="qa")
-            question, answers = rec.get("question"), rec.get("answers")
-            if not isinstance(question, str) or not question.strip():
-                raise RequestValidationError(f"{path}:{n}: 'question' must be a non-empty string", field="qa")
-            if not isinstance(answers, list) or not all(isinstance(a, str) and a.strip() for a in answers):
-                raise RequestValidationError(
-                    f"{path}:{n}: 'answers' must be a list of non-empty strings ([] = unanswerable)",
-                    field="qa",
-                )
-            out.append(rec)
+                raise RequestValidationError(f"{shown}:{n}: each line must be a JSON object", field=field)
+            yield n, rec
+
+
+def load_qa(path: Path) -> list[dict[str, Any]]:
+    """JSONL `{"question": str, "answers": [str, ...]}` (`[]` = unanswerable); other keys are kept."""
+    out = []
+    for n, rec in _jsonl_objects(path, "QA file", str(path), field="qa"):
+        question, answers = rec.get("question"), rec.get("answers")
+        if not isinstance(question, str) or not question.strip():
+            raise RequestValidationError(f"{path}:{n}: 'question' must be a non-empty string", field="qa")
+        if not isinstance(answers, list) or not all(isinstance(a, str) and a.strip() for a in answers):
+            raise RequestValidationError(
+                f"{path}:{n}: 'answers' must be a list of non-empty strings ([] = unanswerable)",
+                field="qa",
+            )
+        out.append(rec)
     if not out:
         raise RequestValidationError(f"QA file {path} holds no questions", field="qa")
     return out
@@ -871,34 +878,20 @@ def leave_one_family_out(
 def load_qrels_jsonl(path: Path) -> list[dict[str, Any]]:
     """JSONL `{"query": str, "relevant": {document_id: grade}, "query_id"?}`: judgments against
     the documents of an index that already exists (a BEIR folder indexes its own corpus)."""
-    if not path.is_file():
-        raise RequestValidationError(f"qrels file {path} does not exist", field="qrels")
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RequestValidationError(
-                    f"{path.name}:{n}: not JSON ({exc.msg})", field="qrels"
-                ) from None
-            query, relevant = (
-                (rec.get("query"), rec.get("relevant")) if isinstance(rec, dict) else (None, None)
+    for n, rec in _jsonl_objects(path, "qrels file", path.name, field="qrels"):
+        query, relevant = rec.get("query"), rec.get("relevant")
+        if not isinstance(query, str) or not query.strip():
+            raise RequestValidationError(
+                f"{path.name}:{n}: 'query' must be a non-empty string", field="qrels"
             )
-            if not isinstance(query, str) or not query.strip():
-                raise RequestValidationError(
-                    f"{path.name}:{n}: 'query' must be a non-empty string", field="qrels"
-                )
-            if not isinstance(relevant, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                for k, v in relevant.items()
-            ):
-                raise RequestValidationError(
-                    f"{path.name}:{n}: 'relevant' must map document ids to integer grades", field="qrels"
-                )
-            out.append(rec)
+        if not isinstance(relevant, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in relevant.items()
+        ):
+            raise RequestValidationError(
+                f"{path.name}:{n}: 'relevant' must map document ids to integer grades", field="qrels"
+            )
+        out.append(rec)
     if not out:
         raise RequestValidationError(f"qrels file {path.name} holds no queries", field="qrels")
     return out
