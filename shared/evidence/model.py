@@ -107,6 +107,12 @@ class Overrides(_Edge):
     #: Withhold the hits when the answerability confidence is below this (0 = off, the default of
     #: every profile): docs/ranking.md, Answerability.
     withhold_below: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: How the first stage fuses its lexical and dense legs (docs/ranking.md#fusion); the
+    #: profile's default (z-score) when absent. Set, it fuses client-side on every backend.
+    fusion: Literal["zscore", "minmax", "rrf"] | None = Field(
+        default=None,
+        description="First-stage fusion of the lexical and dense legs: zscore (the default), minmax or rrf.",
+    )
 
 
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(Overrides.model_fields)

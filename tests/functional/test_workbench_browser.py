@@ -292,11 +292,13 @@ def test_compare_marks_moved_added_and_dropped_hits(browser: Any, stack: dict[st
     form.locator("fieldset[data-side=a] select[name=profile]").select_option("default")
     form.locator("fieldset[data-side=b] select[name=profile]").select_option("vrm")
     form.locator("fieldset[data-side=b] input[name=top_k]").fill("4")
+    form.locator("fieldset[data-side=b] select[name=fusion]").select_option("rrf")
     form.locator("button[type=submit]").click()
     page.wait_for_selector("#compare-result .summary")
     body = {"query": CRITERION, "criterion_question": CRITERION, "explain": True}
     a = [h["chunk_id"] for h in api(stack, "POST", "/v1/indexes/demo/retrieve", body)["hits"]]
-    b_hits = api(stack, "POST", "/v1/indexes/demo/retrieve", {**body, "profile": "vrm", "top_k": 4})["hits"]
+    b_body = {**body, "profile": "vrm", "top_k": 4, "fusion": "rrf"}
+    b_hits = api(stack, "POST", "/v1/indexes/demo/retrieve", b_body)["hits"]
     b = [h["chunk_id"] for h in b_hits]
     added = [c for c in b if c not in a]
     dropped = [c for c in a if c not in b]

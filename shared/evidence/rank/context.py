@@ -40,6 +40,8 @@ class ProfileParams:
     mmr_lambda: float | None = None
     max_chunks_per_document: int | None = None
     withhold_below: float | None = None
+    #: First-stage fusion ("zscore", "minmax", "rrf"); None = the stage's own (z-score).
+    fusion: str | None = None
 
 
 @dataclass

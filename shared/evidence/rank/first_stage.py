@@ -74,7 +74,11 @@ class FirstStage:
     name: str = "first_stage"
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        result = self.retrieve(
+        stage = self
+        if ctx.params.fusion is not None:
+            method = FusionMethod.parse(ctx.params.fusion)
+            stage = replace(self, fusion=replace(self.fusion, method=method))
+        result = stage.retrieve(
             ctx.backend,
             ctx.index,
             query=ctx.query,
@@ -285,6 +289,7 @@ class HybridRecall:
     name: str = "first_stage"
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        if ctx.server_hybrid and isinstance(ctx.backend, HybridSearch):
+        # A fusion the request names is ours to run: the cluster's pipeline has its own, fixed.
+        if ctx.server_hybrid and isinstance(ctx.backend, HybridSearch) and ctx.params.fusion is None:
             return ServerHybridFirstStage().run(candidates, ctx)
         return self.ours.run(candidates, ctx)

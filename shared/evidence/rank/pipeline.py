@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import numpy as np
 from annotated_types import Ge, Le
@@ -23,10 +23,25 @@ from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams, RankContext, Stage, StageRecord, Trace, run_stage
 
 
+def _choices() -> dict[str, tuple[str, ...]]:
+    """The allowed values of each override that is a choice (a Literal in the API model)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, f in Overrides.model_fields.items():
+        literal = next((a for a in get_args(f.annotation) if get_origin(a) is Literal), None)
+        if literal is not None:
+            out[name] = tuple(get_args(literal))
+    return out
+
+
+CHOICES = _choices()
+
+
 def _bounds() -> dict[str, tuple[float, float, bool]]:
-    """(min, max, is_int) per override field, read from the API model so there is one source."""
+    """(min, max, is_int) per numeric override field, read from the API model so there is one source."""
     out: dict[str, tuple[float, float, bool]] = {}
     for name, f in Overrides.model_fields.items():
+        if name in CHOICES:
+            continue
         lo = next(m.ge for m in f.metadata if isinstance(m, Ge))
         hi = next(m.le for m in f.metadata if isinstance(m, Le))
         out[name] = (float(lo), float(hi), "int" in str(f.annotation))  # type: ignore[arg-type]
@@ -40,11 +55,16 @@ def validate_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Checked, typed overrides; RequestValidationError names the field and its range."""
     clean: dict[str, Any] = {}
     for key, value in overrides.items():
-        if key not in BOUNDS:
+        if key not in BOUNDS and key not in CHOICES:
             raise RequestValidationError(
-                f"unknown override {key!r}; valid: {', '.join(sorted(BOUNDS))}", field=key
+                f"unknown override {key!r}; valid: {', '.join(sorted([*BOUNDS, *CHOICES]))}", field=key
             )
         if value is None:
+            continue
+        if key in CHOICES:
+            if value not in CHOICES[key]:
+                raise RequestValidationError(f"{key} must be one of: {', '.join(CHOICES[key])}", field=key)
+            clean[key] = value
             continue
         lo, hi, is_int = BOUNDS[key]
         kind = "an integer" if is_int else "a number"

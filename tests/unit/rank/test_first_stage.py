@@ -165,3 +165,25 @@ def test_server_hybrid_first_stage_uses_the_pipeline_ranking(backend: EmbeddedBa
     ours = _recall_ctx(backend, server_hybrid=True)  # no `hybrid` on this backend: our fusion
     HybridRecall().run([], ours)
     assert ours.trace.detail["mode"] == "hybrid" and ours.trace.detail["complete"] is True
+
+
+def test_a_requested_fusion_is_run_here_on_every_backend(backend: EmbeddedBackend) -> None:
+    """`fusion` (a request override): the first stage fuses with it, client-side even where the
+    cluster's pipeline would fuse (that pipeline's method is fixed at deploy time)."""
+    server = _ServerHybrid(backend)
+    ctx = replace(
+        _recall_ctx(server, server_hybrid=True), params=ProfileParams(first_stage_k=5, fusion="rrf")
+    )
+    got = HybridRecall().run([], ctx)
+    assert not server.calls and ctx.trace.detail["fusion"] == "rrf"
+    # RRF's scores are rank-based: 1/(60 + rank) per leg, so the best is at most 2/61.
+    assert got and max(c.score for c in got) <= 2 / 61 + 1e-12
+    default = _recall_ctx(backend, server_hybrid=False)
+    HybridRecall().run([], default)
+    assert default.trace.detail["fusion"] == "zscore"
+    for method in ("minmax", "zscore"):
+        mctx = replace(
+            _recall_ctx(backend, server_hybrid=False), params=ProfileParams(first_stage_k=5, fusion=method)
+        )
+        HybridRecall().run([], mctx)
+        assert mctx.trace.detail["fusion"] == method

@@ -11,7 +11,7 @@ from evidence.errors import RequestValidationError
 from evidence.model import Overrides
 from evidence.rank import profiles
 from evidence.rank.context import ProfileParams
-from evidence.rank.pipeline import BOUNDS, Profile, validate_overrides
+from evidence.rank.pipeline import BOUNDS, CHOICES, Profile, validate_overrides
 from evidence.rank.profiles import get_profile
 from tests.unit.rank.rankkit import FailingReranker, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
@@ -109,8 +109,18 @@ def test_unknown_override_rejected() -> None:
 
 
 def test_bounds_mirror_the_api_model() -> None:
-    assert set(BOUNDS) == set(Overrides.model_fields)
-    assert set(BOUNDS) <= set(ProfileParams.__dataclass_fields__)
+    assert set(BOUNDS) | set(CHOICES) == set(Overrides.model_fields)
+    assert set(BOUNDS) | set(CHOICES) <= set(ProfileParams.__dataclass_fields__)
+    assert CHOICES == {"fusion": ("zscore", "minmax", "rrf")}
+
+
+def test_fusion_is_a_choice_naming_its_values() -> None:
+    assert get_profile("default").params({"fusion": "rrf"}).fusion == "rrf"
+    assert get_profile("default").params({}).fusion is None
+    for bad in ("borda", 1, True):
+        with pytest.raises(RequestValidationError) as e:
+            validate_overrides({"fusion": bad})
+        assert e.value.field == "fusion" and "zscore, minmax, rrf" in e.value.message
 
 
 def _corpus() -> list:  # type: ignore[type-arg]

@@ -127,20 +127,27 @@
 
   const KNOBS = [
     { name: "top_k", label: "top_k", step: "1", min: "1", max: "200", int: true },
-    { name: "min_similarity", label: "min_similarity", step: "0.01", min: "-1", max: "1" },
+    { name: "min_similarity", label: "min_similarity", step: "0.01", min: "0", max: "1" },
     { name: "max_chars", label: "max_chars", step: "100", min: "0", int: true },
     { name: "followup_boost", label: "follow-up boost", step: "0.05", min: "1", max: "10" },
     { name: "mmr_lambda", label: "mmr_lambda", step: "0.05", min: "0", max: "1" },
     { name: "rerank_cutoff", label: "rerank_cutoff", step: "0.01", min: "0", max: "1" },
+    { name: "fusion", label: "fusion", choices: ["zscore", "minmax", "rrf"] },
   ];
+
+  function knobInput(k) {
+    if (!k.choices) {
+      return el("input", { type: "number", name: k.name, step: k.step, min: k.min, max: k.max, placeholder: "profile default" });
+    }
+    return el("select", { name: k.name },
+      el("option", { value: "", text: "profile default" }),
+      ...k.choices.map((c) => el("option", { value: c, text: c })));
+  }
 
   function fillKnobs() {
     for (const row of $$(".knob-row")) {
       row.replaceChildren(
-        ...KNOBS.map((k) =>
-          el("label", { class: "knob" }, k.label,
-            el("input", { type: "number", name: k.name, step: k.step, min: k.min, max: k.max, placeholder: "profile default" })),
-        ),
+        ...KNOBS.map((k) => el("label", { class: "knob" }, k.label, knobInput(k))),
       );
     }
   }
@@ -148,8 +155,9 @@
   function knobValues(root) {
     const out = {};
     for (const k of KNOBS) {
-      const input = $(`input[name=${k.name}]`, root);
-      if (input && input.value.trim() !== "") out[k.name] = k.int ? parseInt(input.value, 10) : parseFloat(input.value);
+      const input = $(`[name=${k.name}]`, root);
+      if (!input || input.value.trim() === "") continue;
+      out[k.name] = k.choices ? input.value : k.int ? parseInt(input.value, 10) : parseFloat(input.value);
     }
     return out;
   }
