@@ -256,8 +256,10 @@ def test_a_citation_highlights_exactly_the_cited_characters(browser: Any, stack:
         assert page.evaluate("document.activeElement.id") == "cited"
         if rank == 1:
             shot(page, "source", full=False)
-    page.keyboard.press("Escape")
-    assert page.locator("#source").is_hidden()
+        # Closed before the next citation: otherwise this mark would still be on the page while
+        # the next document loads, and the wait above would return at once with the old one.
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#source", state="hidden")
     page.close()
 
 
