@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from evidence.search.embedded import EmbeddedBackend
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext, load_event
 from functions.retriever.handler import handler
+from tests.seams import pausing_cli, wait_for_pause
 
 ROOT = Path(__file__).resolve().parents[2]
 N_DOCS = 40
@@ -154,44 +154,6 @@ def test_full_disk_fails_typed_then_a_rerun_converges(
 # --- a batch killed midway ----------------------------------------------------------------------
 
 
-#: Runs `evidence assess` with one seam: after PAUSE_AFTER criteria have run, it writes a marker
-#: file and blocks. The test kills it there, at a point it observed rather than a time it guessed,
-#: so the outcome does not depend on how fast the machine runs a criterion.
-PAUSING_ASSESS = """
-import os, sys, threading
-from pathlib import Path
-
-import evidence.assess.steps as steps
-from evidence.cli import main
-
-marker, pause_after = Path(sys.argv[1]), int(sys.argv[2])
-real, done = steps.run_criterion, 0
-
-
-def paused(*args, **kwargs):
-    global done
-    result = real(*args, **kwargs)
-    done += 1
-    if done == pause_after:
-        marker.with_suffix('.tmp').write_text(str(done))
-        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
-        threading.Event().wait()  # held here until the test's SIGKILL
-    return result
-
-
-steps.run_criterion = paused
-sys.exit(main(sys.argv[3:]))
-"""
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert proc.poll() is None, f"the batch exited ({proc.returncode}) before reaching the pause"
-        assert time.monotonic() < deadline, f"the batch did not reach the pause within {timeout_s:.0f} s"
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_assess_killed_midway_then_rerun(tmp_path: Path) -> None:
     store = tmp_path / "store"
@@ -220,17 +182,13 @@ def test_assess_killed_midway_then_rerun(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     assess = ["assess", "--index", "batch", "--criteria", str(criteria), "--out", str(out)]
     assess += ["--store", str(store)]
-    driver = tmp_path / "pausing_assess.py"
-    driver.write_text(PAUSING_ASSESS)
     marker = tmp_path / "paused"
-    proc = subprocess.Popen(
-        [sys.executable, str(driver), str(marker), str(pause_after), *assess],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    # Paused after pause_after criteria: a point observed, not a time guessed (tests/seams.py).
+    proc = pausing_cli(
+        "evidence.assess.steps:run_criterion", pause_after, marker, assess, stdout=subprocess.DEVNULL
     )
     try:
-        _wait_for(marker, proc, timeout_s=300)
+        wait_for_pause(marker, proc, "the batch")
         assert marker.read_text() == str(pause_after)
         proc.send_signal(signal.SIGKILL)  # midway: pause_after of n criteria have run
         proc.wait(timeout=60)

@@ -9,13 +9,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from evidence.records import ChunkKind
 from evidence.search.embedded import EmbeddedBackend
+from tests.seams import pausing_cli, wait_for_pause
 
 pytestmark = pytest.mark.slow
 N_DOCS = 1500
@@ -28,50 +28,25 @@ def _write_corpus(path: Path) -> None:
             fh.write(json.dumps({"id": f"r{i}", "text": text, "metadata": {"type": "tc_files"}}) + "\n")
 
 
-#: `evidence index` with one seam: once its second batch of records is committed (a bulk load
-#: journals them and defers the inverted index to the end), it writes a marker file and blocks.
-#: The test kills it there, where only the journal can repair the store: a point it observed
-#: rather than a time it guessed, so the outcome does not depend on how fast the machine indexes.
-PAUSING_INDEX = """
-import os, sys, threading
-from pathlib import Path
-
-from evidence.cli import main
-from evidence.search.embedded_store import IndexStore
-
-marker = Path(sys.argv[1])
-real, calls = IndexStore.upsert, 0
-
-
-def paused(self, documents, vectors):
-    global calls
-    results = real(self, documents, vectors)
-    calls += 1
-    if calls == 2:
-        marker.with_suffix('.tmp').write_text(str(calls))
-        os.replace(marker.with_suffix('.tmp'), marker)  # seen whole or not at all
-        threading.Event().wait()  # held here until the test's SIGKILL
-    return results
-
-
-IndexStore.upsert = paused
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 def _index(store: Path, corpus: Path, pause_marker: Path | None = None) -> subprocess.Popen[bytes]:
     args = ["index", str(corpus), "--index", "crash", "--store", str(store)]
-    if pause_marker is None:
-        command = [sys.executable, "-m", "evidence.cli", *args]
-    else:
-        driver = pause_marker.with_suffix(".py")
-        driver.write_text(PAUSING_INDEX)
-        command = [sys.executable, str(driver), str(pause_marker), *args]
+    pipe = subprocess.PIPE
+    if pause_marker is not None:
+        # Paused once its second batch of records is committed (a bulk load journals them and
+        # defers the inverted index to the end): where only the journal can repair the store.
+        return pausing_cli(
+            "evidence.search.embedded_store:IndexStore.upsert",
+            2,
+            pause_marker,
+            args,
+            stdout=pipe,
+            stderr=pipe,
+        )
     return subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        [sys.executable, "-m", "evidence.cli", *args],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "shared")},
+        stdout=pipe,
+        stderr=pipe,
     )
 
 
@@ -94,13 +69,7 @@ def test_sigkill_midway_then_reindex(tmp_path: Path) -> None:
     store = tmp_path / "store"
     marker = tmp_path / "paused"
     proc = _index(store, corpus, pause_marker=marker)
-    deadline = time.monotonic() + 300
-    while not marker.exists():
-        if proc.poll() is not None:
-            err = proc.stderr.read() if proc.stderr else b""
-            raise AssertionError(f"indexing exited ({proc.returncode}) before the pause: {err!r}")
-        assert time.monotonic() < deadline, "indexing did not reach its second batch within 300 s"
-        time.sleep(0.05)
+    wait_for_pause(marker, proc, "indexing")
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
