@@ -72,7 +72,9 @@ class IndexAdmin(Transport):
         )
 
     def _count(self, index: str, kind: str | Sequence[str]) -> int:
-        body = bodies.count_body(kind)
+        return self._count_matching(index, bodies.count_body(kind))
+
+    def _count_matching(self, index: str, body: dict[str, Any]) -> int:
         response = self._call(
             "count",
             lambda t: self.client.count(index=index, body=body, request_timeout=t),

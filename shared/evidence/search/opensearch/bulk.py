@@ -445,13 +445,7 @@ class BulkWrites(IndexAdmin):
 
     def _count_document_chunks(self, index: str, document_id: str) -> int:
         body = {"query": {"bool": {"filter": bodies.filter_clauses({"document_id": document_id}, None)}}}
-        response = self._call(
-            "count",
-            lambda t: self.client.count(index=index, body=body, request_timeout=t),
-            index=index,
-            retry_timeouts=False,
-        )
-        return int(response.get("count", 0))
+        return self._count_matching(index, body)
 
     # --- queries ----------------------------------------------------------------------------
 
