@@ -585,27 +585,6 @@ class EvidenceService:
 
         return rule_plan(request), []
 
-    def _grounded(self, query: str, hits: Sequence[Any], signal: Any) -> Any:
-        """The grounding check every profile shares (docs/verbatim.md, Honest refusal): evidence
-        that does not carry enough of the question's concepts cannot answer it, whatever the
-        similarity says. Refusing lowers `confidence` below 0.5 with `can_answer`."""
-        from dataclasses import replace
-
-        from evidence.rank.confidence import HEAD, AnswerSignal
-        from evidence.verbatim.cascade import question_groups
-        from evidence.verbatim.profile import grounding_confidence
-        from evidence.verbatim.scoring import grounding
-
-        floor = self.settings.answer_min_grounding
-        texts = [f"{c.chunk.section} {c.chunk.search_text}" for c in hits[:HEAD]]
-        g, _missing = grounding(question_groups(query), texts)
-        features = {**signal.features, "grounding": round(g, 6)}
-        if g >= floor or not floor:
-            return replace(signal, features=features)
-        return AnswerSignal(
-            round(min(signal.confidence, grounding_confidence(g, floor)), 4), False, signal.basis, features
-        )
-
     def _scoped(self, index: str, request: RetrieveRequest, plan: Plan) -> Plan:
         """The plan with its filters scoped to the document the question names, if it names one
         (`verbatim.scope`), shown in `plan.filters`. Not for `vrm`: seed 003's defaults must not change
@@ -677,7 +656,9 @@ class EvidenceService:
                 min_confidence=s.answer_min_confidence,
             )
         if request.profile in ("default", "vrm") and outcome.hits:
-            signal = self._grounded(request.query, outcome.hits, signal)
+            from evidence.rank.grounding import apply_grounding
+
+            signal = apply_grounding(request.query, outcome.hits, signal, s.answer_min_grounding)
         # Off unless a request or deployment asks for it: defaults never change which hits are
         # returned (seed 003), `can_answer` and `confidence` say the rest.
         floor = params.withhold_below
