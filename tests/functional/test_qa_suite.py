@@ -307,7 +307,7 @@ def test_eval_qa_dir_command(
 
 
 def test_first_answer_rank_counts_the_hits_the_evidence_needs() -> None:
-    from evidence.evaluation import _first_answering_rank
+    from evidence.evaluation.suite import _first_answering_rank
 
     assert _first_answering_rank(["nothing", "the warranty lasts", "two years"], ["lasts two years"]) == 3
     assert _first_answering_rank(["a", "twenty-four  months"], ["twenty-four months"]) == 2
