@@ -207,7 +207,7 @@ class Functions(Construct):
 
     def allow_batch_start(self, state_machine_arn: str, executions_arn: str) -> None:
         """The retriever starts batch assessments as the API caller and reads their status back
-        (evidence/assess/launch.py): StartExecution on the machine, DescribeExecution on its runs."""
+        (evidence/assess/stepfunctions.py): StartExecution on the machine, DescribeExecution on its runs."""
         self.retriever.add_environment("EVIDENCE_BATCH_STATE_MACHINE_ARN", state_machine_arn)
         self.roles["retriever"].add_to_principal_policy(
             iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine_arn])

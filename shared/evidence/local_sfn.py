@@ -42,8 +42,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evidence.assess.launch import ThreadLauncher
 from evidence.assess.models import AssessmentInput, CriterionResult
+from evidence.assess.threads import ThreadLauncher
 from evidence.errors import ConfigurationError, EvidenceError
 
 #: Placeholders for what only a deployment knows; they appear in ARNs and never reach AWS.

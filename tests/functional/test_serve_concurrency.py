@@ -25,8 +25,8 @@ import pytest
 from evidence.access import Access, Authorizer
 from evidence.api import runtime
 from evidence.api.uploads import UploadJobs, UploadNotFoundError, configure_uploads
-from evidence.assess.launch import ThreadLauncher
 from evidence.assess.models import AssessmentInput, Criterion
+from evidence.assess.threads import ThreadLauncher
 from evidence.config import Settings
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.errors import IndexNotFoundError, TooManyRequestsError

@@ -275,13 +275,13 @@ def build_app() -> APIGatewayRestResolver:
 
     @route.add("POST", "/v1/indexes/<index>/assessments")
     def start_assessment(index: str) -> Response[str]:
-        from evidence.assess.launch import (
+        from evidence.assess.contract import (
             AssessmentRequest,
             AssessmentStarted,
-            get_launcher,
             new_assessment_id,
             status_url,
         )
+        from evidence.assess.launch import get_launcher
 
         name = authorized_index(app, index, Access.READ)
         request = parse_body(app, AssessmentRequest)
@@ -304,7 +304,8 @@ def build_app() -> APIGatewayRestResolver:
 
     @route.add("GET", "/v1/assessments/<assessment_id>")
     def assessment_status(assessment_id: str) -> Response[str]:
-        from evidence.assess.launch import ASSESSMENT_ID_RE, get_launcher
+        from evidence.assess.contract import ASSESSMENT_ID_RE
+        from evidence.assess.launch import get_launcher
 
         if not ASSESSMENT_ID_RE.fullmatch(assessment_id):
             raise RequestValidationError(

@@ -20,7 +20,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from evidence.api.errors import ErrorEnvelope
 from evidence.api.uploads import UPLOAD_ID_PATTERN, UploadAccepted, UploadStatus
-from evidence.assess.launch import (
+from evidence.assess.contract import (
     ASSESSMENT_ID_PATTERN,
     AssessmentRequest,
     AssessmentStarted,

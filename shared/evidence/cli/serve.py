@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
-    from evidence.assess.launch import ThreadLauncher
+    from evidence.assess.threads import ThreadLauncher
     from evidence.server import ConnectionLimits, limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
     from evidence.workbench.page import serve_page

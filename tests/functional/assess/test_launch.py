@@ -20,7 +20,9 @@ import pytest
 
 from evidence.access import AccessPolicy, Authorizer
 from evidence.api import runtime
-from evidence.assess.launch import ThreadLauncher, execution_arn, get_launcher
+from evidence.assess.launch import get_launcher
+from evidence.assess.stepfunctions import execution_arn
+from evidence.assess.threads import ThreadLauncher
 from evidence.config import Settings
 from evidence.service import EvidenceService
 from evidence.testing import LambdaContext
@@ -334,7 +336,8 @@ def test_step_functions_throttling_and_failures_are_typed() -> None:
     import boto3
     from botocore.stub import Stubber
 
-    from evidence.assess.launch import BatchLaunchError, StepFunctionsLauncher
+    from evidence.assess.contract import BatchLaunchError
+    from evidence.assess.stepfunctions import StepFunctionsLauncher
     from evidence.errors import ServiceUnavailableError
 
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:evidence-batch"

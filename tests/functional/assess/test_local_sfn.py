@@ -98,7 +98,8 @@ def test_the_local_launcher_needs_a_results_bucket(
 ) -> None:
     from evidence.api import runtime
     from evidence.assess import launch
-    from evidence.assess.launch import ThreadLauncher, add_launcher, get_launcher
+    from evidence.assess.launch import add_launcher, get_launcher
+    from evidence.assess.threads import ThreadLauncher
     from evidence.local_sfn import LocalStateMachineLauncher, local_launcher
 
     asl = tmp_path / "batch.json"
