@@ -1,9 +1,11 @@
-"""The import graph of `evidence`, read from the source with `ast`: no cycles, and nothing a
-Lambda handler runs reaches a developer tool.
+"""The import graph of `evidence`, the Lambda `functions` and `infra`, read from the source with
+`ast`: no cycles, and nothing a Lambda handler runs reaches a developer tool.
 
-Every import counts, including those inside functions (a lazy import is still a dependency),
-except those under `if TYPE_CHECKING:`. `python tests/unit/test_import_graph.py` prints the
-cycles.
+Every import counts, including those inside functions (a lazy import postpones the cost, not
+the coupling: a cycle through one is still a cycle, and moving it to the top of the module would
+break), except those under `if TYPE_CHECKING:` (never executed). Only the three trees' own modules
+are nodes; imports of third-party packages are ignored. `python -m tests.unit.test_import_graph`
+prints the cycles.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from pathlib import Path
 
 from infra.bundle import DEV_MODULES
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / "shared"
+#: (folder holding the top-level package, its name): `evidence` lives under shared/ (the Lambda
+#: layer), `functions` and `infra` at the repository root, as the handlers and the CDK app import them.
+TREES = ((SHARED, "evidence"), (REPO, "functions"), (REPO, "infra"))
 
 #: What the Lambda functions run (functions/*/handler.py import these, at import or first call).
 HANDLER_ROOTS = (
@@ -30,14 +36,16 @@ HANDLER_ROOTS = (
 DEV_TOOLS = tuple(f"evidence.{name}" for name in sorted(DEV_MODULES))
 
 
-def modules(root: Path | None = None) -> dict[str, tuple[Path, bool]]:
-    """module name -> (file, is a package)"""
-    root = root or SHARED
+def modules(trees: tuple[tuple[Path, str], ...] = TREES) -> dict[str, tuple[Path, bool]]:
+    """module name -> (file, is a package), over every tree"""
     out: dict[str, tuple[Path, bool]] = {}
-    for path in sorted((root / "evidence").rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        is_package = parts[-1] == "__init__"
-        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    for root, package in trees:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if any(p.startswith(".") or p in {"node_modules", "cdk.out"} for p in parts):
+                continue
+            is_package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
     return out
 
 
@@ -75,7 +83,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
 
 
 def graph(*, with_parents: bool = False) -> dict[str, set[str]]:
-    """module -> the `evidence` modules it imports. `with_parents`: importing `a.b.c` also runs
+    """module -> the modules of `TREES` it imports. `with_parents`: importing `a.b.c` also runs
     `a/__init__` and `a/b/__init__` (for what gets loaded; not for cycles, which would then
     include every package importing its own submodules)."""
     mods = modules()
@@ -169,6 +177,15 @@ def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
     assert edges["evidence.cli"] >= {"evidence.cli.index", "evidence.cli.common"}  # from a package import
     assert "evidence.cli" not in edges["evidence.cli.index"]
     assert "evidence.cli" in graph(with_parents=True)["evidence.cli.demo"]
+
+
+def test_the_graph_covers_the_handlers_and_infra() -> None:
+    edges = graph()
+    assert "evidence.observability" in edges["functions.retriever.handler"]  # across trees
+    assert "evidence.api.app" in edges["functions.retriever.handler"]  # lazy, inside _handle
+    assert "infra.evidence_infra.stack" in edges["infra.app"]
+    assert "infra.evidence_infra.settings" in edges["infra.evidence_infra.api"]  # `from .settings import`
+    assert "infra.bundle" in edges["infra.evidence_infra.assets"]  # `from infra import bundle`
 
 
 def test_no_import_cycles() -> None:
