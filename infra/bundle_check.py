@@ -266,7 +266,6 @@ def run(
             "EVIDENCE_BACKEND": "embedded",
             "EVIDENCE_STORE_DIR": str(Path(tmp) / "store"),
             "EVIDENCE_AWS_REGION": "us-east-1",
-            "EVIDENCE_RESULTS_BUCKET": RESULTS_BUCKET,
         }
         s3 = boto3.client(
             "s3",

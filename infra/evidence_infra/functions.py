@@ -72,7 +72,6 @@ class Functions(Construct):
             "EVIDENCE_AWS_REGION": region,
             "EVIDENCE_RERANKER": settings.reranker,
             "EVIDENCE_PLANNER": settings.planner,
-            "EVIDENCE_RESULTS_BUCKET": results.bucket_name,
             "EVIDENCE_DEFAULT_INDEX": settings.default_index,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "LOG_LEVEL": "INFO",

@@ -188,7 +188,6 @@ class Settings(BaseSettings):
 
     # Lambda wiring
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)
-    results_bucket: str | None = Field(default=None, description="batch assessment results (S3)")
     #: The batch state machine that `POST /v1/indexes/{index}/assessments` starts (evidence/assess/
     #: launch.py). Unset = batches run in a thread of this process (`evidence serve`, local default).
     batch_state_machine_arn: str | None = Field(
@@ -199,6 +198,9 @@ class Settings(BaseSettings):
     #: set, and the ARN unset, API-started batches run it on the local interpreter (Node.js and
     #: `make batch-asl-deps`), results to S3 in `results_bucket` (evidence/local_sfn.py).
     batch_local_asl: Path | None = None
+    #: Where those local batches write their results (S3). Read by evidence/local_sfn.py only: the
+    #: deployed chain takes its bucket from the state machine's definition, so no Lambda sets it.
+    results_bucket: str | None = Field(default=None, description="local batch assessment results (S3)")
 
     #: Who may read or write which index (evidence/access.py): the policy as JSON, or the path
     #: of a JSON file. Unset = open (every caller, every index), the local default.

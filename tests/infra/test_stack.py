@@ -105,10 +105,11 @@ def test_four_functions_and_setup_share_the_layer_python312_x86(default_synth: S
         "EVIDENCE_OPENSEARCH_SERVICE",
         "EVIDENCE_AWS_REGION",
         "EVIDENCE_RERANKER",
-        "EVIDENCE_RESULTS_BUCKET",
         "EVIDENCE_DEFAULT_INDEX",
     ):
         assert key in env, key
+    # Read by no handler (only the local state machine's launcher, a developer tool, reads it).
+    assert all("EVIDENCE_RESULTS_BUCKET" not in fn["Environment"]["Variables"] for fn in fns.values())
     assert env["EVIDENCE_BACKEND"] == "opensearch" and env["EVIDENCE_OPENSEARCH_SERVICE"] == "es"
     # No reservation by default: it fails in accounts whose concurrency quota is 10 (new accounts).
     assert all("ReservedConcurrentExecutions" not in fn for fn in fns.values())

@@ -64,10 +64,6 @@ class StageCosts:
             old = self._est.get(stage)
             self._est[stage] = ms if old is None else (1 - self._alpha) * old + self._alpha * ms
 
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return dict(self._est)
-
 
 class TokenCounter:
     """Word pieces of a text, without special tokens."""
