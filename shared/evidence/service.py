@@ -602,11 +602,13 @@ class EvidenceService:
         """Plan, run the request's profile, and build the response from its outcome."""
         from evidence.format.evidence import evidence_from_candidates
         from evidence.format.hits import to_followups, to_hits
+        from evidence.plan.conversation import with_conversation
         from evidence.rank.confidence import answer_signal
         from evidence.rank.context import RankContext
         from evidence.rank.profiles import get_profile
 
         check_index_name(index)
+        request = with_conversation(request)  # a follow-up gains what it refers back to (docs/api.md)
         started = time.perf_counter()
         info = self.backend.get_index(index)
         profile = get_profile(request.profile)

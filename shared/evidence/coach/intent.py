@@ -1,4 +1,5 @@
-"""Query understanding for the coach: intent, content words, references to earlier turns.
+"""Query understanding for the coach: intent (its content words and references to earlier turns are
+`evidence.plan.conversation`'s, shared with `POST /retrieve`'s `conversation`).
 
 Rules first (instant, deterministic, and the fallback): an intent is recognised by its cue
 words; the strongest cue wins in the order troubleshooting > practice > comparison > definition
@@ -59,50 +60,6 @@ _CUES: tuple[tuple[Intent, re.Pattern[str]], ...] = (
 )
 _POLAR = re.compile(r"^\s*(do|does|did|is|are|can|could|will|would|should)\b")
 _WH = re.compile(r"\b(what|what's|whats|why|how|when|which|where|who)\b")
-
-#: A reference to something said earlier: only resolvable with the conversation.
-_ANAPHORA = re.compile(
-    r"\b(it|this|that|these|those|them|again|the (last|previous|next|same|other|first|second|above) "
-    r"(one|step|part|example|problem|question|exercise|answer|bit|thing)s?|another one|the one|"
-    r"next step|last step|that step)\b"
-)
-
-_WORD = re.compile(r"[a-z0-9][a-z0-9'^/]*")
-_STOP = frozenset(
-    """a an the and or but if then than so of to in on at by for with about from into over under as is are
-    was were be been being am do does did doing have has had having i me my we our you your he she it its
-    they them their this that these those there here what whats what's which who whom whose when where why
-    how can could should would will shall may might must not no yes please just also very really some any
-    more most much many one ones again another same other next last previous first second above let lets
-    let's i'm im i've ive don't dont doesn't doesnt isn't isnt can't cant""".split()
-)
-#: Cue and filler words: they say what the student wants, not what about.
-_GENERIC = frozenset(
-    """explain explained explaining explanation show tell teach taught help helps walk understand
-    understanding learn learning know want need give get got make work works working use uses using used
-    mean means meaning define definition question questions thing things stuff step steps way ways
-    practice practise problem problems exercise exercises quiz test drill worksheet example examples
-    difference differences compare comparison versus vs better keep keeps failing fail fails failed
-    wrong confused stuck lost mistake mistakes error errors like something anything everything math maths
-    getting answer answers right correct doing going trying try tried keep kept always still""".split()
-)
-
-
-def content_words(text: str) -> list[str]:
-    """The query's topic words in order, de-duplicated (lower case; cue and filler words removed)."""
-    seen: dict[str, None] = {}
-    for m in _WORD.finditer(text.lower()):
-        w = m.group().strip("'")
-        if len(w) < 2 and not w.isdigit():
-            continue
-        if w in _STOP or w in _GENERIC:
-            continue
-        seen.setdefault(w, None)
-    return list(seen)
-
-
-def has_reference(text: str) -> bool:
-    return _ANAPHORA.search(text.lower()) is not None
 
 
 def asks_question(text: str) -> bool:

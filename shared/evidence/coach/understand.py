@@ -18,11 +18,10 @@ from evidence.coach.hyde import blend
 from evidence.coach.intent import (
     IntentResult,
     classify,
-    content_words,
-    has_reference,
 )
 from evidence.coach.llm import LLMError
 from evidence.coach.respond import Responder
+from evidence.plan.conversation import content_words, has_reference
 
 
 class Understanding(Responder):

@@ -15,10 +15,9 @@ from evidence.coach.intent import (
     asks_question,
     classify,
     classify_rules,
-    content_words,
-    has_reference,
 )
 from evidence.coach.llm import ConverseClient
+from evidence.plan.conversation import content_words, has_reference
 
 
 @pytest.mark.parametrize(
