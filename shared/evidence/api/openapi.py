@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -201,30 +202,33 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
     ]
 
 
-@lru_cache(maxsize=1)
-def _document() -> dict[str, Any]:
-    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in _REQUESTS]
-    pairs += [(m, "serialization") for m in _RESPONSES]
-    keys, defs = models_json_schema(pairs, ref_template=REF)
-    schemas: dict[str, Any] = defs.get("$defs", {})
-    names: dict[tuple[Any, str], str] = {k: v["$ref"].rsplit("/", 1)[-1] for k, v in keys.items()}
-    _tighten(schemas, names)
+@dataclass(frozen=True)
+class _Refs:
+    """Where each model's schema is in `components.schemas`: request bodies and 200 responses."""
 
-    def req(model: type[BaseModel]) -> dict[str, Any]:
+    names: Mapping[tuple[Any, str], str]
+
+    def ref(self, key: tuple[type[BaseModel], str]) -> dict[str, Any]:
+        return _ref(self.names[key])
+
+    def req(self, model: type[BaseModel]) -> dict[str, Any]:
         return {
             "required": True,
-            "content": {"application/json": {"schema": _ref(names[(model, "validation")])}},
+            "content": {"application/json": {"schema": self.ref((model, "validation"))}},
         }
 
-    def ok(model: type[BaseModel], description: str) -> dict[str, Any]:
-        return {"200": _json(_ref(names[(model, "serialization")]), description)}
+    def ok(self, model: type[BaseModel], description: str) -> dict[str, Any]:
+        return {"200": _json(self.ref((model, "serialization")), description)}
 
-    paths: dict[str, Any] = {
+
+def _service_paths(refs: _Refs) -> dict[str, Any]:
+    """The service itself: liveness, this document, the caller's indexes."""
+    return {
         "/v1/health": {
             "get": {
                 "operationId": "health",
                 "summary": "Liveness",
-                "responses": ok(Health, "The service is up"),
+                "responses": refs.ok(Health, "The service is up"),
             }
         },
         "/v1/openapi.json": {
@@ -238,16 +242,22 @@ def _document() -> dict[str, Any]:
             "get": {
                 "operationId": "listIndexes",
                 "summary": "The indexes this caller may read or write",
-                "responses": ok(ListIndexesResponse, "Index names with their document and chunk counts"),
+                "responses": refs.ok(ListIndexesResponse, "Index names with their document and chunk counts"),
             }
         },
+    }
+
+
+def _document_paths(refs: _Refs) -> dict[str, Any]:
+    """Documents: index (or upload in the background), read back, delete."""
+    return {
         "/v1/indexes/{index}/documents": {
             "get": {
                 "operationId": "listDocuments",
                 "summary": "The index's documents with their passage and span counts (embedded store)",
                 "parameters": [_index_param()],
                 "responses": {
-                    **ok(ListDocumentsResponse, "Documents, by id"),
+                    **refs.ok(ListDocumentsResponse, "Documents, by id"),
                     **_errors("400", "403", "404", "422"),
                 },
             },
@@ -255,12 +265,12 @@ def _document() -> dict[str, Any]:
                 "operationId": "indexDocument",
                 "summary": "Index (or replace) one document; creates the index if missing",
                 "parameters": [_index_param()],
-                "requestBody": req(IndexDocumentRequest),
+                "requestBody": refs.req(IndexDocumentRequest),
                 "responses": {
-                    **ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
+                    **refs.ok(IndexDocumentResponse, "Indexed; `status` says created, updated or unchanged"),
                     "202": {
                         **_json(
-                            _ref(names[(UploadAccepted, "serialization")]),
+                            refs.ref((UploadAccepted, "serialization")),
                             "`evidence serve` only: a document larger than EVIDENCE_ASYNC_UPLOAD_BYTES "
                             "is indexed in the background; poll `status_url`",
                         ),
@@ -285,7 +295,7 @@ def _document() -> dict[str, Any]:
                         "schema": {"type": "string", "pattern": UPLOAD_ID_PATTERN},
                     }
                 ],
-                "responses": {**ok(UploadStatus, "The upload"), **_errors("404", "422")},
+                "responses": {**refs.ok(UploadStatus, "The upload"), **_errors("404", "422")},
             }
         },
         "/v1/indexes/{index}/documents/{document_id}": {
@@ -294,22 +304,31 @@ def _document() -> dict[str, Any]:
                 "summary": "The text a document's offsets refer to, rebuilt from its chunks "
                 "(`citation.char_start`/`char_end` index into it); `gaps` lists what no chunk covers",
                 "parameters": [_index_param(), _document_param()],
-                "responses": {**ok(DocumentText, "The document's text"), **_errors("403", "404", "422")},
+                "responses": {**refs.ok(DocumentText, "The document's text"), **_errors("403", "404", "422")},
             },
             "delete": {
                 "operationId": "deleteDocument",
                 "summary": "Delete every chunk of a document (URL-encode ids such as s3://bucket/key)",
                 "parameters": [_index_param(), _document_param()],
-                "responses": {**ok(DeleteDocumentResponse, "Deleted"), **_errors("400", "403", "404", "422")},
+                "responses": {
+                    **refs.ok(DeleteDocumentResponse, "Deleted"),
+                    **_errors("400", "403", "404", "422"),
+                },
             },
         },
+    }
+
+
+def _evaluation_paths(refs: _Refs) -> dict[str, Any]:
+    """The workbench's evaluation sets and runs."""
+    return {
         "/v1/indexes/{index}/eval-sets": {
             "get": {
                 "operationId": "listEvalSets",
                 "summary": "QA and qrels sets in the store's eval folder for this index "
                 "(<store>/eval/<index>/)",
                 "parameters": [_index_param()],
-                "responses": {**ok(ListEvalSetsResponse, "The sets"), **_errors("403", "404", "422")},
+                "responses": {**refs.ok(ListEvalSetsResponse, "The sets"), **_errors("403", "404", "422")},
             }
         },
         "/v1/indexes/{index}/evaluate": {
@@ -318,21 +337,27 @@ def _document() -> dict[str, Any]:
                 "summary": "`evidence eval`'s metrics for a QA or qrels set under one or two settings, "
                 "with per-question wins and losses (docs/workbench.md)",
                 "parameters": [_index_param()],
-                "requestBody": req(EvaluateRequest),
+                "requestBody": refs.req(EvaluateRequest),
                 "responses": {
-                    **ok(EvaluateResponse, "Metrics per setting and per question"),
+                    **refs.ok(EvaluateResponse, "Metrics per setting and per question"),
                     **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
+    }
+
+
+def _retrieval_paths(refs: _Refs) -> dict[str, Any]:
+    """Retrieval: evidence for a question, and the coach."""
+    return {
         "/v1/indexes/{index}/retrieve": {
             "post": {
                 "operationId": "retrieve",
                 "summary": "Evidence for a question: hits, follow-ups, evidence XML, telemetry",
                 "parameters": [_index_param()],
-                "requestBody": req(RetrieveRequest),
+                "requestBody": refs.req(RetrieveRequest),
                 "responses": {
-                    **ok(RetrieveResponse, "Evidence"),
+                    **refs.ok(RetrieveResponse, "Evidence"),
                     **_errors("400", "403", "404", "413", "422"),
                 },
             }
@@ -343,23 +368,29 @@ def _document() -> dict[str, Any]:
                 "summary": "Seed 004's coach request over a knowledge-graph index: minimal cited context, "
                 "or a clarifying question, or out of scope (docs/coach.md)",
                 "parameters": [_index_param()],
-                "requestBody": req(CoachRequest),
+                "requestBody": refs.req(CoachRequest),
                 "responses": {
-                    **ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
+                    **refs.ok(CoachResponse, "Context to teach from, a clarifying question, or a refusal"),
                     **_errors("400", "403", "404", "413", "422"),
                 },
             }
         },
+    }
+
+
+def _assessment_paths(refs: _Refs) -> dict[str, Any]:
+    """Batch assessments started through the API."""
+    return {
         "/v1/indexes/{index}/assessments": {
             "post": {
                 "operationId": "startAssessment",
                 "summary": "Start a batch assessment (plan, retrieve, format per criterion) as the caller; "
                 "poll `status_url`",
                 "parameters": [_index_param()],
-                "requestBody": req(AssessmentRequest),
+                "requestBody": refs.req(AssessmentRequest),
                 "responses": {
                     "202": {
-                        **_json(_ref(names[(AssessmentStarted, "serialization")]), "Started"),
+                        **_json(refs.ref((AssessmentStarted, "serialization")), "Started"),
                         "headers": {
                             "Location": {"description": "The status URL", "schema": {"type": "string"}}
                         },
@@ -382,28 +413,58 @@ def _document() -> dict[str, Any]:
                     }
                 ],
                 "responses": {
-                    **ok(AssessmentStatus, "The assessment"),
+                    **refs.ok(AssessmentStatus, "The assessment"),
                     **_errors("404", "422", "502", "503"),
                 },
             }
         },
+    }
+
+
+def _function_paths(refs: _Refs) -> dict[str, Any]:
+    """The planner's and formatter's payloads over HTTP."""
+    return {
         "/v1/plan": {
             "post": {
                 "operationId": "plan",
                 "summary": "The retrieval plan for a query (the planner function's payload)",
-                "requestBody": req(PlanRequest),
-                "responses": {**ok(Plan, "The plan"), **_errors("400", "413", "422")},
+                "requestBody": refs.req(PlanRequest),
+                "responses": {**refs.ok(Plan, "The plan"), **_errors("400", "413", "422")},
             }
         },
         "/v1/format": {
             "post": {
                 "operationId": "format",
                 "summary": "Evidence XML for hits and follow-ups (the formatter function's payload)",
-                "requestBody": req(FormatRequest),
-                "responses": {**ok(FormatResponse, "Formatted evidence"), **_errors("400", "413", "422")},
+                "requestBody": refs.req(FormatRequest),
+                "responses": {
+                    **refs.ok(FormatResponse, "Formatted evidence"),
+                    **_errors("400", "413", "422"),
+                },
             }
         },
     }
+
+
+@lru_cache(maxsize=1)
+def _document() -> dict[str, Any]:
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in _REQUESTS]
+    pairs += [(m, "serialization") for m in _RESPONSES]
+    keys, defs = models_json_schema(pairs, ref_template=REF)
+    schemas: dict[str, Any] = defs.get("$defs", {})
+    names: dict[tuple[Any, str], str] = {k: v["$ref"].rsplit("/", 1)[-1] for k, v in keys.items()}
+    _tighten(schemas, names)
+    refs = _Refs(names)
+    paths: dict[str, Any] = {}
+    for group in (
+        _service_paths,
+        _document_paths,
+        _evaluation_paths,
+        _retrieval_paths,
+        _assessment_paths,
+        _function_paths,
+    ):
+        paths.update(group(refs))
     return {
         "openapi": "3.1.0",
         "info": {
