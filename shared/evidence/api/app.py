@@ -219,14 +219,28 @@ def upload_state(upload_id: str, principal: str | None) -> BaseModel:
 
 
 def build_app() -> APIGatewayRestResolver:
+    """The resolver with every route of docs/api.md, registered group by group."""
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
-    from evidence.api.openapi import Health, openapi_document
-    from evidence.version import package_version
 
     app = APIGatewayRestResolver()
     route = RouteTable(app)
     register(app, route)
+    for routes in (
+        service_routes,
+        document_routes,
+        workbench_routes,
+        retrieval_routes,
+        assessment_routes,
+        function_routes,
+    ):
+        routes(app, route)
+    return app
+
+
+def service_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """Liveness, this API's OpenAPI document, the indexes the caller may see."""
+    from evidence.api.openapi import Health, openapi_document
+    from evidence.version import package_version
 
     @route.add("GET", "/v1/health")
     def health() -> Response[str]:
@@ -243,6 +257,10 @@ def build_app() -> APIGatewayRestResolver:
         response = runtime.get_service().index_summaries(lambda names: authorizer.visible(principal, names))
         return json_response(200, response)
 
+
+def document_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """Index (or upload in the background) and delete documents; a background upload's status."""
+
     @route.add("POST", "/v1/indexes/<index>/documents")
     def index_document(index: str) -> Response[str]:
         name = authorized_index(app, index, Access.WRITE)
@@ -258,7 +276,9 @@ def build_app() -> APIGatewayRestResolver:
         name = authorized_index(app, index, Access.WRITE)
         return json_response(200, runtime.get_service().delete_document(name, document_path_id(document_id)))
 
-    workbench_routes(app, route)
+
+def retrieval_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """Evidence for a question, and the coach."""
 
     @route.add("POST", "/v1/indexes/<index>/retrieve")
     def retrieve(index: str) -> Response[str]:
@@ -272,6 +292,10 @@ def build_app() -> APIGatewayRestResolver:
     def coach(index: str) -> Response[str]:
         name = authorized_index(app, index, Access.READ)
         return json_response(200, runtime.get_service().coach(name, parse_body(app, CoachRequest)))
+
+
+def assessment_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """Batch assessments, started and read as the caller (docs/api.md#batch-assessments)."""
 
     @route.add("POST", "/v1/indexes/<index>/assessments")
     def start_assessment(index: str) -> Response[str]:
@@ -314,6 +338,10 @@ def build_app() -> APIGatewayRestResolver:
             )
         return json_response(200, get_launcher().status(assessment_id, caller(app)))
 
+
+def function_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
+    """The planner's and formatter's payloads over HTTP."""
+
     @route.add("POST", "/v1/plan")
     def plan() -> Response[str]:
         return json_response(200, runtime.get_service().plan(parse_body(app, PlanRequest)))
@@ -321,8 +349,6 @@ def build_app() -> APIGatewayRestResolver:
     @route.add("POST", "/v1/format")
     def format_() -> Response[str]:
         return json_response(200, runtime.get_service().format(parse_body(app, FormatRequest)))
-
-    return app
 
 
 def workbench_routes(app: APIGatewayRestResolver, route: RouteTable) -> None:
