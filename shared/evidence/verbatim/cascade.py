@@ -228,17 +228,12 @@ class VerbatimCascade:
         return self.config.min_grounding
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:
-        out: list[SpanHit] = []
-        used = 0
-        for h in hits:
-            if len(out) >= self.config.max_spans:
-                break
-            n = len(h.chunk.text)
-            if out and used + n > self.config.max_chars:
-                break
-            out.append(h)
-            used += n
-        return out
+        """The first `max_spans` that fit `max_chars` (0: any), as the guardrail counts them."""
+        from evidence.rank.guardrail import within_chars
+
+        head = list(hits[: self.config.max_spans])
+        n, _ = within_chars([len(h.chunk.text) for h in head], self.config.max_chars)
+        return head[:n]
 
 
 def question_groups(question: str, *, rules: VerbatimRules | None = None) -> list[tuple[str, ...]]:

@@ -3,8 +3,9 @@ bound and threshold of every path) and what a run returns."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from evidence.records import Chunk
@@ -63,7 +64,9 @@ class CascadeConfig:
     next to each), not fitted to a question set."""
 
     order: tuple[str, ...] = PATHS
-    #: At most this many spans and characters of evidence leave the cascade.
+    #: At most this many spans and characters of evidence leave the cascade (0 characters: no
+    #: bound): the verbatim profile's `top_k` and `max_chars` defaults; a request's override them
+    #: (`bounded`).
     max_spans: int = 8
     max_chars: int = 1500
     #: Spans of one entity the scan paths read (a label has hundreds; this bounds a huge document).
@@ -115,6 +118,30 @@ class CascadeConfig:
     #: HYBRID_FACTSPAN: passages per leg, and spans returned (0.5 * passage + 0.5 * span BM25).
     hybrid_passages: int = 8
     hybrid_spans: int = 3
+
+    def bounded(self, top_k: int | None, max_chars: int | None) -> CascadeConfig:
+        """This configuration under a request's bounds: `top_k` spans and `max_chars` characters
+        (None or 0: no character bound). The per-path caps (scan, attribute, safety net, spans per
+        section, BM25 hits fetched) are shares of the default bundle: a `top_k` above it raises
+        them by the same factor, so a request for 30 spans can get 30 from any path; a smaller one
+        leaves them (the bundle's bound cuts)."""
+        k = top_k or self.max_spans
+        grow = k / self.max_spans if k > self.max_spans else 1.0
+
+        def up(n: int) -> int:
+            return max(n, math.ceil(n * grow))
+
+        return replace(
+            self,
+            max_spans=k,
+            max_chars=max_chars or 0,
+            scan_spans=up(self.scan_spans),
+            attribute_spans=up(self.attribute_spans),
+            hybrid_spans=up(self.hybrid_spans),
+            multi_spans_per_section=up(self.multi_spans_per_section),
+            overview_spans=up(self.overview_spans),
+            bm25_k=up(self.bm25_k),
+        )
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.order if p not in PATHS]
