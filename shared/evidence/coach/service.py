@@ -153,12 +153,16 @@ class CoachRuntime:
 
     def coach(self, index: str, request: CoachRequest) -> CoachResponse:
         from evidence.coach.engine import CoachEngine, CoachSettings
+        from evidence.rank.guardrail import deployment_defaults
+        from evidence.rank.profiles import get_profile
 
         # Model loading and cold index structures are never charged to a request's budget.
         self.warm(index)
         svc = self.service
         s = svc.settings
         intent, hyde = self._llm()
+        # The guardrail every profile shares, with this deployment's defaults for `coach`.
+        guardrail = get_profile("coach").params(deployment_defaults(s, "coach"))
         engine = CoachEngine(
             svc.backend,
             embed_query=lambda text: svc.query_vector(index, text),
@@ -170,6 +174,8 @@ class CoachRuntime:
                 intent_budget_ms=float(s.coach_intent_budget_ms),
                 hyde_budget_ms=float(s.coach_hyde_budget_ms),
                 guard=coach_guard(s, index),
+                min_similarity=guardrail.min_similarity,
+                max_chars=guardrail.max_chars,
             ),
             server_hybrid=s.backend is BackendKind.OPENSEARCH
             and s.opensearch_hybrid_mode is HybridMode.SERVER,
