@@ -170,11 +170,11 @@ def test_a_hit_exactly_at_the_floor_stays_in_every_profile(
     service = _indexed(_service(tmp_path, monkeypatch))
     for profile in QUESTIONS:
         probe = _retrieve(service, profile, min_similarity=1e-9, explain=True)
-        sims = [h.scores["dense"] for h in probe.hits if "dense" in h.scores]
+        sims = [h.scores["dense"] for h in probe.hits if h.scores and "dense" in h.scores]
         assert sims, profile
         floor = min(sims)
         kept = _retrieve(service, profile, min_similarity=floor, explain=True)
-        assert any(h.scores.get("dense") == floor for h in kept.hits), profile
+        assert any((h.scores or {}).get("dense") == floor for h in kept.hits), profile
         above = _retrieve(service, profile, min_similarity=min(1.0, floor + 1e-6), explain=True)
-        assert all(h.scores.get("dense", 1.0) > floor for h in above.hits), profile
+        assert all((h.scores or {}).get("dense", 1.0) > floor for h in above.hits), profile
     service.close()
