@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -78,11 +78,17 @@ def _range(name: str) -> str:
     return f"{fmt[0]}\u2013{hi_text}{off}"  # an en dash, as the doc writes ranges
 
 
-def render_table(profiles: Sequence[str] = PROFILES) -> str:
-    """The markdown table: one row per knob, one column of defaults per profile."""
+def profile_defaults(profiles: Sequence[str] = PROFILES) -> dict[str, ProfileParams]:
+    """The defaults of each registered profile, by name."""
     from evidence.rank.profiles import get_profile
 
-    defaults = [get_profile(p).defaults for p in profiles]
+    return {p: get_profile(p).defaults for p in profiles}
+
+
+def render_table(defaults_by_profile: Mapping[str, ProfileParams] | None = None) -> str:
+    """The markdown table: one row per knob, one column of defaults per profile."""
+    by_profile = profile_defaults() if defaults_by_profile is None else defaults_by_profile
+    profiles, defaults = list(by_profile), list(by_profile.values())
     head = ["knob", *(f"`{p}`" for p in profiles), "range", "acts on"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in fields(ProfileParams):
