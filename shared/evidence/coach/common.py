@@ -63,6 +63,12 @@ class CoachSettings:
     rerank_budget_ms: float = 250.0
     #: Seed 004's guardrails for the index (subject allowlist, unsafe content types).
     guard: CoachGuard = field(default_factory=CoachGuard)
+    #: The guardrail every profile shares (`rank.guardrail`), from the deployment's defaults for
+    #: `coach`: a node below this cosine with the query is never recalled, linked or cited (None
+    #: or 0: off; inclusive)...
+    min_similarity: float | None = None
+    #: ...and the quoted text (bullets and content snippets) fits this many characters (None or 0: off).
+    max_chars: int | None = None
 
 
 @dataclass

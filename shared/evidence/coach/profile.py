@@ -5,7 +5,9 @@ OpenSearch's server-side hybrid) restricted to graph nodes, then the top `rerank
 seed's "30-50") go to the reranker when one is configured. The coach engine runs these recall
 stages and takes it from there. On `POST /retrieve` with `"profile": "coach"` the same recall
 is followed by `GraphExpansion` (the best LOs' prerequisites and assessed content join the
-list), MMR and top-k, so a plain retrieve over a graph index is graph-aware too.
+list), MMR, top-k and the guardrail every profile ends with (`rank.guardrail`: a node's
+similarity is the cosine of its stored vector with the query's), so a plain retrieve over a graph
+index is graph-aware too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from evidence.graph.store import GraphReader
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.context import ProfileParams, RankContext, Stage
 from evidence.rank.first_stage import HybridRecall
+from evidence.rank.guardrail import Guardrail
 from evidence.rank.pipeline import Profile
 from evidence.rank.stages import MMR, CandidateLimit, Rerank, TopK
 
@@ -120,7 +123,7 @@ def coach_profile() -> Profile:
         name="coach",
         description="graph nodes: hybrid recall, rerank top 40, prerequisites, content, MMR (seed 004)",
         defaults=COACH_PARAMS,
-        stages=(*recall_stages(), GraphExpansion(), MMR(), TopK()),
+        stages=(*recall_stages(), GraphExpansion(), MMR(), TopK(), Guardrail()),
     )
 
 

@@ -83,6 +83,7 @@ class Responder:
         bullets: Sequence[cmp.Bullet] = (),
         question: str | None = None,
     ) -> CoachResponse:
+        supporting, items, bullets = self._floor_expansion(run, supporting, items, bullets)
         parts = _Parts(
             decision=decision,
             intent=run.intent.intent,
@@ -118,15 +119,22 @@ class Responder:
         )
         budget = run.request.constraints.token_budget
         had_facts = bool(parts.bullets)
+        max_chars = self.settings.max_chars
+        _fit_chars(parts, max_chars)
+        by_chars = had_facts and not parts.bullets
+        if max_chars:
+            run.detail["max_chars"] = max_chars
         response, tokens = _fit_budget(parts, budget, self.tokens)
         if decision.can_answer and not parts.bullets:
             # "can_answer" with nothing to teach from is no answer: decline and say why.
+            limit = f"max_chars {max_chars}" if by_chars else f"token_budget {budget}"
             reason = (
-                f"token_budget {budget} is too small for one cited fact"
+                f"{limit} is too small for one cited fact"
                 if had_facts
                 else "no cited fact was found for the matched learning objectives"
             )
-            run.degraded.append("token_budget:too_small" if had_facts else "facts:none")
+            too_small = "max_chars:too_small" if by_chars else "token_budget:too_small"
+            run.degraded.append(too_small if had_facts else "facts:none")
             run.detail["reason"] = reason
             parts.decision = replace(decision, mode="decline", reasons=[*decision.reasons, "no_fact"])
             response, tokens = _fit_budget(parts, budget, self.tokens)
@@ -140,6 +148,41 @@ class Responder:
             detail={k: v for k, v in run.detail.items() if k != "applied_filters"},
         )
         return response.model_copy(update={"telemetry": telemetry})
+
+    def _floor_expansion(
+        self,
+        run: _Run,
+        supporting: Sequence[tuple[NodeView, PrereqPath]],
+        items: Sequence[tuple[NodeView, str, float]],
+        bullets: Sequence[cmp.Bullet],
+    ) -> tuple[
+        Sequence[tuple[NodeView, PrereqPath]], Sequence[tuple[NodeView, str, float]], Sequence[cmp.Bullet]
+    ]:
+        """The guardrail's floor on what graph expansion added (prerequisites, content): their
+        similarity is their stored vector's cosine with the query's, as for recalled nodes; the
+        bullets quoted from a dropped node go with it."""
+        from evidence.errors import EvidenceError
+        from evidence.rank.guardrail import at_or_above
+        from evidence.rank.similarity import cosines
+
+        floor = self.settings.min_similarity
+        views = [v for v, _ in supporting] + [v for v, _, _ in items]
+        if not floor or run.vector is None or not views:
+            return supporting, items, bullets
+        try:
+            sims = cosines(run.vector, run.reader.vectors(views))
+        except EvidenceError:
+            run.degraded.append("min_similarity:vectors_unavailable")
+            return supporting, items, bullets
+        below = {v.id for v in views if v.id in sims and not at_or_above(sims[v.id], floor)}
+        if not below:
+            return supporting, items, bullets
+        run.detail["below_floor"] = int(run.detail.get("below_floor", 0)) + len(below)
+        return (
+            [(v, p) for v, p in supporting if v.id not in below],
+            [x for x in items if x[0].id not in below],
+            [b for b in bullets if b.node_id not in below],
+        )
 
 
 def _snippet(view: NodeView, tokens: TokenCounter, limit: int = 48) -> str | None:
@@ -214,6 +257,29 @@ def _drop_snippet(items: list[ContentItem]) -> bool:
             items[i] = items[i].model_copy(update={"snippet": None})
             return True
     return False
+
+
+def quoted_chars(response: CoachResponse) -> int:
+    """What `max_chars` counts in a coach response: the characters it quotes from the graph
+    (its `minimal_context` bullets and its content items' snippets)."""
+    return sum(len(b) for b in response.minimal_context) + sum(
+        len(i.snippet or "") for i in response.content_items
+    )
+
+
+def _fit_chars(parts: _Parts, max_chars: int | None) -> None:
+    """The guardrail's `max_chars` on the quoted text (`quoted_chars`): content snippets go
+    first, then bullets, weakest first (`_pop_weakest`); None or 0: off."""
+
+    def chars() -> int:
+        return sum(len(b.text) for b in parts.bullets) + sum(len(i.snippet or "") for i in parts.items)
+
+    while max_chars and chars() > max_chars:
+        if _drop_snippet(parts.items):
+            continue
+        if not parts.bullets:
+            return
+        _pop_weakest(parts.bullets)
 
 
 def _fit_budget(parts: _Parts, budget: int, tokens: TokenCounter) -> tuple[CoachResponse, int]:

@@ -137,8 +137,22 @@ class Retrieval(Understanding):
                 s.reason = "semantic match + rerank"
             out.append(s)
         run.reader.remember(outcome.hits)
+        out = self._floor(run, out)
         run.detail["candidates"] = len(out)
         return out
+
+    def _floor(self, run: _Run, nodes: list[_Scored]) -> list[_Scored]:
+        """The guardrail's similarity floor (`rank.guardrail.at_or_above`): a node's similarity is
+        the cosine of its stored vector with the query's; a node without one is kept."""
+        from evidence.rank.guardrail import at_or_above
+
+        floor = self.settings.min_similarity
+        if not floor:
+            return nodes
+        kept = [s for s in nodes if s.cos is None or at_or_above(s.cos, floor)]
+        if len(kept) < len(nodes):
+            run.detail["below_floor"] = int(run.detail.get("below_floor", 0)) + len(nodes) - len(kept)
+        return kept
 
     def _blocked(self, run: _Run, view: NodeView) -> bool:
         """The unsafe-content guard: a blocked content type is never recalled, linked or cited."""
@@ -238,7 +252,7 @@ class Retrieval(Understanding):
                 # The query refers back to it ("that last step"): it is what the student means.
                 lo.rel = min(1.0, max(lo.rel * FOLLOWUP_BOOST, FOLLOWUP_FLOOR))
                 lo.reason = "cited earlier in the conversation"
-        return sorted(los.values(), key=lambda s: (-s.rel, -s.fused, s.view.id))
+        return sorted(self._floor(run, list(los.values())), key=lambda s: (-s.rel, -s.fused, s.view.id))
 
     def _mmr(self, run: _Run, los: list[_Scored]) -> list[_Scored]:
         """Reorder the head of the LO list so that near-duplicates do not crowd out other topics."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from evidence.coach.intent import IntentClassifier
     from evidence.config import Settings
     from evidence.embed.base import Embedder
+    from evidence.rank.context import ProfileParams
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchBackend
 
@@ -151,14 +152,22 @@ class CoachRuntime:
                     self._llm_built = True
         return self._intent, self._hyde
 
-    def coach(self, index: str, request: CoachRequest) -> CoachResponse:
+    def coach(
+        self, index: str, request: CoachRequest, *, guardrail: ProfileParams | None = None
+    ) -> CoachResponse:
+        """`guardrail`: the knobs of the guardrail every profile shares (`min_similarity`,
+        `max_chars`); by default the `coach` profile's with this deployment's defaults."""
         from evidence.coach.engine import CoachEngine, CoachSettings
+        from evidence.rank.guardrail import deployment_defaults
+        from evidence.rank.profiles import get_profile
 
         # Model loading and cold index structures are never charged to a request's budget.
         self.warm(index)
         svc = self.service
         s = svc.settings
         intent, hyde = self._llm()
+        if guardrail is None:
+            guardrail = get_profile("coach").params(deployment_defaults(s, "coach"))
         engine = CoachEngine(
             svc.backend,
             embed_query=lambda text: svc.query_vector(index, text),
@@ -170,6 +179,8 @@ class CoachRuntime:
                 intent_budget_ms=float(s.coach_intent_budget_ms),
                 hyde_budget_ms=float(s.coach_hyde_budget_ms),
                 guard=coach_guard(s, index),
+                min_similarity=guardrail.min_similarity,
+                max_chars=guardrail.max_chars,
             ),
             server_hybrid=s.backend is BackendKind.OPENSEARCH
             and s.opensearch_hybrid_mode is HybridMode.SERVER,

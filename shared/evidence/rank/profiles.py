@@ -4,11 +4,14 @@ Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
 default  first_stage → followup_extraction → dedup → min_similarity → candidate_limit → rerank →
          followup_boost → rerank_cutoff → collapse_overlaps → per_document_cap → mmr → top_k → focus →
-         max_chars
+         guardrail
 vrm      the same without focus, reranking against the criterion question when one is given
-verbatim verbatim_cascade → top_k → max_chars (seed 002; evidence.verbatim.profile)
-coach    first_stage → candidate_limit → rerank → graph → mmr → top_k over knowledge-graph nodes
-         (evidence/coach/profile.py; the coach endpoint runs its first three stages, docs/coach.md)
+verbatim verbatim_cascade → guardrail (seed 002; evidence.verbatim.profile)
+coach    first_stage → candidate_limit → rerank → graph → mmr → top_k → guardrail over knowledge-graph
+         nodes (evidence/coach/profile.py; the coach endpoint runs its first three stages, docs/coach.md)
+
+Every profile ends with the same `guardrail` stage (`rank.guardrail`: min_similarity, top_k,
+max_chars), so the caller's bounds hold whatever the profile's own stages did.
 
 The boost runs before the cutoff, as seed 001's own code orders it (`boosted[:n] if score >=
 cutoff`): a follow-up document just under the cutoff is lifted over it. Every knob works in
@@ -24,11 +27,11 @@ from collections.abc import Callable
 from evidence.errors import RequestValidationError
 from evidence.rank.context import ProfileParams
 from evidence.rank.first_stage import HybridRecall
+from evidence.rank.guardrail import Guardrail
 from evidence.rank.pipeline import Profile
 from evidence.rank.stages import (
     MMR,
     CandidateLimit,
-    CharBudget,
     CollapseOverlaps,
     DedupContent,
     FocusHits,
@@ -76,7 +79,7 @@ def _tail(*, calibrated_cutoff: bool = False, focus: bool = False) -> tuple[Stag
         MMR(),
         TopK(),
         *((FocusHits(),) if focus else ()),
-        CharBudget(),
+        Guardrail(),
     )
 
 

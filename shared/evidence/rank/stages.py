@@ -207,45 +207,18 @@ def merge_response(chunks: Sequence[Candidate]) -> Candidate:
 
 
 class MinSimilarity:
-    """Seed 003's floor on dense cosine similarity (`min_similarity`; None or 0.0 = off).
+    """Seed 003's floor on similarity at recall (`min_similarity`; None or 0.0 = off), inclusive.
 
-    The similarity is `scores["dense"]` from the first stage. A candidate the dense leg did not
-    return is judged by the cosine of its stored vector with the query vector (one batched
-    `backend.vectors` call); if neither exists (no query vector, lexical-only index) it is KEPT:
-    the floor removes what is known to be dissimilar, never what could not be measured.
-    """
+    The same floor as the guardrail's (`rank.guardrail.apply_floor`: the first stage's dense
+    score, else the cosine of the stored vector, kept when neither exists), applied before the
+    reranker's candidates are chosen, so that what is below it does not take their places."""
 
     name = "min_similarity"
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        floor = ctx.params.min_similarity
-        if not floor:  # seed 003: a threshold of 0.0 means off
-            return list(candidates)
-        missing = [c.chunk_id for c in candidates if "dense" not in c.scores]
-        computed: dict[str, float] = {}
-        if missing and ctx.query_vector is not None:
-            try:
-                stored = ctx.backend.vectors(ctx.index, missing)
-            except EvidenceError as exc:
-                log.warning("min_similarity: vectors unavailable: %s", exc)
-                ctx.trace.degrade("min_similarity:vectors_unavailable")
-                stored = {}
-            computed = cosines(ctx.query_vector, stored)
-        out: list[Candidate] = []
-        for cand in candidates:
-            c = cand
-            sim = c.scores.get("dense")
-            if sim is None and c.chunk_id in computed:
-                sim = computed[c.chunk_id]
-                c = _annotate(c, "dense", sim)
-            if sim is None:
-                out.append(_note(ctx, c, "min_similarity: kept, no dense similarity available"))
-            elif sim >= floor:
-                out.append(c)
-            else:
-                ctx.trace.drop(ctx, c, f"dense similarity {sim:.4f} < min_similarity {floor}")
-        ctx.trace.detail["computed"] = len(computed)
-        return out
+        from evidence.rank.guardrail import apply_floor
+
+        return apply_floor(candidates, ctx, ctx.params.min_similarity, stage=self.name)
 
 
 class CandidateLimit:
@@ -499,37 +472,9 @@ class TopK:
         return list(candidates[:k])
 
 
-class CharBudget:
-    """Seed 003's budget: keep hits in order while the total `len(text)` fits `max_chars`.
-
-    Exact seed algorithm: stop at the FIRST hit that would overflow (no skipping to a shorter
-    one), never cut a chunk. None or 0 = unlimited. Follow-ups are not counted.
-    """
-
-    name = "max_chars"
-
-    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        budget = ctx.params.max_chars
-        if not budget:
-            return list(candidates)
-        used = 0
-        out: list[Candidate] = []
-        for i, c in enumerate(candidates):
-            cost = len(c.chunk.text)
-            if used + cost > budget:
-                for d in candidates[i:]:
-                    ctx.trace.drop(ctx, d, f"max_chars={budget} reached")
-                break
-            out.append(c)
-            used += cost
-        ctx.trace.detail["chars"] = used
-        return out
-
-
 __all__ = [
     "MMR",
     "CandidateLimit",
-    "CharBudget",
     "CollapseOverlaps",
     "DedupContent",
     "FocusHits",

@@ -3,7 +3,9 @@
 The service plans a verbatim request with `plan_verbatim` (rules, or Bedrock with the rule
 fallback), puts the plan on the `RankContext`, and runs the profile: `VerbatimCascadeStage` is its
 recall stage (it returns the spans of the first cascade path that found evidence and names that
-path in `trace.path`), then the generic `top_k` and `max_chars` stages. Before the response
+path in `trace.path`), bounded by the request's `top_k` and `max_chars` (the cascade's caps, 8
+spans and 1,500 characters, are the profile's defaults), then the `guardrail` every profile ends
+with (`rank.guardrail`: the similarity floor). Before the response
 leaves, `verify_spans` checks every span against the stored source, and `bundle_evidence` turns
 the spans into one evidence entry per section.
 """
@@ -127,7 +129,11 @@ class VerbatimCascadeStage:
             known = index_subjects(ctx.backend, ctx.index, ctx.query)
             plan = rule_outcome(ctx.query, known_entities=known).plan
         named = (ctx.filters or {}).get("document_id")
-        result = self.cascade.run(
+        # The cascade's caps are the profile's defaults; the request's top_k and budget bound it.
+        cascade = VerbatimCascade(
+            self.cascade.config.bounded(ctx.params.top_k, ctx.params.max_chars), self.cascade.rules
+        )
+        result = cascade.run(
             ctx.backend,
             ctx.index,
             ctx.query,
@@ -165,15 +171,16 @@ class VerbatimCascadeStage:
 
 def verbatim_profile(config: CascadeConfig | None = None) -> Profile:
     from evidence.rank.context import ProfileParams
+    from evidence.rank.guardrail import Guardrail
     from evidence.rank.pipeline import Profile
-    from evidence.rank.stages import CharBudget, TopK
 
     cascade = VerbatimCascade(config)
+    cfg = cascade.config
     return Profile(
         name=PROFILE,
         description="verbatim spans from a planned cascade: section, attribute, lexical, vector (seed 002)",
-        defaults=ProfileParams(first_stage_k=100, top_k=cascade.config.max_spans, max_chars=None),
-        stages=(VerbatimCascadeStage(cascade), TopK(), CharBudget()),
+        defaults=ProfileParams(first_stage_k=100, top_k=cfg.max_spans, max_chars=cfg.max_chars or None),
+        stages=(VerbatimCascadeStage(cascade), Guardrail()),
     )
 
 

@@ -45,6 +45,7 @@ def test_expansion_adds_prerequisites_and_content(tmp_path: Path) -> None:
         "graph",
         "mmr",
         "top_k",
+        "guardrail",
     ]
     graph_stage = next(s for s in outcome.stages if s.name == "graph")
     assert graph_stage.detail is None or graph_stage.detail.get("added", 0) >= 0

@@ -27,7 +27,7 @@ VRM_STAGES = [
     "per_document_cap",
     "mmr",
     "top_k",
-    "max_chars",
+    "guardrail",
 ]
 
 
@@ -250,7 +250,7 @@ def test_deployment_settings_set_profile_defaults_and_requests_still_win(
     req = RetrieveRequest(query="encryption at rest policy", profile="vrm")
     budgeted = service.retrieve("ranktest", req)
     assert 0 < sum(len(h.text) for h in budgeted.hits) <= 40
-    assert next(t for t in budgeted.telemetry.stages if t.name == "max_chars").detail is not None
+    assert next(t for t in budgeted.telemetry.stages if t.name == "guardrail").detail is not None
     unbudgeted = service.retrieve("ranktest", req.model_copy(update={"max_chars": 0}))
     assert len(unbudgeted.hits) == 2  # the profile default from settings, the budget off per request
     wide = service.retrieve("ranktest", req.model_copy(update={"max_chars": 0, "top_k": 5}))

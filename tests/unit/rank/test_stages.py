@@ -12,12 +12,12 @@ import pytest
 from evidence.errors import ConfigurationError, RequestValidationError
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams
+from evidence.rank.guardrail import Guardrail
 from evidence.rank.pipeline import Profile
 from evidence.rank.rerank import RerankError
 from evidence.rank.stages import (
     MMR,
     CandidateLimit,
-    CharBudget,
     DedupContent,
     FollowupDocumentBoost,
     FollowupExtraction,
@@ -42,7 +42,7 @@ SEED003 = Profile(
     name="seed003",
     description="similarity-ordered matches, threshold, top-k, budget",
     defaults=ProfileParams(rerank_cutoff=0.0),
-    stages=(MinSimilarity(), TopK(), CharBudget()),
+    stages=(Guardrail(),),
 )
 
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from evidence.records import Chunk, ChunkKind, SearchHit
-from evidence.verbatim.cascade import VECTOR_SCOPED, CascadeConfig, VerbatimCascade, _State
+from evidence.verbatim.cascade import VECTOR_SCOPED, CascadeConfig, VerbatimCascade
+from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.scoring import terms
 
 TEXT = "Backups are encrypted with AES-256. Keys rotate yearly. Staff train every quarter."
@@ -42,7 +43,7 @@ class _Backend:
 
 def _path(cosines: Sequence[float]) -> tuple[list[Any], str]:
     question = "How are backups encrypted?"
-    state = _State(
+    state = CascadePaths(
         VerbatimCascade(CascadeConfig()),
         backend=_Backend(cosines),  # type: ignore[arg-type]
         index="i",

@@ -1,0 +1,196 @@
+"""The verbatim cascade's vocabulary: its path names, the plan it reads, its configuration (every
+bound and threshold of every path) and what a run returns."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
+
+from evidence.records import Chunk
+
+if TYPE_CHECKING:
+    from evidence.plan.verbatim import VerbatimRules
+
+SECTION_EXACT = "SECTION_EXACT"
+SECTION_FUZZY = "SECTION_FUZZY"
+ATTRIBUTE_LOOKUP = "ATTRIBUTE_LOOKUP"
+BM25_FACTSPAN = "BM25_FACTSPAN"
+GLOBAL_FACTSPAN_SCAN = "GLOBAL_FACTSPAN_SCAN"
+VECTOR_SCOPED = "VECTOR_SCOPED"
+#: The seed's drug-only path: a question that names only the subject gets its key sections.
+ENTITY_OVERVIEW = "ENTITY_OVERVIEW"
+#: Seed 002's multi-section assembly: what SECTION_EXACT reports when it bundled several sections.
+MULTI_SECTION_EVIDENCE = "MULTI_SECTION_EVIDENCE"
+#: The safety net: spans of the best passages (dense and BM25), so an answerable question never
+#: ends in NO_RESULT because no rule fired; the grounding check decides whether they answer.
+HYBRID_FACTSPAN = "HYBRID_FACTSPAN"
+NO_RESULT = "NO_RESULT"
+PATHS = (
+    SECTION_EXACT,
+    SECTION_FUZZY,
+    ATTRIBUTE_LOOKUP,
+    ENTITY_OVERVIEW,
+    BM25_FACTSPAN,
+    GLOBAL_FACTSPAN_SCAN,
+    VECTOR_SCOPED,
+    HYBRID_FACTSPAN,
+)
+#: Every name `path_used` may carry: the paths, the multi-section assembly and NO_RESULT.
+REPORTED_PATHS = (*PATHS, MULTI_SECTION_EVIDENCE, NO_RESULT)
+
+
+class PlanLike(Protocol):
+    """The seed's plan fields (the API's `Plan` and the rules' `RulePlan` both have them)."""
+
+    @property
+    def entity(self) -> str | None: ...
+    @property
+    def query_mode(self) -> str: ...
+    @property
+    def attribute(self) -> str | None: ...
+    @property
+    def candidate_sections(self) -> Sequence[str]: ...
+    @property
+    def search_phrases(self) -> Sequence[str]: ...
+    @property
+    def extraction_level(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class CascadeConfig:
+    """Bounds and thresholds of every path. Defaults are set from first principles (documented
+    next to each), not fitted to a question set."""
+
+    order: tuple[str, ...] = PATHS
+    #: At most this many spans and characters of evidence leave the cascade (0 characters: no
+    #: bound): the verbatim profile's `top_k` and `max_chars` defaults; a request's override them
+    #: (`bounded`).
+    max_spans: int = 8
+    max_chars: int = 1500
+    #: Spans of one entity the scan paths read (a label has hundreds; this bounds a huge document).
+    max_scan: int = 5000
+    #: No entity: the scan paths read the spans of the documents of the best passages.
+    unscoped_passages: int = 20
+    unscoped_documents: int = 3
+    #: SECTION_EXACT with more words than the section's name: the share of them a span must hold.
+    section_min_coverage: float = 0.5
+    #: SECTION_FUZZY: trigram similarity a heading needs to count as the section asked for.
+    fuzzy_threshold: float = 0.4
+    #: MULTI_SECTION / GENERIC: sections bundled and spans per section.
+    multi_sections: int = 3
+    multi_spans_per_section: int = 2
+    #: ATTRIBUTE_LOOKUP: spans returned.
+    attribute_spans: int = 3
+    #: BM25_FACTSPAN: hits fetched, and the share of the question's informative terms a hit must hold.
+    bm25_k: int = 20
+    bm25_min_coverage: float = 0.6
+    #: GLOBAL_FACTSPAN_SCAN: the minimum relevance (coverage) of a span.
+    global_min_coverage: float = 0.4
+    scan_spans: int = 5
+    #: VECTOR_SCOPED: passages searched and the cosine a passage needs (MiniLM: unrelated text
+    #: sits around 0.1-0.3, a paraphrase of the same fact above 0.5).
+    vector_pool: int = 50
+    vector_min_cosine: float = 0.5
+    vector_min_margin: float = 0.15
+    #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
+    #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
+    meaning_weight: float = 0.0
+    #: Honest refusal: the least share of the question's concepts (IDF-weighted over the scope's
+    #: spans) the evidence must carry, else NO_RESULT; the safety net (no bar of its own) has a
+    #: floor of its own. Fitted leave-one-family-out on bench/qa (`bench/grounding_fit.py`, false
+    #: refusals within 3 %): 0.16 for both in four folds of five (0 in the fifth) and on all five;
+    #: the safety net's raised to 0.25 (suite false refusals 2.3 %, within the budget) so that it
+    #: does not answer what the rule paths refuse on the bundled label (grounding 0.2 there).
+    min_grounding: float = 0.16
+    safety_net_grounding: float = 0.25
+    #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
+    #: them: its first sections), and how many.
+    overview_sections: tuple[str, ...] = (
+        "indications",
+        "dosage",
+        "contraindications",
+        "warnings",
+        "adverse_reactions",
+    )
+    overview_spans: int = 5
+    #: HYBRID_FACTSPAN: passages per leg, and spans returned (0.5 * passage + 0.5 * span BM25).
+    hybrid_passages: int = 8
+    hybrid_spans: int = 3
+
+    def bounded(self, top_k: int | None, max_chars: int | None) -> CascadeConfig:
+        """This configuration under a request's bounds: `top_k` spans and `max_chars` characters
+        (None or 0: no character bound). The per-path caps (scan, attribute, safety net, spans per
+        section, BM25 hits fetched) are shares of the default bundle: a `top_k` above it raises
+        them by the same factor, so a request for 30 spans can get 30 from any path; a smaller one
+        leaves them (the bundle's bound cuts)."""
+        k = top_k or self.max_spans
+        grow = k / self.max_spans if k > self.max_spans else 1.0
+
+        def up(n: int) -> int:
+            return max(n, math.ceil(n * grow))
+
+        return replace(
+            self,
+            max_spans=k,
+            max_chars=max_chars or 0,
+            scan_spans=up(self.scan_spans),
+            attribute_spans=up(self.attribute_spans),
+            hybrid_spans=up(self.hybrid_spans),
+            multi_spans_per_section=up(self.multi_spans_per_section),
+            overview_spans=up(self.overview_spans),
+            bm25_k=up(self.bm25_k),
+        )
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.order if p not in PATHS]
+        if unknown:
+            raise ValueError(f"unknown cascade paths {unknown}; valid: {', '.join(PATHS)}")
+        if len(set(self.order)) != len(self.order):
+            raise ValueError("cascade order names a path twice")
+
+
+@dataclass(frozen=True, slots=True)
+class SpanHit:
+    chunk: Chunk
+    score: float
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class PathRun:
+    path: str
+    found: int
+    ms: float
+    note: str = ""
+
+
+@dataclass
+class CascadeResult:
+    hits: list[SpanHit]
+    path_used: str
+    entity: str | None
+    tried: list[PathRun] = field(default_factory=list)
+    #: The grounding of the evidence found (before any refusal) and the concepts it lacks.
+    grounding: float = 0.0
+    missing: list[str] = field(default_factory=list)
+    #: The path whose evidence the grounding check refused (NO_RESULT then), if any.
+    refused: str | None = None
+
+    @property
+    def sections(self) -> list[str]:
+        return list(dict.fromkeys(h.chunk.section for h in self.hits))
+
+    @property
+    def multi_section(self) -> bool:
+        return len(self.sections) > 1
+
+
+class CascadeLike(Protocol):
+    """What a run reads of its cascade: the configuration and the rules."""
+
+    @property
+    def config(self) -> CascadeConfig: ...
+    @property
+    def rules(self) -> VerbatimRules: ...

@@ -1,0 +1,91 @@
+"""Span helpers shared by the cascade's paths: a span's canonical sections, heading similarity,
+table header rows and the text a span is scored on, and document order."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from evidence.ingest.sections import SECTION_PATH_KEY, default_vocabulary
+from evidence.records import Chunk, SpanType
+
+
+def span_path(chunk: Chunk) -> tuple[str, ...]:
+    """Canonical section names of a span: recorded at ingestion, else read off its heading."""
+    path = chunk.metadata.get(SECTION_PATH_KEY)
+    if isinstance(path, list | tuple) and path:
+        return tuple(str(p) for p in path)
+    own = default_vocabulary().canonical(chunk.section) if chunk.section else None
+    return (own,) if own else ()
+
+
+def _trigrams(s: str) -> set[str]:
+    s = f"  {s} "
+    return {s[i : i + 3] for i in range(len(s) - 2)}
+
+
+def trigram_similarity(a: str, b: str) -> float:
+    """pg_trgm's similarity: shared trigrams over all trigrams of the two strings."""
+    ta, tb = _trigrams(a), _trigrams(b)
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
+
+
+#: Questions answered by a figure: spans with a number in them rank a little higher.
+_QUANTITY = re.compile(
+    r"\bhow (?:much|many|often|long|frequent(?:ly)?|high|low|fast|quickly)\b"
+    r"|\bwhat (?:percentage|percent|proportion|fraction|number|rate|incidence)\b|\bincidence\b",
+    re.IGNORECASE,
+)
+_DIGIT = re.compile(r"\d")
+_WHY = re.compile(r"\bwhy\b|\breasons?\b|\bhow come\b", re.IGNORECASE)
+QUANTITY_BOOST = 1.25
+
+
+def header_rows(spans: Sequence[Chunk]) -> set[int]:
+    """Positions of table header rows (the first row of each run of rows): context for the rows
+    under them (`scoring_texts`), never an answer on their own."""
+    out = set()
+    for i, c in enumerate(spans):
+        if c.span_type is not SpanType.TABLE_ROW:
+            continue
+        prev = spans[i - 1] if i else None
+        if prev is None or prev.span_type is not SpanType.TABLE_ROW or prev.section != c.section:
+            out.add(i)
+    return out
+
+
+def scoring_texts(spans: Sequence[Chunk]) -> list[str]:
+    """What each span is scored on: its text, and for a table row also its table's caption and
+    header row — "| AUC0-inf | 214 (71) |" means nothing without "after a single 20 mg dose"."""
+    out = []
+    caption = header = ""
+    prev: Chunk | None = None
+    for c in spans:
+        contiguous = prev is not None and prev.document_id == c.document_id and prev.section == c.section
+        if c.span_type is SpanType.CAPTION:
+            caption, header = c.text, ""
+        elif c.span_type is SpanType.TABLE_ROW:
+            if not (
+                contiguous and prev is not None and prev.span_type in (SpanType.TABLE_ROW, SpanType.CAPTION)
+            ):
+                caption = (
+                    caption if contiguous and prev is not None and prev.span_type is SpanType.CAPTION else ""
+                )
+                header = ""
+            if not header:
+                header = c.text
+                out.append(f"{caption} {c.text}".strip())
+                prev = c
+                continue
+            out.append(f"{caption} {header} {c.text}".strip())
+            prev = c
+            continue
+        else:
+            caption = header = ""
+        out.append(c.text)
+        prev = c
+    return out
+
+
+def document_order(chunks: Sequence[Chunk]) -> list[Chunk]:
+    return sorted(chunks, key=lambda c: (c.document_id, c.char_start, c.sequence))
