@@ -54,8 +54,12 @@ if TYPE_CHECKING:
     from evidence.coach.contract import CoachRequest, CoachResponse
     from evidence.coach.service import CoachRuntime
     from evidence.embed.base import Embedder
+    from evidence.format.evidence import EvidenceDocument
     from evidence.ingest import SourceFailure, SourceItem
+    from evidence.profiles import Extras, ProfileEnv
     from evidence.rank.candidate import Candidate
+    from evidence.rank.confidence import AnswerSignal
+    from evidence.rank.pipeline import RankOutcome
     from evidence.rank.rerank import Reranker
     from evidence.search.base import DocumentInfo, IndexInfo, SearchBackend
 
@@ -65,6 +69,21 @@ _WRITE_BATCH_DOCS = 256
 _WRITE_BATCH_PASSAGES = 256
 #: Embedder id recorded by indexes built without vectors.
 LEXICAL_ONLY = "none"
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    """One request's run through its profile (`EvidenceService.run_profile`)."""
+
+    plan: Plan
+    outcome: RankOutcome
+    signal: AnswerSignal
+    withheld: bool
+    kept: list[Candidate]
+    evidence: EvidenceDocument
+    extras: Extras
+    degraded: list[str]
+    ms: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,9 +494,17 @@ class EvidenceService:
         self.coach_runtime.warm(self.settings.default_index)
 
     def coach(self, index: str, request: CoachRequest) -> CoachResponse:
-        """Seed 004's coach request against a knowledge-graph index (docs/coach.md)."""
-        check_index_name(index)
-        return self.coach_runtime.coach(index, request)
+        """Seed 004's coach request against a knowledge-graph index (docs/coach.md): the `coach`
+        profile on the one path of every profile, its response the profile's extras."""
+        from evidence.coach.contract import CoachResponse
+
+        run = self.run_profile(
+            index, RetrieveRequest.model_construct(query=request.query, profile="coach"), payload=request
+        )
+        response = run.extras.response
+        if not isinstance(response, CoachResponse):
+            raise TypeError("the coach profile returned no coach response")
+        return response
 
     def chunk_source(self, item: SourceItem) -> DocumentChunks:
         """Parse (files) and chunk one work item from `iter_sources`."""
@@ -575,112 +602,26 @@ class EvidenceService:
 
     def plan_with_markers(self, request: PlanRequest, *, index: str | None = None) -> tuple[Plan, list[str]]:
         """The plan and any degradation markers (an LLM planner that fell back to the rules)."""
-        if request.profile == "verbatim":
-            from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model
+        from evidence.profiles import get_plugin
 
-            known = index_subjects(self.backend, index, request.query) if index else []
-            outcome = plan_verbatim(request.query, settings=self.settings, known_entities=known)
-            return to_plan_model(request.query, outcome, filters=request.filters), outcome.degraded
-        from evidence.plan.rules import rule_plan
+        return get_plugin(request.profile).plan(request, self._env(index))
 
-        return rule_plan(request), []
+    def _env(self, index: str | None, **more: Any) -> ProfileEnv:
+        from evidence.profiles import ProfileEnv
 
-    def _scoped(self, index: str, request: RetrieveRequest, plan: Plan) -> Plan:
-        """The plan with its filters scoped to the document the question names, if it names one
-        (`verbatim.scope`), shown in `plan.filters`. Not for `vrm`: seed 003's defaults must not change
-        which references are selected; not when the caller already chose documents."""
-        if request.profile not in ("default", "verbatim") or "document_id" in (plan.filters or {}):
-            return plan
-        from evidence.verbatim.scope import named_documents
-
-        ids = named_documents(self.backend, index, request.query)
-        if not ids:
-            return plan
-        return plan.model_copy(update={"filters": {**(plan.filters or {}), "document_id": ids}})
+        return ProfileEnv(backend=self.backend, settings=self.settings, index=index, services=self, **more)
 
     def retrieve(self, index: str, request: RetrieveRequest) -> RetrieveResponse:
-        """Plan, run the request's profile, and build the response from its outcome."""
-        from evidence.format.evidence import evidence_from_candidates
+        """Run the request's profile and build the response from its outcome."""
         from evidence.format.hits import to_followups, to_hits
-        from evidence.rank.confidence import answer_signal
-        from evidence.rank.context import RankContext
-        from evidence.rank.profiles import get_profile
 
-        check_index_name(index)
-        started = time.perf_counter()
-        info = self.backend.get_index(index)
-        profile = get_profile(request.profile)
-        plan, plan_degraded = self.plan_with_markers(
-            PlanRequest(
-                query=request.query,
-                criterion_question=request.criterion_question,
-                profile=request.profile,
-                filters=request.filters,
-            ),
-            index=index,
-        )
-        plan = self._scoped(index, request, plan)
-        params = profile.params({**self._deployment_defaults(profile.name), **request.overrides()})
-        criterion = request.criterion_question or (request.query if plan.criterion_hash else None)
-        s = self.settings
-        query_vector = self.query_vector(index, request.query)
-        outcome = profile.run(
-            RankContext(
-                index=index,
-                query=request.query,
-                query_vector=query_vector,
-                criterion_question=criterion,
-                criterion_hash=plan.criterion_hash,
-                params=params,
-                filters=plan.filters or None,
-                explain=request.explain,
-                backend=self.backend,
-                reranker=self.reranker,
-                server_hybrid=s.backend is BackendKind.OPENSEARCH
-                and s.opensearch_hybrid_mode is HybridMode.SERVER,
-                plan=plan,
-            )
-        )
-        degraded = [*plan_degraded, *outcome.degraded]
-        if request.profile == "verbatim":
-            from evidence.verbatim.profile import cascade_signal
-
-            signal = cascade_signal(request.query, outcome.hits)
-        else:
-            signal = answer_signal(
-                request.query,
-                outcome.hits,
-                outcome.followups,
-                cosines=self._head_cosines(index, outcome.hits, query_vector, degraded),
-                embedder_id=info.embedder_id,
-                min_confidence=s.answer_min_confidence,
-            )
-        if request.profile in ("default", "vrm") and outcome.hits:
-            from evidence.rank.grounding import apply_grounding
-
-            signal = apply_grounding(request.query, outcome.hits, signal, s.answer_min_grounding)
-        # Off unless a request or deployment asks for it: defaults never change which hits are
-        # returned (seed 003), `can_answer` and `confidence` say the rest.
-        floor = params.withhold_below
-        withheld = bool(floor) and signal.confidence < (floor or 0.0) and bool(outcome.hits)
-        kept = [] if withheld else outcome.hits
-        from evidence.verbatim.check import verify_spans
-
-        # The verbatim guarantee: no span leaves unless it is its source's text at its offsets.
-        verify_spans(self.backend, index, [c.chunk for c in kept if c.chunk.kind is ChunkKind.SPAN])
-        if request.profile == "verbatim":
-            from evidence.verbatim.profile import bundle_evidence
-
-            doc = bundle_evidence(kept)
-        else:
-            doc = evidence_from_candidates(kept, outcome.followups)
-        hits = to_hits(kept, explain=request.explain)
+        run = self.run_profile(index, request)
         return RetrieveResponse(
-            hits=hits,
-            followups=to_followups(outcome.followups),
-            evidence_xml=doc.xml,
-            valid_indexes=doc.valid_indexes,
-            plan=plan,
+            hits=to_hits(run.kept, explain=request.explain),
+            followups=to_followups(run.outcome.followups),
+            evidence_xml=run.evidence.xml,
+            valid_indexes=run.evidence.valid_indexes,
+            plan=run.plan,
             telemetry=Telemetry(
                 stages=[
                     StageTelemetry(
@@ -690,34 +631,85 @@ class EvidenceService:
                         ms=r.ms,
                         detail=dict(r.detail) if r.detail else None,
                     )
-                    for r in outcome.stages
+                    for r in run.outcome.stages
                 ],
-                path_used=outcome.path_used,
-                degraded=degraded,
-                total_ms=round((time.perf_counter() - started) * 1000.0, 3),
-                answer=AnswerTelemetry(basis=signal.basis, features=signal.features, withheld=withheld),
+                path_used=run.extras.path_used,
+                degraded=run.degraded,
+                total_ms=run.ms,
+                answer=AnswerTelemetry(
+                    basis=run.signal.basis, features=run.signal.features, withheld=run.withheld
+                ),
             ),
-            can_answer=signal.can_answer,
-            confidence=signal.confidence,
-            needs_clarification=False,
+            can_answer=run.signal.can_answer,
+            confidence=run.signal.confidence,
+            needs_clarification=run.extras.needs_clarification,
         )
 
-    def _head_cosines(
-        self, index: str, hits: Sequence[Candidate], query_vector: np.ndarray | None, degraded: list[str]
-    ) -> list[float]:
-        """The answerability signal's cosines: the first stage's dense scores, else the stored
-        vectors' (server-side hybrid without explain returns fused scores only)."""
-        from evidence.rank.confidence import head_cosines, missing_cosines
+    def run_profile(self, index: str, request: RetrieveRequest, *, payload: Any = None) -> ProfileRun:
+        """The one path of every request, whatever its profile: plan, scope, stages, answer signal,
+        withhold floor, span check, evidence bundle, extras; each step the profile's (its plug-in,
+        `evidence.profiles`). `payload`: the request of the profile's own endpoint (the coach's)."""
+        from evidence.profiles import get_plugin
+        from evidence.rank.context import RankContext
+        from evidence.verbatim.check import verify_spans
 
-        stored: dict[str, np.ndarray] = {}
-        missing = missing_cosines(hits)
-        if missing and query_vector is not None:
-            try:
-                stored = dict(self.backend.vectors(index, missing))
-            except EvidenceError as exc:
-                log.warning("answerability: vectors unavailable: %s", exc)
-                degraded.append("answer:vectors_unavailable")
-        return head_cosines(hits, stored, query_vector)
+        check_index_name(index)
+        started = time.perf_counter()
+        info = self.backend.get_index(index)
+        plugin = get_plugin(request.profile)
+        env = self._env(index, embedder_id=info.embedder_id, reranker=self.reranker, payload=payload)
+        plan, plan_degraded = plugin.plan(
+            PlanRequest(
+                query=request.query,
+                criterion_question=request.criterion_question,
+                profile=request.profile,
+                filters=request.filters,
+            ),
+            env,
+        )
+        plan = plugin.scope(request.query, plan, env)
+        profile = plugin.pipeline(env)
+        params = profile.params({**self._deployment_defaults(profile.name), **request.overrides()})
+        criterion = request.criterion_question or (request.query if plan.criterion_hash else None)
+        s = self.settings
+        env.query_vector = self.query_vector(index, request.query) if profile.embeds_query else None
+        outcome = profile.run(
+            RankContext(
+                index=index,
+                query=request.query,
+                query_vector=env.query_vector,
+                criterion_question=criterion,
+                criterion_hash=plan.criterion_hash,
+                params=params,
+                filters=plan.filters or None,
+                explain=request.explain,
+                backend=self.backend,
+                reranker=env.reranker,
+                server_hybrid=s.backend is BackendKind.OPENSEARCH
+                and s.opensearch_hybrid_mode is HybridMode.SERVER,
+                plan=plan,
+            )
+        )
+        env.degraded = [*plan_degraded, *outcome.degraded]
+        signal = plugin.answer_signal(request.query, outcome, env)
+        # Off unless a request or deployment asks for it: defaults never change which hits are
+        # returned (seed 003), `can_answer` and `confidence` say the rest.
+        floor = params.withhold_below
+        withheld = bool(floor) and signal.confidence < (floor or 0.0) and bool(outcome.hits)
+        kept = [] if withheld else outcome.hits
+        # The verbatim guarantee: no span leaves unless it is its source's text at its offsets.
+        verify_spans(self.backend, index, [c.chunk for c in kept if c.chunk.kind is ChunkKind.SPAN])
+        return ProfileRun(
+            plan=plan,
+            outcome=outcome,
+            signal=signal,
+            withheld=withheld,
+            kept=kept,
+            evidence=plugin.bundle(kept, outcome.followups),
+            extras=plugin.extras(outcome),
+            degraded=env.degraded,
+            ms=round((time.perf_counter() - started) * 1000.0, 3),
+        )
 
     def _deployment_defaults(self, profile: str) -> dict[str, Any]:
         """Knob defaults this deployment sets (EVIDENCE_MIN_SIMILARITY, …, PROFILE_DEFAULTS)."""

@@ -1,4 +1,4 @@
-"""The profile registry: `default`, `vrm`, `verbatim` and `coach`; further profiles call `register_profile`.
+"""The stage lists of `default` and `vrm` (the registry of every profile is `evidence.profiles`).
 
 Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evidence.errors import RequestValidationError
 from evidence.rank.context import ProfileParams
 from evidence.rank.first_stage import HybridRecall
 from evidence.rank.pipeline import Profile
@@ -115,47 +114,32 @@ def vrm_profile() -> Profile:
     )
 
 
-def verbatim_profile() -> Profile:
-    from evidence.verbatim.profile import verbatim_profile as build
-
-    return build()
-
-
-def _coach_profile() -> Profile:
-    from evidence.coach.profile import coach_profile
-
-    return coach_profile()
-
-
-_FACTORIES: dict[str, Callable[[], Profile]] = {
-    "default": default_profile,
-    "vrm": vrm_profile,
-    "verbatim": verbatim_profile,
-    "coach": _coach_profile,
-}
-_CACHE: dict[str, Profile] = {}
+# The registry is `evidence.profiles` (one line per profile, each behind the profile protocol);
+# these names stay for the tools and tests that look a profile's stages up here.
 
 
 def register_profile(name: str, factory: Callable[[], Profile]) -> None:
-    """Add (or replace) a profile; it is built on first use."""
-    _FACTORIES[name] = factory
-    _CACHE.pop(name, None)
+    """Add (or replace) a profile made of stages only; it gets the shared behaviour."""
+    from evidence.profiles import register_profile as register
+
+    register(name, factory)
 
 
 def profile_names() -> list[str]:
-    return sorted(_FACTORIES)
+    from evidence.profiles import profile_names as names
+
+    return names()
 
 
 def unknown_profile(name: str) -> str | None:
     """Why `name` is not a profile (naming the valid ones), or None if it is one."""
-    if name in _FACTORIES:
-        return None
-    return f"unknown profile {name!r}; valid profiles: {', '.join(profile_names())}"
+    from evidence.profiles import unknown_profile as unknown
+
+    return unknown(name)
 
 
 def get_profile(name: str) -> Profile:
-    if why := unknown_profile(name):
-        raise RequestValidationError(why, field="profile")
-    if name not in _CACHE:
-        _CACHE[name] = _FACTORIES[name]()
-    return _CACHE[name]
+    """The stages and defaults of profile `name`."""
+    from evidence.profiles import get_plugin
+
+    return get_plugin(name).pipeline()

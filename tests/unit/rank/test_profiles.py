@@ -9,6 +9,7 @@ import pytest
 
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
+from evidence.profiles import unregister_profile
 from evidence.rank import profiles
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, CHOICES, Profile, validate_overrides
@@ -59,8 +60,7 @@ def test_registry_accepts_later_profiles() -> None:
         assert get_profile("custom-test") is custom
         assert "custom-test" in profiles.profile_names()
     finally:
-        profiles._FACTORIES.pop("custom-test")
-        profiles._CACHE.pop("custom-test", None)
+        unregister_profile("custom-test")
 
 
 def test_overrides_apply() -> None:
