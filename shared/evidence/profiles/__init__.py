@@ -69,12 +69,18 @@ def get_plugin(name: str) -> ProfilePlugin:
     return _CACHE[name]
 
 
+def get_profile(name: str) -> Profile:
+    """The stages and defaults of profile `name` (for tools and tests that run them directly)."""
+    return get_plugin(name).pipeline()
+
+
 __all__ = [
     "Extras",
     "PipelinePlugin",
     "ProfileEnv",
     "ProfilePlugin",
     "get_plugin",
+    "get_profile",
     "profile_names",
     "register_profile",
     "unknown_profile",

@@ -19,8 +19,6 @@ constants (docs/ranking.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from evidence.rank.context import ProfileParams
 from evidence.rank.first_stage import HybridRecall
 from evidence.rank.pipeline import Profile
@@ -112,34 +110,3 @@ def vrm_profile() -> Profile:
             *_tail(calibrated_cutoff=True),
         ),
     )
-
-
-# The registry is `evidence.profiles` (one line per profile, each behind the profile protocol);
-# these names stay for the tools and tests that look a profile's stages up here.
-
-
-def register_profile(name: str, factory: Callable[[], Profile]) -> None:
-    """Add (or replace) a profile made of stages only; it gets the shared behaviour."""
-    from evidence.profiles import register_profile as register
-
-    register(name, factory)
-
-
-def profile_names() -> list[str]:
-    from evidence.profiles import profile_names as names
-
-    return names()
-
-
-def unknown_profile(name: str) -> str | None:
-    """Why `name` is not a profile (naming the valid ones), or None if it is one."""
-    from evidence.profiles import unknown_profile as unknown
-
-    return unknown(name)
-
-
-def get_profile(name: str) -> Profile:
-    """The stages and defaults of profile `name`."""
-    from evidence.profiles import get_plugin
-
-    return get_plugin(name).pipeline()

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
+from evidence import profiles
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
-from evidence.profiles import unregister_profile
-from evidence.rank import profiles
+from evidence.profiles import get_profile, unregister_profile
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, CHOICES, Profile, validate_overrides
-from evidence.rank.profiles import get_profile
 from tests.unit.rank.rankkit import FailingReranker, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 VRM_STAGES = [
