@@ -272,10 +272,12 @@ class EvidenceService(Indexing):
         return self.plan_with_markers(request)[0]
 
     def plan_with_markers(self, request: PlanRequest, *, index: str | None = None) -> tuple[Plan, list[str]]:
-        """The plan and any degradation markers (an LLM planner that fell back to the rules)."""
-        from evidence.profiles import get_plugin
+        """The plan and any degradation markers (an LLM planner that fell back to the rules).
+        `/v1/plan` plans any profile name (its schema has no enum): an unknown one gets the rules."""
+        from evidence.profiles import PipelinePlugin, get_plugin, unknown_profile
 
-        return get_plugin(request.profile).plan(request, self._env(index))
+        plugin = PipelinePlugin() if unknown_profile(request.profile) else get_plugin(request.profile)
+        return plugin.plan(request, self._env(index))
 
     def _env(self, index: str | None, **more: Any) -> ProfileEnv:
         from evidence.profiles import ProfileEnv
