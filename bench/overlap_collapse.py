@@ -41,7 +41,7 @@ from evidence.evaluation import (  # noqa: E402
 from evidence.ingest import chunk_document, iter_sources, parse_text  # noqa: E402
 from evidence.ingest.sources import SourceItem  # noqa: E402
 from evidence.model import RetrieveRequest  # noqa: E402
-from evidence.rank.profiles import get_profile, register_profile  # noqa: E402
+from evidence.profiles import get_profile, register_profile  # noqa: E402
 from evidence.records import DocumentChunks  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
 

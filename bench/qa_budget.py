@@ -141,7 +141,7 @@ def _row(rec: dict[str, Any], profile: str, resp: Any, texts: list[str], limit: 
 def uncalibrated() -> None:
     """Refusal floors off (verbatim's grounding floor 0, default's 0): every question's grounding
     is then measured on the evidence the paths found, for `bench/grounding_fit.py`."""
-    from evidence.rank.profiles import register_profile
+    from evidence.profiles import register_profile
     from evidence.verbatim.cascade import CascadeConfig
     from evidence.verbatim.profile import verbatim_profile
 

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 from evidence.format.evidence import evidence_from_candidates
 from evidence.format.hits import to_followups, to_hits
 from evidence.ids import content_hash, normalize_and_hash
+from evidence.profiles import get_profile
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import RankContext
-from evidence.rank.profiles import get_profile
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend
 

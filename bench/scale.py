@@ -196,7 +196,8 @@ from evidence.evaluation import find_dataset, load_qrels, load_queries, percenti
 from evidence.model import RetrieveRequest
 from evidence.rank.first_stage import FirstStage, HybridRecall, RetrievalMode
 from evidence.rank.pipeline import Profile
-from evidence.rank.profiles import default_profile, register_profile
+from evidence.rank.profiles import default_profile
+from evidence.profiles import register_profile
 from evidence.service import EvidenceService
 
 for mode in ("lexical", "dense"):

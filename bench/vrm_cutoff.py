@@ -30,7 +30,7 @@ from typing import Any
 from evidence.config import Settings
 from evidence.demo import VENDOR_STEPS
 from evidence.model import Hit, RetrieveRequest
-from evidence.rank.profiles import get_profile, register_profile
+from evidence.profiles import get_profile, register_profile
 from evidence.rank.stages import RelevancyCutoff
 from evidence.service import EvidenceService
 

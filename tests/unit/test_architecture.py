@@ -35,8 +35,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "retry": frozenset({"errors"}),
     "fair": frozenset({"errors"}),
     "ingest": BOTTOM | {"embed", "rank.followups"},
-    # The registry builds the profiles that live in their own packages (lazily, on first use).
-    "rank": BOTTOM | {"search", "model:Overrides", "verbatim.profile", "coach.profile"},
+    # The grounding check every profile may apply scores with the verbatim cascade's concepts.
+    "rank": BOTTOM
+    | {
+        "search",
+        "model:Overrides",
+        "verbatim.profile:grounding_confidence",
+        "verbatim.cascade:question_groups",
+        "verbatim.scoring:grounding",
+    },
     "plan": BOTTOM | {"model", "ingest.sections", "ingest.entities"},
     "format": BOTTOM | {"model", "rank"},
 }
@@ -46,7 +53,11 @@ for _pkg in ("graph", "verbatim", "coach"):
     ALLOWED[_pkg] = LOWER | {"graph", "verbatim", "coach"}
 # coach.service types its runtime's back-reference to the service (TYPE_CHECKING only).
 ALLOWED["coach"] = ALLOWED["coach"] | {"service:EvidenceService"}
-ALLOWED["service"] = LOWER | {"graph", "verbatim", "coach"}
+# The profile plug-ins (evidence.profiles) sit on everything a profile is made of, below the
+# service, which calls only their protocol; indexing is the service's writing half.
+ALLOWED["profiles"] = LOWER | {"graph", "verbatim", "coach"}
+ALLOWED["indexing"] = LOWER | {"graph", "verbatim", "coach"}
+ALLOWED["service"] = LOWER | {"graph", "verbatim", "coach", "profiles", "indexing"}
 # `evidence eval`'s computation, run by the CLI and by the workbench's evaluate route.
 ALLOWED["evaluation"] = ALLOWED["service"] | {"service"}
 # The workbench's reads behind its /v1 routes (document text, evaluation) and the page itself.

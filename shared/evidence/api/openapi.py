@@ -177,7 +177,7 @@ def _tighten(schemas: dict[str, Any], names: Mapping[tuple[Any, str], str]) -> N
         for branch in types.get("anyOf", [types]):
             if branch.get("type") == "array":
                 branch["items"] = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": NOT_SPACE}
-    from evidence.rank.profiles import profile_names
+    from evidence.profiles import profile_names
 
     criterion = schemas.get(RequestCriterion.__name__)
     if criterion is not None:

@@ -73,7 +73,7 @@ class AssessmentRequest(BaseModel):
     @field_validator("profile")
     @classmethod
     def _profile(cls, v: str) -> str:
-        from evidence.rank.profiles import unknown_profile
+        from evidence.profiles import unknown_profile
 
         if why := unknown_profile(v):
             raise ValueError(why)

@@ -47,7 +47,7 @@ WORKBENCH_URL = "http://127.0.0.1:8080/"
 def run_demo(service: EvidenceService) -> int:
     from evidence.demo import GENERIC, INDEX, SAMPLES, VENDOR_STEPS
     from evidence.model import RetrieveRequest
-    from evidence.rank.profiles import profile_names
+    from evidence.profiles import profile_names
 
     print(f"== indexing the sample into index {INDEX!r} (store: {service.settings.store_dir})")
     for paths, doc_type in VENDOR_STEPS:

@@ -152,22 +152,17 @@ class CoachRuntime:
                     self._llm_built = True
         return self._intent, self._hyde
 
-    def coach(
-        self, index: str, request: CoachRequest, *, guardrail: ProfileParams | None = None
-    ) -> CoachResponse:
+    def coach(self, index: str, request: CoachRequest, *, guardrail: ProfileParams) -> CoachResponse:
         """`guardrail`: the knobs of the guardrail every profile shares (`min_similarity`,
-        `max_chars`); by default the `coach` profile's with this deployment's defaults."""
+        `max_chars`): the `coach` profile's, with this deployment's defaults (the service's one
+        path resolves them)."""
         from evidence.coach.engine import CoachEngine, CoachSettings
-        from evidence.rank.guardrail import deployment_defaults
-        from evidence.rank.profiles import get_profile
 
         # Model loading and cold index structures are never charged to a request's budget.
         self.warm(index)
         svc = self.service
         s = svc.settings
         intent, hyde = self._llm()
-        if guardrail is None:
-            guardrail = get_profile("coach").params(deployment_defaults(s, "coach"))
         engine = CoachEngine(
             svc.backend,
             embed_query=lambda text: svc.query_vector(index, text),

@@ -284,7 +284,7 @@ def collect_qa_outcomes(
 ) -> tuple[list[QaOutcome], dict[str, float]]:
     """Index (when changed) and ask every family under `root`: the outcomes, and each family's
     indexing seconds (0 when its index was re-used)."""
-    from evidence.rank.profiles import unknown_profile
+    from evidence.profiles import unknown_profile
 
     problem = unknown_profile(profile)
     if problem:

@@ -26,8 +26,10 @@ def key_phrases(text: str, limit: int = 8) -> list[str]:
     return list(seen)[:limit]
 
 
-def rule_plan(request: PlanRequest) -> Plan:
-    criterion = request.criterion_question or (request.query if request.profile == "vrm" else None)
+def rule_plan(request: PlanRequest, *, criterion_from_query: bool = False) -> Plan:
+    """The plan of `request`. `criterion_from_query`: a question with no criterion question is its
+    own criterion (the assessment profile's follow-up cache key, seed 000)."""
+    criterion = request.criterion_question or (request.query if criterion_from_query else None)
     phrases = [request.query]
     words = key_phrases(request.query)
     if len(words) > 1:

@@ -59,6 +59,8 @@ class Trace:
     considered: int | None = None
     path: str = "hybrid"
     reranked: bool = False
+    #: A profile's own response body (the coach's answer / clarify / decline), for its extras.
+    response: Any = None
 
     def degrade(self, marker: str) -> None:
         if marker not in self.degraded:

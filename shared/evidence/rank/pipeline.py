@@ -1,6 +1,6 @@
 """A profile: a named, ordered list of stages with defaults for every knob.
 
-The service resolves a profile (`rank.profiles.get_profile`), validates the request's
+The service resolves a profile (`evidence.profiles.get_plugin(name).pipeline()`), validates the request's
 overrides into `ProfileParams` (`Profile.params`), builds a `RankContext` and calls
 `Profile.run(ctx)`. The first stage is a recall stage like any other (it returns the
 candidates it found), so a profile can start with the hybrid first stage, a cascade of
@@ -92,6 +92,8 @@ class RankOutcome:
     stages: list[StageRecord]
     degraded: list[str]
     path_used: str
+    #: A profile's own response body (`Trace.response`), read by its extras.
+    response: Any = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class Profile:
     description: str
     defaults: ProfileParams
     stages: tuple[Stage, ...]
+    #: Whether the service embeds the query for the stages (a stage that embeds its own text,
+    #: like the coach engine's, says no).
+    embeds_query: bool = True
 
     def params(self, overrides: Mapping[str, Any] | None = None) -> ProfileParams:
         return replace(self.defaults, **validate_overrides(overrides or {}))
@@ -128,6 +133,7 @@ class Profile:
             stages=records,
             degraded=list(ctx.trace.degraded),
             path_used=ctx.trace.path + ("+rerank" if ctx.trace.reranked else ""),
+            response=ctx.trace.response,
         )
 
 

@@ -1,4 +1,4 @@
-"""The profile registry: `default`, `vrm`, `verbatim` and `coach`; further profiles call `register_profile`.
+"""The stage lists of `default` and `vrm` (the registry of every profile is `evidence.profiles`).
 
 Stage lists (the first stage fetches `first_stage_k` per leg and fuses them):
 
@@ -22,9 +22,6 @@ constants (docs/ranking.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from evidence.errors import RequestValidationError
 from evidence.rank.context import ProfileParams
 from evidence.rank.first_stage import HybridRecall
 from evidence.rank.guardrail import Guardrail
@@ -116,49 +113,3 @@ def vrm_profile() -> Profile:
             *_tail(calibrated_cutoff=True),
         ),
     )
-
-
-def verbatim_profile() -> Profile:
-    from evidence.verbatim.profile import verbatim_profile as build
-
-    return build()
-
-
-def _coach_profile() -> Profile:
-    from evidence.coach.profile import coach_profile
-
-    return coach_profile()
-
-
-_FACTORIES: dict[str, Callable[[], Profile]] = {
-    "default": default_profile,
-    "vrm": vrm_profile,
-    "verbatim": verbatim_profile,
-    "coach": _coach_profile,
-}
-_CACHE: dict[str, Profile] = {}
-
-
-def register_profile(name: str, factory: Callable[[], Profile]) -> None:
-    """Add (or replace) a profile; it is built on first use."""
-    _FACTORIES[name] = factory
-    _CACHE.pop(name, None)
-
-
-def profile_names() -> list[str]:
-    return sorted(_FACTORIES)
-
-
-def unknown_profile(name: str) -> str | None:
-    """Why `name` is not a profile (naming the valid ones), or None if it is one."""
-    if name in _FACTORIES:
-        return None
-    return f"unknown profile {name!r}; valid profiles: {', '.join(profile_names())}"
-
-
-def get_profile(name: str) -> Profile:
-    if why := unknown_profile(name):
-        raise RequestValidationError(why, field="profile")
-    if name not in _CACHE:
-        _CACHE[name] = _FACTORIES[name]()
-    return _CACHE[name]

@@ -131,7 +131,7 @@ def _runner(kind: Kind) -> Callable[..., dict[str, Any]]:
 def evaluate(service: EvidenceService, index: str, request: EvaluateRequest) -> EvaluateResponse:
     if (request.set is None) == (request.jsonl is None):
         raise RequestValidationError("give exactly one of 'set' or 'jsonl'", field="set")
-    from evidence.rank.profiles import profile_names
+    from evidence.profiles import profile_names
 
     for n, setting in enumerate(request.settings):
         if setting.profile not in profile_names():

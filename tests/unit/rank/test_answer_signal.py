@@ -12,6 +12,8 @@ import pytest
 from evidence.config import Settings
 from evidence.embed.minilm import MODEL_ID
 from evidence.errors import BackendError
+from evidence.profiles.base import ProfileEnv
+from evidence.profiles.base import head_cosines as head_cosines_of
 from evidence.rank.confidence import (
     DENSE_CALIBRATIONS,
     HEAD,
@@ -22,7 +24,6 @@ from evidence.rank.confidence import (
     missing_cosines,
     term_coverage,
 )
-from evidence.service import EvidenceService
 from tests.unit.rank.rankkit import cand, chunk, new_backend, vec
 
 QUERY = "Is customer data encrypted at rest?"
@@ -132,20 +133,18 @@ def test_service_degrades_when_the_vectors_lookup_fails(tmp_path: Path) -> None:
         raise BackendError("cluster unavailable")
 
     backend.vectors = fail  # type: ignore[method-assign,assignment]
-    service = EvidenceService(Settings(store_dir=tmp_path), backend=backend)
-    degraded: list[str] = []
+    env = ProfileEnv(backend, Settings(store_dir=tmp_path), index="ranktest", query_vector=vec("q"))
     hits = [cand(chunk("a", ON_TOPIC), 1.0)]
-    assert service._head_cosines("ranktest", hits, vec("q"), degraded) == []
-    assert degraded == ["answer:vectors_unavailable"]
+    assert head_cosines_of(env, hits) == []
+    assert env.degraded == ["answer:vectors_unavailable"]
 
 
 def test_service_looks_up_the_vectors_fused_only_hits_lack(tmp_path: Path) -> None:
     """Server-side hybrid returns fused scores only: the cosines come from the stored vectors."""
     backend = new_backend(tmp_path, [chunk("a", ON_TOPIC), chunk("b", OFF_TOPIC)])
-    service = EvidenceService(Settings(store_dir=tmp_path), backend=backend)
-    hits = [cand(chunk("a", ON_TOPIC), 0.03), cand(chunk("b", OFF_TOPIC), 0.02)]  # "fused" only
-    degraded: list[str] = []
     q = vec("q")
-    got = service._head_cosines("ranktest", hits, q, degraded)
-    assert degraded == []
+    env = ProfileEnv(backend, Settings(store_dir=tmp_path), index="ranktest", query_vector=q)
+    hits = [cand(chunk("a", ON_TOPIC), 0.03), cand(chunk("b", OFF_TOPIC), 0.02)]  # "fused" only
+    got = head_cosines_of(env, hits)
+    assert env.degraded == []
     assert got == pytest.approx([float(np.dot(q, vec(ON_TOPIC))), float(np.dot(q, vec(OFF_TOPIC)))], abs=1e-6)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from evidence.profiles import get_profile
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import RankContext
-from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupDocumentBoost, TopK
 from tests.unit.rank.rankkit import ScriptedReranker, cand, chunk, ctx, new_backend, vec
 

@@ -19,10 +19,10 @@ from evidence.ids import normalize_and_hash
 from evidence.ingest.chunker import chunk_document
 from evidence.ingest.parsers import parse_bytes
 from evidence.ingest.sources import enrich_metadata
+from evidence.profiles import get_profile
 from evidence.rank.candidate import Candidate
 from evidence.rank.first_stage import FirstStage
 from evidence.rank.followups import round_of
-from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupExtraction
 from evidence.records import Chunk, ChunkKind
 from tests.unit.rank.rankkit import (

@@ -13,6 +13,7 @@ import pytest
 from evidence.config import Settings
 from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
+from evidence.profiles import get_profile
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
 from evidence.rank.context import ProfileParams
@@ -24,7 +25,6 @@ from evidence.rank.guardrail import (
     withhold,
     within_chars,
 )
-from evidence.rank.profiles import get_profile
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend
 from evidence.verbatim.cascade import CascadeConfig

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from evidence import profiles
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
-from evidence.rank import profiles
+from evidence.profiles import get_profile, unregister_profile
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, CHOICES, Profile, validate_overrides
-from evidence.rank.profiles import get_profile
 from tests.unit.rank.rankkit import FailingReranker, ScriptedReranker, chunk, ctx, followup, new_backend, vec
 
 VRM_STAGES = [
@@ -59,8 +59,7 @@ def test_registry_accepts_later_profiles() -> None:
         assert get_profile("custom-test") is custom
         assert "custom-test" in profiles.profile_names()
     finally:
-        profiles._FACTORIES.pop("custom-test")
-        profiles._CACHE.pop("custom-test", None)
+        unregister_profile("custom-test")
 
 
 def test_overrides_apply() -> None:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evidence.profiles import get_profile
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams
 from evidence.rank.followups import round_of
-from evidence.rank.profiles import get_profile
 from evidence.rank.stages import FollowupDocumentBoost
 from evidence.records import Chunk
 from evidence.search.embedded import EmbeddedBackend

@@ -19,7 +19,7 @@ import pytest
 
 from evidence.config import RerankerKind, Settings
 from evidence.errors import ConfigurationError
-from evidence.rank.profiles import get_profile
+from evidence.profiles import get_profile
 from evidence.rank.rerank import (
     BedrockReranker,
     CohereReranker,

@@ -2,7 +2,7 @@
 
 Every value comes from the registered profiles' `defaults` and every range from the API model
 (`pipeline.BOUNDS`, `pipeline.CHOICES`); only the words saying what a knob acts on live here. The
-table sits in the doc between `BEGIN` and `END`; `python -m evidence.rank.knobs --write
+table sits in the doc between `BEGIN` and `END`; `python -m evidence.profiles.knobs --write
 docs/ranking.md` rewrites it, and a test fails when the doc and the code differ.
 """
 
@@ -17,9 +17,7 @@ from pathlib import Path
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, CHOICES
 
-BEGIN = (
-    "<!-- knobs:begin (generated from the code: python -m evidence.rank.knobs --write docs/ranking.md) -->"
-)
+BEGIN = "<!-- knobs:begin (generated from the code: python -m evidence.profiles.knobs --write docs/ranking.md) -->"
 END = "<!-- knobs:end -->"
 #: The profiles the table shows, in its column order.
 PROFILES = ("default", "vrm", "verbatim", "coach")
@@ -80,7 +78,7 @@ def _range(name: str) -> str:
 
 def profile_defaults(profiles: Sequence[str] = PROFILES) -> dict[str, ProfileParams]:
     """The defaults of each registered profile, by name."""
-    from evidence.rank.profiles import get_profile
+    from evidence.profiles import get_profile
 
     return {p: get_profile(p).defaults for p in profiles}
 

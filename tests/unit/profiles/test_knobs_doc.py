@@ -1,5 +1,5 @@
 """docs/ranking.md's knob table is the code's: regenerate it with
-`python -m evidence.rank.knobs --write docs/ranking.md` when a default changes."""
+`python -m evidence.profiles.knobs --write docs/ranking.md` when a default changes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence.rank import knobs
+from evidence.profiles import knobs
 from evidence.rank.context import ProfileParams
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "ranking.md"
@@ -16,7 +16,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "ranking.md"
 
 def test_the_doc_table_is_the_code_table() -> None:
     doc = DOC.read_text(encoding="utf-8")
-    assert knobs.with_table(doc) == doc, "run: python -m evidence.rank.knobs --write docs/ranking.md"
+    assert knobs.with_table(doc) == doc, "run: python -m evidence.profiles.knobs --write docs/ranking.md"
 
 
 def test_every_knob_has_a_row_and_every_profile_a_column() -> None:

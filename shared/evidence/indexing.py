@@ -1,0 +1,380 @@
+"""Indexing: files, folders, record sets, uploads and knowledge graphs into an index.
+
+`EvidenceService` is an `Indexing`: these methods use its backend, embedder and coach runtime
+(declared below for the type checker), and stay callable as `service.index_paths(...)`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evidence.errors import (
+    DocumentParseError,
+    EvidenceError,
+    PayloadTooLargeError,
+    RequestValidationError,
+)
+from evidence.model import IndexDocumentRequest, IndexDocumentResponse
+from evidence.names import validate_index_name
+from evidence.records import ChunkKind, DocumentChunks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from evidence.coach.service import CoachRuntime
+    from evidence.config import Settings
+    from evidence.embed.base import Embedder
+    from evidence.ingest import SourceFailure, SourceItem
+    from evidence.search.base import SearchBackend
+
+_WRITE_BATCH_DOCS = 256
+_WRITE_BATCH_PASSAGES = 256
+#: Embedder id recorded by indexes built without vectors.
+LEXICAL_ONLY = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProgress:
+    """Where `index_paths` is: after each input file and after each write."""
+
+    files: int  # input files read (a failed one counts), of `total_files`
+    total_files: int | None
+    documents: int  # documents written
+    passages: int  # passages written
+    failed: int
+    current: str  # the file last read
+
+
+@dataclass
+class IndexReport:
+    """Outcome of indexing many inputs: nothing else is lost when one input fails."""
+
+    indexed: list[IndexDocumentResponse] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
+    seconds: float = 0.0
+    #: Inputs refused as invalid (a knowledge graph with a cycle, ...): nothing of them was written.
+    refused: int = 0
+
+    @property
+    def chunks(self) -> int:
+        return sum(r.chunks for r in self.indexed)
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.indexed if r.status == status)
+
+
+def content_document_id(filename: str, data: bytes) -> str:
+    """The id of an upload the caller did not name: its file name and a hash of its bytes.
+
+    Two different uploads never share it (two vendors' `policy.pdf` stay two documents), and the
+    same bytes uploaded again are the same document (a no-op). To REPLACE a document with a new
+    version, name it: pass `document_id`.
+    """
+    import hashlib
+
+    return f"{filename}@{hashlib.sha256(data).hexdigest()[:16]}"
+
+
+def check_index_name(index: str) -> str:
+    try:
+        return validate_index_name(index)
+    except ValueError as exc:
+        raise RequestValidationError(str(exc), field="index") from None
+
+
+class Indexing:
+    """The service's writing half (see the module docstring)."""
+
+    settings: Settings
+
+    if TYPE_CHECKING:
+
+        @property
+        def backend(self) -> SearchBackend: ...
+
+        @property
+        def embedder(self) -> Embedder: ...
+
+        def document_embedder(self, index: str) -> Embedder: ...
+
+        @property
+        def coach_runtime(self) -> CoachRuntime: ...
+
+    def _ensure_index(self, index: str, *, embed: bool) -> None:
+        if not embed:
+            self.backend.create_index(index, embedder_id=LEXICAL_ONLY, dimension=0)
+            return
+        emb = self.embedder
+        self.backend.create_index(index, embedder_id=emb.model_id, dimension=emb.dimension)
+
+    def write_documents(
+        self, index: str, docs: Sequence[DocumentChunks], *, embed: bool = True
+    ) -> list[IndexDocumentResponse]:
+        """Embed and upsert; documents whose content hash is unchanged cost nothing.
+
+        `embed=False` builds a lexical-only index (BM25 evaluation, bulk loads without a model).
+        """
+        import numpy as np
+
+        self._ensure_index(index, embed=embed)
+        backend = self.backend
+        todo = [d for d in docs if backend.document_hash(index, d.document_id) != d.content_hash]
+        vectors: list[np.ndarray | None] = [None] * len(todo)
+        if todo and embed:
+            texts: list[str] = []
+            owners: list[tuple[int, int]] = []  # (doc position, chunk position) of each passage
+            for di, d in enumerate(todo):
+                for ci, c in enumerate(d.chunks):
+                    if c.kind is ChunkKind.PASSAGE:
+                        texts.append(c.search_text)
+                        owners.append((di, ci))
+            embedder = self.document_embedder(index)
+            emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
+            # Rows stay NaN ("no vector") for fact spans: they are found lexically, and embedding
+            # every sentence would multiply indexing cost for a leg the cascade uses last.
+            mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
+            for (di, ci), vec in zip(owners, emb, strict=True):
+                mats[di][ci] = vec
+            vectors = list(mats)
+        # Only documents that changed reach the backend, so only they have a result.
+        results = {r.document_id: r for r in backend.upsert(index, todo, vectors)} if todo else {}
+        out = []
+        for d in docs:
+            r = results.get(d.document_id)
+            n_pass = sum(1 for c in d.chunks if c.kind is ChunkKind.PASSAGE)
+            status = r.status if r is not None else "unchanged"
+            out.append(
+                IndexDocumentResponse(
+                    index=index,
+                    document_id=d.document_id,
+                    status=status,
+                    chunks=n_pass,
+                    spans=len(d.chunks) - n_pass,
+                )
+            )
+        return out
+
+    def document_data(self, request: IndexDocumentRequest) -> bytes:
+        """The upload's bytes (its text, or its base64 decoded), within the document size limit."""
+        if request.text is not None:
+            data = request.text.encode("utf-8")
+        else:
+            try:
+                data = base64.b64decode(request.content_base64 or "", validate=True)
+            except (binascii.Error, ValueError):
+                raise RequestValidationError(
+                    "content_base64 is not valid base64; encode the file's bytes with standard base64",
+                    field="content_base64",
+                ) from None
+        if len(data) > self.settings.max_document_bytes:
+            raise PayloadTooLargeError(
+                f"document is {len(data)} bytes; the limit is {self.settings.max_document_bytes}",
+                field="content",
+            )
+        return data
+
+    def index_document(self, index: str, request: IndexDocumentRequest) -> IndexDocumentResponse:
+        from evidence.ingest import chunk_document, enrich_metadata, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
+
+        check_index_name(index)
+        data = self.document_data(request)
+        metadata = enrich_metadata(dict(request.metadata))
+        document_id = request.document_id or content_document_id(request.filename, data)
+        from evidence.coach.service import is_graph
+
+        if is_graph(metadata):
+            return self._graph_response(
+                index,
+                self.coach_runtime.index_graph(
+                    index, data, filename=request.filename, graph_id=document_id, metadata=metadata
+                ),
+            )
+        parsed = parse_bytes(data, filename=request.filename, content_type=request.content_type)
+        # What an LLM reads in <source>: seed 000's FILENAME when given, else the document's id
+        # (the caller's, an s3:// URI, or the content-derived one), which tells documents apart.
+        source = str(metadata.get("FILENAME") or document_id)
+        chunks = chunk_document(
+            parsed,
+            document_id=document_id,
+            source=source,
+            metadata=metadata,
+            passage_tokens=self.settings.passage_tokens,
+            overlap=self.settings.passage_overlap,
+        )
+        from evidence.retry import check_deadline
+
+        check_deadline("parsing the document")
+        return self.write_documents(index, [annotate_chunks(chunks, parsed)])[0]
+
+    def index_paths(
+        self,
+        index: str,
+        paths: Sequence[Path],
+        *,
+        doc_type: str | None = None,
+        metadata: dict[str, str] | None = None,
+        progress: Callable[[IndexProgress], None] | None = None,
+        embed: bool = True,
+        follow_symlinks: bool = False,
+    ) -> IndexReport:
+        """Index files, folders, BEIR corpora and record JSONL; one bad input fails alone.
+
+        Symlinked files in a folder are indexed when their target lies inside that folder, or
+        anywhere with `follow_symlinks`; every file skipped is in `failed` with its reason.
+
+        `progress` is told after each input file and each write (`evidence index`'s bar)."""
+        from evidence.ingest.sources import SourceFailure, file_items, iter_inputs, source_overrides
+        from evidence.search.base import BulkLoading
+
+        check_index_name(index)
+        start = time.perf_counter()
+        report = IndexReport()
+        batch: list[DocumentChunks] = []
+        # Listing the inputs first (no reading) gives the bar its total; without a bar, stream.
+        listed = iter_inputs(paths, follow_symlinks=follow_symlinks)
+        inputs = list(listed) if progress else listed
+        total = len(inputs) if isinstance(inputs, list) else None
+        files = pending = 0  # input files read; passages waiting in `batch`
+        current = ""
+
+        def tell() -> None:
+            if progress:
+                progress(
+                    IndexProgress(
+                        files=files,
+                        total_files=total,
+                        documents=len(report.indexed),
+                        passages=report.chunks,
+                        failed=len(report.failed),
+                        current=current,
+                    )
+                )
+
+        def flush() -> None:
+            nonlocal pending
+            if batch:
+                report.indexed.extend(self.write_documents(index, batch, embed=embed))
+                batch.clear()
+                pending = 0
+                tell()
+
+        overrides = source_overrides(doc_type, metadata)
+        self._ensure_index(index, embed=embed)
+        backend = self.backend
+        with backend.bulk(index) if isinstance(backend, BulkLoading) else nullcontext():
+            for entry in inputs:
+                if isinstance(entry, SourceFailure):
+                    report.failed.append((entry.source, entry.reason))
+                else:
+                    current = str(entry)
+                    for item in file_items(entry, overrides):
+                        pending += self._add_item(item, batch, report)
+                        # Bounded by passages as well: a few long files are minutes of embedding,
+                        # and the bar should move while they are written.
+                        if len(batch) >= _WRITE_BATCH_DOCS or pending >= _WRITE_BATCH_PASSAGES:
+                            flush()
+                files += 1
+                tell()
+            flush()
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def _add_item(
+        self, item: SourceItem | SourceFailure, batch: list[DocumentChunks], report: IndexReport
+    ) -> int:
+        """Chunk one work item into `batch` (or record its failure); returns its passage count."""
+        from evidence.ingest.sources import SourceFailure
+
+        if isinstance(item, SourceFailure):
+            report.failed.append((item.source, item.reason))
+            return 0
+        try:
+            doc = self.chunk_source(item)
+        except DocumentParseError as exc:
+            # Named as the item's source (its path as shown everywhere), not the parser's filename.
+            report.failed.append((item.source, exc.reason))
+            return 0
+        except EvidenceError as exc:
+            report.failed.append((item.source, exc.message))
+            return 0
+        batch.append(doc)
+        return sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
+
+    def index_graph_paths(self, index: str, paths: Sequence[Path], *, embed: bool = True) -> IndexReport:
+        """Knowledge-graph files (`evidence index FILE --kind graph`): each is validated whole and
+        written or replaced; a refused file writes nothing and counts in `refused`."""
+        from evidence.graph import GraphValidationError, is_graph_filename
+        from evidence.ingest.sources import file_identity
+
+        check_index_name(index)
+        start = time.perf_counter()
+        report = IndexReport()
+        files: list[Path] = []
+        for path in paths:
+            if path.is_dir():
+                files.extend(sorted(p for p in path.rglob("*") if p.is_file() and is_graph_filename(p.name)))
+            elif path.is_file():
+                files.append(path)
+            else:
+                report.failed.append((str(path), "no such file or folder"))
+        for file in files:
+            graph_id, source = file_identity(file)
+            try:
+                data = file.read_bytes()
+                result = self.coach_runtime.index_graph(
+                    index, data, filename=file.name, graph_id=graph_id, embed=embed
+                )
+            except OSError as exc:
+                report.failed.append((str(file), f"cannot read: {exc.strerror or exc}"))
+                continue
+            except GraphValidationError as exc:
+                report.failed.append((source, exc.message))
+                report.refused += 1
+                continue
+            except EvidenceError as exc:
+                report.failed.append((source, exc.message))
+                continue
+            report.indexed.append(self._graph_response(index, result))
+        report.seconds = time.perf_counter() - start
+        return report
+
+    @staticmethod
+    def _graph_response(index: str, report: Any) -> IndexDocumentResponse:
+        """A graph as one document of the index: `chunks` counts its nodes, `spans` their sentences."""
+        return IndexDocumentResponse(
+            index=index,
+            document_id=report.graph_id,
+            status=report.status,
+            chunks=report.chunks,
+            spans=report.spans,
+        )
+
+    def chunk_source(self, item: SourceItem) -> DocumentChunks:
+        """Parse (files) and chunk one work item from `iter_sources`."""
+        from evidence.ingest import chunk_document, parse_bytes
+        from evidence.ingest.sections import annotate_chunks
+
+        parsed = item.parsed
+        if parsed is None:
+            parsed = parse_bytes(item.data or b"", filename=item.filename, content_type=item.content_type)
+        s = self.settings
+        chunks = chunk_document(
+            parsed,
+            document_id=item.document_id,
+            source=item.source,
+            metadata=item.metadata,
+            passage_tokens=s.passage_tokens,
+            overlap=s.passage_overlap,
+            as_record=item.as_record,
+            record_max_tokens=s.record_max_tokens,
+        )
+        # Records (BEIR, JSONL) are retrieval units, not documents with sections and a subject.
+        return chunks if item.as_record else annotate_chunks(chunks, parsed)
