@@ -17,7 +17,10 @@ from pathlib import Path
 from evidence.rank.context import ProfileParams
 from evidence.rank.pipeline import BOUNDS, CHOICES
 
-BEGIN = "<!-- knobs:begin (generated from the code: python -m evidence.profiles.knobs --write docs/ranking.md) -->"
+BEGIN = (
+    "<!-- knobs:begin (generated from the code: "
+    "python -m evidence.profiles.knobs --write docs/ranking.md) -->"
+)
 END = "<!-- knobs:end -->"
 #: The profiles the table shows, in its column order.
 PROFILES = ("default", "vrm", "verbatim", "coach")
