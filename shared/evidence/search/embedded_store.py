@@ -131,33 +131,7 @@ class IndexStore(LexicalStore, DenseStore):
                             n_span,
                         ),
                     )
-                    for i, c in enumerate(doc.chunks):
-                        blob = _vector_blob(None if vecs is None else vecs[i])
-                        cursor = db.execute(
-                            "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
-                            " page, sequence, char_start, char_end, span_type, metadata, content_hash,"
-                            " vector)"
-                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            (
-                                c.chunk_id,
-                                c.document_id,
-                                c.kind.value,
-                                c.text,
-                                c.title,
-                                c.source,
-                                c.section,
-                                c.page,
-                                c.sequence,
-                                c.char_start,
-                                c.char_end,
-                                c.span_type.value if c.span_type else None,
-                                json.dumps(dict(c.metadata)),
-                                c.content_hash,
-                                blob,
-                            ),
-                        )
-                        if blob is not None and cursor.lastrowid is not None:
-                            added.append((cursor.lastrowid, c.kind.value, blob))
+                    self._insert_chunks(doc, vecs, added)
                     db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
                     changed.append(doc.document_id)
                     status = "created" if row is None else "updated"
@@ -177,6 +151,53 @@ class IndexStore(LexicalStore, DenseStore):
             if changed and not self.deferred:
                 self.sync_pending()
         return results
+
+    def _insert_chunks(
+        self, doc: DocumentChunks, vecs: Vector | None, added: list[tuple[int, str, bytes]]
+    ) -> None:
+        """Insert one document's chunk rows in one statement; the vectors' rowids go to `added`."""
+        db = self._db
+        rows = []
+        blobs: dict[str, tuple[str, bytes]] = {}
+        meta_of, meta_json = None, ""
+        for i, c in enumerate(doc.chunks):
+            blob = _vector_blob(None if vecs is None else vecs[i])
+            if blob is not None:
+                blobs[c.chunk_id] = (c.kind.value, blob)
+            if c.metadata is not meta_of:  # a document's chunks share one mapping
+                meta_of, meta_json = c.metadata, json.dumps(dict(c.metadata))
+            rows.append(
+                (
+                    c.chunk_id,
+                    c.document_id,
+                    c.kind.value,
+                    c.text,
+                    c.title,
+                    c.source,
+                    c.section,
+                    c.page,
+                    c.sequence,
+                    c.char_start,
+                    c.char_end,
+                    c.span_type.value if c.span_type else None,
+                    meta_json,
+                    c.content_hash,
+                    blob,
+                )
+            )
+        db.executemany(
+            "INSERT INTO chunks (chunk_id, document_id, kind, text, title, source, section,"
+            " page, sequence, char_start, char_end, span_type, metadata, content_hash, vector)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        if blobs:  # the rowids SQLite gave them (executemany reports none)
+            for rowid, cid in db.execute(
+                "SELECT rowid, chunk_id FROM chunks WHERE document_id = ? ORDER BY rowid",
+                (doc.document_id,),
+            ):
+                if cid in blobs:
+                    added.append((int(rowid), *blobs[cid]))
 
     def _delete_rows(self, document_id: str, removed: list[int]) -> int:
         db = self._db

@@ -3,23 +3,81 @@ records through the `lexical_pending` journal (`embedded_store.py` explains the 
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
+import operator
+import re
 import shutil
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from evidence.records import Chunk, ChunkKind, SearchHit
+from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import Filters
-from evidence.search.store_records import RecordStore, _meta_terms, filter_value, meta_term
+from evidence.search.store_records import RecordStore, _metadata_terms, filter_value, meta_term
 
 if TYPE_CHECKING:
     import tantivy
 
 _WRITER_HEAP = 64_000_000
+#: Indexing threads per tantivy writer (two made a full disk fail as an untyped error once).
+_WRITER_THREADS = 1
+#: Journalled documents whose rows are read in one query when the inverted index is brought up to date.
+_SYNC_READ_DOCS = 512
+_LEXICAL_COLS = "chunk_id, document_id, kind, section, span_type, metadata, title, text, char_start, char_end"
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _meta_terms(
+    document_id: str, kind: str, section: str, span_type: str | None, metadata: Mapping[str, object]
+) -> list[str]:
+    """A chunk's filter terms: its built-in fields and its metadata pairs."""
+    pairs = [("document_id", document_id), ("kind", kind), ("section", section)]
+    if span_type is not None:
+        pairs.append(("span_type", span_type))
+    pairs.extend(_metadata_terms(metadata))
+    return [meta_term(key, value) for key, value in pairs]
+
+
+def _separates(gap: str, inner: bool) -> bool:
+    """Whether text analysed on either side of `gap` gives the same tokens as analysed whole: no
+    word character in it, and between two pieces not a lone character either ("a.b" is one
+    token: `.` joins letters)."""
+    if _WORD_CHAR.search(gap):
+        return False
+    return not inner or len(gap) >= 2 or gap.isspace()
+
+
+def _tiled_terms(
+    analyzer: EnglishAnalyzer,
+    text: str,
+    start: int,
+    spans: Sequence[tuple[int, int, str, list[str]]],
+    starts: Sequence[int],
+) -> list[str]:
+    """The terms of a passage (`text`, at `start` in its document) joined from its spans' terms
+    when the spans inside it tile it with separating gaps (a passage is runs of sentences, which
+    are its fact spans): every word is then analysed once, not twice. Otherwise analysed whole."""
+    end = start + len(text)
+    at = bisect.bisect_left(starts, start)
+    terms: list[str] = []
+    pos = 0  # offset in `text` covered so far
+    for cs, ce, span_text, span_terms in spans[at:]:
+        if cs >= end:
+            break
+        a, b = cs - start, ce - start
+        if b > len(text) or text[a:b] != span_text or not _separates(text[pos:a], inner=pos > 0):
+            return analyzer.analyze(text)
+        terms.extend(span_terms)
+        pos = b
+    if pos == 0 or not _separates(text[pos:], inner=False):
+        return analyzer.analyze(text)
+    return terms
 
 
 class LexicalStore(RecordStore):
@@ -77,16 +135,36 @@ class LexicalStore(RecordStore):
             self._db.execute("INSERT OR IGNORE INTO lexical_pending SELECT document_id FROM documents")
         return index
 
-    def _tantivy_doc(self, chunk: Chunk) -> tantivy.Document:
+    def _tantivy_docs(self, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[ChunkKind, tantivy.Document]]:
+        """The inverted-index documents of one document's chunk rows (`_LEXICAL_COLS`). Its title
+        is analysed once, and a passage made of its spans is not analysed again (`_tiled_terms`)."""
         import tantivy
 
-        doc = tantivy.Document()
-        doc.add_text("chunk_id", chunk.chunk_id)
-        doc.add_text("document_id", chunk.document_id)
-        for key, value in _meta_terms(chunk):
-            doc.add_text("meta", meta_term(key, value))
-        doc.add_text("body", " ".join(self.analyzer.analyze(chunk.search_text)))
-        return doc
+        analyze = self.analyzer.analyze
+        titles: dict[str, list[str]] = {}
+        metas: dict[tuple[str, str, str | None, str], list[str]] = {}
+        spans = sorted((r[8], r[9], r[7], analyze(r[7])) for r in rows if r[2] != ChunkKind.PASSAGE.value)
+        starts = [s[0] for s in spans]
+        span_terms = {(s[0], s[1], s[2]): s[3] for s in spans}
+        for cid, did, kind, section, span_type, meta, title, text, cs, ce in rows:
+            title_terms = titles.get(title)
+            if title_terms is None:
+                title_terms = titles[title] = analyze(title)
+            if kind == ChunkKind.PASSAGE.value:
+                text_terms = _tiled_terms(self.analyzer, text, cs, spans, starts) if spans else analyze(text)
+            else:
+                text_terms = span_terms[(cs, ce, text)]
+            key = (kind, section, span_type, meta)
+            meta_terms = metas.get(key)
+            if meta_terms is None:
+                meta_terms = metas[key] = _meta_terms(did, kind, section, span_type, json.loads(meta))
+            doc = tantivy.Document()
+            doc.add_text("chunk_id", cid)
+            doc.add_text("document_id", did)
+            for term in meta_terms:
+                doc.add_text("meta", term)
+            doc.add_text("body", " ".join(title_terms + text_terms))
+            yield ChunkKind(kind), doc
 
     @contextmanager
     def _process_lock(self) -> Iterator[None]:
@@ -119,12 +197,22 @@ class LexicalStore(RecordStore):
     def _write_lexical(self, indexes: Mapping[ChunkKind, tantivy.Index], pending: list[str]) -> None:
         if not pending:
             return
-        writers = {k: ix.writer(heap_size=_WRITER_HEAP, num_threads=1) for k, ix in indexes.items()}
+        writers = {
+            k: ix.writer(heap_size=_WRITER_HEAP, num_threads=_WRITER_THREADS) for k, ix in indexes.items()
+        }
         for doc_id in pending:
             for writer in writers.values():
+                # Before any add: a delete removes only what was added before it.
                 writer.delete_documents_by_term("document_id", doc_id)
-            for chunk in self._chunks_of(doc_id):
-                writers[chunk.kind].add_document(self._tantivy_doc(chunk))
+        for start in range(0, len(pending), _SYNC_READ_DOCS):
+            rows = self._db.execute(
+                f"SELECT {_LEXICAL_COLS} FROM chunks WHERE document_id IN (SELECT value FROM json_each(?))"
+                " ORDER BY document_id, rowid",
+                (json.dumps(pending[start : start + _SYNC_READ_DOCS]),),
+            ).fetchall()
+            for _, doc_rows in itertools.groupby(rows, key=operator.itemgetter(1)):
+                for kind, doc in self._tantivy_docs(list(doc_rows)):
+                    writers[kind].add_document(doc)
         for writer in writers.values():
             writer.commit()
             writer.wait_merging_threads()

@@ -102,18 +102,6 @@ def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
     return terms
 
 
-def _meta_terms(chunk: Chunk) -> list[tuple[str, str]]:
-    terms = [
-        ("document_id", chunk.document_id),
-        ("kind", chunk.kind.value),
-        ("section", chunk.section),
-    ]
-    if chunk.span_type is not None:
-        terms.append(("span_type", chunk.span_type.value))
-    terms.extend(_metadata_terms(chunk.metadata))
-    return terms
-
-
 class RecordStore:
     """One index's SQLite records and the reads over them (the base of `IndexStore`)."""
 
