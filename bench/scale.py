@@ -71,7 +71,8 @@ def _sources(dataset: Path) -> tuple[list[str], np.ndarray]:
             "SELECT text, vector FROM chunks WHERE kind = 'passage' AND vector IS NOT NULL ORDER BY rowid"
         ):
             texts.append(text)
-            vecs.append(np.frombuffer(blob, dtype=np.float32))
+            # float16 blobs since vectors are stored compact (store_dense.VECTOR_FORMAT), float32 before
+            vecs.append(np.frombuffer(blob, dtype=np.float16 if len(blob) == 2 * 384 else np.float32))
         db.close()
     else:
         from evidence.embed.minilm import MiniLMEmbedder

@@ -1,7 +1,7 @@
 """The embedded backend's storage engine: one index = one SQLite file + tantivy directories.
 
 Layout per index (`<store>/indexes/<name>/`):
-- `records.sqlite3`: documents, chunks (text, metadata, vectors as float32 blobs),
+- `records.sqlite3`: documents, chunks (text, metadata, vectors as float16 blobs),
   a `doc_meta` table for filters (a chunk's metadata is its document's), and
   `lexical_pending`, the journal that keeps the inverted index consistent with the records.
 - `lexical/<kind>/`: a tantivy index per chunk kind over the pre-analysed text (see
@@ -29,14 +29,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from evidence.errors import BackendError
 from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.analysis import AnalyzerConfig, get_analyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import UpsertResult, Vector
-from evidence.search.store_dense import DenseStore, _vector_blob
+from evidence.search.store_dense import VECTOR_FORMAT, DenseStore, _vector_blob, decode_vectors
 from evidence.search.store_lexical import LexicalStore
 from evidence.search.store_records import _CHUNK_COLS, _metadata_terms
 
@@ -84,6 +82,9 @@ class IndexStore(LexicalStore, DenseStore):
                     "WHERE instr(key, '=') > 0 OR instr(key, '\\') > 0"
                 )
                 store.set_info("meta_terms", _META_TERMS)
+            if store.info("vector_format") != VECTOR_FORMAT:
+                # Written before vectors were float16 (or new): converted in place, once.
+                store.convert_vectors()
         except sqlite3.DatabaseError as exc:
             raise BackendError(f"index {root.name!r} store is unreadable: {exc}") from exc
         return store
@@ -191,6 +192,9 @@ class IndexStore(LexicalStore, DenseStore):
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+        if blobs and vecs is not None and self.dimension(db) is None:
+            # Vectors written without `ensure_embedder`: a blob's format is read from its length.
+            self.set_info("dimension", str(len(vecs[0])))
         if blobs:  # the rowids SQLite gave them (executemany reports none)
             for rowid, cid in db.execute(
                 "SELECT rowid, chunk_id FROM chunks WHERE document_id = ? ORDER BY rowid",
@@ -248,7 +252,7 @@ class IndexStore(LexicalStore, DenseStore):
             chunks = tuple(self._row_to_chunk(r[:-1]) for r in rows)
             blobs = [r[-1] for r in rows]
             vecs = (
-                np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
+                decode_vectors(blobs, self.dimension(self._db))
                 if blobs and all(b is not None for b in blobs)
                 else None
             )
