@@ -20,6 +20,8 @@ from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
 from evidence.search.store_records import RecordStore
 
+#: The ANN returns this many times k candidates, rescored exactly on their stored vectors (`_refine`).
+ANN_REFINE = 2
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096
 
@@ -399,7 +401,8 @@ class DenseStore(RecordStore):
             top = np.argsort(-sims, kind="stable")[:k]
             rowids, scores = rowids_small[top], sims[top]
         else:
-            rowids, scores = self._ann_search(ann, q, k, wanted, kind)
+            rowids, _ = self._ann_search(ann, q, k * ANN_REFINE, wanted, kind)
+            rowids, scores = self._refine(q, np.sort(rowids), k)
         chosen = [int(r) for r in rowids]
         found = self.chunks_by_rowid(chosen)
         hits = [
@@ -409,6 +412,28 @@ class DenseStore(RecordStore):
         ]
         hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
         return hits
+
+    def _refine(self, q: np.ndarray, rowids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rescore the ANN's candidates (sorted rowids) on their stored vectors: the IVF codes are
+        8-bit, so their order near the k-th is approximate; the stored float16 vectors are not."""
+        with self._snapshot() as db:
+            present = np.asarray(
+                [
+                    r[0]
+                    for r in db.execute(
+                        "SELECT rowid FROM chunks WHERE vector IS NOT NULL AND rowid IN "
+                        "(SELECT value FROM json_each(?)) ORDER BY rowid",
+                        (json.dumps([int(r) for r in rowids]),),
+                    )
+                ],
+                dtype=np.int64,
+            )
+            matrix = self._vectors_of(db, present)
+        if not len(present):
+            return present, np.empty(0, dtype=np.float32)
+        sims = matrix @ q
+        top = np.argsort(-sims, kind="stable")[:k]
+        return present[top], sims[top]
 
     def dense(
         self, vector: Vector, k: int, filters: Filters | None, kind: ChunkKind | None
