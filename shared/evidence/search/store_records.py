@@ -69,6 +69,8 @@ _CHUNK_COLS = (
 )
 #: Built-in fields that filters may name besides metadata keys.
 BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
+#: SQLite page size of a new index file (bytes).
+PAGE_SIZE = 16_384
 #: Chunks kept decoded in memory per open index (~1-2 kB each).
 CHUNK_CACHE_SIZE = 50_000
 #: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
@@ -126,6 +128,10 @@ class RecordStore:
         self._db = sqlite3.connect(
             root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
         )
+        # A chunk row (text + float16 vector) is ~1.6 kB: 4 kB pages held two and left ~20% of
+        # each page empty; 16 kB pages waste ~5%. Only a new file takes it (an existing one keeps
+        # its page size), so it goes before anything is written.
+        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)

@@ -107,6 +107,7 @@ def _passage_vectors(backend: EmbeddedBackend) -> dict[str, np.ndarray]:
 
 def test_vectors_are_stored_as_float16_and_read_back_as_float32(backend: EmbeddedBackend) -> None:
     assert _blob_lengths(backend) == {2 * DIM}
+    assert backend.index_store(INDEX)._db.execute("PRAGMA page_size").fetchone()[0] == 16_384
     got = _passage_vectors(backend)
     assert got and all(v.dtype == np.float32 for v in got.values())
     huge = np.full((1, DIM), 1e6, dtype=np.float32)  # past float16's range: kept float32, exactly
