@@ -71,7 +71,8 @@ def _sources(dataset: Path) -> tuple[list[str], np.ndarray]:
             "SELECT text, vector FROM chunks WHERE kind = 'passage' AND vector IS NOT NULL ORDER BY rowid"
         ):
             texts.append(text)
-            vecs.append(np.frombuffer(blob, dtype=np.float32))
+            # float16 blobs since vectors are stored compact (store_dense.VECTOR_FORMAT), float32 before
+            vecs.append(np.frombuffer(blob, dtype=np.float16 if len(blob) == 2 * 384 else np.float32))
         db.close()
     else:
         from evidence.embed.minilm import MiniLMEmbedder
@@ -237,7 +238,7 @@ out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 
 if out["dense_path"] == "ann" and {recall}:
     # recall@100 of the dense leg against exact cosine (the exact matrix is loaded after RSS was read)
     from evidence.records import ChunkKind
-    vecs = [svc.embedder.embed_query(q) for q in queries[:100]]
+    vecs = [svc.embedder.embed_query(q) for q in queries[:{recall_queries}]]
     for filt in (None, FILTER):
         approx = [[h.chunk.chunk_id for h in store.dense(v, 100, filt, ChunkKind.PASSAGE)] for v in vecs]
         cfg, store.ann_config = store.ann_config, None
@@ -260,7 +261,9 @@ print(json.dumps(out))
 """
 
 
-def measure(n: int, dataset: Path, queries: int, recall: bool = True) -> dict[str, Any]:
+def measure(
+    n: int, dataset: Path, queries: int, recall: bool = True, recall_queries: int = 100
+) -> dict[str, Any]:
     code = _MEASURE.format(
         shared=str(ROOT / "shared"),
         store=str(WORK / str(n)),
@@ -268,6 +271,7 @@ def measure(n: int, dataset: Path, queries: int, recall: bool = True) -> dict[st
         dataset=str(dataset),
         nq=queries,
         recall=recall,
+        recall_queries=recall_queries,
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=False
@@ -324,6 +328,9 @@ def main() -> int:
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
     ap.add_argument("--queries", type=int, default=200, help="SciFact test queries timed per leg")
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument(
+        "--recall-queries", type=int, default=100, help="queries of the ANN recall check (each scans exactly)"
+    )
     ap.add_argument("--plot", type=Path, default=None, help="PNG to write (needs matplotlib)")
     args = ap.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
@@ -340,7 +347,7 @@ def main() -> int:
         print(json.dumps({"passages": n, "build": b}), flush=True)
         if args.build_only:
             continue
-        m = measure(n, args.dataset, args.queries)
+        m = measure(n, args.dataset, args.queries, recall_queries=args.recall_queries)
         results["sizes"][str(n)] = {"build": b, "serve": m}
         print(json.dumps({"passages": n, "serve": m}), flush=True)
         res_path.write_text(json.dumps(results, indent=2) + "\n")

@@ -177,10 +177,10 @@ def test_a_store_written_with_unescaped_terms_matches_exactly_after_an_upgrade(
     service: EvidenceService, context: LambdaContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store built before keys were escaped: its documents with `=` in a key re-sync once."""
-    from evidence.search import embedded_store
+    from evidence.search import store_lexical
     from evidence.search.embedded import EmbeddedBackend
 
-    monkeypatch.setattr(embedded_store, "meta_term", lambda key, value: f"{key}={value}")  # the old terms
+    monkeypatch.setattr(store_lexical, "meta_term", lambda key, value: f"{key}={value}")  # the old terms
     for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
         payload = {
             "document_id": doc_id,

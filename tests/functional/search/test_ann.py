@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evidence.records import Chunk, ChunkKind, DocumentChunks
-from evidence.search import embedded_store
+from evidence.search import store_dense
 from evidence.search.ann import AnnConfig
 from evidence.search.embedded import EmbeddedBackend, dense_path
 
@@ -83,7 +83,7 @@ def test_ann_recall_and_filters(
 ) -> None:
     """Both filtered paths: a small allowed set scored exactly from the records, and (forced with
     a tiny limit) the IVF search restricted to the allowed ids, probing more lists."""
-    monkeypatch.setattr(embedded_store, "EXACT_FILTERED_MAX", exact_filtered_max)
+    monkeypatch.setattr(store_dense, "EXACT_FILTERED_MAX", exact_filtered_max)
     root, exact, exact_f = built
     backend = _backend(root)
     assert dense_path(backend, "ix") == "ann"

@@ -92,3 +92,69 @@ def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
         backend.index_store("absent")
     with pytest.raises(IndexNotFoundError):
         iter_chunks(backend, "absent")
+
+
+def _blob_lengths(backend: EmbeddedBackend) -> set[int]:
+    db = backend.index_store(INDEX)._db
+    return {int(n) for (n,) in db.execute("SELECT LENGTH(vector) FROM chunks WHERE vector IS NOT NULL")}
+
+
+def _passage_vectors(backend: EmbeddedBackend) -> dict[str, np.ndarray]:
+    store = backend.index_store(INDEX)
+    ids = [r[0] for r in store._db.execute("SELECT chunk_id FROM chunks WHERE vector IS NOT NULL")]
+    return {cid: np.asarray(v) for cid, v in store.vectors(ids).items()}
+
+
+def test_vectors_are_stored_as_float16_and_read_back_as_float32(backend: EmbeddedBackend) -> None:
+    assert _blob_lengths(backend) == {2 * DIM}
+    assert backend.index_store(INDEX)._db.execute("PRAGMA page_size").fetchone()[0] == 16_384
+    got = _passage_vectors(backend)
+    assert got and all(v.dtype == np.float32 for v in got.values())
+    huge = np.full((1, DIM), 1e6, dtype=np.float32)  # past float16's range: kept float32, exactly
+    passage = replace(next(iter_chunks(backend, INDEX))[0].chunks[0], chunk_id="h-0", document_id="h")
+    backend.upsert(INDEX, [DocumentChunks("h", "hh", "h.md", (passage,), {})], [huge])
+    assert _blob_lengths(backend) == {2 * DIM, 4 * DIM}
+    assert np.array_equal(backend.index_store(INDEX).vectors(["h-0"])["h-0"], huge[0])
+    (hit,) = backend.dense(INDEX, np.ones(DIM, dtype=np.float32), k=1)
+    assert hit.chunk.chunk_id == "h-0"  # both formats scanned together
+
+
+def test_a_store_of_float32_vectors_opens_and_converts_in_place(
+    backend: EmbeddedBackend, tmp_path: Path
+) -> None:
+    """A store written before float16 (float32 blobs, no `vector_format`), here caught half-way
+    through its conversion as a crash would leave it: it opens, reads both, converts the rest."""
+    before = _passage_vectors(backend)
+    query = np.asarray(next(iter(before.values())))
+    expected = [(h.chunk.chunk_id, h.score) for h in backend.dense(INDEX, query, k=5)]
+    store = backend.index_store(INDEX)
+    rows = store._db.execute(
+        "SELECT rowid, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+    ).fetchall()
+    legacy = [(np.frombuffer(b, dtype=np.float16).astype(np.float32).tobytes(), r) for r, b in rows[1:]]
+    store._db.executemany("UPDATE chunks SET vector = ? WHERE rowid = ?", legacy)  # the first stays converted
+    store._db.execute("DELETE FROM info WHERE key = 'vector_format'")
+    generation = store.generation()
+    backend.close()
+    assert len(legacy) >= 1
+
+    reopened = EmbeddedBackend(tmp_path)
+    store = reopened.index_store(INDEX)
+    assert _blob_lengths(reopened) == {2 * DIM}
+    assert store.info("vector_format") == "f16" and store.generation() == generation + 1
+    after = _passage_vectors(reopened)
+    assert after.keys() == before.keys()
+    assert all(np.array_equal(after[k], before[k]) for k in before)  # float16 values were kept exactly
+    got = [(h.chunk.chunk_id, h.score) for h in reopened.dense(INDEX, query, k=5)]
+    assert [c for c, _ in got] == [c for c, _ in expected]
+    assert reopened.index_store(INDEX).convert_vectors() == 0  # once
+
+
+def test_mixed_blobs_decode_to_one_matrix() -> None:
+    from evidence.search.store_dense import decode_vectors
+
+    a = np.arange(DIM, dtype=np.float32) / 8
+    blobs = [a.astype(np.float16).tobytes(), a.tobytes()]
+    np.testing.assert_array_equal(decode_vectors(blobs, DIM), np.stack([a, a]))
+    assert decode_vectors(blobs, DIM, np.float16).dtype == np.float16
+    assert decode_vectors([], DIM).shape == (0, DIM)

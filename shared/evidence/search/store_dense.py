@@ -1,0 +1,486 @@
+"""The embedded store's dense leg: exact cosine over an in-memory matrix, or the faiss IVF index
+(`ann.py`) past `AnnConfig.min_vectors`; both follow this process's writes in place."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evidence.errors import EmbedderMismatchError
+from evidence.records import ChunkKind, SearchHit
+from evidence.search.analysis import EnglishAnalyzer
+from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, crc_of
+from evidence.search.ann import available as ann_available
+from evidence.search.base import Filters, Vector
+from evidence.search.store_records import RecordStore
+
+#: The ANN returns this many times k candidates, rescored exactly on their stored vectors (`_refine`).
+ANN_REFINE = 2
+#: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
+EXACT_FILTERED_MAX = 4096
+
+
+#: How vectors are stored (`info.vector_format`): float16, half the bytes of float32 on disk and in
+#: memory. SciFact nDCG@10 is unchanged to 4 decimals (docs/scale.md); a vector float16 cannot hold
+#: (a component past ±65,504) stays float32. A blob's length tells its format: the dimension is fixed.
+VECTOR_FORMAT = "f16"
+#: Rows converted per transaction when an index of float32 blobs is opened (`convert_vectors`).
+CONVERT_BATCH = 4096
+
+
+def _vector_blob(vec: Vector | None) -> bytes | None:
+    """A row of NaN means "no vector for this chunk" (spans are not embedded)."""
+    if vec is None:
+        return None
+    arr = np.asarray(vec, dtype=np.float32)
+    if np.isnan(arr).any():
+        return None
+    half = arr.astype(np.float16)
+    return half.tobytes() if np.isfinite(half).all() else arr.tobytes()
+
+
+def decode_vectors(blobs: Sequence[bytes], dim: int | None, dtype: type = np.float32) -> np.ndarray:
+    """Blobs of either format (float16 or float32: their length tells) as one (n, dim) matrix."""
+    if not blobs:
+        return np.empty((0, dim or 0), dtype=dtype)
+    if dim is None:  # an index from before dimensions were recorded: float32, as then written
+        dim = len(blobs[0]) // 4
+    size = len(blobs[0])
+    if all(len(b) == size for b in blobs):
+        stored = np.float16 if size == 2 * dim else np.float32
+        return np.frombuffer(b"".join(blobs), dtype=stored).reshape(len(blobs), -1).astype(dtype, copy=False)
+    out: np.ndarray = np.empty((len(blobs), dim), dtype=dtype)
+    for i, blob in enumerate(blobs):
+        out[i] = np.frombuffer(blob, dtype=np.float16 if len(blob) == 2 * dim else np.float32)
+    return out
+
+
+def decode_vector(blob: bytes, dim: int | None) -> np.ndarray:
+    row: np.ndarray = decode_vectors([blob], dim)[0]
+    return row
+
+
+#: Rows scored per step of the exact scan: float16 rows are widened to float32 a block at a time,
+#: so the scan never holds a float32 copy of the whole matrix.
+SCAN_BLOCK = 32_768
+
+
+@dataclass
+class _DenseCache:
+    generation: int
+    rowids: np.ndarray  # int64
+    kinds: np.ndarray  # bool: True = passage
+    matrix: np.ndarray  # (n, dim) float16
+
+    def scores(self, q: np.ndarray) -> np.ndarray:
+        """Inner product of every row with `q` (float32), a block at a time."""
+        out = np.empty(len(self.matrix), dtype=np.float32)
+        for start in range(0, len(self.matrix), SCAN_BLOCK):
+            block = self.matrix[start : start + SCAN_BLOCK]
+            out[start : start + len(block)] = block.astype(np.float32) @ q
+        return out
+
+
+class DenseStore(RecordStore):
+    """Dense search over the records' vectors, exact or approximate."""
+
+    def __init__(
+        self, root: Path, analyzer: EnglishAnalyzer, k1: float, b: float, ann: AnnConfig | None = None
+    ) -> None:
+        super().__init__(root, analyzer, k1, b, ann)
+        #: Above `ann.min_vectors` vectors the dense leg is approximate (`ann.py`); None = always exact.
+        self.ann_config = ann
+        self._ann: AnnIndex | None = None
+        #: Searches and in-place updates of `_ann` take turns (faiss indexes are not thread-safe).
+        self._ann_lock = threading.Lock()
+        self._vector_count: tuple[int, int] = (-1, 0)  # (generation, vectors)
+        self._dense_lock = threading.Lock()  # one thread rebuilds the dense matrix, others wait for it
+        self._dense: _DenseCache | None = None
+        self._dim: int | None = None
+
+    def dimension(self, db: sqlite3.Connection | None = None) -> int | None:
+        """The vectors' dimension, recorded with the embedder (fixed for the index's life)."""
+        if self._dim is None:
+            value = self.info("dimension", db)
+            self._dim = int(value) if value else None
+        return self._dim
+
+    def convert_vectors(self) -> int:
+        """Rewrite float32 vector blobs (an index written before `VECTOR_FORMAT`) as float16, in
+        transactions of `CONVERT_BATCH` rows; returns the rows converted. Crash-safe without a
+        journal of its own: every blob is readable in either format, so a store killed half-way
+        is a valid store, and the next open converts the rest (it resumes at the first float32
+        blob). The generation moves once at the end, so readers reload their matrices then."""
+        with self._lock:
+            if self.info("vector_format", self._db) == VECTOR_FORMAT:
+                return 0
+            db, converted, last = self._db, 0, -1
+            dim = self.dimension(db)
+            if dim is None:  # written before dimensions were recorded: float32 blobs, if any
+                longest = db.execute("SELECT MAX(LENGTH(vector)) FROM chunks").fetchone()[0]
+                if longest:
+                    dim = int(longest) // 4
+                    self.set_info("dimension", str(dim))
+            while dim is not None:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = db.execute(
+                        "SELECT rowid, vector FROM chunks WHERE rowid > ? AND vector IS NOT NULL"
+                        " AND LENGTH(vector) = ? ORDER BY rowid LIMIT ?",
+                        (last, 4 * dim, CONVERT_BATCH),
+                    ).fetchall()
+                    db.executemany(
+                        "UPDATE chunks SET vector = ? WHERE rowid = ?",
+                        [
+                            (_vector_blob(np.frombuffer(blob, dtype=np.float32)), rowid)
+                            for rowid, blob in rows
+                        ],
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+                if not rows:
+                    break
+                converted += len(rows)
+                last = int(rows[-1][0])
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if converted:
+                    self.set_info("generation", str(self.generation(db) + 1))
+                self.set_info("vector_format", VECTOR_FORMAT)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            return converted
+
+    def _after_write(
+        self, before: int, after: int, removed: list[int], added: list[tuple[int, str, bytes]]
+    ) -> None:
+        """Carry the caches of generation `before` to `after` (this process's own write): drop
+        the rows it removed, add the vectors it inserted (rowid, kind, vector blob). Without
+        this, every write made the next query rebuild the dense matrix and the chunk cache."""
+        with self._small:
+            if self._cache_gen == before:
+                for rowid in removed:
+                    old = self._by_rowid.pop(rowid, None)
+                    if old is not None:
+                        self._rowid_of.pop(old.chunk_id, None)
+                self._cache_gen = after
+        with self._dense_lock:
+            cache = self._dense
+            if cache is None or cache.generation != before:
+                return
+            keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
+            rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
+            if keep is not None:
+                rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
+            if added:
+                new = decode_vectors([v for _, _, v in added], self.dimension(), np.float16)
+                dim = new.shape[1]
+                if matrix.shape[1] not in (0, dim):
+                    self._dense = None
+                    return
+                rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
+                kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
+                matrix = np.concatenate(
+                    [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
+                )
+            self._dense = _DenseCache(after, rowids, kinds, matrix)
+
+    def _ann_after_write(
+        self, before: int, after: int, removed: list[int], added: list[tuple[int, str, bytes]]
+    ) -> None:
+        """Patch the in-memory ANN index with this process's own write (saved on close; a crash
+        before that leaves the file at an older generation, reconciled on next use)."""
+        with self._ann_lock:
+            ann = self._ann
+            if ann is None or ann.generation != before:
+                return
+            ann.remove(np.asarray(removed, dtype=np.int64))
+            if added:
+                matrix = decode_vectors([v for _, _, v in added], self.dimension())
+                ann.add(
+                    np.asarray([r for r, _, _ in added], dtype=np.int64),
+                    np.asarray([crc_of(v) for _, _, v in added], dtype=np.uint32),
+                    np.asarray([k == "passage" for _, k, _ in added], dtype=bool),
+                    matrix,
+                )
+            ann.generation = after
+
+    def _dense_cache(self) -> _DenseCache:
+        gen = self.generation()
+        cache = self._dense
+        # A newer matrix than this reader's snapshot is a later commit: as good for it.
+        if cache is not None and cache.generation >= gen:
+            return cache
+        with self._dense_lock:
+            cache = self._dense
+            if cache is not None and cache.generation >= gen:
+                return cache  # built by another reader meanwhile
+            cache = self._load_dense()
+            self._dense = cache
+            return cache
+
+    def _load_dense(self) -> _DenseCache:
+        # Every write (from any process) lands here on the next dense query. Holding the old
+        # matrix, every row's blob and their join at once tripled the peak, and the tens of
+        # thousands of small blobs fragmented the allocator: RSS grew under sustained writes
+        # (RELIABILITY.md, "Load"). One snapshot, one preallocated matrix filled in slices.
+        self._dense = None
+        with self._snapshot() as db:  # the count and the rows agree
+            gen = self.generation(db)
+            dim = self.dimension(db)
+            n, longest = db.execute(
+                "SELECT COUNT(*), MAX(LENGTH(vector)) FROM chunks WHERE vector IS NOT NULL"
+            ).fetchone()
+            if dim is None:
+                dim = (longest or 0) // 4
+            rowids = np.empty(n, dtype=np.int64)
+            kinds = np.empty(n, dtype=bool)
+            matrix = np.empty((n, dim), dtype=np.float16)
+            cursor = db.execute(
+                "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+            )
+            at = 0
+            while rows := cursor.fetchmany(2048):
+                end = at + len(rows)
+                rowids[at:end] = [r[0] for r in rows]
+                kinds[at:end] = [r[1] == "passage" for r in rows]
+                matrix[at:end] = decode_vectors([r[2] for r in rows], dim, np.float16)
+                at = end
+        return _DenseCache(gen, rowids, kinds, matrix)
+
+    # --- approximate dense search (ann.py) ------------------------------------------------
+
+    @property
+    def _ann_path(self) -> Path:
+        return self.root / "ann.npz"
+
+    def vectors_count(self) -> int:
+        """Vectors as last committed (cached per generation: a COUNT over 1M rows is not free)."""
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            if self._vector_count[0] != gen:
+                n = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+                self._vector_count = (gen, int(n))
+            return self._vector_count[1]
+
+    def uses_ann(self) -> bool:
+        return (
+            self.ann_config is not None
+            and self.vectors_count() >= self.ann_config.min_vectors
+            and ann_available()
+        )
+
+    def _ann_current(self) -> AnnIndex:
+        """The ANN index at the last committed generation (or later): loaded, reconciled with the
+        records or rebuilt, and saved when it changed."""
+        gen = self.generation()
+        ann = self._ann
+        if ann is not None and ann.generation >= gen:
+            return ann
+        with self._dense_lock:
+            ann = self._ann
+            if ann is not None and ann.generation >= self.generation():
+                return ann
+            if ann is None:
+                ann = AnnIndex.load(self._ann_path)
+            with self._ann_lock:
+                ann = self._reconcile(ann)
+                self._ann = ann
+            if ann.dirty:
+                ann.save(self._ann_path)
+            return ann
+
+    def _reconcile(self, ann: AnnIndex | None) -> AnnIndex:
+        with self._snapshot() as db:  # one commit: the generation and the rows agree
+            gen = self.generation(db)
+            if ann is not None and ann.generation == gen:
+                return ann
+            n = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+            ids = np.empty(n, dtype=np.int64)
+            passage = np.empty(n, dtype=bool)
+            crcs = np.empty(n, dtype=np.uint32)
+            cursor = db.execute(
+                "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+            )
+            at = 0
+            while rows := cursor.fetchmany(4096):
+                end = at + len(rows)
+                ids[at:end] = [r[0] for r in rows]
+                passage[at:end] = [r[1] == "passage" for r in rows]
+                crcs[at:end] = [crc_of(r[2]) for r in rows]
+                at = end
+            if ann is not None:
+                stale, add_pos = ann.diff(ids, crcs)
+                if len(stale) + len(add_pos) <= REBUILD_SHARE * max(n, 1):
+                    ann.remove(stale)
+                    if len(add_pos):
+                        ann.add(
+                            ids[add_pos], crcs[add_pos], passage[add_pos], self._vectors_of(db, ids[add_pos])
+                        )
+                    ann.generation = gen
+                    ann.dirty = True
+                    return ann
+            return AnnIndex.build(ids, crcs, passage, self._vectors_of(db, ids), gen)
+
+    def _vectors_of(self, db: sqlite3.Connection, rowids: np.ndarray) -> np.ndarray:
+        """The vectors of `rowids` (sorted), as a float32 matrix, read in slices."""
+        out: np.ndarray | None = None
+        for start in range(0, len(rowids), 4096):
+            part = [int(r) for r in rowids[start : start + 4096]]
+            rows = db.execute(
+                "SELECT vector FROM chunks WHERE rowid IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+                (json.dumps(part),),
+            ).fetchall()
+            block = decode_vectors([r[0] for r in rows], self.dimension(db))
+            if out is None:
+                out = np.empty((len(rowids), block.shape[1]), dtype=np.float32)
+            out[start : start + len(rows)] = block
+        return out if out is not None else np.empty((0, 0), dtype=np.float32)
+
+    def _ann_search(
+        self, ann: AnnIndex, q: np.ndarray, k: int, wanted: np.ndarray | None, kind: ChunkKind | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        assert self.ann_config is not None
+        with self._ann_lock:
+            dim = int(ann.index.d)
+            if q.shape[0] != dim:
+                raise EmbedderMismatchError(
+                    f"query vector has {q.shape[0]} dimensions; the index holds {dim}"
+                )
+            allowed: np.ndarray | None = None
+            if wanted is not None:
+                pos = np.minimum(np.searchsorted(ann.ids, wanted), max(ann.size - 1, 0))
+                allowed = wanted[ann.ids[pos] == wanted] if ann.size else wanted[:0]
+            elif kind is not None:
+                match = ann.passage if kind is ChunkKind.PASSAGE else ~ann.passage
+                if not match.all():
+                    allowed = ann.ids[match]
+            return ann.search(q, k, allowed, self.ann_config.probe_fraction)
+
+    def _dense_ann(
+        self, q: np.ndarray, k: int, filters: Filters | None, kind: ChunkKind | None
+    ) -> list[SearchHit]:
+        assert self.ann_config is not None
+        ann = self._ann_current()
+        wanted = self.allowed_rowids(filters, kind)
+        if wanted is not None and len(wanted) <= EXACT_FILTERED_MAX:
+            # A small allowed set (a few documents, score completion's chunk ids): its vectors
+            # read from the records and scored exactly cost less than any index scan.
+            with self._snapshot() as db:
+                rowids_small = np.asarray(
+                    [
+                        r[0]
+                        for r in db.execute(
+                            "SELECT rowid FROM chunks WHERE vector IS NOT NULL AND rowid IN "
+                            "(SELECT value FROM json_each(?)) ORDER BY rowid",
+                            (json.dumps([int(r) for r in wanted]),),
+                        )
+                    ],
+                    dtype=np.int64,
+                )
+                matrix = self._vectors_of(db, rowids_small)
+            if not len(rowids_small):
+                return []
+            if q.shape[0] != matrix.shape[1]:
+                raise EmbedderMismatchError(
+                    f"query vector has {q.shape[0]} dimensions; the index holds {matrix.shape[1]}"
+                )
+            sims = matrix @ q
+            top = np.argsort(-sims, kind="stable")[:k]
+            rowids, scores = rowids_small[top], sims[top]
+        else:
+            rowids, _ = self._ann_search(ann, q, k * ANN_REFINE, wanted, kind)
+            rowids, scores = self._refine(q, np.sort(rowids), k)
+        chosen = [int(r) for r in rowids]
+        found = self.chunks_by_rowid(chosen)
+        hits = [
+            SearchHit(chunk=found[r], score=float(s), dense=float(s))
+            for r, s in zip(chosen, scores, strict=True)
+            if r in found
+        ]
+        hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
+        return hits
+
+    def _refine(self, q: np.ndarray, rowids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rescore the ANN's candidates (sorted rowids) on their stored vectors: the IVF codes are
+        8-bit, so their order near the k-th is approximate; the stored float16 vectors are not."""
+        with self._snapshot() as db:
+            present = np.asarray(
+                [
+                    r[0]
+                    for r in db.execute(
+                        "SELECT rowid FROM chunks WHERE vector IS NOT NULL AND rowid IN "
+                        "(SELECT value FROM json_each(?)) ORDER BY rowid",
+                        (json.dumps([int(r) for r in rowids]),),
+                    )
+                ],
+                dtype=np.int64,
+            )
+            matrix = self._vectors_of(db, present)
+        if not len(present):
+            return present, np.empty(0, dtype=np.float32)
+        sims = matrix @ q
+        top = np.argsort(-sims, kind="stable")[:k]
+        return present[top], sims[top]
+
+    def dense(
+        self, vector: Vector, k: int, filters: Filters | None, kind: ChunkKind | None
+    ) -> list[SearchHit]:
+        if self.uses_ann():
+            return self._dense_ann(np.asarray(vector, dtype=np.float32).reshape(-1), k, filters, kind)
+        cache = self._dense_cache()
+        if not len(cache.rowids):
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != cache.matrix.shape[1]:
+            raise EmbedderMismatchError(
+                f"query vector has {q.shape[0]} dimensions; the index holds {cache.matrix.shape[1]}"
+            )
+        sims = cache.scores(q)
+        mask = np.ones(len(sims), dtype=bool)
+        if kind is not None:
+            mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
+        allowed = self.allowed_rowids(filters, kind)
+        if allowed is not None:
+            mask &= np.isin(cache.rowids, allowed)
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        sub = sims[candidates]
+        n = min(k, len(sub))
+        top = np.argpartition(-sub, n - 1)[:n] if n < len(sub) else np.arange(len(sub))
+        picked = candidates[top]
+        chosen_rowids = [int(r) for r in cache.rowids[picked]]
+        scores = {int(cache.rowids[i]): float(sims[i]) for i in picked}
+        found = self.chunks_by_rowid(chosen_rowids)
+        hits = [
+            SearchHit(chunk=found[r], score=scores[r], dense=scores[r]) for r in chosen_rowids if r in found
+        ]
+        hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
+        return hits
+
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        out: dict[str, Vector] = {}
+        with self._snapshot() as db:
+            dim = self.dimension(db)
+            for start in range(0, len(chunk_ids), 900):
+                part = list(chunk_ids[start : start + 900])
+                marks = ",".join("?" * len(part))
+                for cid, blob in db.execute(
+                    f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
+                    part,
+                ):
+                    out[cid] = decode_vector(blob, dim)
+        return out

@@ -1,0 +1,410 @@
+"""The embedded store's records: SQLite schema, reader connections, chunks and their cache, filters.
+
+`RecordStore` is the base of `IndexStore` (`embedded_store.py`): it opens the SQLite file and
+gives every other part committed snapshots to read from (`_reading`, `_snapshot`), rows turned
+into `Chunk`s (cached per write generation) and the rowids a filter allows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidence.errors import EmbedderMismatchError
+from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
+from evidence.search.analysis import EnglishAnalyzer
+from evidence.search.ann import AnnConfig
+from evidence.search.base import DocumentInfo, Filters, IndexInfo
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    document_id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    passages INTEGER NOT NULL,
+    spans INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY,
+    chunk_id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    section TEXT NOT NULL,
+    page INTEGER,
+    sequence INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    span_type TEXT,
+    metadata TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS chunks_section ON chunks(section);
+CREATE TABLE IF NOT EXISTS doc_meta (
+    document_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS doc_meta_kv ON doc_meta(key, value);
+CREATE INDEX IF NOT EXISTS doc_meta_doc ON doc_meta(document_id);
+CREATE TABLE IF NOT EXISTS lexical_pending (document_id TEXT PRIMARY KEY);
+"""
+
+_CHUNK_COLS = (
+    "rowid, chunk_id, document_id, kind, text, title, source, section, page, sequence, "
+    "char_start, char_end, span_type, metadata, content_hash"
+)
+#: Built-in fields that filters may name besides metadata keys.
+BUILTIN_FILTER_FIELDS = ("chunk_id", "document_id", "kind", "span_type", "section")
+#: SQLite page size of a new index file (bytes).
+PAGE_SIZE = 16_384
+#: Chunks kept decoded in memory per open index (~1-2 kB each).
+CHUNK_CACHE_SIZE = 50_000
+#: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
+ALLOWED_CACHE_SIZE = 16
+#: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
+
+
+def filter_value(value: object) -> str:
+    """One string form for filter terms, shared by the lexical and record sides."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def meta_term(key: str, value: str) -> str:
+    """The lexical filter term of one metadata pair: `key=value`, with `\\` and `=` escaped in the
+    key, so the first unescaped `=` is the separator. Unescaped, `{"team=red": "secret"}` and
+    `{"team": "red=secret"}` were the same term. Ordinary keys give the same terms as before."""
+    return key.replace("\\", "\\\\").replace("=", "\\=") + "=" + value
+
+
+def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
+    terms: list[tuple[str, str]] = []
+    for key, value in metadata.items():
+        if value is None or isinstance(value, dict) or key in BUILTIN_FILTER_FIELDS:
+            continue
+        values = value if isinstance(value, list) else [value]
+        terms.extend((key, filter_value(v)) for v in values)
+    return terms
+
+
+class RecordStore:
+    """One index's SQLite records and the reads over them (the base of `IndexStore`)."""
+
+    def __init__(
+        self, root: Path, analyzer: EnglishAnalyzer, k1: float, b: float, ann: AnnConfig | None = None
+    ) -> None:
+        self.root = root
+        #: Allowed rowids per (filters, kind) at one write generation (`allowed_rowids`).
+        self._allowed: dict[tuple[str, str], np.ndarray] = {}
+        self._allowed_gen = -1
+        self.analyzer = analyzer
+        self.k1 = k1
+        self.b = b
+        #: Writers take turns on this (and on `_process_lock` across processes). Readers never
+        #: take it: they read committed snapshots on connections of their own (`_reading`).
+        self._lock = threading.RLock()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
+        self._small = threading.Lock()  # the reader pool, the caches' dicts, the open tantivy indexes
+        # Another process (a second `evidence index`, the server) may hold the write lock for a
+        # batch: wait for it rather than fail.
+        self._db = sqlite3.connect(
+            root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
+        )
+        # A chunk row (text + float16 vector) is ~1.6 kB: 4 kB pages held two and left ~20% of
+        # each page empty; 16 kB pages waste ~5%. Only a new file takes it (an existing one keeps
+        # its page size), so it goes before anything is written.
+        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._cache_gen = -1
+        self._by_rowid: dict[int, Chunk] = {}
+        self._rowid_of: dict[str, int] = {}
+
+    # --- readers ------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads only. The writer's connection is not one: a reader on it would
+        see a write transaction's rows before they commit (WAL gives each reader connection the
+        last committed snapshot instead, and a reader never waits for a writer)."""
+        with self._small:
+            db = self._readers.pop() if self._readers else None
+        if db is None:
+            db = sqlite3.connect(
+                self.root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
+            )
+            db.execute("PRAGMA query_only=1")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            with self._small:
+                closed = self._closed
+                if not closed:
+                    self._readers.append(db)
+            if closed:
+                db.close()  # the store closed while this read ran: closed here, not under it
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A reader connection inside one read transaction: every query sees the same commit."""
+        with self._reading() as db:
+            db.execute("BEGIN")
+            yield db
+
+    # --- info -----------------------------------------------------------------------------
+
+    def info(self, key: str, db: sqlite3.Connection | None = None) -> str | None:
+        """`key` as last committed (`db`: the writer's connection inside its own transaction)."""
+        if db is not None:
+            row = db.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
+        else:
+            with self._reading() as reader:
+                row = reader.execute("SELECT value FROM info WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_info(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self, db: sqlite3.Connection | None = None) -> int:
+        return int(self.info("generation", db) or 0)
+
+    def ensure_embedder(self, embedder_id: str, dimension: int) -> None:
+        """Record the embedder of a new index; refuse another one on an existing index."""
+        with self._lock:
+            current = self.info("embedder_id", self._db)
+            if current is None:
+                self.set_info("embedder_id", embedder_id)
+                self.set_info("dimension", str(dimension))
+            elif current != embedder_id or int(self.info("dimension", self._db) or 0) != dimension:
+                raise EmbedderMismatchError(
+                    f"index {self.root.name!r} was built with embedder {current} "
+                    f"({self.info('dimension')} dims), not {embedder_id} ({dimension} dims); "
+                    "use the same embedder or index into a new index",
+                    field="index",
+                )
+
+    def describe(self) -> IndexInfo:
+        with self._snapshot() as db:
+            docs, chunks = self.counts(db)
+            return IndexInfo(
+                name=self.root.name,
+                embedder_id=self.info("embedder_id", db) or "",
+                dimension=int(self.info("dimension", db) or 0),
+                documents=docs,
+                chunks=chunks,
+            )
+
+    # --- records --------------------------------------------------------------------------
+
+    @staticmethod
+    def _row_to_chunk(row: Sequence[Any]) -> Chunk:
+        (_, cid, did, kind, text, title, source, section, page, seq, cs, ce, st, meta, ch) = row
+        return Chunk(
+            chunk_id=cid,
+            document_id=did,
+            kind=ChunkKind(kind),
+            text=text,
+            title=title,
+            source=source,
+            section=section,
+            page=page,
+            sequence=seq,
+            char_start=cs,
+            char_end=ce,
+            span_type=SpanType(st) if st else None,
+            metadata=json.loads(meta),
+            content_hash=ch,
+        )
+
+    def _chunks_of(self, document_id: str) -> list[Chunk]:
+        rows = self._db.execute(
+            f"SELECT {_CHUNK_COLS} FROM chunks WHERE document_id = ? ORDER BY rowid", (document_id,)
+        )
+        return [self._row_to_chunk(r) for r in rows]
+
+    # --- chunk cache ---------------------------------------------------------------------
+    # Turning rows into Chunks (SQL, JSON metadata) was ~60% of a warm retrieve's non-model time.
+    # A rowid's chunk is fixed within a write generation, so a bounded cache keyed by rowid is
+    # exact for readers of that generation. A write of this process drops what it replaced and
+    # moves the cache to its generation (`_after_write`); a write of another process empties it.
+
+    def _cache_at(self, gen: int) -> bool:
+        """Move the cache to `gen` if it is newer; True when the cache holds generation `gen`
+        (a reader of an older snapshot neither reads nor fills it)."""
+        with self._small:
+            if gen > self._cache_gen:
+                self._by_rowid.clear()
+                self._rowid_of.clear()
+                self._cache_gen = gen
+            return gen == self._cache_gen
+
+    def _cache_put(self, rowid: int, chunk: Chunk) -> None:
+        if len(self._by_rowid) >= CHUNK_CACHE_SIZE:
+            old_rowid, old = next(iter(self._by_rowid.items()))  # oldest first (FIFO)
+            del self._by_rowid[old_rowid]
+            self._rowid_of.pop(old.chunk_id, None)
+        self._by_rowid[rowid] = chunk
+        self._rowid_of[chunk.chunk_id] = rowid
+
+    def _cache_fill(self, gen: int, rows: Sequence[tuple[int, Chunk]]) -> None:
+        with self._small:
+            if gen == self._cache_gen:
+                for rowid, chunk in rows:
+                    self._cache_put(rowid, chunk)
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, Chunk]:
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            cached = self._cache_at(gen)
+            with self._small:
+                out = {r: self._by_rowid[r] for r in rowids if cached and r in self._by_rowid}
+            missing = [int(r) for r in rowids if r not in out]
+            fresh: list[tuple[int, Chunk]] = []
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
+                    chunk = self._row_to_chunk(row)
+                    out[row[0]] = chunk
+                    fresh.append((row[0], chunk))
+        self._cache_fill(gen, fresh)
+        return out
+
+    def chunks_by_id(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, Chunk]]:
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            cached = self._cache_at(gen)
+            out: dict[str, tuple[int, Chunk]] = {}
+            missing: list[str] = []
+            with self._small:
+                for cid in chunk_ids:
+                    rowid = self._rowid_of.get(cid) if cached else None
+                    if rowid is None:
+                        missing.append(cid)
+                    else:
+                        out[cid] = (rowid, self._by_rowid[rowid])
+            fresh: list[tuple[int, Chunk]] = []
+            for start in range(0, len(missing), 900):
+                part = missing[start : start + 900]
+                marks = ",".join("?" * len(part))
+                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part):
+                    chunk = self._row_to_chunk(row)
+                    out[row[1]] = (row[0], chunk)
+                    fresh.append((row[0], chunk))
+        self._cache_fill(gen, fresh)
+        return out
+
+    def document_hash(self, document_id: str) -> str | None:
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT content_hash FROM documents WHERE document_id = ?", (document_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def counts(self, db: sqlite3.Connection | None = None) -> tuple[int, int]:
+        if db is None:
+            with self._snapshot() as snap:
+                return self.counts(snap)
+        docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return int(docs), int(chunks)
+
+    # --- filters --------------------------------------------------------------------------
+
+    def filtered_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> set[int] | None:
+        """Row ids allowed by the filters, or None when nothing restricts (fast path)."""
+        if not filters:
+            return None
+        # One parameter per key (its values as a JSON array) and one query per key, intersected
+        # here: SQLite caps both variables (250,000) and expression depth (~1,000 terms), and the
+        # API's limits (names.MAX_FILTER_*) should not be the only thing between a caller and a 500.
+        allowed: set[int] | None = None
+        for key, value in filters.items():
+            values = (
+                [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
+            )
+            args: list[str] = [json.dumps(values)]
+            if key in BUILTIN_FILTER_FIELDS:
+                cond = f"{key} IN (SELECT value FROM json_each(?))"
+            else:
+                cond = (
+                    "document_id IN (SELECT document_id FROM doc_meta WHERE key = ? "
+                    "AND value IN (SELECT value FROM json_each(?)))"
+                )
+                args.insert(0, key)
+            if kind is not None:
+                cond += " AND kind = ?"
+                args.append(kind.value)
+            # A reader's snapshot, never the writer's connection: a write in progress stays unseen.
+            with self._reading() as db:
+                rows = {int(r[0]) for r in db.execute(f"SELECT rowid FROM chunks WHERE {cond}", args)}
+            allowed = rows if allowed is None else allowed & rows
+            if not allowed:
+                break
+        return allowed if allowed is not None else set()
+
+    def allowed_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> np.ndarray | None:
+        """`filtered_rowids` as a sorted array, kept for the write generation: the same filter
+        on every query (a document type, a tenant) costs one SQL query per write, not one per
+        query (at 1M passages a 10% filter's rowids took ~150 ms to read)."""
+        if not filters:
+            return None
+        key = (json.dumps(filters, sort_keys=True, default=str), kind.value if kind else "")
+        gen = self.generation()
+        with self._small:
+            if self._allowed_gen != gen:
+                self._allowed.clear()
+                self._allowed_gen = gen
+            found = self._allowed.get(key)
+        if found is not None:
+            return found
+        rows = self.filtered_rowids(filters, kind) or set()
+        arr = np.sort(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+        with self._small:
+            if self._allowed_gen == gen:
+                if len(self._allowed) >= ALLOWED_CACHE_SIZE:
+                    self._allowed.pop(next(iter(self._allowed)))
+                self._allowed[key] = arr
+        return arr
+
+    def lookup(self, filters: Filters, limit: int, kind: ChunkKind | None) -> list[SearchHit]:
+        allowed = self.filtered_rowids(filters, kind)
+        if allowed is None:
+            with self._reading() as db:
+                rows = [r[0] for r in db.execute("SELECT rowid FROM chunks ORDER BY rowid")]
+        else:
+            rows = sorted(allowed)
+        chunks = self.chunks_by_rowid(rows)
+        out = [chunks[r] for r in rows if r in chunks and (kind is None or chunks[r].kind is kind)]
+        return [SearchHit(chunk=c, score=0.0) for c in out[:limit]]
+
+    # --- whole-index reads ----------------------------------------------------------------
+
+    def document_infos(self) -> list[DocumentInfo]:
+        """Every document's id, source and chunk counts, by id (`evidence list --index`)."""
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
+            ).fetchall()
+        return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
