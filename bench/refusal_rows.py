@@ -1,0 +1,130 @@
+"""The evidence every QA question gets with the refusal off, for fitting the refusal signal.
+
+Usage: python bench/refusal_rows.py [QA_ROOT] [--store DIR] [--families a,b] > rows.json
+
+Every family of QA_ROOT (default bench/qa) is indexed as `evidence eval --qa` does, then every
+question runs through the `verbatim` and `default` profiles with every refusal floor off (the
+cascade's grounding floors 0, `EVIDENCE_ANSWER_MIN_GROUNDING` 0). A row holds the question,
+whether it is answerable, whether an expected answer is within the evidence (600 characters for
+verbatim, 2,000 for default: what the suite's recall counts), the path, and the hits the refusal
+signal reads (section heading, text). `bench/refusal_fit.py` fits and measures the signal on them,
+leave-one-family-out, without asking the service again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "shared"))
+
+from evidence.config import Settings  # noqa: E402
+from evidence.evaluation import (  # noqa: E402
+    QA_EVIDENCE_CHARS,
+    QA_WIDE_CHARS,
+    answer_found,
+    ensure_qa_index,
+    find_qa_families,
+    load_qa,
+)
+from evidence.model import RetrieveRequest  # noqa: E402
+from evidence.service import EvidenceService  # noqa: E402
+
+PROFILES = {"verbatim": QA_EVIDENCE_CHARS, "default": QA_WIDE_CHARS}
+
+
+def floors_off() -> None:
+    from evidence.rank.profiles import register_profile
+    from evidence.verbatim.cascade import CascadeConfig
+    from evidence.verbatim.profile import verbatim_profile
+
+    register_profile(
+        "verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
+    )
+
+
+SEEN: list[list[dict[str, str]]] = []
+
+
+def record_hits() -> None:
+    """Keep the candidates each profile's answer signal reads (section, search text, text)."""
+    import evidence.rank.grounding as rg
+    import evidence.verbatim.profile as vp
+
+    def keep(hits: Any) -> None:
+        SEEN.append(
+            [
+                {
+                    "section": c.chunk.section or "",
+                    "parent": str(c.chunk.metadata.get("section_parent", "")),
+                    "search_text": c.chunk.search_text,
+                    "text": c.chunk.text,
+                    "document": c.chunk.document_id,
+                }
+                for c in hits
+            ]
+        )
+
+    apply_grounding, cascade_signal = rg.apply_grounding, vp.cascade_signal
+
+    def wrapped_apply(query: str, hits: Any, *a: Any, **k: Any) -> Any:
+        keep(hits)
+        return apply_grounding(query, hits, *a, **k)
+
+    def wrapped_cascade(query: str, hits: Any, *a: Any, **k: Any) -> Any:
+        keep(hits)
+        return cascade_signal(query, hits, *a, **k)
+
+    rg.apply_grounding = wrapped_apply  # type: ignore[assignment]
+    vp.cascade_signal = wrapped_cascade  # type: ignore[assignment]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", nargs="?", type=Path, default=ROOT / "bench" / "qa")
+    ap.add_argument("--store", type=Path, default=Path(".evidence"))
+    ap.add_argument("--families", default="")
+    args = ap.parse_args()
+    floors_off()
+    record_hits()
+    settings = Settings(store_dir=args.store).model_copy(update={"answer_min_grounding": 0.0})
+    service = EvidenceService(settings)
+    wanted = [f for f in args.families.split(",") if f] or None
+    rows: list[dict[str, Any]] = []
+    try:
+        for family in find_qa_families(args.root, wanted):
+            index, _ = ensure_qa_index(service, family)
+            for rec in load_qa(family.questions):
+                for profile, limit in PROFILES.items():
+                    SEEN.clear()
+                    resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=profile))
+                    texts = [h.text for h in resp.hits]
+                    answers = list(rec["answers"])
+                    features = dict(resp.telemetry.answer.features) if resp.telemetry.answer else {}
+                    rows.append(
+                        {
+                            "family": family.name,
+                            "question": rec["question"],
+                            "answerable": bool(answers),
+                            "profile": profile,
+                            "path": resp.telemetry.path_used,
+                            "found": bool(answers) and answer_found(texts, answers, limit),
+                            "can_answer": resp.can_answer,
+                            "confidence": float(resp.confidence),
+                            "features": features,
+                            "hits": SEEN[-1] if SEEN else [],
+                        }
+                    )
+            print(f"{family.name}: done", file=sys.stderr)
+    finally:
+        service.close()
+    json.dump(rows, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
