@@ -6,8 +6,9 @@ Every family of QA_ROOT (default bench/qa) is indexed as `evidence eval --qa` do
 question runs through the `verbatim` and `default` profiles with every refusal floor off (the
 cascade's grounding floors 0, `EVIDENCE_ANSWER_MIN_GROUNDING` 0). A row holds the question,
 whether it is answerable, whether an expected answer is within the evidence (600 characters for
-verbatim, 2,000 for default: what the suite's recall counts), the path, and the hits the refusal
-signal reads (section heading, text). `bench/refusal_fit.py` fits and measures the signal on them,
+verbatim, 2,000 for default: what the suite's recall counts), the path, and what the refusal
+signal read (`rank.grounding.judge`: evidence texts, the question's concepts, the cosine).
+`bench/refusal_fit.py` fits and measures the signal on them,
 leave-one-family-out, without asking the service again.
 """
 
@@ -47,40 +48,25 @@ def floors_off() -> None:
     )
 
 
-SEEN: list[list[dict[str, str]]] = []
+SEEN: list[dict[str, Any]] = []
 
 
-def record_hits() -> None:
-    """Keep the candidates each profile's answer signal reads (section, search text, text)."""
+def record_judgements() -> None:
+    """Keep what the refusal signal read (`rank.grounding.judge`: the evidence texts, the
+    question's concepts, the cosine), so that `bench/refusal_fit.py` can refit it offline."""
     import evidence.rank.grounding as rg
-    import evidence.verbatim.profile as vp
+    import evidence.verbatim.cascade as vc
 
-    def keep(hits: Any) -> None:
-        SEEN.append(
-            [
-                {
-                    "section": c.chunk.section or "",
-                    "parent": str(c.chunk.metadata.get("section_parent", "")),
-                    "search_text": c.chunk.search_text,
-                    "text": c.chunk.text,
-                    "document": c.chunk.document_id,
-                }
-                for c in hits
-            ]
-        )
+    judge = rg.judge
 
-    apply_grounding, cascade_signal = rg.apply_grounding, vp.cascade_signal
+    def recorded(question: str, texts: Any, *, cosine: Any = None, groups: Any = None) -> Any:
+        if groups is None:
+            groups = vc.question_groups(question)
+        SEEN.append({"texts": list(texts), "groups": [list(g) for g in groups], "cosine": cosine})
+        return judge(question, texts, cosine=cosine, groups=groups)
 
-    def wrapped_apply(query: str, hits: Any, *a: Any, **k: Any) -> Any:
-        keep(hits)
-        return apply_grounding(query, hits, *a, **k)
-
-    def wrapped_cascade(query: str, hits: Any, *a: Any, **k: Any) -> Any:
-        keep(hits)
-        return cascade_signal(query, hits, *a, **k)
-
-    rg.apply_grounding = wrapped_apply  # type: ignore[assignment]
-    vp.cascade_signal = wrapped_cascade  # type: ignore[assignment]
+    rg.judge = recorded  # type: ignore[assignment]
+    vc.judge = recorded  # type: ignore[assignment]
 
 
 def main() -> int:
@@ -90,7 +76,7 @@ def main() -> int:
     ap.add_argument("--families", default="")
     args = ap.parse_args()
     floors_off()
-    record_hits()
+    record_judgements()
     settings = Settings(store_dir=args.store).model_copy(update={"answer_min_grounding": 0.0})
     service = EvidenceService(settings)
     wanted = [f for f in args.families.split(",") if f] or None
@@ -116,7 +102,7 @@ def main() -> int:
                             "can_answer": resp.can_answer,
                             "confidence": float(resp.confidence),
                             "features": features,
-                            "hits": SEEN[-1] if SEEN else [],
+                            "judged": SEEN[-1] if SEEN else None,
                         }
                     )
             print(f"{family.name}: done", file=sys.stderr)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evidence.errors import EvidenceError
 from evidence.ingest.sections import (
     ENTITY_KEY,
     ENTITY_NAMES_KEY,
@@ -31,8 +32,9 @@ from evidence.ingest.sections import (
     normalise_heading,
 )
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
+from evidence.rank.grounding import DENSE_EMBEDDERS, REFUSAL_FLOOR, judge
 from evidence.records import Chunk, ChunkKind, SpanType
-from evidence.verbatim.scoring import SpanStats, grounding, terms
+from evidence.verbatim.scoring import SpanStats, terms
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend
@@ -119,14 +121,11 @@ class CascadeConfig:
     #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
     #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
     meaning_weight: float = 0.0
-    #: Honest refusal: the least share of the question's concepts (IDF-weighted over the scope's
-    #: spans) the evidence must carry, else NO_RESULT; the safety net (no bar of its own) has a
-    #: floor of its own. Fitted leave-one-family-out on bench/qa (`bench/grounding_fit.py`, false
-    #: refusals within 3 %): 0.16 for both in four folds of five (0 in the fifth) and on all five;
-    #: the safety net's raised to 0.25 (suite false refusals 2.3 %, within the budget) so that it
-    #: does not answer what the rule paths refuse on the bundled label (grounding 0.2 there).
-    min_grounding: float = 0.16
-    safety_net_grounding: float = 0.25
+    #: Honest refusal: the least answer probability (`rank.grounding.judge`, the signal every
+    #: profile shares) the evidence must reach, else NO_RESULT; the safety net (no bar of its own)
+    #: may have a floor of its own. Fitted by `bench/refusal_fit.py` (docs/verbatim.md).
+    min_grounding: float = REFUSAL_FLOOR
+    safety_net_grounding: float = REFUSAL_FLOOR
     #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
     #: them: its first sections), and how many.
     overview_sections: tuple[str, ...] = (
@@ -364,7 +363,7 @@ class VerbatimCascade:
             return CascadeResult([], NO_RESULT, entity, tried)
         bound = self._bound(found)
         g, missing = state.grounding(bound, used)
-        if g < self.floor(used):
+        if g < self.floor(used):  # g: the shared signal's answer probability
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
         return CascadeResult(bound, used, entity, tried, round(g, 4), missing)
 
@@ -850,9 +849,9 @@ class _State:
         return _order([h.chunk for h in hits])
 
     def grounding(self, hits: Sequence[SpanHit], path: str = "") -> tuple[float, list[str]]:
-        """`scoring.grounding` of the evidence: each span with its section's heading (a section
-        asked for by name is carried by its heading) and, for a table row, its caption and header;
-        concepts weighted by their IDF over the scope's spans."""
+        """The shared refusal signal's answer probability (`rank.grounding.judge`) and the concepts
+        the evidence lacks: each span read with its section's heading (a section asked for by name
+        is carried by its heading) and, for a table row, its caption and header."""
         ctx = dict(zip((c.chunk_id for c in self.spans), self.stats.texts, strict=True)) if self.spans else {}
         aliases: dict[str, list[str]] = {}
         for alias, name in self.c.rules.vocabulary.alias_table().items():
@@ -880,9 +879,42 @@ class _State:
             concept = terms(attr.name.replace("_", " ")) or (attr.name,)
             groups.append(concept)
             texts.append(" ".join(concept))
-        flat = [t for g in groups for t in g]
-        weights = self.stats.weights(flat) if self.spans and flat else None
-        return grounding(groups, texts, weights)
+        verdict = judge(self.question, texts, cosine=self.evidence_cosine(hits), groups=groups)
+        return verdict.probability, list(verdict.missing)
+
+    def evidence_cosine(self, hits: Sequence[SpanHit]) -> float | None:
+        """The question's best cosine with the passages the evidence spans sit in (spans have no
+        vectors of their own); None without a query vector or an embedder the refusal model was
+        fitted on."""
+        if self.vector is None:
+            return None
+        try:
+            if self.backend.get_index(self.index).embedder_id not in DENSE_EMBEDDERS:
+                return None
+            docs = sorted({h.chunk.document_id for h in hits})
+            found = self.backend.dense(
+                self.index,
+                self.vector,
+                k=self.cfg.vector_pool,
+                filters={"document_id": docs},
+                kind=ChunkKind.PASSAGE,
+            )
+        except EvidenceError:
+            return None
+        cos = [
+            float(p.dense if p.dense is not None else p.score)
+            for p in found
+            if any(
+                h.chunk.document_id == p.chunk.document_id
+                and h.chunk.char_start < p.chunk.char_end
+                and h.chunk.char_end > p.chunk.char_start
+                for h in hits
+            )
+        ]
+        if cos:
+            return max(cos)
+        # The evidence's passages rank below the pool: their cosine is at most the pool's lowest.
+        return min((float(p.dense if p.dense is not None else p.score) for p in found), default=None)
 
     def entity_overview(self) -> tuple[list[SpanHit], str]:
         """The seed's drug-only path: nothing asked but the subject ("Lipravex", "the MPL") → the
