@@ -56,10 +56,13 @@ LEXICAL_MODEL = RefusalModel(grounding=2.4136, cosine=0.0, bias=-1.8624)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
-#: that at most 3 % of the evidence holding an answer is refused (`bench/refusal_fit.py`).
-REFUSAL_FLOOR = 0.2187
-#: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`).
-HITS_REFUSAL_FLOOR = 0.3197
+#: that at most 3 % of the evidence holding an answer is refused (`bench/refusal_fit.py`; the
+#: safety net's own floor came out the same).
+REFUSAL_FLOOR = 0.21
+#: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`): fitted 0.3197,
+#: capped at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95, 0.9567 at 0.30;
+#: 0.9467 at 0.3197: `bench/answerability.py`).
+HITS_REFUSAL_FLOOR = 0.30
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
