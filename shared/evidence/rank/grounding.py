@@ -112,10 +112,8 @@ class Verdict:
         return bool(floor) and self.probability < floor
 
     def features(self) -> dict[str, float]:
-        out = {"grounding": round(self.grounding, 6), "answer_probability": round(self.probability, 6)}
-        if self.cosine is not None:
-            out["evidence_cosine"] = round(self.cosine, 6)
-        return out
+        """For telemetry (the cosine is the answerability signal's own `cosine` already)."""
+        return {"grounding": round(self.grounding, 6), "answer_probability": round(self.probability, 6)}
 
 
 def judge(

@@ -64,7 +64,7 @@ def test_the_cosine_moves_the_probability_only_on_a_fitted_embedder() -> None:
     assert lexical.probability == pytest.approx(LEXICAL_MODEL.probability(1.0))
     assert close.probability == pytest.approx(DENSE_MODEL.probability(1.0, 0.8))
     assert far.probability < close.probability
-    assert "evidence_cosine" in close.features() and "evidence_cosine" not in lexical.features()
+    assert set(close.features()) == {"grounding", "answer_probability"}
 
 
 def test_a_floor_of_zero_refuses_nothing() -> None:
