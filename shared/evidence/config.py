@@ -164,10 +164,11 @@ class Settings(BaseSettings):
     #: The answerability bar (docs/ranking.md, Answerability): can_answer when the calibrated
     #: probability reaches it. 0.5 is where the fitted model is as likely right as wrong.
     answer_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    #: The grounding check of the default and vrm profiles (docs/verbatim.md, Honest refusal):
-    #: the least share of the question's concepts the first hits must carry; 0 = off. 0.41 was
-    #: fitted leave-one-family-out on bench/qa (false refusals within 3 %).
-    answer_min_grounding: float = Field(default=0.41, ge=0.0, le=1.0)
+    #: The refusal signal of the default and vrm profiles (docs/verbatim.md, Honest refusal): the
+    #: least answer probability (`rank.grounding.judge`) the first hits must reach; 0 = off.
+    #: = `rank.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
+    #: questions: bench/answerability.py).
+    answer_min_grounding: float = Field(default=0.30, ge=0.0, le=1.0)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
+from evidence.rank.grounding import REFUSAL_FLOOR
 from evidence.records import Chunk
 
 if TYPE_CHECKING:
@@ -97,14 +98,11 @@ class CascadeConfig:
     #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
     #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
     meaning_weight: float = 0.0
-    #: Honest refusal: the least share of the question's concepts (IDF-weighted over the scope's
-    #: spans) the evidence must carry, else NO_RESULT; the safety net (no bar of its own) has a
-    #: floor of its own. Fitted leave-one-family-out on bench/qa (`bench/grounding_fit.py`, false
-    #: refusals within 3 %): 0.16 for both in four folds of five (0 in the fifth) and on all five;
-    #: the safety net's raised to 0.25 (suite false refusals 2.3 %, within the budget) so that it
-    #: does not answer what the rule paths refuse on the bundled label (grounding 0.2 there).
-    min_grounding: float = 0.16
-    safety_net_grounding: float = 0.25
+    #: Honest refusal: the least answer probability (`rank.grounding.judge`, the signal every
+    #: profile shares) the evidence must reach, else NO_RESULT; the safety net (no bar of its own)
+    #: may have a floor of its own. Fitted by `bench/refusal_fit.py` (docs/verbatim.md).
+    min_grounding: float = REFUSAL_FLOOR
+    safety_net_grounding: float = REFUSAL_FLOOR
     #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
     #: them: its first sections), and how many.
     overview_sections: tuple[str, ...] = (

@@ -21,6 +21,7 @@ from evidence.ingest.sections import ENTITY_NAMES_KEY
 from evidence.plan.llm import PlanOutcome, rule_outcome
 from evidence.plan.verbatim import RulePlan
 from evidence.rank.candidate import Candidate
+from evidence.rank.grounding import grounding_confidence
 from evidence.records import ChunkKind
 from evidence.verbatim.cascade import CascadeConfig, VerbatimCascade
 from evidence.verbatim.multisection import section_blocks
@@ -185,10 +186,11 @@ def verbatim_profile(config: CascadeConfig | None = None) -> Profile:
 
 
 def cascade_signal(query: str, hits: Sequence[Candidate]) -> AnswerSignal:
-    """Answerability of a verbatim response (basis `cascade`): the cascade's grounding check
-    already refused evidence that does not carry the question's concepts (NO_RESULT), so
-    `can_answer` is whether evidence is left and `confidence` is its grounding on the shared scale
-    (`grounding_confidence`: at least 0.5 exactly when there is evidence): the three agree."""
+    """Answerability of a verbatim response (basis `cascade`): the cascade already refused, with
+    the signal every profile shares (`rank.grounding.judge`), evidence that does not carry what
+    the question asks (NO_RESULT), so `can_answer` is whether evidence is left and `confidence` is
+    the answer probability on the shared scale (`grounding_confidence`: at least 0.5 exactly when
+    there is evidence): the three agree. `grounding` in the features is that probability."""
     from evidence.rank.confidence import AnswerSignal, term_coverage
 
     if not hits:
@@ -199,16 +201,6 @@ def cascade_signal(query: str, hits: Sequence[Candidate]) -> AnswerSignal:
     return AnswerSignal(
         round(confidence, 4), True, "cascade", {"coverage": round(coverage, 6), "grounding": round(g, 6)}
     )
-
-
-def grounding_confidence(g: float, floor: float) -> float:
-    """Grounding on the confidence scale every profile shares (`can_answer` at 0.5): piecewise
-    linear, 0.5 exactly at the refusal floor, so `confidence`, `can_answer` and NO_RESULT agree."""
-    if floor <= 0:
-        return 0.5 + 0.5 * g
-    if g < floor:
-        return 0.5 * g / floor
-    return 0.5 + 0.5 * (g - floor) / (1 - floor) if floor < 1 else 1.0
 
 
 def bundle_evidence(hits: Sequence[Candidate]) -> EvidenceDocument:

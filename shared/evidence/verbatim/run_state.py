@@ -7,10 +7,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evidence.errors import EvidenceError
 from evidence.ingest.sections import SECTION_PARENT_KEY
+from evidence.rank.grounding import DENSE_EMBEDDERS, judge
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade_model import ATTRIBUTE_LOOKUP, CascadeLike, PlanLike, SpanHit
-from evidence.verbatim.scoring import SpanStats, grounding, terms
+from evidence.verbatim.scoring import SpanStats, terms
 from evidence.verbatim.spans import (
     _DIGIT,
     _QUANTITY,
@@ -215,9 +217,9 @@ class RunState:
         return document_order([h.chunk for h in hits])
 
     def grounding(self, hits: Sequence[SpanHit], path: str = "") -> tuple[float, list[str]]:
-        """`scoring.grounding` of the evidence: each span with its section's heading (a section
-        asked for by name is carried by its heading) and, for a table row, its caption and header;
-        concepts weighted by their IDF over the scope's spans."""
+        """The shared refusal signal's answer probability (`rank.grounding.judge`) and the concepts
+        the evidence lacks: each span read with its section's heading (a section asked for by name
+        is carried by its heading) and, for a table row, its caption and header."""
         ctx = dict(zip((c.chunk_id for c in self.spans), self.stats.texts, strict=True)) if self.spans else {}
         aliases: dict[str, list[str]] = {}
         for alias, name in self.c.rules.vocabulary.alias_table().items():
@@ -245,6 +247,39 @@ class RunState:
             concept = terms(attr.name.replace("_", " ")) or (attr.name,)
             groups.append(concept)
             texts.append(" ".join(concept))
-        flat = [t for g in groups for t in g]
-        weights = self.stats.weights(flat) if self.spans and flat else None
-        return grounding(groups, texts, weights)
+        verdict = judge(self.question, texts, cosine=self.evidence_cosine(hits), groups=groups)
+        return verdict.probability, list(verdict.missing)
+
+    def evidence_cosine(self, hits: Sequence[SpanHit]) -> float | None:
+        """The question's best cosine with the passages the evidence spans sit in (spans have no
+        vectors of their own); None without a query vector or an embedder the refusal model was
+        fitted on."""
+        if self.vector is None:
+            return None
+        try:
+            if self.backend.get_index(self.index).embedder_id not in DENSE_EMBEDDERS:
+                return None
+            docs = sorted({h.chunk.document_id for h in hits})
+            found = self.backend.dense(
+                self.index,
+                self.vector,
+                k=self.cfg.vector_pool,
+                filters={"document_id": docs},
+                kind=ChunkKind.PASSAGE,
+            )
+        except EvidenceError:
+            return None
+        cos = [
+            float(p.dense if p.dense is not None else p.score)
+            for p in found
+            if any(
+                h.chunk.document_id == p.chunk.document_id
+                and h.chunk.char_start < p.chunk.char_end
+                and h.chunk.char_end > p.chunk.char_start
+                for h in hits
+            )
+        ]
+        if cos:
+            return max(cos)
+        # The evidence's passages rank below the pool: their cosine is at most the pool's lowest.
+        return min((float(p.dense if p.dense is not None else p.score) for p in found), default=None)

@@ -183,3 +183,24 @@ def test_table_rows_answer_duration_and_dose_questions(
 ) -> None:
     resp = acmex.retrieve("acmex", RetrieveRequest(query=question, profile="verbatim"))
     assert resp.hits and resp.hits[0].text.startswith(row), [h.text for h in resp.hits]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the wholesale price of Lipravex per pack?",
+        "What is the elimination half-life of talmopril?",
+        "Lipravex contraindications",
+    ],
+)
+def test_no_result_can_answer_and_confidence_come_from_the_one_shared_signal(
+    label_service: EvidenceService, question: str
+) -> None:
+    from evidence.rank.grounding import REFUSAL_FLOOR
+
+    loose = run(label_service, question, CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
+    refused = loose.grounding < REFUSAL_FLOOR  # the answer probability of `rank.grounding.judge`
+    res = label_service.retrieve("label", RetrieveRequest(query=question, profile="verbatim"))
+    assert (res.telemetry.path_used == NO_RESULT) is refused
+    assert res.can_answer is (not refused) is bool(res.hits)
+    assert (res.confidence >= 0.5) is res.can_answer

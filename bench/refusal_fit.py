@@ -1,0 +1,199 @@
+"""Fit and measure the refusal signal (`evidence.rank.grounding`), leave-one-family-out.
+
+Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
+       python bench/refusal_fit.py rows.json [--max-loss 0.03] [--json]
+
+`rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
+with every refusal floor off: the evidence texts, the question's concepts and the cosine; whether
+the evidence held an expected answer (`found`: within 600 characters for verbatim, 2,000 for
+default) and whether the question is answerable.
+
+The signal's features are recomputed here with the shipped code (`concept_weights`,
+`scoring.grounding`), so a change to the weights is measured without asking the service again.
+For each held-out family, on the other four:
+
+1. a logistic model over (grounding, cosine) — and one over grounding alone, for indexes without
+   a fitted embedder — is fitted with Newton's method on both profiles' rows pooled (one signal):
+   positive = the evidence holds an answer, negative = it does not (unanswerable questions, and
+   answerable ones whose evidence missed the answer: refusing those costs no recall);
+2. each profile's floor is the highest probability that refuses at most `--max-loss` of the
+   training rows whose evidence held an answer (recall kept);
+
+then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
+answerable questions refused (false refusals, the issue's measure, which counts answerable
+questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
+the model and floors fitted on all five families: what ships (`DENSE_MODEL`, `LEXICAL_MODEL`,
+`REFUSAL_FLOOR`, `CascadeConfig.min_grounding`, `EVIDENCE_ANSWER_MIN_GROUNDING`). `--default-cap`
+bounds the default profile's floor in every fold: SciFact's in-domain questions must stay
+answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "shared"))
+
+from evidence.rank.grounding import concept_weights  # noqa: E402
+from evidence.verbatim.scoring import grounding  # noqa: E402
+
+PROFILES = ("verbatim", "default")
+
+
+def features(row: dict[str, Any]) -> tuple[float, float]:
+    """(weighted grounding, cosine) of what the signal read; no evidence: (0, 0)."""
+    judged = row.get("judged")
+    if not judged or not judged["texts"]:
+        return 0.0, 0.0
+    groups = [tuple(g) for g in judged["groups"]]
+    g, _ = grounding(groups, judged["texts"], concept_weights(row["question"], groups))
+    return g, float(judged["cosine"] or 0.0)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+    a = np.c_[x, np.ones(len(x))]
+    w = np.zeros(a.shape[1])
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-(a @ w)))
+        h = a.T @ (a * (p * (1 - p))[:, None]) + l2 * np.eye(a.shape[1])
+        step = np.linalg.solve(h, a.T @ (p - y) + l2 * w)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return w
+
+
+def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-(np.c_[x, np.ones(len(x))] @ w)))
+
+
+def pick_floor(p: np.ndarray, found: np.ndarray, max_loss: float) -> float:
+    """The highest floor refusing at most `max_loss` of the rows whose evidence held an answer."""
+    best = 0.0
+    for t in np.unique(p):
+        if np.mean(p[found] < t) <= max_loss:
+            best = max(best, float(t))
+    return round(best, 4)
+
+
+def score(p: np.ndarray, floor: float, answerable: np.ndarray, found: np.ndarray) -> dict[str, Any]:
+    refused = p < floor
+    unans = ~answerable
+    return {
+        "unanswerable_refused": f"{int((refused & unans).sum())}/{int(unans.sum())}",
+        "no_result_recall": round(float((refused & unans).sum() / max(1, unans.sum())), 4),
+        "no_result_precision": round(float((refused & unans).sum() / refused.sum()), 4)
+        if refused.any()
+        else None,
+        "false_refusals": round(float((refused & answerable).sum() / max(1, answerable.sum())), 4),
+        "answers_lost": f"{int((refused & found).sum())}/{int(found.sum())}",
+        "recall": round(float((found & ~refused).sum() / max(1, answerable.sum())), 4),
+        "recall_before": round(float(found.sum() / max(1, answerable.sum())), 4),
+    }
+
+
+#: The verbatim safety net (no bar of its own) may get a floor of its own.
+SAFETY_NET = "HYBRID_FACTSPAN"
+GRID = [i / 100 for i in range(61)]
+
+
+def pick_floors(p: np.ndarray, found: np.ndarray, net: np.ndarray, max_loss: float) -> tuple[float, float]:
+    """(floor, safety-net floor) refusing the most rows without an answer while at most `max_loss`
+    of the rows with one are refused; ties: the lower safety-net floor."""
+    best = (-1, 0.0, 0.0)
+    for f in GRID:
+        for n in (x for x in GRID if x >= f):
+            bar = np.where(net, n, f)
+            refused = p < bar
+            if np.mean(refused[found]) > max_loss:
+                continue
+            got = int((refused & ~found).sum())
+            if got > best[0]:
+                best = (got, f, n)
+    return best[1], best[2]
+
+
+def run(
+    rows: list[dict[str, Any]], max_loss: float, columns: list[int], default_cap: float = 1.0
+) -> dict[str, Any]:
+    x_all = np.array([features(r) for r in rows])[:, columns]
+    fam = np.array([r["family"] for r in rows])
+    prof = np.array([r["profile"] for r in rows])
+    found = np.array([bool(r["found"]) for r in rows])
+    answerable = np.array([bool(r["answerable"]) for r in rows])
+    net = np.array([r["profile"] == "verbatim" and r.get("path") == SAFETY_NET for r in rows])
+
+    def fit(train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+        w = fit_logistic(x_all[train], found[train].astype(float))
+        p = probability(x_all, w)
+        v = train & (prof == "verbatim")
+        floor, net_floor = pick_floors(p[v], found[v], net[v], max_loss)
+        d = train & (prof == "default")
+        default = min(pick_floor(p[d], found[d], max_loss), default_cap)
+        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
+
+    def bars(floors: dict[str, float]) -> np.ndarray:
+        return np.where(
+            prof == "default", floors["default"], np.where(net, floors["safety_net"], floors["verbatim"])
+        )
+
+    out: dict[str, Any] = {"families": {}, "held_out": {}}
+    held_refused = np.zeros(len(rows), dtype=bool)
+    for f in sorted(set(fam)):
+        w, floors = fit(fam != f)
+        refused = probability(x_all, w) < bars(floors)
+        test = fam == f
+        held_refused[test] = refused[test]
+        out["families"][f] = {"model": [round(float(v), 4) for v in w], "floors": floors}
+        for pr in PROFILES:
+            sel = test & (prof == pr)
+            out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
+    for pr in PROFILES:
+        sel = prof == pr
+        # pooled held-out: each family scored with what the other four fitted
+        out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
+    w, floors = fit(np.ones(len(rows), dtype=bool))
+    out["final"] = {"model": [round(float(v), 4) for v in w], "floors": floors, "columns": columns}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rows", type=Path)
+    ap.add_argument("--max-loss", type=float, default=0.03)
+    ap.add_argument(
+        "--default-cap",
+        type=float,
+        default=1.0,
+        help="the highest floor the default profile may get (SciFact's in-domain questions must "
+        "stay answered, bench/answerability.py: 0.30)",
+    )
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = json.loads(args.rows.read_text())
+    report = {
+        "dense": run(rows, args.max_loss, [0, 1], args.default_cap),
+        "lexical": run(rows, args.max_loss, [0], args.default_cap),
+    }
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    for name, r in report.items():
+        print(f"== {name} model (final, fitted on all five: {r['final']})")
+        for f, m in r["families"].items():
+            for pr in PROFILES:
+                print(f"{f:<20} {pr:<9} floors {m['floors']} {m[pr]}")
+        for pr in PROFILES:
+            print(f"{'held-out pooled':<20} {pr:<9} {r['held_out'][pr]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
