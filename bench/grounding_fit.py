@@ -1,6 +1,6 @@
 """Calibrate the grounding check's refusal floor, leave-one-family-out (the unweighted share of
 concepts, before the shared refusal signal; superseded by `bench/refusal_fit.py`, which fits
-what ships now: `rank.grounding`).
+what ships now: `verbatim.grounding`).
 
 Usage: python bench/qa_budget.py QA_ROOT --uncalibrated --json > rows.json
        python bench/grounding_fit.py rows.json [--max-false-refusals 0.03] [--json]
@@ -14,7 +14,7 @@ verbatim also the safety net's own floor, `HYBRID_FACTSPAN`, grid of 0.02) refus
 unanswerable questions while false refusals — answerable questions refused — stay within
 `--max-false-refusals` of the answerable ones; then the held-out family is scored with it: NO_RESULT recall
 (unanswerable refused), false refusals, and answer recall (answerable, found and not refused).
-The floor fitted on every family was what shipped before `rank.grounding.judge` (its figures are
+The floor fitted on every family was what shipped before `verbatim.grounding.judge` (its figures are
 the "before" of docs/verbatim.md#honest-refusal).
 """
 

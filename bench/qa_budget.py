@@ -142,12 +142,13 @@ def uncalibrated() -> None:
     """Refusal floors off (verbatim's grounding floor 0, default's 0): every question's grounding
     is then measured on the evidence the paths found, for `bench/grounding_fit.py`."""
     from evidence.profiles import register_profile
+    from evidence.profiles.verbatim import VerbatimPlugin
     from evidence.verbatim.cascade import CascadeConfig
     from evidence.verbatim.profile import verbatim_profile
 
-    register_profile(
-        "verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
-    )
+    # The verbatim plug-in (its planner, signal and bundle) over a cascade without floors.
+    off = CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0)
+    register_profile("verbatim", lambda: VerbatimPlugin(verbatim_profile(off)))
 
 
 def main() -> None:

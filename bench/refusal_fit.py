@@ -1,4 +1,4 @@
-"""Fit and measure the refusal signal (`evidence.rank.grounding`), leave-one-family-out.
+"""Fit and measure the refusal signal (`evidence.verbatim.grounding`), leave-one-family-out.
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--max-loss 0.03] [--json]
@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.rank.grounding import concept_weights  # noqa: E402
+from evidence.verbatim.grounding import concept_weights  # noqa: E402
 from evidence.verbatim.scoring import grounding  # noqa: E402
 
 PROFILES = ("verbatim", "default")

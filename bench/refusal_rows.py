@@ -7,7 +7,7 @@ question runs through the `verbatim` and `default` profiles with every refusal f
 cascade's grounding floors 0, `EVIDENCE_ANSWER_MIN_GROUNDING` 0). A row holds the question,
 whether it is answerable, whether an expected answer is within the evidence (600 characters for
 verbatim, 2,000 for default: what the suite's recall counts), the path, and what the refusal
-signal read (`rank.grounding.judge`: evidence texts, the question's concepts, the cosine).
+signal read (`verbatim.grounding.judge`: evidence texts, the question's concepts, the cosine).
 `bench/refusal_fit.py` fits and measures the signal on them,
 leave-one-family-out, without asking the service again.
 """
@@ -39,23 +39,25 @@ PROFILES = {"verbatim": QA_EVIDENCE_CHARS, "default": QA_WIDE_CHARS}
 
 
 def floors_off() -> None:
-    from evidence.rank.profiles import register_profile
+    from evidence.profiles import register_profile
+    from evidence.profiles.verbatim import VerbatimPlugin
     from evidence.verbatim.cascade import CascadeConfig
     from evidence.verbatim.profile import verbatim_profile
 
-    register_profile(
-        "verbatim", lambda: verbatim_profile(CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
-    )
+    # The verbatim plug-in (its planner, signal and bundle) over a cascade without floors.
+    off = CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0)
+    register_profile("verbatim", lambda: VerbatimPlugin(verbatim_profile(off)))
 
 
 SEEN: list[dict[str, Any]] = []
 
 
 def record_judgements() -> None:
-    """Keep what the refusal signal read (`rank.grounding.judge`: the evidence texts, the
+    """Keep what the refusal signal read (`verbatim.grounding.judge`: the evidence texts, the
     question's concepts, the cosine), so that `bench/refusal_fit.py` can refit it offline."""
-    import evidence.rank.grounding as rg
     import evidence.verbatim.cascade as vc
+    import evidence.verbatim.grounding as rg
+    import evidence.verbatim.run_state as rs
 
     judge = rg.judge
 
@@ -65,8 +67,8 @@ def record_judgements() -> None:
         SEEN.append({"texts": list(texts), "groups": [list(g) for g in groups], "cosine": cosine})
         return judge(question, texts, cosine=cosine, groups=groups)
 
-    rg.judge = recorded  # type: ignore[assignment]
-    vc.judge = recorded  # type: ignore[assignment]
+    rg.judge = recorded
+    rs.judge = recorded  # type: ignore[attr-defined]
 
 
 def main() -> int:

@@ -165,8 +165,8 @@ class Settings(BaseSettings):
     #: probability reaches it. 0.5 is where the fitted model is as likely right as wrong.
     answer_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     #: The refusal signal of the default and vrm profiles (docs/verbatim.md, Honest refusal): the
-    #: least answer probability (`rank.grounding.judge`) the first hits must reach; 0 = off.
-    #: = `rank.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
+    #: least answer probability (`verbatim.grounding.judge`) the first hits must reach; 0 = off.
+    #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py).
     answer_min_grounding: float = Field(default=0.30, ge=0.0, le=1.0)
 

@@ -35,15 +35,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "retry": frozenset({"errors"}),
     "fair": frozenset({"errors"}),
     "ingest": BOTTOM | {"embed", "rank.followups"},
-    # The grounding check every profile may apply scores with the verbatim cascade's concepts.
-    "rank": BOTTOM
-    | {
-        "search",
-        "model:Overrides",
-        "verbatim.profile:grounding_confidence",
-        "verbatim.cascade:question_groups",
-        "verbatim.scoring:grounding",
-    },
+    "rank": BOTTOM | {"search", "model:Overrides"},
     "plan": BOTTOM | {"model", "ingest.sections", "ingest.entities"},
     "format": BOTTOM | {"model", "rank"},
 }

@@ -101,7 +101,7 @@ class PipelinePlugin:
     """The shared behaviour; a profile subclasses it and overrides what it changes.
 
     `scopes`: a question naming a document is scoped to it (`verbatim.scope`), unless the caller
-    chose documents. `grounded`: the grounding check may refuse (`rank.grounding`).
+    chose documents. `grounded`: the grounding check may refuse (`verbatim.grounding`).
     `criterion_from_query`: the question is its own criterion (the follow-up cache key).
     """
 
@@ -151,9 +151,11 @@ class PipelinePlugin:
             min_confidence=env.settings.answer_min_confidence,
         )
         if self.grounded and outcome.hits:
-            from evidence.rank.grounding import apply_grounding
+            from evidence.verbatim.cascade import question_groups
+            from evidence.verbatim.grounding import apply_grounding
 
-            signal = apply_grounding(query, outcome.hits, signal, env.settings.answer_min_grounding)
+            floor = env.settings.answer_min_grounding
+            signal = apply_grounding(query, outcome.hits, signal, floor, question_groups(query))
         return signal
 
     def bundle(self, kept: Sequence[Candidate], followups: Sequence[Candidate]) -> EvidenceDocument:

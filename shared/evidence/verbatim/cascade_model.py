@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
-from evidence.rank.grounding import REFUSAL_FLOOR
 from evidence.records import Chunk
+from evidence.verbatim.grounding import REFUSAL_FLOOR
 
 if TYPE_CHECKING:
     from evidence.plan.verbatim import VerbatimRules
@@ -98,7 +98,7 @@ class CascadeConfig:
     #: GLOBAL_FACTSPAN_SCAN and BM25_FACTSPAN order what qualified by `(1 - w) * lexical + w *
     #: the cosine of the span's passage` (both normalised): equal weights, as `verbatim.sentences`.
     meaning_weight: float = 0.0
-    #: Honest refusal: the least answer probability (`rank.grounding.judge`, the signal every
+    #: Honest refusal: the least answer probability (`verbatim.grounding.judge`, the signal every
     #: profile shares) the evidence must reach, else NO_RESULT; the safety net (no bar of its own)
     #: may have a floor of its own. Fitted by `bench/refusal_fit.py` (docs/verbatim.md).
     min_grounding: float = REFUSAL_FLOOR

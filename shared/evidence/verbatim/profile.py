@@ -21,9 +21,9 @@ from evidence.ingest.sections import ENTITY_NAMES_KEY
 from evidence.plan.llm import PlanOutcome, rule_outcome
 from evidence.plan.verbatim import RulePlan
 from evidence.rank.candidate import Candidate
-from evidence.rank.grounding import grounding_confidence
 from evidence.records import ChunkKind
 from evidence.verbatim.cascade import CascadeConfig, VerbatimCascade
+from evidence.verbatim.grounding import grounding_confidence
 from evidence.verbatim.multisection import section_blocks
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ def verbatim_profile(config: CascadeConfig | None = None) -> Profile:
 
 def cascade_signal(query: str, hits: Sequence[Candidate]) -> AnswerSignal:
     """Answerability of a verbatim response (basis `cascade`): the cascade already refused, with
-    the signal every profile shares (`rank.grounding.judge`), evidence that does not carry what
+    the signal every profile shares (`verbatim.grounding.judge`), evidence that does not carry what
     the question asks (NO_RESULT), so `can_answer` is whether evidence is left and `confidence` is
     the answer probability on the shared scale (`grounding_confidence`: at least 0.5 exactly when
     there is evidence): the three agree. `grounding` in the features is that probability."""

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.errors import EvidenceError
 from evidence.ingest.sections import SECTION_PARENT_KEY
-from evidence.rank.grounding import DENSE_EMBEDDERS, judge
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade_model import ATTRIBUTE_LOOKUP, CascadeLike, PlanLike, SpanHit
+from evidence.verbatim.grounding import DENSE_EMBEDDERS, judge
 from evidence.verbatim.scoring import SpanStats, terms
 from evidence.verbatim.spans import (
     _DIGIT,
@@ -217,7 +217,7 @@ class RunState:
         return document_order([h.chunk for h in hits])
 
     def grounding(self, hits: Sequence[SpanHit], path: str = "") -> tuple[float, list[str]]:
-        """The shared refusal signal's answer probability (`rank.grounding.judge`) and the concepts
+        """The shared refusal signal's answer probability (`verbatim.grounding.judge`) and the concepts
         the evidence lacks: each span read with its section's heading (a section asked for by name
         is carried by its heading) and, for a table row, its caption and header."""
         ctx = dict(zip((c.chunk_id for c in self.spans), self.stats.texts, strict=True)) if self.spans else {}

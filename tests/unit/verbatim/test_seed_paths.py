@@ -196,10 +196,10 @@ def test_table_rows_answer_duration_and_dose_questions(
 def test_no_result_can_answer_and_confidence_come_from_the_one_shared_signal(
     label_service: EvidenceService, question: str
 ) -> None:
-    from evidence.rank.grounding import REFUSAL_FLOOR
+    from evidence.verbatim.grounding import REFUSAL_FLOOR
 
     loose = run(label_service, question, CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
-    refused = loose.grounding < REFUSAL_FLOOR  # the answer probability of `rank.grounding.judge`
+    refused = loose.grounding < REFUSAL_FLOOR  # the answer probability of `verbatim.grounding.judge`
     res = label_service.retrieve("label", RetrieveRequest(query=question, profile="verbatim"))
     assert (res.telemetry.path_used == NO_RESULT) is refused
     assert res.can_answer is (not refused) is bool(res.hits)

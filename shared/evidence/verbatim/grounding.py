@@ -121,18 +121,15 @@ def judge(
     texts: Sequence[str],
     *,
     cosine: float | None = None,
-    groups: Sequence[Sequence[str]] | None = None,
+    groups: Sequence[Sequence[str]],
 ) -> Verdict:
     """The one refusal signal: does evidence (`texts`: spans or hits with their headings) carry
-    what `question` asks? `groups`: the question's concepts (default: `question_groups`, as the
-    cascade reads them); `cosine`: the question's best cosine with the evidence's passages, None
-    when the index has no fitted embedder (then the grounding-only model)."""
+    what `question` asks? `groups`: the question's concepts (`verbatim.cascade.question_groups`,
+    passed in so that this module sits below the cascade); `cosine`: the question's best cosine
+    with the evidence's passages, None when the index has no fitted embedder (then the
+    grounding-only model)."""
     from evidence.verbatim.scoring import grounding
 
-    if groups is None:
-        from evidence.verbatim.cascade import question_groups
-
-        groups = question_groups(question)
     g, missing = grounding(groups, texts, concept_weights(question, groups))
     model = DENSE_MODEL if cosine is not None else LEXICAL_MODEL
     p = model.probability(g, cosine or 0.0)
@@ -160,6 +157,7 @@ def apply_grounding(
     hits: Sequence[Candidate],
     signal: AnswerSignal,
     floor: float,
+    groups: Sequence[Sequence[str]],
 ) -> AnswerSignal:
     """`signal` (the cosine/coverage answerability of `default`/`vrm`) with the refusal signal's
     features added, refused when the answer probability falls below `floor` (0 switches the
@@ -168,7 +166,7 @@ def apply_grounding(
     embedder (`basis` dense)."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
-    verdict = judge(query, hit_texts(hits), cosine=cosine)
+    verdict = judge(query, hit_texts(hits), cosine=cosine, groups=groups)
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):
         return replace(signal, features=features)

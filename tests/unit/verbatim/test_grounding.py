@@ -1,4 +1,4 @@
-"""The refusal signal every profile shares (`rank.grounding`): it refuses evidence that lacks the
+"""The refusal signal every profile shares (`verbatim.grounding`): it refuses evidence that lacks the
 question's asked-about content, answers when it is there, and keeps `can_answer` and
 `confidence` on one scale."""
 
@@ -7,18 +7,19 @@ from __future__ import annotations
 import pytest
 
 from evidence.rank.confidence import AnswerSignal
-from evidence.rank.grounding import (
+from evidence.verbatim.cascade import question_groups
+from evidence.verbatim.grounding import (
     DENSE_MODEL,
     HITS_REFUSAL_FLOOR,
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
+    Verdict,
     apply_grounding,
     concept_weights,
     grounding_confidence,
     judge,
     word_rarity,
 )
-from evidence.verbatim.cascade import question_groups
 from tests.unit.rank.rankkit import cand, chunk
 
 DISPUTE = "Do disputes go to binding arbitration?"
@@ -39,8 +40,8 @@ def test_a_rare_word_weighs_more_than_a_common_one() -> None:
 
 
 def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answered() -> None:
-    missing = judge(TERM, [PK])
-    present = judge(TERM, [PK_HALF])
+    missing = _judge(TERM, [PK])
+    present = _judge(TERM, [PK_HALF])
     assert set(missing.missing) == {"elimin", "half", "life"} and present.missing == ()
     assert missing.refused(REFUSAL_FLOOR) and missing.refused(HITS_REFUSAL_FLOOR)
     assert not present.refused(REFUSAL_FLOOR) and not present.refused(HITS_REFUSAL_FLOOR)
@@ -49,18 +50,18 @@ def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answere
 def test_a_missing_specific_word_weighs_more_than_a_missing_common_one() -> None:
     # "arbitration" missing (the subject of disputes is there): refused on the first hits;
     # the same evidence with the word present is answered.
-    missing = judge(DISPUTE, [COURTS])
+    missing = _judge(DISPUTE, [COURTS])
     assert "arbitr" in missing.missing and missing.refused(HITS_REFUSAL_FLOOR)
-    assert not judge(DISPUTE, [ARBITRATED]).refused(HITS_REFUSAL_FLOOR)
+    assert not _judge(DISPUTE, [ARBITRATED]).refused(HITS_REFUSAL_FLOOR)
     # Only the common words missing: a much smaller loss than the specific one.
-    common = judge("Do disputes go to the courts?", [COURTS])
+    common = _judge("Do disputes go to the courts?", [COURTS])
     assert common.probability > missing.probability
 
 
 def test_the_cosine_moves_the_probability_only_on_a_fitted_embedder() -> None:
-    lexical = judge(TERM, [PK_HALF])
-    close = judge(TERM, [PK_HALF], cosine=0.8)
-    far = judge(TERM, [PK_HALF], cosine=0.0)
+    lexical = _judge(TERM, [PK_HALF])
+    close = _judge(TERM, [PK_HALF], cosine=0.8)
+    far = _judge(TERM, [PK_HALF], cosine=0.0)
     assert lexical.probability == pytest.approx(LEXICAL_MODEL.probability(1.0))
     assert close.probability == pytest.approx(DENSE_MODEL.probability(1.0, 0.8))
     assert far.probability < close.probability
@@ -68,7 +69,7 @@ def test_the_cosine_moves_the_probability_only_on_a_fitted_embedder() -> None:
 
 
 def test_a_floor_of_zero_refuses_nothing() -> None:
-    assert not judge(TERM, [PK]).refused(0.0)
+    assert not _judge(TERM, [PK]).refused(0.0)
 
 
 def test_confidence_lands_on_half_exactly_at_the_floor() -> None:
@@ -78,10 +79,14 @@ def test_confidence_lands_on_half_exactly_at_the_floor() -> None:
     assert grounding_confidence(1.0, REFUSAL_FLOOR) == pytest.approx(1.0)
 
 
+def _judge(question: str, texts: list[str], cosine: float | None = None) -> Verdict:
+    return judge(question, texts, cosine=cosine, groups=question_groups(question))
+
+
 def _apply(text: str, floor: float = HITS_REFUSAL_FLOOR) -> AnswerSignal:
     hits = [cand(chunk("c0", text), 1.0)]
     before = AnswerSignal(0.9, True, "dense", {"cosine": 0.55, "coverage": 0.8})
-    return apply_grounding(DISPUTE, hits, before, floor)
+    return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE))
 
 
 def test_apply_grounding_refuses_hits_without_the_slot_and_the_verdicts_agree() -> None:
