@@ -64,11 +64,12 @@ def test_mutated_documents_parse_or_refuse_in_bounded_time(
     filename: str, edits: list[tuple[str, float, bytes]]
 ) -> None:
     data = mutate(SEEDS[filename], edits)
-    started = time.perf_counter()
+    # CPU time of this thread: a busy machine preempts the parse without charging it.
+    started = time.thread_time()
     try:
         doc = parse_bytes(data, filename=filename)
     except DocumentParseError as exc:
         assert exc.source == filename
     else:
         assert doc.text.strip()
-    assert time.perf_counter() - started < BOUND_S
+    assert time.thread_time() - started < BOUND_S
