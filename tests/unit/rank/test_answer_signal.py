@@ -147,4 +147,5 @@ def test_service_looks_up_the_vectors_fused_only_hits_lack(tmp_path: Path) -> No
     hits = [cand(chunk("a", ON_TOPIC), 0.03), cand(chunk("b", OFF_TOPIC), 0.02)]  # "fused" only
     got = head_cosines_of(env, hits)
     assert env.degraded == []
-    assert got == pytest.approx([float(np.dot(q, vec(ON_TOPIC))), float(np.dot(q, vec(OFF_TOPIC)))], abs=1e-6)
+    # The store keeps float16 vectors: a cosine read back is within ~1e-3 of the float32 one.
+    assert got == pytest.approx([float(np.dot(q, vec(ON_TOPIC))), float(np.dot(q, vec(OFF_TOPIC)))], abs=1e-3)

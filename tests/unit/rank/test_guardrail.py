@@ -99,9 +99,10 @@ def test_a_span_without_a_vector_takes_the_best_cosine_of_its_passages(tmp_path:
     q = vec("alpha")
     sims = similarities(backend, INDEX, q, spans)
     beta = float(np.dot(q, vec("beta")))
-    assert sims["inside-p1"] == pytest.approx(1.0, abs=1e-5)
-    assert sims["straddles"] == pytest.approx(1.0, abs=1e-5)  # the better of its two passages
-    assert sims["inside-p2"] == pytest.approx(beta, abs=1e-5)
+    # Stored vectors are float16 (docs/scale.md): cosines read back are within ~1e-3.
+    assert sims["inside-p1"] == pytest.approx(1.0, abs=1e-3)
+    assert sims["straddles"] == pytest.approx(1.0, abs=1e-3)  # the better of its two passages
+    assert sims["inside-p2"] == pytest.approx(beta, abs=1e-3)
     # the floor reads the computed similarity, inclusively, and records it
     out = Guardrail().run(spans, ctx(backend, query_vector=q, min_similarity=sims["inside-p2"]))
     assert [c.chunk_id for c in out] == ["inside-p1", "straddles", "inside-p2"]
