@@ -361,7 +361,7 @@ def _underline(lines: Sequence[str], i: int) -> bool:
     underline (plain-text standards and manuals use it), not a Markdown code fence, which has a
     blank line or the start of the text before it or says its language after the tildes."""
     s = lines[i].strip()
-    if not s or set(s) != {"~"} or i == 0:
+    if i == 0 or not s.startswith("~~~") or s.strip("~"):
         return False
     prev = lines[i - 1].strip()
     return bool(prev) and len(s) * 2 >= len(prev)
