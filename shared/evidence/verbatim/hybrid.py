@@ -40,9 +40,9 @@ def passage_scores(spans: Sequence[Chunk], passages: Sequence[tuple[Chunk, float
         norm = (s - lo) / (hi - lo) if hi > lo else 1.0
         by_doc.setdefault(p.document_id, []).append((p.char_start, p.char_end, norm))
     starts: dict[str, list[int]] = {}
-    for doc, items in by_doc.items():
-        items.sort()
-        starts[doc] = [a for a, _, _ in items]
+    for doc, listed in by_doc.items():
+        listed.sort()
+        starts[doc] = [a for a, _, _ in listed]
     out = []
     for c in spans:
         items = by_doc.get(c.document_id)
@@ -77,7 +77,7 @@ def headed_bm25(bags: Sequence[Counter[str]], headings: Sequence[str], query: Se
     lengths = [sum(bag.values()) + sum(heads[h].values()) for bag, h in zip(bags, headings, strict=True)]
     avg = sum(lengths) / n or 1.0
     q = list(dict.fromkeys(query))
-    df = Counter()
+    df: Counter[str] = Counter()
     for bag, h in zip(bags, headings, strict=True):
         hb = heads[h]
         for t in q:
