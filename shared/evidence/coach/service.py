@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from evidence.coach.intent import IntentClassifier
     from evidence.config import Settings
     from evidence.embed.base import Embedder
+    from evidence.rank.context import ProfileParams
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchBackend
 
@@ -151,7 +152,11 @@ class CoachRuntime:
                     self._llm_built = True
         return self._intent, self._hyde
 
-    def coach(self, index: str, request: CoachRequest) -> CoachResponse:
+    def coach(
+        self, index: str, request: CoachRequest, *, guardrail: ProfileParams | None = None
+    ) -> CoachResponse:
+        """`guardrail`: the knobs of the guardrail every profile shares (`min_similarity`,
+        `max_chars`); by default the `coach` profile's with this deployment's defaults."""
         from evidence.coach.engine import CoachEngine, CoachSettings
         from evidence.rank.guardrail import deployment_defaults
         from evidence.rank.profiles import get_profile
@@ -161,8 +166,8 @@ class CoachRuntime:
         svc = self.service
         s = svc.settings
         intent, hyde = self._llm()
-        # The guardrail every profile shares, with this deployment's defaults for `coach`.
-        guardrail = get_profile("coach").params(deployment_defaults(s, "coach"))
+        if guardrail is None:
+            guardrail = get_profile("coach").params(deployment_defaults(s, "coach"))
         engine = CoachEngine(
             svc.backend,
             embed_query=lambda text: svc.query_vector(index, text),

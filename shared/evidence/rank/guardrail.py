@@ -22,7 +22,7 @@ the floor removes what is known to be dissimilar, never what could not be measur
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -197,16 +197,6 @@ def deployment_defaults(settings: Settings, profile: str) -> dict[str, Any]:
             f"EVIDENCE_PROFILE_DEFAULTS[{profile!r}]: {exc.message}", field="profile_defaults"
         ) from None
     return out
-
-
-def knob_values(params: ProfileParams) -> Mapping[str, Any]:
-    """The guardrail's knobs of `params`, by name (for telemetry and the defaults table)."""
-    return {
-        "min_similarity": params.min_similarity,
-        "top_k": params.top_k,
-        "max_chars": params.max_chars,
-        "withhold_below": params.withhold_below,
-    }
 
 
 __all__ = [
