@@ -318,7 +318,7 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
         line = lines[i]
         start = offsets[i]
         end = start + len(line)
-        if _FENCE.match(line):
+        if _FENCE.match(line) and not (not in_fence and _underline(lines, i)):
             flush()
             in_fence = not in_fence
             i += 1
@@ -332,7 +332,12 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
             _emit(text, start, end, SpanType.SENTENCE, max_chars=max_chars, out=out)
             i += 1
             continue
-        if _heading_line(start, line, heading_starts) or _RULE.match(line) or _TABLE_SEP.match(line):
+        if (
+            _heading_line(start, line, heading_starts)
+            or _RULE.match(line)
+            or _TABLE_SEP.match(line)
+            or _underline(lines, i)
+        ):
             flush()
             i += 1
             continue
@@ -349,6 +354,17 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
         _emit_item(text, start, end, kind, max_chars=max_chars, out=out)
     flush()
     return out
+
+
+def _underline(lines: Sequence[str], i: int) -> bool:
+    """A line of `~` right under a line of text, about as long: a reStructuredText-style heading
+    underline (plain-text standards and manuals use it), not a Markdown code fence, which has a
+    blank line or the start of the text before it or says its language after the tildes."""
+    s = lines[i].strip()
+    if i == 0 or not s.startswith("~~~") or s.strip("~"):
+        return False
+    prev = lines[i - 1].strip()
+    return bool(prev) and len(s) * 2 >= len(prev)
 
 
 def _runs_on(text: str, section: Section) -> bool:

@@ -185,17 +185,34 @@ class FocusHits:
     A 256-token passage is ~1,100 characters and the answer may sit at its end; read in rank
     order, the evidence then puts a window of context before every answer. This stage cuts a
     passage hit to start at its best sentence — the one holding most of the question's analysed
-    terms, IDF-weighted over the passage's sentences, the earliest on a tie — and keeps the rest
-    of the passage after it, so the hit stays a slice of the document and never grows. A passage
-    whose first sentence is (one of) the best, or shorter than `min_chars`, is left whole. The
+    terms, IDF-weighted over the passage's sentences, the earliest on a tie — and ends it after
+    the sentences that follow within `window` characters (700, about two thirds of a passage: the
+    answer is the best sentence or its next ones), so the hit stays a slice of the document, never
+    grows, and more hits fit a reader's budget (QA suite, default profile: the answer within
+    2,000 characters 0.636 → 0.659, evidence 7,900 → 4,900 characters a question). A passage
+    shorter than `min_chars` is left whole. The
     full passage's term coverage is kept in `scores["coverage"]` for the answerability signal,
     which must not change because the evidence got shorter.
     """
 
     name = "focus"
 
-    def __init__(self, *, min_chars: int = 400) -> None:
+    def __init__(self, *, min_chars: int = 400, window: int | None = 700) -> None:
         self.min_chars = min_chars
+        self.window = window
+
+    def _window_end(self, sents: Sequence[tuple[int, int]], best: int, start: int, length: int) -> int:
+        """Where the focused hit ends: after the best sentence and the sentences that follow it
+        within `window` characters of the hit's start (the answer is the best sentence or its
+        next ones; the rest of the passage is more text before the next hit). None: the end."""
+        if self.window is None:
+            return length
+        end = sents[best][1]
+        for _, b in sents[best + 1 :]:
+            if b - start > self.window:
+                return end
+            end = b
+        return length
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -229,11 +246,15 @@ class FocusHits:
             weight = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
             values = [sum(weight[t] for t in bag & q) for bag in bags]
             best = max(range(n), key=lambda i: (values[i], -i))
-            if best == 0 or values[best] <= values[0]:
+            if values[best] <= values[0]:
+                best = 0
+            start = sents[best][0] if best else 0
+            end = self._window_end(sents, best, start, len(ch.text))
+            if best == 0 and end == len(ch.text):
                 out.append(c)
                 continue
             focused += 1
-            out.append(_slice(c, ch.char_start + sents[best][0], ch.char_end))
+            out.append(_slice(c, ch.char_start + start, ch.char_start + end))
         ctx.trace.detail["focused"] = focused
         return out
 

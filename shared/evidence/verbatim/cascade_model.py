@@ -38,6 +38,20 @@ PATHS = (
     VECTOR_SCOPED,
     HYBRID_FACTSPAN,
 )
+#: The default order: the rule paths (a section, an attribute, the subject named alone) answer
+#: what they recognise; everything else goes to the hybrid span ranking, whose evidence beat the
+#: lexical paths' on every family of the QA suite (docs/verbatim.md); BM25_FACTSPAN,
+#: GLOBAL_FACTSPAN_SCAN and VECTOR_SCOPED stay for a scope without spans to rank.
+DEFAULT_ORDER = (
+    SECTION_EXACT,
+    SECTION_FUZZY,
+    ATTRIBUTE_LOOKUP,
+    ENTITY_OVERVIEW,
+    HYBRID_FACTSPAN,
+    BM25_FACTSPAN,
+    GLOBAL_FACTSPAN_SCAN,
+    VECTOR_SCOPED,
+)
 #: Every name `path_used` may carry: the paths, the multi-section assembly and NO_RESULT.
 REPORTED_PATHS = (*PATHS, MULTI_SECTION_EVIDENCE, NO_RESULT)
 
@@ -64,7 +78,7 @@ class CascadeConfig:
     """Bounds and thresholds of every path. Defaults are set from first principles (documented
     next to each), not fitted to a question set."""
 
-    order: tuple[str, ...] = PATHS
+    order: tuple[str, ...] = DEFAULT_ORDER
     #: At most this many spans and characters of evidence leave the cascade (0 characters: no
     #: bound): the verbatim profile's `top_k` and `max_chars` defaults; a request's override them
     #: (`bounded`).
@@ -113,9 +127,10 @@ class CascadeConfig:
         "adverse_reactions",
     )
     overview_spans: int = 5
-    #: HYBRID_FACTSPAN: passages per leg, and spans returned (0.5 * passage + 0.5 * span BM25).
-    hybrid_passages: int = 8
-    hybrid_spans: int = 3
+    #: HYBRID_FACTSPAN: passages scored (enough for every passage of a long document: a span
+    #: outside them gets no passage score), and spans returned (the bundle: `max_spans`).
+    hybrid_passages: int = 1000
+    hybrid_spans: int = 8
 
     def bounded(self, top_k: int | None, max_chars: int | None) -> CascadeConfig:
         """This configuration under a request's bounds: `top_k` spans and `max_chars` characters

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from evidence.ingest.sections import normalise_heading
-from evidence.records import Chunk, ChunkKind, SpanType
+from evidence.records import ChunkKind
 from evidence.verbatim.cascade_model import (
     ATTRIBUTE_LOOKUP,
     BM25_FACTSPAN,
@@ -18,6 +18,7 @@ from evidence.verbatim.cascade_model import (
     VECTOR_SCOPED,
     SpanHit,
 )
+from evidence.verbatim.hybrid import headed_bm25, passage_scores, same_text
 from evidence.verbatim.run_state import RunState
 from evidence.verbatim.scoring import SpanStats, terms
 from evidence.verbatim.spans import scoring_texts, span_path, trigram_similarity
@@ -288,49 +289,40 @@ class CascadePaths(RunState):
         return hits, f"{len(hits)} sections"
 
     def hybrid_factspan(self) -> tuple[list[SpanHit], str]:
-        """The safety net: the best passages by cosine and by BM25 (each leg max-normalised, a
-        passage keeps its better leg), then their spans scored 0.5 * passage + 0.5 * span BM25
-        (max-normalised), as `verbatim.sentences` does for SciFact's rationales."""
+        """The safety net, and the general path when no rule path fired: every span of the scope
+        scored `0.5 * passage + 0.5 * span BM25` (`verbatim.hybrid`; equal weights, as
+        `verbatim.sentences` does for SciFact's rationales, not fitted). The passage term is the
+        cosine of the best passage holding the span (without vectors, its BM25), min-max over the
+        scope's passages; the span term its BM25 read with its section heading, max-normalised.
+        The same text twice is returned once."""
+        spans = self.spans
+        if not spans:
+            return [], "no span in scope"
+        scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages
-        legs = [
-            self.backend.lexical(self.index, self.question, k=k, filters=self.scope, kind=ChunkKind.PASSAGE)
-        ]
         if self.vector is not None:
-            legs.append(
-                self.backend.dense(self.index, self.vector, k=k, filters=self.scope, kind=ChunkKind.PASSAGE)
+            found = self.backend.dense(self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE)
+            scored = [(h.chunk, float(h.dense if h.dense is not None else h.score)) for h in found]
+        else:
+            found = self.backend.lexical(
+                self.index, self.question, k=k, filters=scope, kind=ChunkKind.PASSAGE
             )
-        passages: dict[str, tuple[float, Chunk]] = {}
-        for leg in legs:
-            top = max((float(h.score) for h in leg), default=0.0)
-            for h in leg:
-                norm = float(h.score) / top if top > 0 else 0.0
-                old = passages.get(h.chunk.chunk_id)
-                if old is None or norm > old[0]:
-                    passages[h.chunk.chunk_id] = (norm, h.chunk)
-        if not passages:
-            return [], "no passage"
-        pool: list[tuple[float, Chunk]] = []
-        seen: set[str] = set()
-        for score, p in sorted(passages.values(), key=lambda x: -x[0]):
-            for c in self.spans if self.scope is not None else self._passage_spans(p):
-                if (
-                    c.document_id == p.document_id
-                    and c.char_start >= p.char_start
-                    and c.char_end <= p.char_end
-                    and c.chunk_id not in seen
-                    and c.span_type is not SpanType.CAPTION
-                ):
-                    seen.add(c.chunk_id)
-                    pool.append((score, c))
-        if not pool:
-            return [], "passages without spans"
-        stats = SpanStats(scoring_texts([c for _, c in pool]))
-        q = self._query_terms_with_phrases()
-        lex = [stats.bm25(i, q) for i in range(len(pool))]
-        top = max(lex, default=0.0) or 1.0
+            scored = [(h.chunk, float(h.score)) for h in found]
+        passage = passage_scores(spans, scored)
+        # Table rows are read with their caption and header (`stats`), every span with its heading.
+        raw = headed_bm25(self.stats.bags, [c.section for c in spans], self._query_terms_with_phrases())
+        top = max(raw, default=0.0) or 1.0
         ranked = sorted(
-            ((0.5 * ps + 0.5 * lex[i] / top, i) for i, (ps, _) in enumerate(pool)),
+            ((0.5 * passage[i] + 0.5 * raw[i] / top, i) for i in range(len(spans)) if i not in self.headers),
             key=lambda x: (-x[0], x[1]),
         )
-        hits = [SpanHit(pool[i][1], sc, HYBRID_FACTSPAN) for sc, i in ranked[: self.cfg.hybrid_spans]]
-        return hits, f"{len(passages)} passages, {len(pool)} spans"
+        hits: list[SpanHit] = []
+        seen: set[str] = set()
+        for sc, i in ranked:
+            if sc <= 0 or len(hits) >= self.cfg.hybrid_spans:
+                break
+            key = same_text(spans[i].text)
+            if key not in seen:
+                seen.add(key)
+                hits.append(SpanHit(spans[i], sc, HYBRID_FACTSPAN))
+        return hits, f"{len(scored)} passages, {len(spans)} spans"

@@ -170,6 +170,24 @@ def test_html_structure_lists_tables_captions_sections() -> None:
     assert section_of["- Daily backups"] == "Data Retention"
 
 
+def test_html_a_paragraph_of_only_bold_text_is_a_heading_one_level_down() -> None:
+    html = (
+        "<h2>Limits</h2><ol>"
+        "<li><p><b>Maximum Number Of Columns</b></p><p>The default setting is 2000.</p></li>"
+        "<li><p><b>Maximum Length Of A Statement</b></p><p>The default is 1,000,000.</p></li></ol>"
+        "<p><b>Note:</b> a bold lead-in followed by text stays prose.</p>"
+        "<p><b>This whole bold sentence ends with a full stop.</b></p>"
+    )
+    doc = parse_bytes(html.encode(), filename="limits.html")
+    names = [s.name for s in doc.sections]
+    assert names == ["Limits", "Maximum Number Of Columns", "Maximum Length Of A Statement"]
+    for sec in doc.sections:
+        assert doc.text[sec.char_start : sec.char_start + len(sec.name)] == sec.name
+    section_of = {s.text: s.section for s in extract_spans(doc)}
+    assert section_of["The default setting is 2000."] == "Maximum Number Of Columns"
+    assert section_of["The default is 1,000,000."] == "Maximum Length Of A Statement"
+
+
 def test_html_pre_keeps_its_lines_and_sniffing_finds_html() -> None:
     data = b"<html><body><p>Before.</p><pre>a  b\n  c</pre><p>After.</p></body></html>"
     assert detect_format(data, filename="noext") == "html"

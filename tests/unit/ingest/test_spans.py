@@ -154,6 +154,20 @@ def test_rules_and_fences_are_not_spans() -> None:
     assert texts == ["Para one.", "x = 1. Y = 2"]  # code is one span per line
 
 
+def test_a_tilde_underline_is_a_heading_underline_not_a_code_fence() -> None:
+    # reStructuredText-style plain text (standards, manuals) underlines headings with "~": read as
+    # a fence, every wrapped line after it became a span of its own.
+    text = (
+        "6.3. Controlling terminal\n~~~~~~~~~~~~~~~~~~~~~~~~~\n\nScripts are not guaranteed to run\n"
+        "with a terminal. They must fall\nback.\n\n~~~\ncode line one\ncode line two\n~~~\n"
+    )
+    texts = sentences(text)
+    assert "Scripts are not guaranteed to run\nwith a terminal." in texts
+    assert "They must fall\nback." in texts
+    assert "code line one" in texts and "code line two" in texts  # a real fence stays line by line
+    assert not any("~" in t for t in texts)
+
+
 def test_sections_and_pages_on_spans() -> None:
     text = "HEAD\nAlpha one. Alpha two.\n\nOTHER\nBeta one."
     head = Section("HEAD", 0, text.index("OTHER"))

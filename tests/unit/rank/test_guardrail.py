@@ -157,7 +157,8 @@ def test_the_cascade_caps_are_defaults_a_request_overrides() -> None:
     assert cfg.bounded(verbatim.top_k, verbatim.max_chars) == cfg
     wide = cfg.bounded(30, 0)
     assert (wide.max_spans, wide.max_chars) == (30, 0)
-    assert (wide.scan_spans, wide.attribute_spans, wide.hybrid_spans) == (19, 12, 12)
+    # the hybrid span ranking returns a whole bundle (hybrid_spans = max_spans): it grows to top_k
+    assert (wide.scan_spans, wide.attribute_spans, wide.hybrid_spans) == (19, 12, 30)
     assert wide.bm25_k >= 30 and wide.bm25_min_coverage == cfg.bm25_min_coverage
     narrow = cfg.bounded(2, 300)
     assert (narrow.max_spans, narrow.max_chars, narrow.scan_spans) == (2, 300, cfg.scan_spans)

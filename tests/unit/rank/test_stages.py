@@ -381,3 +381,18 @@ def test_focus_starts_a_passage_hit_at_its_best_sentence_and_keeps_its_coverage(
     first = FocusHits(min_chars=10).run([c], ctx(None, query="Which regions store the data?"))
     assert first[0].chunk.text == text
     assert FocusHits().run([c], ctx(None, query="backups"))[0].chunk.text == text
+
+
+def test_focus_ends_a_hit_a_window_after_its_start() -> None:
+    from evidence.rank.stages import FocusHits
+
+    filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(30))
+    text = f"Backups are kept for 35 days and then deleted. {filler}"
+    c = cand(chunk("p", text), 0.5)
+    out = FocusHits(min_chars=10, window=200).run([c], ctx(None, query="How long are backups kept?"))
+    got = out[0].chunk
+    assert got.text.startswith("Backups are kept for 35 days") and got.text.endswith(".")
+    assert len(got.text) <= 200 and got.char_end - got.char_start == len(got.text)
+    assert text[: len(got.text)] == got.text  # still a slice of the passage
+    # No window: the rest of the passage stays.
+    assert FocusHits(min_chars=10, window=None).run([c], ctx(None, query="backups"))[0].chunk.text == text

@@ -4,6 +4,7 @@ tables as pipe rows; site chrome (nav, scripts, hidden and landmark subtrees) dr
 from __future__ import annotations
 
 from html.parser import HTMLParser
+from typing import Any
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
@@ -54,6 +55,12 @@ _PARA_BLOCKS = frozenset(
 )  # fmt: skip
 _LINE_BLOCKS = frozenset({"li", "tr", "dt", "dd", "option"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_BOLD = frozenset({"b", "strong"})
+#: Tags that stay inside a line of text: a paragraph holding only these is still one line.
+_INLINE = frozenset(
+    {"a", "b", "strong", "i", "em", "code", "span", "tt", "kbd", "var", "sup", "sub", "small", "u", "br"}
+)
+_MAX_BOLD_HEADING_WORDS = 10
 _LISTS = frozenset({"ul", "ol", "menu"})
 # Navigation bars and permalink marks by class: Sphinx and MkDocs (`headerlink`), texinfo
 # (`nav-panel`, `copiable-anchor`/`copiable-link`), DocBook (`navheader`/`navfooter`), rustdoc and
@@ -123,6 +130,9 @@ class _HtmlText(HTMLParser):
         self.first_h1 = ""
         self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
         self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
+        # The open <p>: [text start, its text, all of it bold so far, open <b>/<strong>]. A short
+        # paragraph that is nothing but bold text is a heading (`_end_paragraph`).
+        self.para: list[Any] | None = None
 
     # Each construct parser returns -1 when its construct runs to the end of the input: count them.
     def _counted(self, result: int) -> int:
@@ -203,6 +213,12 @@ class _HtmlText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._starts_outside_text(tag, attrs):
             return
+        if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
+            self.para = [-1, [], True, 0]
+        elif tag in _BOLD and self.para is not None:
+            self.para[3] += 1
+        elif tag not in _INLINE:
+            self.para = None  # a block inside the paragraph: not a one-line bold heading
         if self.cell is not None or self.row is not None:
             self._start_in_table(tag)
         elif tag == "br":
@@ -306,6 +322,11 @@ class _HtmlText(HTMLParser):
                 self.skip_depth -= 1
         elif self.row is not None:
             self._end_in_table(tag)
+        elif tag == "p" and self.para is not None:
+            self._end_paragraph(*self.para)
+            self._block_break(tag)
+        elif tag in _BOLD and self.para is not None:
+            self.para[3] = max(self.para[3] - 1, 0)
         elif tag in _HEADINGS and self.heading is not None:
             self._end_heading(*self.heading)
         elif tag in _LISTS:
@@ -327,6 +348,29 @@ class _HtmlText(HTMLParser):
         elif tag == "table":
             self._flush_row()
             self._break(2)
+
+    def _note_paragraph(self, data: str, para: list[Any]) -> None:
+        """The open paragraph's text, where it starts, and whether all of it is bold."""
+        if data.strip():
+            if not para[3]:
+                para[2] = False
+            if para[0] < 0:
+                self._start_text()
+                para[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        para[1].append(data)
+
+    def _end_paragraph(self, start: int, parts: list[str], bold: bool, _open: int) -> None:
+        """A paragraph of nothing but bold text, short and without a sentence's closing mark, is
+        a heading one level under the last one ("<p><b>Maximum Number Of Columns</b></p>": how
+        many manuals title the items of a list)."""
+        self.para = None
+        name = WS.sub(" ", "".join(parts)).strip()
+        if not bold or start < 0 or not name or len(name.split()) > _MAX_BOLD_HEADING_WORDS:
+            return
+        if name[-1] in ".:;,!?" or not any(c.isalpha() for c in name):
+            return
+        level = min((self.heads[-1][1] + 1) if self.heads else 2, 6)
+        self.heads.append((start, level, name))
 
     def _end_heading(self, level: int, start: int, parts: list[str]) -> None:
         name = WS.sub(" ", "".join(parts)).strip()
@@ -362,6 +406,8 @@ class _HtmlText(HTMLParser):
         if self.pre_depth:
             self._write_raw_pre(data)
             return
+        if self.para is not None:
+            self._note_paragraph(data, self.para)
         if self.heading is not None and self.heading[1] < 0 and data.strip():
             self._start_text()
             start = self.length + (1 if self.space_pending and self._mid_line else 0)
