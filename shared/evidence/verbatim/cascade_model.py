@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from evidence.records import Chunk
-from evidence.verbatim.grounding import REFUSAL_FLOOR
+from evidence.verbatim.grounding import REFUSAL_FLOOR, SAFETY_NET_FLOOR
 
 if TYPE_CHECKING:
     from evidence.plan.verbatim import VerbatimRules
@@ -116,7 +116,7 @@ class CascadeConfig:
     #: profile shares) the evidence must reach, else NO_RESULT; the safety net (no bar of its own)
     #: may have a floor of its own. Fitted by `bench/refusal_fit.py` (docs/verbatim.md).
     min_grounding: float = REFUSAL_FLOOR
-    safety_net_grounding: float = REFUSAL_FLOOR
+    safety_net_grounding: float = SAFETY_NET_FLOOR
     #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
     #: them: its first sections), and how many.
     overview_sections: tuple[str, ...] = (

@@ -49,19 +49,20 @@ class RefusalModel:
 
 
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
-#: evidence holds an expected answer (`bench/refusal_fit.py`, `final`).
-DENSE_MODEL = RefusalModel(grounding=2.1095, cosine=1.8148, bias=-2.6859)
+#: evidence holds an expected answer (`bench/refusal_fit.py --max-loss 0.03 --default-cap 0.30`,
+#: `final`; refitted on the evidence of the hybrid span ranking).
+DENSE_MODEL = RefusalModel(grounding=2.011, cosine=1.9747, bias=-2.3881)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel(grounding=2.4136, cosine=0.0, bias=-1.8624)
+LEXICAL_MODEL = RefusalModel(grounding=2.27, cosine=0.0, bias=-1.4129)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
-#: that at most 3 % of the evidence holding an answer is refused (`bench/refusal_fit.py`; the
-#: safety net's own floor came out the same).
-REFUSAL_FLOOR = 0.21
-#: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`): fitted 0.3197,
-#: capped at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95, 0.9567 at 0.30;
-#: 0.9467 at 0.3197: `bench/answerability.py`).
+#: that at most 3 % of the evidence holding an answer is refused (the issue's false-refusal
+#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.30.
+REFUSAL_FLOOR = 0.28
+SAFETY_NET_FLOOR = 0.30
+#: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`): capped at
+#: 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
 HITS_REFUSAL_FLOOR = 0.30
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
