@@ -34,7 +34,10 @@ from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.analysis import AnalyzerConfig, get_analyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import UpsertResult, Vector
-from evidence.search.store_dense import VECTOR_FORMAT, DenseStore, _vector_blob, decode_vectors
+from evidence.search.store_dense import VECTOR_FORMAT, DenseStore, decode_vectors
+
+# Re-exported: a test patches `_vector_blob` here, where `upsert` reads it.
+from evidence.search.store_dense import _vector_blob as _vector_blob  # noqa: PLC0414
 from evidence.search.store_lexical import LexicalStore
 from evidence.search.store_records import _CHUNK_COLS, _metadata_terms
 

@@ -20,15 +20,14 @@ from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
 from evidence.search.store_records import RecordStore
 
-#: The ANN returns this many times k candidates, rescored exactly on their stored vectors (`_refine`).
-ANN_REFINE = 2
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096
 
 
-#: How vectors are stored (`info.vector_format`): float16, half the bytes of float32 on disk and in
-#: memory. SciFact nDCG@10 is unchanged to 4 decimals (docs/scale.md); a vector float16 cannot hold
-#: (a component past ±65,504) stays float32. A blob's length tells its format: the dimension is fixed.
+#: How vectors are stored (`info.vector_format`): float16, half the bytes of float32 on disk (the
+#: exact-search matrix in memory stays float32: see `_DenseCache`). SciFact nDCG@10 is unchanged to
+#: 4 decimals (docs/scale.md); a vector float16 cannot hold (a component past ±65,504) stays
+#: float32. A blob's length tells its format: an index's dimension is fixed.
 VECTOR_FORMAT = "f16"
 #: Rows converted per transaction when an index of float32 blobs is opened (`convert_vectors`).
 CONVERT_BATCH = 4096
@@ -66,25 +65,15 @@ def decode_vector(blob: bytes, dim: int | None) -> np.ndarray:
     return row
 
 
-#: Rows scored per step of the exact scan: float16 rows are widened to float32 a block at a time,
-#: so the scan never holds a float32 copy of the whole matrix.
-SCAN_BLOCK = 32_768
-
-
 @dataclass
 class _DenseCache:
     generation: int
     rowids: np.ndarray  # int64
     kinds: np.ndarray  # bool: True = passage
-    matrix: np.ndarray  # (n, dim) float16
-
-    def scores(self, q: np.ndarray) -> np.ndarray:
-        """Inner product of every row with `q` (float32), a block at a time."""
-        out = np.empty(len(self.matrix), dtype=np.float32)
-        for start in range(0, len(self.matrix), SCAN_BLOCK):
-            block = self.matrix[start : start + SCAN_BLOCK]
-            out[start : start + len(block)] = block.astype(np.float32) @ q
-        return out
+    #: (n, dim) float32 even when the blobs are float16: numpy widens float16 at ~3 ns a value
+    #: here (no F16C path), which made a 100k scan 87 ms instead of 11 ms; below the ANN
+    #: threshold the matrix is at most ~150 MB.
+    matrix: np.ndarray
 
 
 class DenseStore(RecordStore):
@@ -185,7 +174,7 @@ class DenseStore(RecordStore):
             if keep is not None:
                 rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
             if added:
-                new = decode_vectors([v for _, _, v in added], self.dimension(), np.float16)
+                new = decode_vectors([v for _, _, v in added], self.dimension())
                 dim = new.shape[1]
                 if matrix.shape[1] not in (0, dim):
                     self._dense = None
@@ -247,7 +236,7 @@ class DenseStore(RecordStore):
                 dim = (longest or 0) // 4
             rowids = np.empty(n, dtype=np.int64)
             kinds = np.empty(n, dtype=bool)
-            matrix = np.empty((n, dim), dtype=np.float16)
+            matrix = np.empty((n, dim), dtype=np.float32)
             cursor = db.execute(
                 "SELECT rowid, kind, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
             )
@@ -256,7 +245,7 @@ class DenseStore(RecordStore):
                 end = at + len(rows)
                 rowids[at:end] = [r[0] for r in rows]
                 kinds[at:end] = [r[1] == "passage" for r in rows]
-                matrix[at:end] = decode_vectors([r[2] for r in rows], dim, np.float16)
+                matrix[at:end] = decode_vectors([r[2] for r in rows], dim)
                 at = end
         return _DenseCache(gen, rowids, kinds, matrix)
 
@@ -401,8 +390,7 @@ class DenseStore(RecordStore):
             top = np.argsort(-sims, kind="stable")[:k]
             rowids, scores = rowids_small[top], sims[top]
         else:
-            rowids, _ = self._ann_search(ann, q, k * ANN_REFINE, wanted, kind)
-            rowids, scores = self._refine(q, np.sort(rowids), k)
+            rowids, scores = self._ann_search(ann, q, k, wanted, kind)
         chosen = [int(r) for r in rowids]
         found = self.chunks_by_rowid(chosen)
         hits = [
@@ -412,28 +400,6 @@ class DenseStore(RecordStore):
         ]
         hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
         return hits
-
-    def _refine(self, q: np.ndarray, rowids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rescore the ANN's candidates (sorted rowids) on their stored vectors: the IVF codes are
-        8-bit, so their order near the k-th is approximate; the stored float16 vectors are not."""
-        with self._snapshot() as db:
-            present = np.asarray(
-                [
-                    r[0]
-                    for r in db.execute(
-                        "SELECT rowid FROM chunks WHERE vector IS NOT NULL AND rowid IN "
-                        "(SELECT value FROM json_each(?)) ORDER BY rowid",
-                        (json.dumps([int(r) for r in rowids]),),
-                    )
-                ],
-                dtype=np.int64,
-            )
-            matrix = self._vectors_of(db, present)
-        if not len(present):
-            return present, np.empty(0, dtype=np.float32)
-        sims = matrix @ q
-        top = np.argsort(-sims, kind="stable")[:k]
-        return present[top], sims[top]
 
     def dense(
         self, vector: Vector, k: int, filters: Filters | None, kind: ChunkKind | None
@@ -448,7 +414,7 @@ class DenseStore(RecordStore):
             raise EmbedderMismatchError(
                 f"query vector has {q.shape[0]} dimensions; the index holds {cache.matrix.shape[1]}"
             )
-        sims = cache.scores(q)
+        sims = cache.matrix @ q
         mask = np.ones(len(sims), dtype=bool)
         if kind is not None:
             mask &= cache.kinds if kind is ChunkKind.PASSAGE else ~cache.kinds
