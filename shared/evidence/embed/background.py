@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from evidence.embed.base import Matrix
 
 if TYPE_CHECKING:
     from evidence.config import Settings
     from evidence.embed.base import Embedder
-    from evidence.embed.minilm import MiniLMEmbedder
 
 #: The worker's own embedder (one slot), built once by `_start` in the worker process.
-_worker: list[MiniLMEmbedder] = []
+_worker: list[Embedder] = []
 
 
 def lower_priority(nice: int) -> None:
@@ -39,12 +40,10 @@ def lower_priority(nice: int) -> None:
         os.nice(nice - current)
 
 
-def _start(nice: int, max_tokens: int, batch_size: int, threads: int) -> None:
+def _start(nice: int, build: Callable[[], Embedder]) -> None:
     """In the worker, before onnxruntime starts its threads: they inherit the niceness."""
     lower_priority(nice)
-    from evidence.embed.minilm import MiniLMEmbedder
-
-    _worker.append(MiniLMEmbedder(max_tokens=max_tokens, batch_size=batch_size, threads=threads))
+    _worker.append(build())
 
 
 def _embed(texts: Sequence[str]) -> Matrix:
@@ -62,8 +61,11 @@ class BackgroundDocuments:
     double the memory for nothing the cores could give. A worker that dies (killed, out of
     memory) is replaced on the next call, and that call is tried once more."""
 
-    def __init__(self, inner: MiniLMEmbedder, *, nice: int) -> None:
+    def __init__(self, inner: Embedder, *, build: Callable[[], Embedder], nice: int) -> None:
+        """`inner` embeds queries here; `build` (picklable) makes the worker's embedder, the same
+        model as `inner`."""
         self.inner = inner
+        self.build = build
         self.nice = nice
         self.model_id = inner.model_id
         self.dimension = inner.dimension
@@ -80,7 +82,7 @@ class BackgroundDocuments:
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
-                    initargs=(self.nice, self.inner.max_tokens, self.inner.batch_size, self.inner.threads),
+                    initargs=(self.nice, self.build),
                 )
             return self._pool
 
@@ -96,7 +98,7 @@ class BackgroundDocuments:
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:
-            return self.inner.embed_documents(texts)
+            return np.empty((0, self.dimension), dtype=np.float32)
         for attempt in range(2):
             pool = self._executor()
             try:
@@ -124,13 +126,14 @@ def serving_embedder(settings: Settings) -> tuple[Embedder | None, BackgroundDoc
 
     if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
         return None, None
+    from functools import partial
+
     from evidence.embed.cache import CachedEmbedder, EmbeddingCache
-    from evidence.embed.minilm import MiniLMEmbedder
     from evidence.service import build_embedder
 
-    inner = build_embedder(settings)
-    assert isinstance(inner, MiniLMEmbedder)
-    background = BackgroundDocuments(inner, nice=settings.write_nice)
+    background = BackgroundDocuments(
+        build_embedder(settings), build=partial(build_embedder, settings), nice=settings.write_nice
+    )
     if settings.backend is BackendKind.EMBEDDED:
         cache = EmbeddingCache(settings.store_dir / "embeddings.sqlite3")
         return CachedEmbedder(background, cache), background
