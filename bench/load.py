@@ -6,7 +6,10 @@ seconds: retrieve (SciFact test queries), index (a new document each time) and d
 that client's own documents). Meanwhile, with `--writers`, two `evidence index` processes
 write other documents into the same index on the same store. Reported: requests, throughput,
 latency p50/p95/p99 per operation, errors (anything but the expected status), the server's RSS
-over time, and documents expected vs present at the end (nothing lost, nothing twice).
+over time (and its document-embedding worker's), documents expected vs present at the end
+(nothing lost, nothing twice), and where a retrieve's time went (`retrieve_stages_ms`: each
+stage and first-stage leg from the response's telemetry, the time outside the stages, and the
+time outside the server: queueing, HTTP, the resolver).
 
     python bench/load.py --dataset ../shared/datasets/scifact [--duration 120] [--clients 8]
         [--writers] [--base-store build/load-base] [--json]
