@@ -568,9 +568,9 @@ class IndexStore:
     def _publish(self, before: int, removed: list[int], added: list[tuple[int, str, bytes]]) -> None:
         """COMMIT this process's write and carry the caches to it, as one step for readers: a
         reader that sees the new generation before the caches do waits on `_dense_lock` for
-        them. Patching after the lock was released let the first readers of every write find a
-        stale matrix and rebuild it from the records, every vector read again, while the
-        others queued behind the rebuild (RELIABILITY.md, "Load")."""
+        them. Patched after the commit, outside the lock, a reader in between found a stale
+        matrix and rebuilt it from the records, every vector read again, while the others
+        queued behind the rebuild (a race, rare in the profiles: RELIABILITY.md, "Load")."""
         with self._dense_lock:
             self._db.execute("COMMIT")
             self._after_write(before, before + 1, removed, added)
