@@ -6,7 +6,10 @@ seconds: retrieve (SciFact test queries), index (a new document each time) and d
 that client's own documents). Meanwhile, with `--writers`, two `evidence index` processes
 write other documents into the same index on the same store. Reported: requests, throughput,
 latency p50/p95/p99 per operation, errors (anything but the expected status), the server's RSS
-over time, and documents expected vs present at the end (nothing lost, nothing twice).
+over time (and its document-embedding worker's), documents expected vs present at the end
+(nothing lost, nothing twice), and where a retrieve's time went (`retrieve_stages_ms`: each
+stage and first-stage leg from the response's telemetry, the time outside the stages, and the
+time outside the server: queueing, HTTP, the resolver).
 
     python bench/load.py --dataset ../shared/datasets/scifact [--duration 120] [--clients 8]
         [--writers] [--base-store build/load-base] [--json]
@@ -156,12 +159,27 @@ def rss_kb(pid: int) -> tuple[int, int, int]:
     return fields["VmRSS:"], fields["RssAnon:"], fields["RssFile:"]
 
 
+def children_rss_kb(pid: int) -> int:
+    """VmRSS of `pid`'s child processes (the server's document-embedding worker), in kB."""
+    total = 0
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0
+    for kid in kids:
+        total += rss_kb(int(kid))[0] + children_rss_kb(int(kid))
+    return total
+
+
 @dataclass
 class Stats:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: list[str] = field(default_factory=list)
     live: set[str] = field(default_factory=set)  # load documents indexed and not deleted
     deleted: set[str] = field(default_factory=set)
+    #: A retrieve's own telemetry: stage name → ms, and "server" (total_ms). Its latency at the
+    #: client minus "server" is the time spent queued, in HTTP and in the resolver.
+    stages: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -200,6 +218,23 @@ def client(
                     f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": rng.choice(queries), "top_k": 10}
                 )
                 ok = status == 200 and bool(body.get("hits"))
+                telemetry = (body.get("telemetry") or {}) if ok else {}
+                with stats.lock:
+                    staged = 0.0
+                    for stage in telemetry.get("stages") or []:
+                        if stage["ms"]:
+                            stats.stages[str(stage["name"])].append(float(stage["ms"]))
+                        staged += float(stage["ms"])
+                        for key, value in (stage.get("detail") or {}).items():
+                            if key.endswith("_ms"):  # the first stage's legs
+                                stats.stages[f"{stage['name']}.{key}"].append(float(value))
+                    if "total_ms" in telemetry:
+                        stats.stages["server"].append(float(telemetry["total_ms"]))
+                        # Outside the stages: the query's embedding, the plan, the response.
+                        stats.stages["server.outside_stages"].append(float(telemetry["total_ms"]) - staged)
+                        stats.stages["client.outside_server"].append(
+                            (time.perf_counter() - started) * 1000 - float(telemetry["total_ms"])
+                        )
             elif op == "index":
                 doc_id = f"load-{n}-{made}"
                 made += 1
@@ -299,6 +334,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         proc, url = serve(store)
         stats = Stats()
         rss: list[tuple[float, tuple[int, int, int]]] = []
+        worker_rss: list[int] = []
         try:
             # Warm-up: the model loads on the first query; RSS "start" is after it.
             request(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, timeout=300)
@@ -309,6 +345,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             def sample() -> None:
                 while not stop.is_set():
                     rss.append((round(time.monotonic() - t0, 1), rss_kb(proc.pid)))
+                    worker_rss.append(children_rss_kb(proc.pid))
                     stop.wait(1.0)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -378,6 +415,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             op: {"requests": len(v), **percentiles(v)} for op, v in sorted(stats.latencies.items())
         },
         "latency_ms": percentiles(all_latencies),
+        "retrieve_stages_ms": {name: percentiles(v) for name, v in sorted(stats.stages.items())},
         "mean_ms": round(statistics.fmean(all_latencies), 1) if all_latencies else 0.0,
         "errors": len(stats.errors),
         "error_samples": stats.errors[:5],
@@ -391,6 +429,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "file_start": mb(warm[0][2]) if warm else 0.0,
             "file_end": mb(warm[-1][2]) if warm else 0.0,
             "series": [(t, *map(mb, kb)) for t, kb in rss[:: max(1, len(rss) // 24)]],
+            # The server's child processes (its document-embedding worker, write_nice > 0).
+            "children_end": mb(worker_rss[-1]) if worker_rss else 0.0,
+            "children_max": mb(max(worker_rss)) if worker_rss else 0.0,
         },
         "writers": writer_results,
         "documents": {

@@ -220,6 +220,11 @@ class Settings(BaseSettings):
     serve_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     #: To receive a whole request body; then 408.
     serve_body_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: Niceness of writes, so that reads keep the cores (docs/api.md#evidence-serve):
+    #: `evidence serve` embeds documents in one worker process at this niceness (queries stay
+    #: in the server), and `evidence index` runs at it. 0 = writes embed at the caller's priority,
+    #: in the request's own thread. Niceness costs nothing on an idle machine.
+    write_nice: int = Field(default=10, ge=0, le=19)
     #: Documents larger than this (bytes) are indexed in the background by `evidence serve`:
     #: 202 + a status URL instead of a request that embeds for seconds or minutes (0 = always).
     async_upload_bytes: int = Field(default=64 * 1024, ge=0, le=1024 * 1024 * 1024)

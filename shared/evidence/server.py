@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -530,6 +531,52 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, arenas))
+
+
+#: The thread-count setters of the OpenBLAS builds numpy ships or links (64-bit-integer first).
+_BLAS_SETTERS = (
+    "scipy_openblas_set_num_threads64_",
+    "scipy_openblas_set_num_threads",
+    "openblas_set_num_threads64_",
+    "openblas_set_num_threads",
+)
+
+
+def limit_blas_threads(threads: int = 1) -> bool:
+    """One BLAS thread per calling thread in this process; False where no OpenBLAS is found.
+
+    The server's parallelism is its request threads. OpenBLAS's own pool, shared by every
+    thread that calls it, made the dense leg's one matrix-vector product (5,183 by 384) take
+    14 ms alone and 252 ms with 8 threads calling at once on a loaded 2-core machine, against
+    0.5 and 4 ms with one BLAS thread (RELIABILITY.md, "Load")."""
+    import ctypes
+
+    import numpy  # noqa: F401  (loads its BLAS, so that it is in the process's maps)
+
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+    libraries = {
+        line.split()[-1]
+        for line in maps.splitlines()
+        if "openblas" in line.lower() and line.split()[-1].startswith("/")
+    }
+    done = False
+    for path in sorted(libraries):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _BLAS_SETTERS:
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter.argtypes = [ctypes.c_int]
+                setter.restype = None
+                setter(threads)
+                done = True
+                break
+    return done
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8080, **kwargs: Any) -> ApiServer:

@@ -173,3 +173,25 @@ def test_the_malloc_arena_cap_takes_on_glibc() -> None:
         pytest.skip("not glibc")
     assert hasattr(ctypes.CDLL(None), "mallopt")
     assert limit_malloc_arenas(8) is True  # the glibc default for 1 core; harmless to the suite
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps")
+def test_serve_runs_one_blas_thread_per_request_thread() -> None:
+    """`evidence serve` sets OpenBLAS to one thread (RELIABILITY.md, "Load": its shared pool
+    made the dense leg's product 50 times slower with 8 request threads calling it)."""
+    probe = (
+        "import ctypes, numpy\n"
+        "from evidence.server import limit_blas_threads, _BLAS_SETTERS\n"
+        "libs = {l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l.lower()}\n"
+        "if not libs: print('none'); raise SystemExit\n"
+        "print(limit_blas_threads(1))\n"
+        "getters = [n.replace('set_', 'get_') for n in _BLAS_SETTERS]\n"
+        "lib = ctypes.CDLL(sorted(libs)[0])\n"
+        "print(next(getattr(lib, g)() for g in getters if hasattr(lib, g)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    if out == ["none"]:
+        pytest.skip("numpy is not linked to OpenBLAS here")
+    assert out == ["True", "1"]

@@ -31,7 +31,7 @@ from evidence.config import Settings
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.errors import IndexNotFoundError, TooManyRequestsError
 from evidence.model import IndexDocumentRequest
-from evidence.records import ChunkKind
+from evidence.records import ChunkKind, SearchHit
 from evidence.server import ApiServer, make_server
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
@@ -197,6 +197,80 @@ def test_dense_results_follow_writes_without_a_rebuild(service: EvidenceService)
         assert is_passage == bool(fresh.kinds[fresh.rowids.tolist().index(rowid)])
     hits = {h.chunk.document_id for h in service.backend.dense("idx", vector, k=10, kind=ChunkKind.PASSAGE)}
     assert hits == {"d0", "d2", "d3"}
+
+
+class _WatchedLock:
+    """A lock that reports when a thread other than `owner` asks for it (it then waits)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.owner: int | None = None
+        self.asked = threading.Event()
+
+    def __enter__(self) -> bool:
+        if self.owner is not None and threading.get_ident() != self.owner:
+            self.asked.set()
+        return bool(self.inner.acquire())
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
+
+
+def test_a_reader_that_sees_a_commit_waits_for_the_carried_matrix_not_a_rebuild(
+    service: EvidenceService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a write's COMMIT and the dense matrix carried to it, a reader sees the new
+    generation with the old matrix. It used to rebuild the matrix from the records (every
+    vector read again, the other readers queued behind it) on most writes under load; now it
+    waits for the writer's patch, and sees the write whole: every passage, none of the old."""
+    service.index_document("idx", IndexDocumentRequest(document_id="old", filename="o.txt", text=POLICY_TEXT))
+    vector = service.query_vector("idx", "quarterly revenue grew")
+    assert vector is not None
+    backend = service.backend
+    backend.dense("idx", vector, k=50)  # the matrix is loaded, at the current generation
+    store = backend.index_store("idx")  # type: ignore[attr-defined]
+    rebuilds = 0
+    load_dense = store._load_dense
+
+    def counted() -> Any:
+        nonlocal rebuilds
+        rebuilds += 1
+        return load_dense()
+
+    monkeypatch.setattr(store, "_load_dense", counted)
+    lock = _WatchedLock(store._dense_lock)
+    monkeypatch.setattr(store, "_dense_lock", lock)
+    committed, release = threading.Event(), threading.Event()
+    after_write = store._after_write
+
+    def held(*args: Any) -> None:
+        lock.owner = threading.get_ident()
+        committed.set()  # COMMIT is done: readers see the new generation
+        assert release.wait(60), "the test never released the writer"
+        after_write(*args)
+
+    monkeypatch.setattr(store, "_after_write", held)
+    text = " ".join(f"Quarterly revenue grew in region {i}, by {i} percent." * 12 for i in range(12))
+    writer = threading.Thread(
+        target=service.index_document,
+        args=("idx", IndexDocumentRequest(document_id="new", filename="new.txt", text=text)),
+    )
+    writer.start()
+    seen: list[SearchHit] = []
+    try:
+        assert committed.wait(30)
+        reader = threading.Thread(target=lambda: seen.extend(backend.dense("idx", vector, k=500)))
+        reader.start()
+        assert lock.asked.wait(30), "the reader did not wait for the carried matrix"
+        release.set()
+        reader.join(60)
+    finally:
+        release.set()
+        writer.join(60)
+    passages = [c for c in store._chunks_of("new") if c.kind is ChunkKind.PASSAGE]
+    assert len(passages) > 1
+    assert {h.chunk.chunk_id for h in seen if h.chunk.document_id == "new"} >= {c.chunk_id for c in passages}
+    assert rebuilds == 0
 
 
 # --- no request runs unbounded ------------------------------------------------------------------

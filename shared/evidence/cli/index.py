@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"no such file or folder: {', '.join(missing)}")
     metadata = dict(key_values(args.meta, "--meta"))
     service = common.service_from_args(args)
+    from evidence.embed.background import lower_priority
+
+    # A bulk write: an `evidence serve` on this machine keeps the cores for its reads (write_nice).
+    lower_priority(service.settings.write_nice)
     try:
         if args.kind == "graph":
             # Knowledge-graph files (docs/coach.md): each validated whole; a refused one writes nothing.

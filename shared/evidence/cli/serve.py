@@ -23,11 +23,12 @@ def run(args: argparse.Namespace) -> int:
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
     from evidence.assess.threads import ThreadLauncher
-    from evidence.server import ConnectionLimits, limit_malloc_arenas, make_server
+    from evidence.server import ConnectionLimits, limit_blas_threads, limit_malloc_arenas, make_server
     from evidence.service import EvidenceService
     from evidence.workbench.page import serve_page
 
     limit_malloc_arenas()  # before the model's and the request threads exist
+    limit_blas_threads()  # the request threads are the parallelism
     settings = settings_from_args(args)
     runtime.configure(settings=settings)
     from evidence.errors import ConfigurationError
@@ -42,7 +43,12 @@ def run(args: argparse.Namespace) -> int:
             f"{args.host}: every caller that reaches it may read and write every index",
             file=sys.stderr,
         )
-    service = EvidenceService(settings)
+    from evidence.embed.background import serving_embedder
+
+    # Documents embed in a worker process at `write_nice`, so that writes do not take the cores
+    # from reads (evidence/embed/background.py).
+    embedder, background = serving_embedder(settings)
+    service = EvidenceService(settings, embedder=embedder)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
     from evidence.assess.launch import add_launcher, get_launcher
     from evidence.local_sfn import local_launcher
@@ -55,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(exc.message, EXIT_USAGE) from None
     # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
     threading.Thread(target=runtime.warm, name="warm", daemon=True).start()
+    if background is not None:
+        background.warm()
     get_app()
     configure_uploads(
         UploadJobs(
@@ -78,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         configure_uploads(None)
         service.close()
+        if background is not None:
+            background.close()
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
     print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
@@ -103,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         ThreadLauncher.stop_all()  # reported interrupted now, not left to run on a closed service
         configure_uploads(None)
         service.close()
+        if background is not None:
+            background.close()
         runtime.reset()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -142,16 +142,15 @@ class IndexStore(LexicalStore, DenseStore):
                     results.append(UpsertResult(doc.document_id, status, n_pass, n_span))
                 if changed:
                     self.set_info("generation", str(before + 1))
-                db.execute("COMMIT")
+                    self._publish(before, removed, added)
+                else:
+                    db.execute("COMMIT")
             except BaseException:
                 # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
                 # would raise and hide the cause.
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            if changed:
-                self._after_write(before, before + 1, removed, added)
-                self._ann_after_write(before, before + 1, removed, added)
             if changed and not self.deferred:
                 self.sync_pending()
         return results
@@ -229,7 +228,9 @@ class IndexStore(LexicalStore, DenseStore):
                 if n:
                     db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (document_id,))
                     self.set_info("generation", str(before + 1))
-                db.execute("COMMIT")
+                    self._publish(before, removed, [])
+                else:
+                    db.execute("COMMIT")
             except BaseException:
                 # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
                 # would raise and hide the cause.
@@ -237,8 +238,6 @@ class IndexStore(LexicalStore, DenseStore):
                     db.execute("ROLLBACK")
                 raise
             if n:
-                self._after_write(before, before + 1, removed, [])
-                self._ann_after_write(before, before + 1, removed, [])
                 self.sync_pending()
             return n
 

@@ -89,6 +89,7 @@ class DenseStore(RecordStore):
         #: Searches and in-place updates of `_ann` take turns (faiss indexes are not thread-safe).
         self._ann_lock = threading.Lock()
         self._vector_count: tuple[int, int] = (-1, 0)  # (generation, vectors)
+        self._count_lock = threading.Lock()
         self._dense_lock = threading.Lock()  # one thread rebuilds the dense matrix, others wait for it
         self._dense: _DenseCache | None = None
         self._dim: int | None = None
@@ -157,7 +158,8 @@ class DenseStore(RecordStore):
     ) -> None:
         """Carry the caches of generation `before` to `after` (this process's own write): drop
         the rows it removed, add the vectors it inserted (rowid, kind, vector blob). Without
-        this, every write made the next query rebuild the dense matrix and the chunk cache."""
+        this, every write made the next query rebuild the dense matrix and the chunk cache.
+        Called with `_dense_lock` held, from the commit on (`_publish`)."""
         with self._small:
             if self._cache_gen == before:
                 for rowid in removed:
@@ -165,26 +167,37 @@ class DenseStore(RecordStore):
                     if old is not None:
                         self._rowid_of.pop(old.chunk_id, None)
                 self._cache_gen = after
-        with self._dense_lock:
-            cache = self._dense
-            if cache is None or cache.generation != before:
+        cache = self._dense
+        if cache is None or cache.generation != before:
+            return
+        keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
+        rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
+        if keep is not None:
+            rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
+        if added:
+            new = decode_vectors([v for _, _, v in added], self.dimension())
+            dim = new.shape[1]
+            if matrix.shape[1] not in (0, dim):
+                self._dense = None
                 return
-            keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
-            rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
-            if keep is not None:
-                rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
-            if added:
-                new = decode_vectors([v for _, _, v in added], self.dimension())
-                dim = new.shape[1]
-                if matrix.shape[1] not in (0, dim):
-                    self._dense = None
-                    return
-                rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
-                kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
-                matrix = np.concatenate(
-                    [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
-                )
-            self._dense = _DenseCache(after, rowids, kinds, matrix)
+            rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
+            kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
+            matrix = np.concatenate(
+                [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
+            )
+        self._dense = _DenseCache(after, rowids, kinds, matrix)
+        self._vector_count = (after, len(rowids))
+
+    def _publish(self, before: int, removed: list[int], added: list[tuple[int, str, bytes]]) -> None:
+        """COMMIT this process's write and carry the caches to it, as one step for readers: a
+        reader that sees the new generation before the caches do waits on `_dense_lock` for
+        them. Patched after the commit, outside the lock, a reader in between found a stale
+        matrix and rebuilt it from the records, every vector read again, while the others
+        queued behind the rebuild (a race, rare in the profiles: RELIABILITY.md, "Load")."""
+        with self._dense_lock:
+            self._db.execute("COMMIT")
+            self._after_write(before, before + 1, removed, added)
+            self._ann_after_write(before, before + 1, removed, added)
 
     def _ann_after_write(
         self, before: int, after: int, removed: list[int], added: list[tuple[int, str, bytes]]
@@ -256,13 +269,18 @@ class DenseStore(RecordStore):
         return self.root / "ann.npz"
 
     def vectors_count(self) -> int:
-        """Vectors as last committed (cached per generation: a COUNT over 1M rows is not free)."""
+        """Vectors as last committed, cached per generation: the COUNT scans every record, and
+        with every reader that saw a write counting at once it was a quarter of a retrieve's time
+        under mixed load. Own writes carry it (`_after_write`); one reader counts for the others."""
         with self._snapshot() as db:
             gen = self.generation(db)
-            if self._vector_count[0] != gen:
-                n = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-                self._vector_count = (gen, int(n))
-            return self._vector_count[1]
+            if self._vector_count[0] == gen:
+                return self._vector_count[1]
+            with self._count_lock:
+                if self._vector_count[0] != gen:
+                    n = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+                    self._vector_count = (gen, int(n))
+                return self._vector_count[1]
 
     def uses_ann(self) -> bool:
         return (
