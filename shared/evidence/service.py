@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evidence.config import BackendKind, EmbedderKind, HybridMode, Settings, get_settings
+from evidence.config import BackendKind, HybridMode, Settings, get_settings
+from evidence.embed.factory import build_embedder
 from evidence.errors import (
     BadRequestError,
     DocumentNotFoundError,
@@ -76,24 +77,6 @@ class ProfileRun:
     extras: Extras
     degraded: list[str]
     ms: float
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    if settings.embedder is EmbedderKind.TITAN:
-        from evidence.embed.titan import TitanEmbedder
-
-        return TitanEmbedder(
-            model_id=settings.bedrock_embed_model,
-            region=settings.aws_region,
-            dimension=settings.titan_dimension,
-        )
-    from evidence.embed.minilm import MiniLMEmbedder
-
-    return MiniLMEmbedder(
-        max_tokens=settings.embed_max_tokens,
-        batch_size=settings.embed_batch_size,
-        threads=settings.embed_threads,
-    )
 
 
 def build_backend(settings: Settings) -> SearchBackend:

@@ -129,7 +129,7 @@ def serving_embedder(settings: Settings) -> tuple[Embedder | None, BackgroundDoc
     from functools import partial
 
     from evidence.embed.cache import CachedEmbedder, EmbeddingCache
-    from evidence.service import build_embedder
+    from evidence.embed.factory import build_embedder
 
     background = BackgroundDocuments(
         build_embedder(settings), build=partial(build_embedder, settings), nice=settings.write_nice
