@@ -77,9 +77,10 @@ def _key(line: str) -> str:
     return " ".join(line.split())
 
 
-def page_text(page: Any) -> str:
-    """A page's plain text with its table rows as `| a | b |` lines."""
-    plain = str(page.extract_text() or "")
+def page_text(page: Any, visitor_text: Any = None) -> str:
+    """A page's plain text with its table rows as `| a | b |` lines; `visitor_text` sees the
+    plain extraction's text runs (their fonts give headings away)."""
+    plain = str(page.extract_text(visitor_text=visitor_text) or "")
     try:
         layout = page.extract_text(extraction_mode="layout") or ""
     except Exception:

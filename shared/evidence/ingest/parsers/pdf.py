@@ -1,7 +1,8 @@
 """PDF (pypdf, imported at the first PDF): page texts joined by blank lines, `page_starts`
 recording where each page begins, table rows as `| a | b |` lines (`ingest/pdf_tables.py`),
-running headers and footers dropped, and short ALL-CAPS or numbered Title Case lines taken as
-headings."""
+running headers and footers dropped, words hyphenated at line ends joined, and as headings: lines
+set larger than the body text or bold (`parsers/pdf_style.py`), short ALL-CAPS lines, numbered
+Title Case lines and labelled numbers on a line of their own ("Recommendation 4")."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ from typing import TYPE_CHECKING
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
 from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines
+from evidence.ingest.parsers.pdf_style import (
+    DocumentStyles,
+    StyleCollector,
+    dehyphenate,
+    heading_levels,
+    styled_headings,
+    vocabulary,
+)
 from evidence.records import ParsedDocument
 
 if TYPE_CHECKING:
@@ -28,6 +37,13 @@ _PDF_HEADING = re.compile(r"^(?:\d+\.)*\d+\.?\s+([A-Z][^.!?;:]{1,60})$")
 # "1.3. Language used in this specification": two or more levels and a closing dot, which no
 # sentence wrapped after a decimal ("3.5 Patients were...") has, so sentence case is a heading too.
 _PDF_DOTTED = re.compile(r"^\d+(?:\.\d+)+\.\s+[A-Z]")
+# "Recommendation 4", "Appendix B", "Chapter III: Methods": a structural word and its number on a
+# line of their own (a caption's "Table 2" / "Figure 1" is not a section).
+_PDF_LABELLED = re.compile(
+    r"^(?:Recommendation|Section|Chapter|Part|Article|Appendix|Annex|Step|Module|Unit|Lesson)\s+"
+    r"(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])\.?(?:\s*[:.\u2013\u2014-]\s*[A-Z][^.!?;]{0,60})?$"
+)
+_NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
 
 
 def is_pdf_heading(line: str) -> bool:
@@ -40,6 +56,8 @@ def is_pdf_heading(line: str) -> bool:
         return False
     if not s[0].isalnum() or any(c in _CODE_CHARS for c in s):
         return False  # code, tables and markup, not headings
+    if _PDF_LABELLED.match(s):
+        return True
     letters = [c for c in s if c.isalpha()]
     if len(letters) >= 4 and all(c.isupper() for c in letters) and not any(c.isdigit() for c in s):
         return True
@@ -145,16 +163,18 @@ def _clean_pdf_title(title: str) -> str:
 
 
 def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
-    page_texts, title = _read_pdf(data, filename)
+    page_texts, title, styles = _read_pdf(data, filename)
     if not page_texts:
         raise DocumentParseError(filename, "corrupt PDF: no pages")
     if not any(t.strip() for t in page_texts):
         raise DocumentParseError(filename, "PDF has no extractable text (scanned? no text layer)")
-    text, starts = _join_pages(_strip_running_lines(page_texts))
+    pages = _strip_running_lines(page_texts)
+    words = vocabulary(pages)
+    text, starts = _join_pages([dehyphenate(p, words) for p in pages])
     return ParsedDocument(
         text=text,
         title=title,
-        sections=flat_sections(_headings(text), len(text)),
+        sections=flat_sections(_headings(text, styles), len(text)),
         page_starts=tuple(starts),
         fmt="pdf",
     )
@@ -215,8 +235,8 @@ def _report_repairs(filename: str, messages: list[str]) -> None:
     log.warning("%s: pypdf repaired the PDF while reading it: %s%s", filename, "; ".join(distinct[:3]), more)
 
 
-def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str]:
-    """Each page's text and the document's title; a PDF pypdf cannot read is a DocumentParseError."""
+def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str, DocumentStyles]:
+    """Each page's text, the document's title and its lines' styles; a PDF pypdf cannot read is a DocumentParseError."""
     try:
         import pypdf  # noqa: F401 - checked here so a missing pypdf is a parse error, not a crash
     except ImportError as exc:  # pragma: no cover - pypdf is a runtime dependency
@@ -228,14 +248,15 @@ def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str]:
             _report_repairs(filename, messages)
 
 
-def _read_pages(data: bytes, filename: str) -> tuple[list[str], str]:
+def _read_pages(data: bytes, filename: str) -> tuple[list[str], str, DocumentStyles]:
     from pypdf import PdfReader
 
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:
             _decrypt(reader, filename)
-        return _page_texts(reader, filename), _title(reader)
+        texts, styles = _page_texts(reader, filename)
+        return texts, _title(reader), styles
     except DocumentParseError:
         raise
     except Exception as exc:
@@ -249,18 +270,19 @@ MAX_PAGES = 5_000
 MAX_CONTENT_BYTES = 256 * 1024 * 1024
 
 
-def _page_texts(reader: PdfReader, filename: str) -> list[str]:
+def _page_texts(reader: PdfReader, filename: str) -> tuple[list[str], DocumentStyles]:
     pages = reader.pages
+    styles = DocumentStyles()
     check_count(filename, "PDF pages", len(pages), MAX_PAGES, "split the document")
     texts: list[str] = []
     content = chars = 0
     for page in pages:
         content += _content_bytes(page)
         check_count(filename, "bytes of PDF page content", content, MAX_CONTENT_BYTES, "split the document")
-        texts.append(_page_text(page))
+        texts.append(_page_text(page, styles))
         chars += len(texts[-1])
         check_count(filename, "characters of text", chars, DEFAULT_LIMITS.max_chars, "split the document")
-    return texts
+    return texts, styles
 
 
 def _content_bytes(page: PageObject) -> int:
@@ -281,13 +303,16 @@ def _decrypt(reader: PdfReader, filename: str) -> None:
         raise DocumentParseError(filename, "encrypted PDF (a password is required)")
 
 
-def _page_text(page: PageObject) -> str:
+def _page_text(page: PageObject, styles: DocumentStyles) -> str:
     from evidence.ingest.pdf_tables import page_text
 
+    collector = StyleCollector()
     try:
-        raw = page_text(page)  # tables as `| a | b |` rows
+        raw = page_text(page, visitor_text=collector.visit)  # tables as `| a | b |` rows
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document
+    else:
+        styles.add_page(collector)
     return normalise_newlines(raw).strip("\n").rstrip()
 
 
@@ -322,17 +347,43 @@ def is_code_line(line: str) -> bool:
     return bool(_CODE_LINE.search(line))
 
 
-def _headings(text: str) -> list[Heading]:
+def _headings(text: str, styles: DocumentStyles | None = None) -> list[Heading]:
     """Heading lines, except those next to a line of code: "BEGIN" between two lines of an ASN.1
-    grammar is code, not a section."""
+    grammar is code, not a section. A typographic heading wrapped over two lines is one heading.
+    Numbered headings nest by their numbering ("2.3" under "2"), typographic ones by size."""
     lines = text.split("\n")
+
+    def excluded(i: int) -> bool:
+        s = lines[i].lstrip()
+        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i)
+
+    styled = styled_headings(lines, styles, excluded) if styles is not None else {}
+    levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
     pos = 0
+    skip = 0
+    numbered = 0  # level of the last numbered heading, under which unnumbered typographic ones nest
     for i, line in enumerate(lines):
-        if is_pdf_heading(line) and not _next_to_code(lines, i):
-            heads.append((pos, 1, line.strip()))
+        if skip:
+            skip -= 1
+        elif i in styled:
+            count, name, style = styled[i]
+            level = _numbered_level(name)
+            numbered = level or numbered
+            heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
+            skip = count - 1
+        elif is_pdf_heading(line) and not _next_to_code(lines, i):
+            level = _numbered_level(line.strip())
+            numbered = level or numbered
+            heads.append((pos, level or 1, line.strip()))
         pos += len(line) + 1
     return heads
+
+
+def _numbered_level(name: str) -> int:
+    """ "2.3 Dosing" is level 2; an unnumbered heading 0 (its level comes from elsewhere)."""
+    m = _NUMBERING.match(name)
+    return min(m.group(1).count(".") + 1, 4) if m else 0
 
 
 def _next_to_code(lines: list[str], i: int) -> bool:

@@ -1,0 +1,228 @@
+"""PDF typography: headings set apart by font size or weight, and words hyphenated at line ends.
+
+pypdf's text visitor reports each run of text with its font and matrices, and the runs joined are
+exactly the page's extracted text, so every line gets a style: the font size most of its letters
+are set in and the share of them in a bold face. The document's body size is the size most
+letters are set in. A line is a heading by typography when it is short, reads like a title and is
+set larger than the body, or bold at body size; one or two consecutive heading lines of the same
+style are one wrapped heading, a longer run of them is emphasised prose (a bold warning), not a
+heading. Levels follow the sizes: the largest heading size is level 1.
+
+A word split at a line end ("recom-" / "mendation") is joined when the document supports it; see
+`dehyphenate`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: A heading is at least this much larger than the body text (11 pt body → 12.65 pt).
+SIZE_RATIO = 1.15
+#: Share of a line's letters in a bold face for the line to count as bold.
+BOLD_SHARE = 0.9
+#: A typographic heading is short: this many characters and words at most.
+MAX_HEADING_CHARS = 100
+MAX_HEADING_WORDS = 14
+#: More consecutive heading-styled lines than this are emphasised prose, not a wrapped heading.
+MAX_HEADING_LINES = 2
+_BOLD_FACE = re.compile(r"bold|semibold|demi|black|heavy", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LineStyle:
+    size: float  # the font size most of the line's letters are set in (points, rounded to 0.5)
+    bold: bool
+
+
+def _key(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _effective_size(cm: Any, tm: Any, font_size: float) -> float:
+    """The rendered size: the font size scaled by the text and transformation matrices' y axis."""
+    try:
+        scale = math.hypot(float(tm[2]), float(tm[3])) * math.hypot(float(cm[2]), float(cm[3]))
+    except (TypeError, ValueError, IndexError):
+        scale = 1.0
+    return round(abs(float(font_size)) * scale * 2) / 2
+
+
+def _is_bold(font: Any) -> bool:
+    try:
+        name = str(font.get("/BaseFont", "")) if font is not None else ""
+    except Exception:
+        name = ""
+    return bool(_BOLD_FACE.search(name))
+
+
+class StyleCollector:
+    """Fed by pypdf's `visitor_text`; yields each extracted line's style, keyed by its text."""
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[str, float, bool]] = []
+
+    def visit(self, text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
+        if text:
+            self._runs.append((text, _effective_size(cm, tm, font_size), _is_bold(font)))
+
+    def lines(self) -> list[tuple[str, Counter[tuple[float, bool]]]]:
+        """Each line's text and how many of its letters were set in each (size, bold)."""
+        out: list[tuple[str, Counter[tuple[float, bool]]]] = []
+        text: list[str] = []
+        weights: Counter[tuple[float, bool]] = Counter()
+        for run, size, bold in self._runs:
+            parts = run.split("\n")
+            for i, part in enumerate(parts):
+                if i:
+                    out.append(("".join(text), weights))
+                    text, weights = [], Counter()
+                text.append(part)
+                n = sum(1 for c in part if c.isalnum())
+                if n:
+                    weights[(size, bold)] += n
+        out.append(("".join(text), weights))
+        return out
+
+
+class DocumentStyles:
+    """Line styles across a document's pages and its body size."""
+
+    def __init__(self) -> None:
+        self._by_line: dict[str, LineStyle | None] = {}
+        self._letters: Counter[float] = Counter()
+
+    def add_page(self, collector: StyleCollector) -> None:
+        for text, weights in collector.lines():
+            if not weights:
+                continue
+            for (size, _), n in weights.items():
+                self._letters[size] += n
+            (size, bold), _ = weights.most_common(1)[0]
+            total = sum(weights.values())
+            bold_share = sum(n for (_, b), n in weights.items() if b) / total
+            style = LineStyle(size=size, bold=bold_share >= BOLD_SHARE)
+            key = _key(text)
+            # The same text set two ways (a heading repeated in body text) is not trusted as either.
+            if key in self._by_line and self._by_line[key] != style:
+                self._by_line[key] = None
+            else:
+                self._by_line[key] = style
+
+    @property
+    def body_size(self) -> float:
+        return self._letters.most_common(1)[0][0] if self._letters else 0.0
+
+    def style(self, line: str) -> LineStyle | None:
+        return self._by_line.get(_key(line))
+
+    def heading_style(self, line: str) -> LineStyle | None:
+        """The line's style when its typography sets it apart as a heading."""
+        style = self.style(line)
+        body = self.body_size
+        if style is None or body <= 0:
+            return None
+        if style.size >= body * SIZE_RATIO or (style.bold and style.size >= body):
+            return style
+        return None
+
+
+_TITLE_LIKE = re.compile(r"^[\w(\"'“‘][^|]*$")
+#: A title does not end on a word that needs a continuation; a wrapped line of bold prose does.
+_OPEN_END = re.compile(
+    r"\b(?:of|and|or|the|a|an|to|with|for|in|on|by|at|from|that|as|is|are)$", re.IGNORECASE
+)
+
+
+def reads_like_heading(text: str) -> bool:
+    """Short, starts with a letter or digit, not a sentence (no closing full stop or comma)."""
+    s = text.strip()
+    if not (2 <= len(s) <= MAX_HEADING_CHARS) or len(s.split()) > MAX_HEADING_WORDS:
+        return False
+    if s[-1] in ".,;:" and not re.search(r"\d\.$", s):
+        return False
+    if s[0].islower() or _OPEN_END.search(s):
+        return False  # the middle of a sentence set in bold
+    return bool(_TITLE_LIKE.match(s)) and sum(c.isalpha() for c in s) >= 2
+
+
+def styled_headings(
+    lines: list[str],
+    styles: DocumentStyles,
+    is_excluded: Callable[[int], bool],
+) -> dict[int, tuple[int, str, LineStyle]]:
+    """Line index → (number of lines, heading text, style) for each typographic heading.
+
+    Consecutive heading-styled lines of one style form a group: a group of at most
+    `MAX_HEADING_LINES` lines is one heading (a title wrapped over two lines), a longer one is
+    emphasised prose and gives none."""
+    out: dict[int, tuple[int, str, LineStyle]] = {}
+    i = 0
+    while i < len(lines):
+        style = styles.heading_style(lines[i]) if lines[i].strip() else None
+        if style is None or is_excluded(i):
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].strip() and styles.heading_style(lines[j]) == style:
+            j += 1
+        name = " ".join(lines[k].strip() for k in range(i, j))
+        if j - i <= MAX_HEADING_LINES and reads_like_heading(name):
+            out[i] = (j - i, name, style)
+        i = j
+    return out
+
+
+def heading_levels(styles: Iterable[LineStyle]) -> dict[LineStyle, int]:
+    """Level of each heading style: larger sizes first, bold before regular at one size. A style
+    used once (a cover title, a masthead) is level 1 and takes no rank from the recurring ones."""
+    counts = Counter(styles)
+    order = sorted((s for s, n in counts.items() if n > 1), key=lambda s: (-s.size, not s.bold))
+    levels = {s: min(i + 1, 4) for i, s in enumerate(order)}
+    return {s: levels.get(s, 1) for s in counts}
+
+
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+#: A line ending in a word fragment and a hyphen, the next line starting with a lower-case letter.
+_SPLIT = re.compile(r"([^\W\d_]+)-\n([a-z][^\W\d_]*)([ \t]*)")
+
+
+def vocabulary(texts: Iterable[str]) -> Counter[str]:
+    """Words (hyphenated compounds as one word and as their parts), case-folded, with counts."""
+    words: Counter[str] = Counter()
+    for text in texts:
+        for m in _WORD.finditer(text):
+            w = m.group(0).lower()
+            words[w] += 1
+            if "-" in w:
+                words.update(w.split("-"))
+    return words
+
+
+def dehyphenate(text: str, words: Counter[str]) -> str:
+    """Join a word split at a line end, keeping the line count (the rest of the line stays put).
+
+    "recom-\\nmendation of" → "recommendation\\nof" when the document supports the join:
+    the joined word occurs elsewhere more often than the hyphenated form; or neither occurs and
+    the first part is no word of its own ("recom"). A real compound ("long-\\nterm", where
+    "long-term" occurs elsewhere, or "long" is a word) keeps its hyphen: "long-term\\nuse".
+    Only a lower-case continuation is joined: "COVID-\\n19" and "Part A-\\nB" stay as they are."""
+
+    def join(m: re.Match[str]) -> str:
+        left, right = m.group(1), m.group(2)
+        joined, hyphened = (left + right).lower(), f"{left}-{right}".lower()
+        # The split itself counted as the two words "left" and "right", never as either form.
+        n_joined, n_hyphened = words[joined], words[hyphened]
+        word = (
+            f"{left}{right}"
+            if n_joined > n_hyphened or not (n_hyphened or words[left.lower()] > 1)
+            else f"{left}-{right}"
+        )
+        after = m.string[m.end() : m.end() + 1]
+        return word if after in ("", "\n") else word + "\n"
+
+    return _SPLIT.sub(join, text)
