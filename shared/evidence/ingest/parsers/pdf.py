@@ -236,7 +236,8 @@ def _report_repairs(filename: str, messages: list[str]) -> None:
 
 
 def _read_pdf(data: bytes, filename: str) -> tuple[list[str], str, DocumentStyles]:
-    """Each page's text, the document's title and its lines' styles; a PDF pypdf cannot read is a DocumentParseError."""
+    """Each page's text, the document's title and its lines' styles; a PDF pypdf cannot read is a
+    DocumentParseError."""
     try:
         import pypdf  # noqa: F401 - checked here so a missing pypdf is a parse error, not a crash
     except ImportError as exc:  # pragma: no cover - pypdf is a runtime dependency

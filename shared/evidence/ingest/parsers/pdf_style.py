@@ -102,7 +102,7 @@ class DocumentStyles:
                 continue
             for (size, _), n in weights.items():
                 self._letters[size] += n
-            (size, bold), _ = weights.most_common(1)[0]
+            (size, _), _ = weights.most_common(1)[0]
             total = sum(weights.values())
             bold_share = sum(n for (_, b), n in weights.items() if b) / total
             style = LineStyle(size=size, bold=bold_share >= BOLD_SHARE)
@@ -131,7 +131,7 @@ class DocumentStyles:
         return None
 
 
-_TITLE_LIKE = re.compile(r"^[\w(\"'“‘][^|]*$")
+_TITLE_LIKE = re.compile(r"^[\w(\"'\u201c\u2018][^|]*$")
 #: A title does not end on a word that needs a continuation; a wrapped line of bold prose does.
 _OPEN_END = re.compile(
     r"\b(?:of|and|or|the|a|an|to|with|for|in|on|by|at|from|that|as|is|are)$", re.IGNORECASE
