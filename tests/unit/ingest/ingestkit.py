@@ -11,10 +11,16 @@ def _pdf_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
+#: A styled line for `make_pdf`: (text, font size in points, bold).
+StyledLine = tuple[str, float, bool]
+
+
+def make_pdf(pages: list[list[str]] | list[list[str | StyledLine]], *, title: str | None = None) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
 
-    An empty inner list makes a page with no text (as a scanned page looks to a parser).
+    A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
+    Helvetica-Bold). An empty inner list makes a page with no text (as a scanned page looks to a
+    parser).
     """
     objects: list[bytes] = []
 
@@ -25,12 +31,20 @@ def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
     catalog = add(b"")  # filled once the page tree's number is known
     pages_obj = add(b"")
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    bold = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
     kids: list[int] = []
     for lines in pages:
         if lines:
             ops = ["BT", "/F1 12 Tf", "14 TL", "72 720 Td"]
             for line in lines:
-                ops.append(f"({_pdf_escape(line)}) Tj T*")
+                if isinstance(line, str):
+                    ops.append(f"({_pdf_escape(line)}) Tj T*")
+                else:
+                    text, size, is_bold = line
+                    face = "/F2" if is_bold else "/F1"
+                    ops.append(
+                        f"{face} {size:g} Tf {size + 2:g} TL ({_pdf_escape(text)}) Tj T* /F1 12 Tf 14 TL"
+                    )
             ops.append("ET")
             stream = "\n".join(ops).encode("cp1252")
         else:
@@ -40,7 +54,7 @@ def make_pdf(pages: list[list[str]], *, title: str | None = None) -> bytes:
             add(
                 (
                     f"<< /Type /Page /Parent {pages_obj} 0 R /MediaBox [0 0 612 792] "
-                    f"/Resources << /Font << /F1 {font} 0 R >> >> /Contents {content} 0 R >>"
+                    f"/Resources << /Font << /F1 {font} 0 R /F2 {bold} 0 R >> >> /Contents {content} 0 R >>"
                 ).encode()
             )
         )

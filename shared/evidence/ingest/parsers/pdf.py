@@ -51,13 +51,13 @@ def is_pdf_heading(line: str) -> bool:
     s = line.strip()
     if not (3 <= len(s) <= 60) or s[-1] in ".!?;:,":
         return False
+    if _PDF_LABELLED.match(s):
+        return True
     words = s.split()
     if len(words) > 8:
         return False
     if not s[0].isalnum() or any(c in _CODE_CHARS for c in s):
         return False  # code, tables and markup, not headings
-    if _PDF_LABELLED.match(s):
-        return True
     letters = [c for c in s if c.isalpha()]
     if len(letters) >= 4 and all(c.isupper() for c in letters) and not any(c.isdigit() for c in s):
         return True
@@ -171,10 +171,11 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
     pages = _strip_running_lines(page_texts)
     words = vocabulary(pages)
     text, starts = _join_pages([dehyphenate(p, words) for p in pages])
+    text, heads = _headings(text, styles)
     return ParsedDocument(
         text=text,
         title=title,
-        sections=flat_sections(_headings(text, styles), len(text)),
+        sections=flat_sections(heads, len(text)),
         page_starts=tuple(starts),
         fmt="pdf",
     )
@@ -348,9 +349,11 @@ def is_code_line(line: str) -> bool:
     return bool(_CODE_LINE.search(line))
 
 
-def _headings(text: str, styles: DocumentStyles | None = None) -> list[Heading]:
-    """Heading lines, except those next to a line of code: "BEGIN" between two lines of an ASN.1
-    grammar is code, not a section. A typographic heading wrapped over two lines is one heading.
+def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, list[Heading]]:
+    """The text and its heading lines, except those next to a line of code: "BEGIN" between two
+    lines of an ASN.1 grammar is code, not a section. A typographic heading wrapped over two lines
+    is one heading, its line break made a space (same length: no offset moves) so that the span
+    extractor skips the whole heading rather than gluing its second line onto the prose after it.
     Numbered headings nest by their numbering ("2.3" under "2"), typographic ones by size."""
     lines = text.split("\n")
 
@@ -361,12 +364,14 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> list[Heading]:
     styled = styled_headings(lines, styles, excluded) if styles is not None else {}
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
+    breaks: list[int] = []  # line breaks inside a wrapped heading
     pos = 0
     skip = 0
     numbered = 0  # level of the last numbered heading, under which unnumbered typographic ones nest
     for i, line in enumerate(lines):
         if skip:
             skip -= 1
+            breaks.append(pos - 1)
         elif i in styled:
             count, name, style = styled[i]
             level = _numbered_level(name)
@@ -378,7 +383,12 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> list[Heading]:
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))
         pos += len(line) + 1
-    return heads
+    if breaks:
+        chars = list(text)
+        for b in breaks:
+            chars[b] = " "
+        text = "".join(chars)
+    return text, heads
 
 
 def _numbered_level(name: str) -> int:
