@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
 
@@ -15,7 +16,7 @@ def _pdf_escape(s: str) -> str:
 StyledLine = tuple[str, float, bool]
 
 
-def make_pdf(pages: list[list[str]] | list[list[str | StyledLine]], *, title: str | None = None) -> bytes:
+def make_pdf(pages: Sequence[Sequence[str | StyledLine]], *, title: str | None = None) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt

@@ -178,3 +178,13 @@ def test_dehyphenated_pdf_keeps_spans_verbatim_and_page_offsets() -> None:
 def test_vocabulary_counts_compounds_and_their_parts() -> None:
     words = vocabulary(["Long-term use; long use."])
     assert words == Counter({"long-term": 1, "long": 2, "term": 1, "use": 2})
+
+
+def test_a_url_line_is_not_code_so_the_heading_after_it_stands() -> None:
+    from evidence.ingest.parsers.pdf import is_code_line
+
+    assert not is_code_line("Resources can be found at https://example.org.")
+    assert is_code_line("x = 1  // the default")
+    lines = [*_BODY, "Resources are listed at https://example.org.", "Recommendation 9", *_BODY]
+    doc = parse_bytes(make_pdf([lines]), filename="r.pdf")
+    assert [name for _, name in _sections(doc)] == ["Recommendation 9"]

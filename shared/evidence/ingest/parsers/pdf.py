@@ -340,12 +340,13 @@ def _join_pages(page_texts: list[str]) -> tuple[str, list[int]]:
 
 
 _CODE_LINE = re.compile(
-    r"::=|:=|->|==|//|/\*|\*/|^\s*[{}]|[{};]\s*$|<[A-Za-z_][^<>]*>|^\s*#\s*(?:include|define)\b"
+    r"::=|:=|->|==|(?<!:)//|/\*|\*/|^\s*[{}]|[{};]\s*$|<[A-Za-z_][^<>]*>|^\s*#\s*(?:include|define)\b"
 )
 
 
 def is_code_line(line: str) -> bool:
-    """A line of a code sample or grammar (`X ::= Y`, `<placeholder>`, `{`, `foo();`)."""
+    """A line of a code sample or grammar (`X ::= Y`, `<placeholder>`, `{`, `foo();`); a URL's
+    `://` is not a comment marker."""
     return bool(_CODE_LINE.search(line))
 
 
