@@ -139,6 +139,8 @@ def test_a_compound_split_at_its_hyphen_keeps_the_hyphen() -> None:
     # "long-term" occurs elsewhere; "long" is a word of its own.
     assert _dehyphenated("for long-\nterm use", "long-term outcomes") == "for long-term\nuse"
     assert _dehyphenated("a self-\nreport form", "the self and others") == "a self-report\nform"
+    # Neither form occurs elsewhere, but "based" is a word of its own.
+    assert _dehyphenated("a web-\nbased tool", "it is based on") == "a web-based\ntool"
 
 
 @pytest.mark.parametrize(

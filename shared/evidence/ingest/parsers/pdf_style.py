@@ -208,8 +208,9 @@ def dehyphenate(text: str, words: Counter[str]) -> str:
 
     "recom-\\nmendation of" → "recommendation\\nof" when the document supports the join:
     the joined word occurs elsewhere more often than the hyphenated form; or neither occurs and
-    the first part is no word of its own ("recom"). A real compound ("long-\\nterm", where
-    "long-term" occurs elsewhere, or "long" is a word) keeps its hyphen: "long-term\\nuse".
+    neither part is a word of its own ("recom", "mendation"). A real compound ("long-\\nterm",
+    where "long-term" occurs elsewhere, or "web-\\nbased" where "based" is a word) keeps its
+    hyphen: "long-term\\nuse".
     Only a lower-case continuation is joined: "COVID-\\n19" and "Part A-\\nB" stay as they are."""
 
     def join(m: re.Match[str]) -> str:
@@ -217,11 +218,12 @@ def dehyphenate(text: str, words: Counter[str]) -> str:
         joined, hyphened = (left + right).lower(), f"{left}-{right}".lower()
         # The split itself counted as the two words "left" and "right", never as either form.
         n_joined, n_hyphened = words[joined], words[hyphened]
-        word = (
-            f"{left}{right}"
-            if n_joined > n_hyphened or not (n_hyphened or words[left.lower()] > 1)
-            else f"{left}-{right}"
-        )
+        # Each part counted once for the split itself: more is a use of its own elsewhere.
+        parts_are_words = words[left.lower()] > 1 or words[right.lower()] > 1
+        if n_joined > n_hyphened or not (n_hyphened or parts_are_words):
+            word = f"{left}{right}"
+        else:
+            word = f"{left}-{right}"
         after = m.string[m.end() : m.end() + 1]
         return word if after in ("", "\n") else word + "\n"
 
