@@ -399,6 +399,7 @@ def _numbered_level(name: str) -> int:
 
 
 def _next_to_code(lines: list[str], i: int) -> bool:
-    before = next((line for line in reversed(lines[:i]) if line.strip()), "")
-    after = next((line for line in lines[i + 1 :] if line.strip()), "")
+    # Indexed, not sliced: a slice per heading candidate made a PDF of many headings quadratic.
+    before = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+    after = next((lines[k] for k in range(i + 1, len(lines)) if lines[k].strip()), "")
     return is_code_line(before) or is_code_line(after)
