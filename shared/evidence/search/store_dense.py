@@ -367,14 +367,14 @@ class DenseStore(RecordStore):
                     f"query vector has {q.shape[0]} dimensions; the index holds {dim}"
                 )
             allowed: np.ndarray | None = None
+            bits: np.ndarray | None = None
             if wanted is not None:
-                pos = np.minimum(np.searchsorted(ann.ids, wanted), max(ann.size - 1, 0))
-                allowed = wanted[ann.ids[pos] == wanted] if ann.size else wanted[:0]
+                allowed, bits = ann.restrict(wanted)
             elif kind is not None:
                 match = ann.passage if kind is ChunkKind.PASSAGE else ~ann.passage
                 if not match.all():
                     allowed = ann.ids[match]
-            return ann.search(q, k, allowed, self.ann_config.probe_fraction)
+            return ann.search(q, k, allowed, self.ann_config.probe_fraction, bits)
 
     def _dense_ann(
         self, q: np.ndarray, k: int, filters: Filters | None, kind: ChunkKind | None
