@@ -329,6 +329,11 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200, help="SciFact test queries timed per leg")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument(
+        "--query-only",
+        action="store_true",
+        help="measure the complete stores already under build/scale/<n>/, never build or extend one",
+    )
+    ap.add_argument(
         "--recall-queries", type=int, default=100, help="queries of the ANN recall check (each scans exactly)"
     )
     ap.add_argument("--plot", type=Path, default=None, help="PNG to write (needs matplotlib)")
@@ -342,8 +347,16 @@ def main() -> int:
     results["note"] = VECTOR_NOTE
     results["cores"] = os.cpu_count()
     print(f"note: {VECTOR_NOTE}", flush=True)
+    if args.query_only and args.build_only:
+        ap.error("--query-only and --build-only exclude each other")
     for n in sizes:
-        b = build(n, args.dataset)
+        if args.query_only:
+            meta = WORK / str(n) / "build.json"
+            if not meta.exists() or not json.loads(meta.read_text()).get("complete"):
+                ap.error(f"--query-only: no complete store of {n:,} passages under {WORK / str(n)}")
+            b = dict(json.loads(meta.read_text()))
+        else:
+            b = build(n, args.dataset)
         print(json.dumps({"passages": n, "build": b}), flush=True)
         if args.build_only:
             continue

@@ -15,7 +15,7 @@ import numpy as np
 from evidence.errors import EmbedderMismatchError
 from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer
-from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, crc_of
+from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, Restriction, crc_of
 from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
 from evidence.search.store_records import RecordStore
@@ -366,14 +366,12 @@ class DenseStore(RecordStore):
                 raise EmbedderMismatchError(
                     f"query vector has {q.shape[0]} dimensions; the index holds {dim}"
                 )
-            allowed: np.ndarray | None = None
+            allowed: np.ndarray | Restriction | None = None
             if wanted is not None:
-                pos = np.minimum(np.searchsorted(ann.ids, wanted), max(ann.size - 1, 0))
-                allowed = wanted[ann.ids[pos] == wanted] if ann.size else wanted[:0]
+                allowed = ann.restrict(wanted)
             elif kind is not None:
-                match = ann.passage if kind is ChunkKind.PASSAGE else ~ann.passage
-                if not match.all():
-                    allowed = ann.ids[match]
+                of_kind = ann.of_kind(kind is ChunkKind.PASSAGE)
+                allowed = None if of_kind is None else ann.restrict(of_kind)
             return ann.search(q, k, allowed, self.ann_config.probe_fraction)
 
     def _dense_ann(

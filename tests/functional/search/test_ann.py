@@ -152,3 +152,40 @@ def test_unreadable_file_is_rebuilt(built: tuple[Path, list[list[str]], list[lis
     backend = _backend(root)
     assert _recall([_ids(backend, q) for q in _queries()], exact) >= 0.95
     backend.close()
+
+
+def test_filtered_search_follows_writes(
+    built: tuple[Path, list[list[str]], list[list[str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The selector search keeps a filter's rowids and bitmap between queries: a write must
+    change what it allows (a new matching document is found, a deleted one is gone), and a
+    document that stops matching the filter must stop being returned."""
+    monkeypatch.setattr(store_dense, "EXACT_FILTERED_MAX", 10)
+    root, _, _ = built
+    backend = _backend(root)
+    rare = {"group": "rare"}
+    q = _queries()[3]
+    before = _ids(backend, q, rare)
+    assert _ids(backend, q, rare) == before  # the second query reuses the kept restriction
+    meta = {"group": "rare"}
+    new = DocumentChunks(
+        "new", "hn", "new", (Chunk("new:0", "new", ChunkKind.PASSAGE, "new", 0, 3, 0, metadata=meta),), meta
+    )
+    backend.upsert("ix", [new], [q.reshape(1, -1)])
+    assert _ids(backend, q, rare)[0] == "new:0"
+    gone = before[0].split(":")[0]
+    backend.delete_document("ix", gone)
+    assert all(not i.startswith(f"{gone}:") for i in _ids(backend, q, rare))
+    # "new" re-indexed as common: it no longer matches the filter.
+    common = {"group": "common"}
+    moved = DocumentChunks(
+        "new",
+        "hn2",
+        "new",
+        (Chunk("new:0", "new", ChunkKind.PASSAGE, "new", 0, 3, 0, metadata=common),),
+        common,
+    )
+    backend.upsert("ix", [moved], [q.reshape(1, -1)])
+    assert "new:0" not in _ids(backend, q, rare)
+    assert _ids(backend, q)[0] == "new:0"
+    backend.close()
