@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evidence.config import BackendKind, HybridMode, Settings, get_settings
-from evidence.embed.factory import build_embedder
+from evidence.embed.factory import build_embedder, with_store_cache
 from evidence.errors import (
     BadRequestError,
     DocumentNotFoundError,
@@ -117,14 +117,7 @@ class EvidenceService(Indexing):
         if self._embedder is None:
             with self._lock:
                 if self._embedder is None:
-                    inner = build_embedder(self.settings)
-                    if self.settings.backend is BackendKind.EMBEDDED:
-                        from evidence.embed.cache import CachedEmbedder, EmbeddingCache
-
-                        cache = EmbeddingCache(self.settings.store_dir / "embeddings.sqlite3")
-                        self._embedder = CachedEmbedder(inner, cache)
-                    else:
-                        self._embedder = inner
+                    self._embedder = with_store_cache(self.settings, build_embedder(self.settings))
         return self._embedder
 
     def document_embedder(self, index: str) -> Embedder:

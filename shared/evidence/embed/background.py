@@ -122,19 +122,15 @@ class BackgroundDocuments:
 def serving_embedder(settings: Settings) -> tuple[Embedder | None, BackgroundDocuments | None]:
     """`evidence serve`'s embedder (with the store's embedding cache in front, as the service
     builds it) and its worker; (None, None) when `write_nice` is 0 or the embedder is remote."""
-    from evidence.config import BackendKind, EmbedderKind
+    from evidence.config import EmbedderKind
 
     if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
         return None, None
     from functools import partial
 
-    from evidence.embed.cache import CachedEmbedder, EmbeddingCache
-    from evidence.embed.factory import build_embedder
+    from evidence.embed.factory import build_embedder, with_store_cache
 
     background = BackgroundDocuments(
         build_embedder(settings), build=partial(build_embedder, settings), nice=settings.write_nice
     )
-    if settings.backend is BackendKind.EMBEDDED:
-        cache = EmbeddingCache(settings.store_dir / "embeddings.sqlite3")
-        return CachedEmbedder(background, cache), background
-    return background, background
+    return with_store_cache(settings, background), background

@@ -1,10 +1,11 @@
-"""The embedder a deployment's settings name (`EVIDENCE_EMBEDDER`), built on first use."""
+"""The embedder a deployment's settings name (`EVIDENCE_EMBEDDER`), and the store's embedding
+cache in front of it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evidence.config import EmbedderKind, Settings
+from evidence.config import BackendKind, EmbedderKind, Settings
 
 if TYPE_CHECKING:
     from evidence.embed.base import Embedder
@@ -26,3 +27,13 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=settings.embed_batch_size,
         threads=settings.embed_threads,
     )
+
+
+def with_store_cache(settings: Settings, inner: Embedder) -> Embedder:
+    """`inner` behind the store's embedding cache on the embedded backend (re-indexing an
+    unchanged text embeds nothing); as it is elsewhere."""
+    if settings.backend is not BackendKind.EMBEDDED:
+        return inner
+    from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+
+    return CachedEmbedder(inner, EmbeddingCache(settings.store_dir / "embeddings.sqlite3"))
