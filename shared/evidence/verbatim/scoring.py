@@ -33,6 +33,9 @@ class SpanStats:
     bags: list[Counter[str]] = field(default_factory=list)
     _weights: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict, repr=False)
     _prefix_seen: dict[str, bool] = field(default_factory=dict, repr=False)
+    #: The mean length, once: `bm25` is called per span, and summing the lengths each time made
+    #: scoring a scope quadratic in its spans.
+    avg_length: float = field(default=1.0, init=False)
 
     def __post_init__(self) -> None:
         for t in self.texts:
@@ -40,6 +43,7 @@ class SpanStats:
             self.bags.append(bag)
             self.lengths.append(sum(bag.values()))
             self.df.update(bag.keys())
+        self.avg_length = (sum(self.lengths) / self.n) if self.n else 1.0
 
     @property
     def n(self) -> int:
@@ -58,8 +62,7 @@ class SpanStats:
         weights: Mapping[str, float] | None = None,
     ) -> float:
         bag = self.bags[i]
-        avg = (sum(self.lengths) / self.n) if self.n else 1.0
-        norm = k1 * (1 - b + b * self.lengths[i] / (avg or 1.0))
+        norm = k1 * (1 - b + b * self.lengths[i] / (self.avg_length or 1.0))
         score = 0.0
         for t in set(query):
             tf = bag.get(t, 0)
