@@ -72,6 +72,13 @@ def test_a_floor_of_zero_refuses_nothing() -> None:
     assert not _judge(TERM, [PK]).refused(0.0)
 
 
+def test_evidence_exactly_at_the_floor_answers() -> None:
+    # Where confidence lands on 0.5, `can_answer`'s bar: the floor itself is an answer.
+    at = Verdict(REFUSAL_FLOOR, 0.5, None, ())
+    assert not at.refused(REFUSAL_FLOOR)
+    assert Verdict(REFUSAL_FLOOR - 1e-9, 0.5, None, ()).refused(REFUSAL_FLOOR)
+
+
 def test_confidence_lands_on_half_exactly_at_the_floor() -> None:
     assert grounding_confidence(REFUSAL_FLOOR, REFUSAL_FLOOR) == pytest.approx(0.5)
     assert grounding_confidence(REFUSAL_FLOOR - 0.01, REFUSAL_FLOOR) < 0.5
