@@ -18,7 +18,7 @@ LINTED := shared functions infra tests bench
 # Measured 91.7% (5,983 statements, 499 missed) when the floor was set: raise it as coverage grows.
 COV_FLOOR ?= 88
 
-.PHONY: setup demo workbench browser test test-fast test-stress prerequisites format lint pr bench bench-scale eval reliability \
+.PHONY: setup demo workbench browser test test-fast test-stress prerequisites format lint pr bench bench-scale eval refusal-fit reliability \
 	synth bundle deploy-check batch-asl-deps batch-asl batch-e2e clean
 
 setup: $(STAMP)
@@ -107,6 +107,18 @@ bench-scale: $(STAMP)
 
 eval: $(STAMP)
 	for m in bm25 dense hybrid; do $(VENV)/bin/evidence eval --dataset $(DATASET) --mode $$m --json; done
+
+# docs/verbatim.md#honest-refusal: refit the refusal signal on bench/qa, leave-one-family-out. Re-run
+# after any change to which spans or hits the profiles return; copy `final` into verbatim/grounding.py
+# (DENSE_MODEL, LEXICAL_MODEL, the floors), then check bench/answerability.py. REFUSAL_STORE keeps the
+# suite's indexes and embedding cache (a second run re-embeds nothing).
+REFUSAL_STORE ?= build/refusal
+REFUSAL_FEATURES ?= grounding,cosine,typed_key
+refusal-fit: $(STAMP)
+	mkdir -p $(REFUSAL_STORE)
+	nice -n 10 $(VENV)/bin/python bench/refusal_rows.py bench/qa --store $(REFUSAL_STORE) > $(REFUSAL_STORE)/rows.json
+	$(VENV)/bin/python bench/refusal_fit.py $(REFUSAL_STORE)/rows.json --budget answerable --max-loss 0.03 \
+		--default-cap 0.30 --features $(REFUSAL_FEATURES) | tee $(REFUSAL_STORE)/fit.txt
 
 # RELIABILITY.md, reproduced: access control, the bad-input catalogue, faults (tmpfs/rlimit full
 # disk, SIGKILL, Bedrock/Cohere/OpenSearch failures through stubs and a fault proxy), fuzzing,

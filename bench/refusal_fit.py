@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +42,27 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import concept_weights  # noqa: E402
-from evidence.verbatim.scoring import grounding  # noqa: E402
+from evidence.verbatim.grounding import read_evidence  # noqa: E402
 
 PROFILES = ("verbatim", "default")
+#: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
+#: lexical model reads the same without the cosine.
+FEATURES = ("grounding", "cosine")
 
 
-def features(row: dict[str, Any]) -> tuple[float, float]:
-    """(weighted grounding, cosine) of what the signal read; no evidence: (0, 0)."""
+def features(row: dict[str, Any]) -> dict[str, float]:
+    """What the signal reads of the row's evidence (`read_evidence`), recomputed with the shipped
+    code; no evidence: every feature 0."""
     judged = row.get("judged")
     if not judged or not judged["texts"]:
-        return 0.0, 0.0
+        return {}
     groups = [tuple(g) for g in judged["groups"]]
-    g, _ = grounding(groups, judged["texts"], concept_weights(row["question"], groups))
-    return g, float(judged["cosine"] or 0.0)
+    texts, given = list(judged["texts"]), list(judged.get("given") or ())
+    if "given" not in judged and row.get("path") == "ATTRIBUTE_LOOKUP" and len(texts) > 1:
+        # Rows recorded before `given`: the attribute's concept was the last text.
+        texts, given = texts[:-1], texts[-1:]
+    bodies = judged.get("bodies")
+    return read_evidence(row["question"], texts, groups, given, bodies).features(judged["cosine"])
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
@@ -74,11 +82,11 @@ def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-(np.c_[x, np.ones(len(x))] @ w)))
 
 
-def pick_floor(p: np.ndarray, found: np.ndarray, max_loss: float) -> float:
-    """The highest floor refusing at most `max_loss` of the rows whose evidence held an answer."""
+def pick_floor(p: np.ndarray, kept: np.ndarray, max_loss: float) -> float:
+    """The highest floor refusing at most `max_loss` of the rows to keep (see `BUDGETS`)."""
     best = 0.0
     for t in np.unique(p):
-        if np.mean(p[found] < t) <= max_loss:
+        if np.mean(p[kept] < t) <= max_loss:
             best = max(best, float(t))
     return round(best, 4)
 
@@ -101,29 +109,42 @@ def score(p: np.ndarray, floor: float, answerable: np.ndarray, found: np.ndarray
 
 #: The verbatim safety net (no bar of its own) may get a floor of its own.
 SAFETY_NET = "HYBRID_FACTSPAN"
-GRID = [i / 100 for i in range(61)]
+GRID = [i / 100 for i in range(81)]
+#: What `--max-loss` bounds and what the floors then refuse the most of: `found`, the rows whose
+#: evidence held an answer (the recall given up) against those whose evidence did not; or
+#: `answerable`, answerable questions (the issue's false refusals) against unanswerable ones.
+BUDGETS = ("found", "answerable")
 
 
-def pick_floors(p: np.ndarray, found: np.ndarray, net: np.ndarray, max_loss: float) -> tuple[float, float]:
-    """(floor, safety-net floor) refusing the most rows without an answer while at most `max_loss`
-    of the rows with one are refused; ties: the lower safety-net floor."""
-    best = (-1, 0.0, 0.0)
+def pick_floors(
+    p: np.ndarray, kept: np.ndarray, net: np.ndarray, max_loss: float, found: np.ndarray | None = None
+) -> tuple[float, float]:
+    """(floor, safety-net floor) refusing the most rows not to keep while at most `max_loss` of the
+    rows to keep are refused; ties: the most rows whose evidence holds no answer (`found`) refused,
+    then the lower floors."""
+    found = kept if found is None else found
+    best: tuple[int, int, float, float] = (-1, -1, 0.0, 0.0)
     for f in GRID:
         for n in (x for x in GRID if x >= f):
             bar = np.where(net, n, f)
             refused = p < bar
-            if np.mean(refused[found]) > max_loss:
+            if np.mean(refused[kept]) > max_loss:
                 continue
-            got = int((refused & ~found).sum())
-            if got > best[0]:
-                best = (got, f, n)
-    return best[1], best[2]
+            got = (int((refused & ~kept).sum()), int((refused & ~found).sum()))
+            if got > best[:2]:
+                best = (*got, f, n)
+    return best[2], best[3]
 
 
 def run(
-    rows: list[dict[str, Any]], max_loss: float, columns: list[int], default_cap: float = 1.0
+    rows: list[dict[str, Any]],
+    max_loss: float,
+    columns: Sequence[str],
+    default_cap: float = 1.0,
+    budget: str = "found",
 ) -> dict[str, Any]:
-    x_all = np.array([features(r) for r in rows])[:, columns]
+    read = [r.setdefault("_features", features(r)) for r in rows]
+    x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
     prof = np.array([r["profile"] for r in rows])
     found = np.array([bool(r["found"]) for r in rows])
@@ -133,10 +154,11 @@ def run(
     def fit(train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         w = fit_logistic(x_all[train], found[train].astype(float))
         p = probability(x_all, w)
+        kept = found if budget == "found" else answerable
         v = train & (prof == "verbatim")
-        floor, net_floor = pick_floors(p[v], found[v], net[v], max_loss)
+        floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
         d = train & (prof == "default")
-        default = min(pick_floor(p[d], found[d], max_loss), default_cap)
+        default = min(pick_floor(p[d], kept[d], max_loss), default_cap)
         return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
 
     def bars(floors: dict[str, float]) -> np.ndarray:
@@ -151,7 +173,7 @@ def run(
         refused = probability(x_all, w) < bars(floors)
         test = fam == f
         held_refused[test] = refused[test]
-        out["families"][f] = {"model": [round(float(v), 4) for v in w], "floors": floors}
+        out["families"][f] = {"model": model(columns, w), "floors": floors}
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
@@ -160,8 +182,16 @@ def run(
         # pooled held-out: each family scored with what the other four fitted
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     w, floors = fit(np.ones(len(rows), dtype=bool))
-    out["final"] = {"model": [round(float(v), 4) for v in w], "floors": floors, "columns": columns}
+    out["final"] = {"model": model(columns, w), "floors": floors}
     return out
+
+
+def model(columns: Sequence[str], w: np.ndarray) -> dict[str, Any]:
+    """The fitted weights as `RefusalModel` takes them."""
+    return {
+        "coefficients": {c: round(float(v), 4) for c, v in zip(columns, w, strict=False)},
+        "bias": round(float(w[-1]), 4),
+    }
 
 
 def main() -> int:
@@ -175,12 +205,28 @@ def main() -> int:
         help="the highest floor the default profile may get (SciFact's in-domain questions must "
         "stay answered, bench/answerability.py: 0.30)",
     )
+    ap.add_argument(
+        "--features",
+        default=",".join(FEATURES),
+        help=f"the features the dense model reads, comma-separated (default {','.join(FEATURES)}); "
+        "the lexical model reads them without the cosine",
+    )
+    ap.add_argument(
+        "--budget",
+        choices=BUDGETS,
+        default="found",
+        help="what --max-loss bounds: the rows whose evidence held an answer (found), or answerable "
+        "questions (answerable: the issue's false refusals)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
+    dense = [c for c in args.features.split(",") if c]
     report = {
-        "dense": run(rows, args.max_loss, [0, 1], args.default_cap),
-        "lexical": run(rows, args.max_loss, [0], args.default_cap),
+        "dense": run(rows, args.max_loss, dense, args.default_cap, args.budget),
+        "lexical": run(
+            rows, args.max_loss, [c for c in dense if c != "cosine"], args.default_cap, args.budget
+        ),
     }
     if args.json:
         print(json.dumps(report, indent=1))

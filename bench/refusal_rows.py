@@ -7,7 +7,8 @@ question runs through the `verbatim` and `default` profiles with every refusal f
 cascade's grounding floors 0, `EVIDENCE_ANSWER_MIN_GROUNDING` 0). A row holds the question,
 whether it is answerable, whether an expected answer is within the evidence (600 characters for
 verbatim, 2,000 for default: what the suite's recall counts), the path, and what the refusal
-signal read (`verbatim.grounding.judge`: evidence texts, the question's concepts, the cosine).
+signal read (`verbatim.grounding.judge`: evidence texts, their bodies without headings, the concepts
+they carry by construction, the question's concepts, the cosine).
 `bench/refusal_fit.py` fits and measures the signal on them,
 leave-one-family-out, without asking the service again.
 """
@@ -53,19 +54,36 @@ SEEN: list[dict[str, Any]] = []
 
 
 def record_judgements() -> None:
-    """Keep what the refusal signal read (`verbatim.grounding.judge`: the evidence texts, the
-    question's concepts, the cosine), so that `bench/refusal_fit.py` can refit it offline."""
+    """Keep what the refusal signal read (`verbatim.grounding.judge`: the evidence texts and their
+    bodies, the concepts they carry by construction, the question's concepts, the cosine), so
+    that `bench/refusal_fit.py` can refit it offline."""
     import evidence.verbatim.cascade as vc
     import evidence.verbatim.grounding as rg
     import evidence.verbatim.run_state as rs
 
     judge = rg.judge
 
-    def recorded(question: str, texts: Any, *, cosine: Any = None, groups: Any = None) -> Any:
+    def recorded(
+        question: str,
+        texts: Any,
+        *,
+        cosine: Any = None,
+        groups: Any = None,
+        given: Any = (),
+        bodies: Any = None,
+    ) -> Any:
         if groups is None:
             groups = vc.question_groups(question)
-        SEEN.append({"texts": list(texts), "groups": [list(g) for g in groups], "cosine": cosine})
-        return judge(question, texts, cosine=cosine, groups=groups)
+        SEEN.append(
+            {
+                "texts": list(texts),
+                "groups": [list(g) for g in groups],
+                "cosine": cosine,
+                "given": list(given),
+                "bodies": None if bodies is None else list(bodies),
+            }
+        )
+        return judge(question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies)
 
     rg.judge = recorded
     rs.judge = recorded  # type: ignore[attr-defined]

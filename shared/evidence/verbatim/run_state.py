@@ -224,7 +224,7 @@ class RunState:
         aliases: dict[str, list[str]] = {}
         for alias, name in self.c.rules.vocabulary.alias_table().items():
             aliases.setdefault(name, []).append(alias)
-        texts = []
+        texts, bodies = [], []
         for h in hits:
             c = h.chunk
             # The section a span sits in carries the question's section words: its heading, its
@@ -232,7 +232,9 @@ class RunState:
             where = [c.section, str(c.metadata.get(SECTION_PARENT_KEY, ""))]
             where += [a for name in span_path(c) for a in aliases.get(name, ())]
             texts.append(" ".join([*where, ctx.get(c.chunk_id, c.text)]))
+            bodies.append(ctx.get(c.chunk_id, c.text))
         groups = list(self.q_groups)
+        given: list[str] = []
         attr = self.c.rules.attribute(self.plan.attribute) if self.plan.attribute else None
         if path == ATTRIBUTE_LOOKUP and attr is not None:
             # The attribute is a concept the spans carry by construction (its pattern matched);
@@ -246,8 +248,10 @@ class RunState:
             groups = [g for g in groups if not asked & set(g)]
             concept = terms(attr.name.replace("_", " ")) or (attr.name,)
             groups.append(concept)
-            texts.append(" ".join(concept))
-        verdict = judge(self.question, texts, cosine=self.evidence_cosine(hits), groups=groups)
+            given.append(" ".join(concept))
+        verdict = judge(
+            self.question, texts, cosine=self.evidence_cosine(hits), groups=groups, given=given, bodies=bodies
+        )
         return verdict.probability, list(verdict.missing)
 
     def evidence_cosine(self, hits: Sequence[SpanHit]) -> float | None:

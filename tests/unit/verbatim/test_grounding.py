@@ -18,6 +18,7 @@ from evidence.verbatim.grounding import (
     concept_weights,
     grounding_confidence,
     judge,
+    read_evidence,
     word_rarity,
 )
 from tests.unit.rank.rankkit import cand, chunk
@@ -49,12 +50,12 @@ def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answere
 
 def test_a_missing_specific_word_weighs_more_than_a_missing_common_one() -> None:
     # "arbitration" missing (the subject of disputes is there): refused on first hits that are on
-    # the topic but not close (cosine 0.35); the same evidence with the word present is answered.
-    missing = _judge(DISPUTE, [COURTS], cosine=0.35)
+    # the topic but not close (cosine 0.25); the same evidence with the word present is answered.
+    missing = _judge(DISPUTE, [COURTS], cosine=0.25)
     assert "arbitr" in missing.missing and missing.refused(HITS_REFUSAL_FLOOR)
-    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.35).refused(HITS_REFUSAL_FLOOR)
+    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.25).refused(HITS_REFUSAL_FLOOR)
     # Only the common words missing: a much smaller loss than the specific one.
-    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.35)
+    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.25)
     assert common.probability > missing.probability
 
 
@@ -62,8 +63,9 @@ def test_the_cosine_moves_the_probability_only_on_a_fitted_embedder() -> None:
     lexical = _judge(TERM, [PK_HALF])
     close = _judge(TERM, [PK_HALF], cosine=0.8)
     far = _judge(TERM, [PK_HALF], cosine=0.0)
-    assert lexical.probability == pytest.approx(LEXICAL_MODEL.probability(1.0))
-    assert close.probability == pytest.approx(DENSE_MODEL.probability(1.0, 0.8))
+    reading = read_evidence(TERM, [PK_HALF], question_groups(TERM))
+    assert lexical.probability == pytest.approx(LEXICAL_MODEL.probability(reading.features(None)))
+    assert close.probability == pytest.approx(DENSE_MODEL.probability(reading.features(0.8)))
     assert far.probability < close.probability
     assert set(close.features()) == {"grounding", "answer_probability"}
 
@@ -92,7 +94,7 @@ def _judge(question: str, texts: list[str], cosine: float | None = None) -> Verd
 
 def _apply(text: str, floor: float = HITS_REFUSAL_FLOOR) -> AnswerSignal:
     hits = [cand(chunk("c0", text), 1.0)]
-    before = AnswerSignal(0.9, True, "dense", {"cosine": 0.35, "coverage": 0.8})
+    before = AnswerSignal(0.9, True, "dense", {"cosine": 0.25, "coverage": 0.8})
     return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE))
 
 
