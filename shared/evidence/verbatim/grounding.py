@@ -53,16 +53,16 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.8546, "cosine": 1.8896, "typed_key": 1.6324}, bias=-3.6554)
+DENSE_MODEL = RefusalModel({"grounding": 1.8298, "cosine": 1.891, "typed_key": 1.6592}, bias=-3.66)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 2.067, "typed_key": 1.7271}, bias=-2.7806)
+LEXICAL_MODEL = RefusalModel({"grounding": 2.0425, "typed_key": 1.7511}, bias=-2.782)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.28.
-REFUSAL_FLOOR = 0.10
-SAFETY_NET_FLOOR = 0.28
+#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.29.
+REFUSAL_FLOOR = 0.09
+SAFETY_NET_FLOOR = 0.29
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`): capped at
 #: 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
 HITS_REFUSAL_FLOOR = 0.30
@@ -166,7 +166,8 @@ class Reading:
     - `grounding`: the weighted share of the question's concepts that some evidence text holds;
     - `best_span`: the same share held by the one text that holds the most (concepts spread over
       several spans answer less than concepts together in one);
-    - `key_span`: the share of the question's key concepts (the heaviest) that one text holds;
+    - `key_span`: the share of the question's key concepts (the heaviest, besides the words that
+      ask for the kind of answer) that one text holds;
     - `answer_type`: 1 when a text reads as the kind of answer the question expects (a currency
       amount for a price …) or the question expects no kind, 0 when it expects one and no text
       has it;
@@ -204,14 +205,18 @@ def read_evidence(
     the verbatim `ATTRIBUTE_LOOKUP` matched), counted in each text but read as no answer.
     `bodies`: each text without its headings, where an answer of the expected kind is looked for
     (a heading's "4.2.2." is no count, no size); by default the texts themselves."""
-    from evidence.verbatim.scoring import grounding
+    from evidence.verbatim.scoring import grounding, terms
 
     weights = concept_weights(question, groups)
     g, missing = grounding(groups, [*texts, *given], weights)
     concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
-    heaviest = max((max(weights.get(t, 1.0) for t in c) for c in concepts), default=0.0)
-    keys = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= heaviest - 1e-9]
     types = answer_types().expected(question)
+    # The words that ask for the kind of answer are answered by the answer itself ("4.1%" answers
+    # "what percentage"), not carried: the key concept is the heaviest of the others.
+    asking = {t for w in _WORD.findall(question) if any(a.asked_by(w) for a in types) for t in terms(w)}
+    subject = [c for c in concepts if not asking & set(c)]
+    heaviest = max((max(weights.get(t, 1.0) for t in c) for c in subject), default=0.0)
+    keys = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= heaviest - 1e-9]
     best = key = 0.0
     typed = typed_key = False
     for t, body in zip(texts, bodies if bodies is not None else texts, strict=True):

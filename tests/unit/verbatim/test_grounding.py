@@ -13,9 +13,12 @@ from evidence.verbatim.grounding import (
     HITS_REFUSAL_FLOOR,
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
+    SAFETY_NET_FLOOR,
     Verdict,
+    answer_types,
     apply_grounding,
     concept_weights,
+    expected_answer_types,
     grounding_confidence,
     judge,
     read_evidence,
@@ -108,3 +111,141 @@ def test_apply_grounding_refuses_hits_without_the_slot_and_the_verdicts_agree() 
     # Off: the features are reported, nothing is refused.
     off = _apply(COURTS, floor=0.0)
     assert off.can_answer and "grounding" in off.features
+
+
+# The expected answer type (data/answer_types.json): general examples, none from the QA suite.
+KINDS = [
+    # (kind, question, a span that reads as that kind, a span on the topic that does not)
+    (
+        "money",
+        "What is the price of a replacement filter?",
+        "A replacement filter is $19.99.",
+        "Filters are sold separately.",
+    ),
+    (
+        "duration",
+        "How long does the battery last?",
+        "The battery lasts up to 12 hours.",
+        "It lasts longer in eco mode.",
+    ),
+    (
+        "frequency",
+        "How often should the filter be replaced?",
+        "Replace it every three months.",
+        "Replace it when dirty.",
+    ),
+    (
+        "dose",
+        "What dose of amoxicillin treats otitis media?",
+        "The usual dose is 500 mg.",
+        "It treats otitis media.",
+    ),
+    (
+        "count",
+        "How many nodes does a quorum need?",
+        "A quorum needs three nodes.",
+        "A quorum needs a majority.",
+    ),
+    (
+        "jurisdiction",
+        "Which state's law governs this agreement?",
+        "It is governed by the laws of the State of Delaware.",
+        "It is governed by applicable law.",
+    ),
+    (
+        "percentage",
+        "What interest rate applies to overdue invoices?",
+        "They bear 1.5% per month.",
+        "They bear interest.",
+    ),
+    (
+        "date",
+        "What is the effective date of the policy?",
+        "It is effective January 1, 2024.",
+        "It is effective on signing.",
+    ),
+    (
+        "limit",
+        "What is the maximum upload size?",
+        "The maximum upload size is 50 MB.",
+        "Larger uploads are rejected.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "question", "reads", "does_not"), KINDS, ids=[k[0] for k in KINDS])
+def test_the_lexicon_reads_each_kind_of_answer(kind: str, question: str, reads: str, does_not: str) -> None:
+    assert kind in expected_answer_types(question)
+    (wanted,) = (t for t in answer_types().types if t.name == kind)
+    assert wanted.reads_in(reads) and not wanted.reads_in(does_not)
+
+
+def test_a_yes_no_question_expects_no_kind_of_answer() -> None:
+    assert expected_answer_types("What is the maximum upload size?") == ("limit",)
+    assert expected_answer_types("Is the maximum upload size configurable?") == ()
+    assert expected_answer_types("Why do uploads fail?") == ()
+
+
+PRICE = "How much does the premium support plan cost?"
+ELSEWHERE = [
+    "The premium support plan includes phone support and on-site visits.",
+    "Training costs $400 a seat.",
+]
+TOGETHER = [
+    "The premium support plan costs $1,200 a year and includes phone support.",
+    "Training costs $400 a seat.",
+]
+
+
+def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> None:
+    # Every concept of the question is carried, and a currency amount is there: but for another
+    # thing. Refused; the same evidence with the plan's own price answers.
+    elsewhere, together = _judge(PRICE, ELSEWHERE, cosine=0.4), _judge(PRICE, TOGETHER, cosine=0.4)
+    groups = question_groups(PRICE)
+    assert read_evidence(PRICE, ELSEWHERE, groups).grounding == 1.0
+    assert read_evidence(PRICE, ELSEWHERE, groups).typed_key == 0.0
+    assert read_evidence(PRICE, TOGETHER, groups).typed_key == 1.0
+    assert elsewhere.refused(HITS_REFUSAL_FLOOR) and elsewhere.refused(SAFETY_NET_FLOOR)
+    assert not together.refused(HITS_REFUSAL_FLOOR) and not together.refused(SAFETY_NET_FLOOR)
+    assert "typed_key" in DENSE_MODEL.coefficients and "typed_key" in LEXICAL_MODEL.coefficients
+
+
+def test_a_question_without_an_expected_kind_is_not_held_to_one() -> None:
+    reading = read_evidence(DISPUTE, [ARBITRATED], question_groups(DISPUTE))
+    assert reading.answer_type == 1.0 and reading.typed_key == 1.0
+
+
+def test_a_heading_number_is_no_answer() -> None:
+    # "4.2.1." numbers the section: read against the span's body, the count is missing.
+    q = "How many replicas does the cluster keep?"
+    text, body = (
+        "4.2.1. Replicas The cluster keeps replicas on separate nodes.",
+        "The cluster keeps replicas on separate nodes.",
+    )
+    groups = question_groups(q)
+    assert read_evidence(q, [text], groups).typed_key == 1.0
+    assert read_evidence(q, [text], groups, bodies=[body]).typed_key == 0.0
+    assert (
+        read_evidence(
+            q, [text.replace("separate", "three separate")], groups, bodies=[body + " three"]
+        ).typed_key
+        == 1.0
+    )
+
+
+def test_a_concept_given_by_the_path_counts_in_every_span() -> None:
+    # ATTRIBUTE_LOOKUP matched "half-life": the spans carry it even when their words do not.
+    q = "What is the elimination half-life?"
+    groups = question_groups(q)
+    assert read_evidence(q, ["Mean value: 9 hours."], groups).typed_key == 0.0
+    given = read_evidence(q, ["Elimination: mean value 9 hours."], groups, given=["half life"])
+    assert given.typed_key == 1.0 and given.grounding == 1.0
+
+
+def test_the_word_asking_for_the_kind_is_not_the_key_concept() -> None:
+    # "royalty" asks for an amount (its heaviest word): the amount answers it, the word need not
+    # be there; the key concept is the heaviest of the others.
+    q = "What is the royalty on each unit sold?"
+    reading = read_evidence(q, ["Each unit sold pays $2."], question_groups(q))
+    assert reading.missing == ("royalti",) and reading.typed_key == 1.0
+    assert read_evidence(q, ["Each unit sold is shipped."], question_groups(q)).typed_key == 0.0
