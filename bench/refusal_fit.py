@@ -82,11 +82,13 @@ def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-(np.c_[x, np.ones(len(x))] @ w)))
 
 
-def pick_floor(p: np.ndarray, kept: np.ndarray, max_loss: float) -> float:
-    """The highest floor refusing at most `max_loss` of the rows to keep (see `BUDGETS`)."""
+def pick_floor(p: np.ndarray, kept: np.ndarray, max_loss: float, already: np.ndarray | None = None) -> float:
+    """The highest floor refusing at most `max_loss` of the rows to keep (see `BUDGETS`), counting
+    the rows `already` refused by another signal."""
+    already = np.zeros(len(p), dtype=bool) if already is None else already
     best = 0.0
     for t in np.unique(p):
-        if np.mean(p[kept] < t) <= max_loss:
+        if np.mean(((p < t) | already)[kept]) <= max_loss:
             best = max(best, float(t))
     return round(best, 4)
 
@@ -150,6 +152,9 @@ def run(
     found = np.array([bool(r["found"]) for r in rows])
     answerable = np.array([bool(r["answerable"]) for r in rows])
     net = np.array([r["profile"] == "verbatim" and r.get("path") == SAFETY_NET for r in rows])
+    # The default profile's cosine/coverage answerability refuses some questions on its own (the
+    # rows record it with this signal off): its refusals count against the same budget.
+    already = np.array([r["profile"] == "default" and not r.get("can_answer", True) for r in rows])
 
     def fit(train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         w = fit_logistic(x_all[train], found[train].astype(float))
@@ -158,7 +163,7 @@ def run(
         v = train & (prof == "verbatim")
         floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
         d = train & (prof == "default")
-        default = min(pick_floor(p[d], kept[d], max_loss), default_cap)
+        default = min(pick_floor(p[d], kept[d], max_loss, already[d]), default_cap)
         return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
 
     def bars(floors: dict[str, float]) -> np.ndarray:
@@ -170,7 +175,7 @@ def run(
     held_refused = np.zeros(len(rows), dtype=bool)
     for f in sorted(set(fam)):
         w, floors = fit(fam != f)
-        refused = probability(x_all, w) < bars(floors)
+        refused = (probability(x_all, w) < bars(floors)) | already
         test = fam == f
         held_refused[test] = refused[test]
         out["families"][f] = {"model": model(columns, w), "floors": floors}

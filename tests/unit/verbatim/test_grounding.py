@@ -52,13 +52,13 @@ def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answere
 
 
 def test_a_missing_specific_word_weighs_more_than_a_missing_common_one() -> None:
-    # "arbitration" missing (the subject of disputes is there): refused on first hits that are on
-    # the topic but not close (cosine 0.25); the same evidence with the word present is answered.
-    missing = _judge(DISPUTE, [COURTS], cosine=0.25)
+    # "arbitration" missing (the subject of disputes is there): refused on first hits on the topic
+    # but far from the question (cosine 0.1); the same evidence with the word present is answered.
+    missing = _judge(DISPUTE, [COURTS], cosine=0.1)
     assert "arbitr" in missing.missing and missing.refused(HITS_REFUSAL_FLOOR)
-    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.25).refused(HITS_REFUSAL_FLOOR)
+    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.1).refused(HITS_REFUSAL_FLOOR)
     # Only the common words missing: a much smaller loss than the specific one.
-    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.25)
+    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.1)
     assert common.probability > missing.probability
 
 
@@ -97,7 +97,7 @@ def _judge(question: str, texts: list[str], cosine: float | None = None) -> Verd
 
 def _apply(text: str, floor: float = HITS_REFUSAL_FLOOR) -> AnswerSignal:
     hits = [cand(chunk("c0", text), 1.0)]
-    before = AnswerSignal(0.9, True, "dense", {"cosine": 0.25, "coverage": 0.8})
+    before = AnswerSignal(0.9, True, "dense", {"cosine": 0.1, "coverage": 0.8})
     return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE))
 
 
@@ -200,7 +200,7 @@ TOGETHER = [
 def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> None:
     # Every concept of the question is carried, and a currency amount is there: but for another
     # thing. Refused; the same evidence with the plan's own price answers.
-    elsewhere, together = _judge(PRICE, ELSEWHERE, cosine=0.4), _judge(PRICE, TOGETHER, cosine=0.4)
+    elsewhere, together = _judge(PRICE, ELSEWHERE, cosine=0.3), _judge(PRICE, TOGETHER, cosine=0.3)
     groups = question_groups(PRICE)
     assert read_evidence(PRICE, ELSEWHERE, groups).grounding == 1.0
     assert read_evidence(PRICE, ELSEWHERE, groups).typed_key == 0.0
