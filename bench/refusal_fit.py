@@ -1,31 +1,37 @@
 """Fit and measure the refusal signal (`evidence.verbatim.grounding`), leave-one-family-out.
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
-       python bench/refusal_fit.py rows.json [--max-loss 0.03] [--json]
+       python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
+           [--default-cap 0.30] [--features grounding,cosine,typed_key] [--json]
+(`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
-with every refusal floor off: the evidence texts, the question's concepts and the cosine; whether
-the evidence held an expected answer (`found`: within 600 characters for verbatim, 2,000 for
-default) and whether the question is answerable.
+with every refusal floor off: the evidence texts and their bodies, the concepts they carry by
+construction, the question's concepts and the cosine; whether the evidence held an expected
+answer (`found`: within 600 characters for verbatim, 2,000 for default), whether the question is
+answerable, and whether the default profile's cosine/coverage answerability refused it anyway.
 
-The signal's features are recomputed here with the shipped code (`concept_weights`,
-`scoring.grounding`), so a change to the weights is measured without asking the service again.
-For each held-out family, on the other four:
+The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, and the
+cosine) are recomputed here with the shipped code, so a change to the weights, the answer-type
+lexicon or a feature is measured without asking the service again. For each held-out family, on
+the other four:
 
-1. a logistic model over (grounding, cosine) — and one over grounding alone, for indexes without
-   a fitted embedder — is fitted with Newton's method on both profiles' rows pooled (one signal):
+1. a logistic model over `--features` — and one without the cosine, for indexes without a
+   fitted embedder — is fitted with Newton's method on both profiles' rows pooled (one signal):
    positive = the evidence holds an answer, negative = it does not (unanswerable questions, and
-   answerable ones whose evidence missed the answer: refusing those costs no recall);
-2. each profile's floor is the highest probability that refuses at most `--max-loss` of the
-   training rows whose evidence held an answer (recall kept);
+   answerable ones whose evidence missed the answer);
+2. each profile's floors refuse the most rows not to keep while at most `--max-loss` of the rows
+   to keep are refused (`--budget`: `answerable`, the issue's false refusals, against unanswerable
+   questions; or `found`, the recall kept, against evidence without an answer); in `default` the
+   cosine/coverage signal's own refusals count against the same budget;
 
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
 the model and floors fitted on all five families: what ships (`DENSE_MODEL`, `LEXICAL_MODEL`,
-`REFUSAL_FLOOR`, `CascadeConfig.min_grounding`, `EVIDENCE_ANSWER_MIN_GROUNDING`). `--default-cap`
-bounds the default profile's floor in every fold: SciFact's in-domain questions must stay
-answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
+`REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`, `HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`).
+`--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
+must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
 """
 
 from __future__ import annotations

@@ -1,17 +1,21 @@
 """The refusal signal every profile shares (docs/verbatim.md, Honest refusal).
 
-Evidence answers a question only if it carries what the question asks about. Two readings of the
-evidence, combined by a logistic model fitted leave-one-family-out on the QA suite
-(`bench/refusal_fit.py`):
+Evidence answers a question only if it carries what the question asks about. Three readings of
+the evidence, combined by a logistic model fitted leave-one-family-out on the QA suite
+(`bench/refusal_fit.py`, `make refusal-fit`):
 
 - `grounding`: the share of the question's concepts that some evidence text holds, each concept
   weighted by how specific its word is (`concept_weight`): "levorphanol", "arbitration" or
   "strftime" missing from the evidence weighs far more than "typically" or "under". Specificity
   is read from a generic resource, the embedder's WordPiece vocabulary (frequency-ordered: a word
   split into pieces, or with a late id, is rare in English), never from any document;
+- `typed_key`: a question that asks for a kind of fact (a price, a duration, a dose, a place whose
+  law governs, …: `data/answer_types.json`) is answered only by a span that reads as that kind of
+  answer and holds the question's key concept; a currency amount for another product does not
+  answer "how much does the premium plan cost";
 - `cosine`: the best cosine between the question and the passages the evidence comes from
   (MiniLM: the calibration is the embedder's own; other embedders and lexical-only indexes use
-  the grounding-only model).
+  the model without it).
 
 `Verdict.probability` is the model's probability that the evidence answers; evidence is refused
 below a floor (`EVIDENCE_ANSWER_MIN_GROUNDING` for `default`/`vrm`, `CascadeConfig.min_grounding`
