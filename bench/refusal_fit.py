@@ -249,6 +249,13 @@ def main() -> int:
                 print(f"{f:<20} {pr:<9} floors {m['floors']} {m[pr]}")
         for pr in PROFILES:
             print(f"{'held-out pooled':<20} {pr:<9} {r['held_out'][pr]}")
+    print("== to ship (verbatim/grounding.py; EVIDENCE_ANSWER_MIN_GROUNDING's default in config.py):")
+    for name, r in report.items():
+        m = r["final"]["model"]
+        print(f"{name.upper()}_MODEL = RefusalModel({m['coefficients']}, bias={m['bias']})")
+    floors = report["dense"]["final"]["floors"]
+    print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
+    print(f"HITS_REFUSAL_FLOOR = {floors['default']}")
     return 0
 
 
