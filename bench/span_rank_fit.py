@@ -5,6 +5,7 @@ Usage:
     python bench/span_rank_fit.py fit   build/span_rows.pkl [--features a,b,...] [--top-n N]
                                         [--write shared/evidence/verbatim/data/span_rank.json]
     python bench/span_rank_fit.py ablate build/span_rows.pkl
+    python bench/span_rank_fit.py eval  build/span_rows.pkl [ROOT] --store DIR [--floors on|off|both]
 
 `rows` asks every answerable question of the QA suite (ROOT, default bench/qa) with the
 `verbatim` profile and records, from the cascade's own run state (the scope, the plan's terms,
@@ -22,6 +23,12 @@ spans and 1,500 characters, then "an expected answer within the first 600 charac
 model written with `--write` is fitted on every family.
 
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
+
+`eval` is the end-to-end figure: for each family, the model fitted on the other families is
+written to build/ and the cascade reads it (`span_rank.MODEL_FILE` pointed at it), and the family
+is asked through the service as `evidence eval --qa` asks it (every path, the grounding check,
+the bounds), with the refusal floors on, off (`VerbatimCascade.floor` 0), or both. Prints
+`qa_metrics` per family and pooled over the held-out families.
 """
 
 from __future__ import annotations
@@ -297,6 +304,58 @@ def fixed(rows: Sequence[Row], model: SpanModel) -> dict[str, Any]:
     return out
 
 
+def end_to_end(
+    rows: Sequence[Row],
+    *,
+    root: Path,
+    store: Path | None,
+    lexical: Sequence[str],
+    dense: Sequence[str],
+    top_n: int,
+    floors: Sequence[bool],
+    model_dir: Path,
+    fixed_model: Path | None = None,
+) -> dict[str, Any]:
+    from evidence.evaluation import ask_family, qa_metrics
+    from evidence.service import EvidenceService
+    from evidence.verbatim import span_rank
+    from evidence.verbatim.cascade import VerbatimCascade
+
+    settings = Settings(store_dir=store) if store else Settings()
+    service = EvidenceService(settings)
+    original_file, original_floor = span_rank.MODEL_FILE, VerbatimCascade.floor
+    out: dict[str, Any] = {}
+    model_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for on in floors:
+            key = "floors_on" if on else "floors_off"
+            outcomes: list[Any] = []
+            per: dict[str, Any] = {}
+            for family in find_qa_families(root, None):
+                if fixed_model is not None:
+                    path = fixed_model
+                else:
+                    train = [r for r in rows if r.family != family.name]
+                    model = fit_model(train, lexical, dense, top_n, f"all but {family.name}")
+                    path = model_dir / f"span_rank_without_{family.name}.json"
+                    path.write_text(json.dumps(model.to_dict(), indent=2) + "\n")
+                span_rank.MODEL_FILE = path
+                if not on:
+                    VerbatimCascade.floor = lambda self, p: 0.0  # type: ignore[method-assign,assignment]
+                index, _ = ensure_qa_index(service, family)
+                got = ask_family(service, family, index=index, profile="verbatim")
+                VerbatimCascade.floor = original_floor  # type: ignore[method-assign]
+                per[family.name] = qa_metrics(got)
+                outcomes.extend(got)
+                print(f"{key} {family.name}: {per[family.name]['answer_recall_600']}", file=sys.stderr)
+            out[key] = {"families": per, "held_out": qa_metrics(outcomes)}
+    finally:
+        span_rank.MODEL_FILE = original_file
+        VerbatimCascade.floor = original_floor  # type: ignore[method-assign]
+        service.close()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -305,8 +364,14 @@ def main() -> int:
     r.add_argument("--store")
     r.add_argument("--families")
     r.add_argument("--out", required=True)
-    for name in ("fit", "ablate"):
+    for name in ("fit", "ablate", "eval"):
         f = sub.add_parser(name)
+        if name == "eval":
+            f.add_argument("root", nargs="?", default=str(HERE / "qa"))
+            f.add_argument("--store")
+            f.add_argument("--floors", choices=["on", "off", "both"], default="both")
+            f.add_argument("--model-dir", default=str(ROOT / "build" / "span_rank"))
+            f.add_argument("--fixed", help="ask every family with this model file (no refit)")
         f.add_argument("rows")
         f.add_argument("--lexical", default=",".join(LEXICAL_FEATURES))
         f.add_argument("--dense", default=",".join(DENSE_FEATURES))
@@ -319,10 +384,26 @@ def main() -> int:
         Path(args.out).write_bytes(pickle.dumps(data))
         print(json.dumps({k: v for k, v in data.items() if k != "rows"} | {"rows": len(data["rows"])}))
         return 0
-    data = pickle.loads(Path(args.rows).read_bytes())
-    rows: list[Row] = data["rows"]
+    rows: list[Row] = []
+    for part in args.rows.split(","):
+        rows.extend(pickle.loads(Path(part).read_bytes())["rows"])
     lexical = [x for x in args.lexical.split(",") if x]
     dense = [x for x in args.dense.split(",") if x]
+    if args.cmd == "eval":
+        floors = {"on": [True], "off": [False], "both": [True, False]}[args.floors]
+        report = end_to_end(
+            rows,
+            root=Path(args.root),
+            store=Path(args.store) if args.store else None,
+            lexical=lexical,
+            dense=dense,
+            top_n=args.top_n,
+            floors=floors,
+            model_dir=Path(args.model_dir),
+            fixed_model=Path(args.fixed) if args.fixed else None,
+        )
+        print(json.dumps(report))
+        return 0
     if args.cmd == "fit":
         report = lofo(rows, lexical, dense, args.top_n)
         print(

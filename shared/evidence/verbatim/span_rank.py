@@ -143,8 +143,13 @@ class SpanModel:
         }
 
 
+def load_model(path: Path | None = None) -> SpanModel:
+    """The model in `path`, by default the fitted one (`MODEL_FILE`, read once)."""
+    return _read_model(path or MODEL_FILE)
+
+
 @lru_cache(maxsize=4)
-def load_model(path: Path = MODEL_FILE) -> SpanModel:
+def _read_model(path: Path) -> SpanModel:
     return SpanModel.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
