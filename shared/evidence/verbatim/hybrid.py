@@ -1,15 +1,13 @@
-"""The hybrid span ranking of `HYBRID_FACTSPAN`: passage meaning and span wording, per span.
+"""Helpers of the hybrid span ranking of `HYBRID_FACTSPAN` (the scorer itself: `span_rank`).
 
 Seed 002's cascade answers what its rules recognise (a section, an attribute); everything else is
 a paraphrase of something the document says in other words. `verbatim.sentences` showed on
-SciFact's rationales that passages are ranked far better than sentences (dense + BM25), and that
-`0.5 * passage + 0.5 * sentence BM25` then finds the sentence (recall@10 0.78). Here the same
-scoring runs over every span of the scope, with two things documents need that abstracts do not:
-
-- a span's words are read with its **section heading** ("The default value of this macro is 1
-  billion" under "Maximum length of a string or BLOB"): sentences lean on their headings;
-- the **passage** score is the cosine of the best passage holding the span, min-max over the
-  scope's passages, so a span whose passage is the right one ranks high with few shared words.
+SciFact's rationales that passages are ranked far better than sentences, so a span's first
+feature is its **passage** score: the cosine of the best passage holding it, min-max over the
+scope's passages (`passage_scores`), so a span whose passage is the right one ranks high with few
+shared words. Its words are read with its **section heading** (`SpanStats.with_headings`: "The
+default value of this macro is 1 billion" under "Maximum length of a string or BLOB"). The same
+text twice (a guideline's boxed summary repeating its body) is returned once (`same_text`).
 
 Linear in the spans of the scope (a few thousand for a long standard): no pairwise loops.
 """
