@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from evidence.errors import DeadlineExceededError, EvidenceError
 from evidence.records import Chunk, SpanType
 
 DATA = Path(__file__).parent / "data"
@@ -234,14 +235,20 @@ def rank_spans(
         return ranked
     head = [i for _, i in ranked[: model.top_n]]
     cols = {k: v[np.asarray(head, dtype=np.int64)] for k, v in lexical.items()}
-    cols.update(
-        cosine_columns(
+    try:
+        cosines = cosine_columns(
             [spans[i] for i in head],
             query_vector,
             embed,
             context=[embed_texts[i] for i in head] if embed_texts is not None else None,
         )
-    )
+    except DeadlineExceededError:
+        raise
+    except EvidenceError:
+        # The embedder failed (a remote one throttled or down): the lexical ranking still
+        # answers; the cosines only refine its head.
+        return ranked
+    cols.update(cosines)
     dense = model.dense.score(cols)
     top = sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))
     # The re-ranked head stays above the tail: its dense probabilities and the tail's lexical

@@ -3,6 +3,7 @@ ranking, and that the cascade ranks with the fitted weights file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from evidence.config import Settings
+from evidence.errors import ServiceUnavailableError
 from evidence.plan.verbatim import plan_question
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.service import EvidenceService
@@ -110,14 +112,28 @@ def test_the_dense_model_reranks_only_the_lexical_top_n() -> None:
         top_n=4,
     )
     out = rank_spans(
-        spans, lexical, candidates=range(5), model=model, query_vector=np.asarray([1.0, 0.0]), embed=fake_embed
+        spans,
+        lexical,
+        candidates=range(5),
+        model=model,
+        query_vector=np.asarray([1.0, 0.0]),
+        embed=fake_embed,
     )
     order = [i for _, i in out]
     # "the answer" (lexical 3rd) is lifted to first; "another answer" is outside the top 4: last
     assert order[0] == 2 and order[-1] == 4
-    assert all(a >= b for (a, _), (b, _) in zip(out, out[1:], strict=False))
+    assert all(a >= b for (a, _), (b, _) in itertools.pairwise(out))
     # without a query vector (a lexical-only index) the lexical order stands
     assert [i for _, i in rank_spans(spans, lexical, candidates=range(5), model=model)] == [0, 1, 2, 3, 4]
+
+    # an embedder that fails (a remote one throttled) leaves the lexical order, not an error
+    def failing(texts: Sequence[str]) -> Any:
+        raise ServiceUnavailableError("throttled")
+
+    out = rank_spans(
+        spans, lexical, candidates=range(5), model=model, query_vector=np.asarray([1.0, 0.0]), embed=failing
+    )
+    assert [i for _, i in out] == [0, 1, 2, 3, 4]
 
 
 def test_the_weights_file_is_the_model_and_round_trips() -> None:
@@ -125,7 +141,9 @@ def test_the_weights_file_is_the_model_and_round_trips() -> None:
     model = load_model()
     assert model.to_dict()["lexical"]["weights"] == raw["lexical"]["weights"]
     assert model.to_dict()["dense"]["weights"] == raw["dense"]["weights"]
-    assert set(model.dense.weights) <= set(DENSE_FEATURES) and set(model.lexical.weights) <= set(LEXICAL_FEATURES)
+    assert set(model.dense.weights) <= set(DENSE_FEATURES) and set(model.lexical.weights) <= set(
+        LEXICAL_FEATURES
+    )
     assert SpanModel.from_dict(model.to_dict()) == model
 
 
@@ -158,7 +176,9 @@ def schedule(tmp_path_factory: pytest.TempPathFactory) -> EvidenceService:
 
 
 def hybrid_order(service: EvidenceService, question: str, model: SpanModel | None) -> list[str]:
-    cfg = CascadeConfig(order=(HYBRID_FACTSPAN,), min_grounding=0.0, safety_net_grounding=0.0, span_model=model)
+    cfg = CascadeConfig(
+        order=(HYBRID_FACTSPAN,), min_grounding=0.0, safety_net_grounding=0.0, span_model=model
+    )
     res = VerbatimCascade(cfg).run(service.backend, "sched", question, plan_question(question))
     assert res.path_used == HYBRID_FACTSPAN
     return [h.chunk.text for h in res.hits]
