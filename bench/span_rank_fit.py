@@ -121,9 +121,11 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                     continue
                 lexical, candidates, _ = state.hybrid_features()
                 texts = [c.text for c in spans]
+                # embedded as the cascade embeds them: a table row with its caption and header
+                scoring = list(state.stats.texts)
                 todo = [
                     t
-                    for t in dict.fromkeys([*texts, *(c.section for c in spans if c.section)])
+                    for t in dict.fromkeys([*scoring, *(c.section for c in spans if c.section)])
                     if t not in embedded
                 ]
                 t0 = time.perf_counter()
@@ -152,7 +154,7 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                         lexical=lexical,
                         candidates=np.asarray(candidates, dtype=np.int64),
                         positive=np.asarray([any(w in squash(t) for w in wanted) for t in texts]),
-                        span_cosine=np.asarray([cos(t) for t in texts]),
+                        span_cosine=np.asarray([cos(t) for t in scoring]),
                         heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
                     )
                 )

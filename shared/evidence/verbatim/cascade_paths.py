@@ -309,6 +309,9 @@ class CascadePaths(RunState):
             model=model,
             query_vector=self.vector,
             embed=self.embed,
+            # A table row is embedded as it is scored, with its caption and header: "| 14 days |"
+            # alone means nothing.
+            embed_texts=self.stats.texts,
         )
         hits: list[SpanHit] = []
         seen: set[str] = set()
