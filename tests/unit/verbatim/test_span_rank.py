@@ -210,3 +210,35 @@ def test_table_rows_answer_a_duration_question_on_the_general_path(schedule: Evi
     """Not through an attribute rule: HYBRID_FACTSPAN alone, the fitted weights, no vectors."""
     order = hybrid_order(schedule, "How long should treatment of pyelonephritis be continued?", None)
     assert order[0].startswith("| Pyelonephritis |"), order
+
+
+def test_the_verbatim_profile_hands_its_cascade_the_index_s_embedder(schedule: EvidenceService) -> None:
+    """The span cosines are embedded by the index's document embedder (its cache scope), built on
+    first use only: a lexical-only index never loads the model."""
+    from evidence.profiles import ProfileEnv
+    from evidence.profiles.verbatim import VerbatimPlugin
+    from evidence.verbatim.profile import VerbatimCascadeStage
+
+    asked: list[tuple[str, list[str]]] = []
+
+    class Embedder:
+        def __init__(self, index: str) -> None:
+            self.index = index
+
+        def embed_documents(self, texts: Sequence[str]) -> Any:
+            asked.append((self.index, list(texts)))
+            return fake_embed(texts)
+
+    class Services:
+        def document_embedder(self, index: str) -> Embedder:
+            return Embedder(index)
+
+    env = ProfileEnv(backend=schedule.backend, settings=schedule.settings, index="sched", services=Services())
+    stage = VerbatimPlugin().pipeline(env).stages[0]
+    assert isinstance(stage, VerbatimCascadeStage) and stage.embed is not None
+    assert not asked  # nothing built or embedded until a span needs it
+    assert stage.embed(["the answer"]).shape == (1, 2)
+    assert asked == [("sched", ["the answer"])]
+    # no index (tools listing the profile): no embedder
+    bare = VerbatimPlugin().pipeline(None).stages[0]
+    assert isinstance(bare, VerbatimCascadeStage) and bare.embed is None
