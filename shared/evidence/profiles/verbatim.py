@@ -7,7 +7,7 @@ own answer signal (the cascade's grounding), and evidence as one `[SECTION]` blo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evidence.profiles.base import PipelinePlugin, ProfileEnv
 from evidence.rank.pipeline import Profile, RankOutcome
@@ -27,6 +27,29 @@ class VerbatimPlugin(PipelinePlugin):
         from evidence.verbatim.profile import verbatim_profile
 
         return verbatim_profile()
+
+    def pipeline(self, env: ProfileEnv | None = None) -> Profile:
+        """The profile; with a service and an index, its cascade embeds spans for the span
+        scorer with the index's document embedder (the store's embedding cache in front, so a
+        span is embedded once)."""
+        base = super().pipeline(env)
+        if env is None or env.index is None or not hasattr(env.services, "document_embedder"):
+            return base
+        services: Any = env.services
+        from dataclasses import replace
+
+        from evidence.verbatim.profile import VerbatimCascadeStage
+
+        first, *rest = base.stages
+        if not isinstance(first, VerbatimCascadeStage):
+            return base
+        index = env.index
+
+        def embed(texts: Sequence[str]) -> Any:
+            # Built on first use only: a lexical-only index never loads the model.
+            return services.document_embedder(index).embed_documents(texts)
+
+        return replace(base, stages=(replace(first, embed=embed), *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:
         from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model

@@ -123,8 +123,10 @@ class VerbatimCascade:
         *,
         query_vector: Any = None,
         documents: Sequence[str] | None = None,
+        embed: Any = None,
     ) -> CascadeResult:
-        """`documents`: the documents the question names (`rank.scope`), which scope the run."""
+        """`documents`: the documents the question names (`rank.scope`), which scope the run;
+        `embed`: embeds span texts for the span scorer (the store's embedding cache in front)."""
         scope: dict[str, Any] | None
         if documents:
             entity, scope = None, {"document_id": list(documents)}
@@ -150,6 +152,7 @@ class VerbatimCascade:
             scope=scope,
             q_groups=q_groups,
             query_vector=query_vector,
+            embed=embed,
         )
         tried: list[PathRun] = []
         found: list[SpanHit] = []

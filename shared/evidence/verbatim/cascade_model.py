@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from evidence.records import Chunk
 from evidence.verbatim.grounding import REFUSAL_FLOOR, SAFETY_NET_FLOOR
+from evidence.verbatim.span_rank import SpanModel
 
 if TYPE_CHECKING:
     from evidence.plan.verbatim import VerbatimRules
@@ -131,6 +132,8 @@ class CascadeConfig:
     #: outside them gets no passage score), and spans returned (the bundle: `max_spans`).
     hybrid_passages: int = 1000
     hybrid_spans: int = 8
+    #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
+    span_model: SpanModel | None = None
 
     def bounded(self, top_k: int | None, max_chars: int | None) -> CascadeConfig:
         """This configuration under a request's bounds: `top_k` spans and `max_chars` characters

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from evidence.ingest.sections import normalise_heading
 from evidence.records import ChunkKind
 from evidence.verbatim.cascade_model import (
@@ -18,9 +20,10 @@ from evidence.verbatim.cascade_model import (
     VECTOR_SCOPED,
     SpanHit,
 )
-from evidence.verbatim.hybrid import headed_bm25, passage_scores, same_text
+from evidence.verbatim.hybrid import passage_scores, same_text
 from evidence.verbatim.run_state import RunState
 from evidence.verbatim.scoring import SpanStats, terms
+from evidence.verbatim.span_rank import lexical_columns, load_model, rank_spans
 from evidence.verbatim.spans import scoring_texts, span_path, trigram_similarity
 
 
@@ -290,14 +293,42 @@ class CascadePaths(RunState):
 
     def hybrid_factspan(self) -> tuple[list[SpanHit], str]:
         """The safety net, and the general path when no rule path fired: every span of the scope
-        scored `0.5 * passage + 0.5 * span BM25` (`verbatim.hybrid`; equal weights, as
-        `verbatim.sentences` does for SciFact's rationales, not fitted). The passage term is the
-        cosine of the best passage holding the span (without vectors, its BM25), min-max over the
-        scope's passages; the span term its BM25 read with its section heading, max-normalised.
-        The same text twice is returned once."""
+        ranked by the fitted span scorer (`verbatim.span_rank`: passage cosine, heading-aware
+        BM25, coverage, answer type x span kind, length; then the best `top_n` re-ranked with the
+        span's and its heading's own cosine with the question). The same text twice is returned
+        once."""
         spans = self.spans
         if not spans:
             return [], "no span in scope"
+        lexical, candidates, note = self.hybrid_features()
+        model = self.cfg.span_model or load_model()
+        ranked = rank_spans(
+            spans,
+            lexical,
+            candidates=candidates,
+            model=model,
+            query_vector=self.vector,
+            embed=self.embed,
+            # A table row is embedded as it is scored, with its caption and header: "| 14 days |"
+            # alone means nothing.
+            embed_texts=self.stats.texts,
+        )
+        hits: list[SpanHit] = []
+        seen: set[str] = set()
+        for sc, i in ranked:
+            if len(hits) >= self.cfg.hybrid_spans:
+                break
+            key = same_text(spans[i].text)
+            if key not in seen:
+                seen.add(key)
+                hits.append(SpanHit(spans[i], sc, HYBRID_FACTSPAN))
+        return hits, note
+
+    def hybrid_features(self) -> tuple[dict[str, np.ndarray], list[int], str]:
+        """The span scorer's lexical features for every span of the scope, and the candidates:
+        spans that are not table header rows and that either share a word with the question or
+        sit in a scored passage (a span with neither is not evidence)."""
+        spans = self.spans
         scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages
         if self.vector is not None:
@@ -310,19 +341,12 @@ class CascadePaths(RunState):
             scored = [(h.chunk, float(h.score)) for h in found]
         passage = passage_scores(spans, scored)
         # Table rows are read with their caption and header (`stats`), every span with its heading.
-        raw = headed_bm25(self.stats.bags, [c.section for c in spans], self._query_terms_with_phrases())
-        top = max(raw, default=0.0) or 1.0
-        ranked = sorted(
-            ((0.5 * passage[i] + 0.5 * raw[i] / top, i) for i in range(len(spans)) if i not in self.headers),
-            key=lambda x: (-x[0], x[1]),
-        )
-        hits: list[SpanHit] = []
-        seen: set[str] = set()
-        for sc, i in ranked:
-            if sc <= 0 or len(hits) >= self.cfg.hybrid_spans:
-                break
-            key = same_text(spans[i].text)
-            if key not in seen:
-                seen.add(key)
-                hits.append(SpanHit(spans[i], sc, HYBRID_FACTSPAN))
-        return hits, f"{len(scored)} passages, {len(spans)} spans"
+        headed = self.headed_stats
+        q = self._query_terms_with_phrases()
+        raw = [headed.bm25(i, q) for i in range(len(spans))]
+        coverage = [headed.coverage(i, self.q_groups) for i in range(len(spans))]
+        lexical = lexical_columns(spans, question=self.question, passage=passage, bm25=raw, coverage=coverage)
+        candidates = [
+            i for i in range(len(spans)) if i not in self.headers and (raw[i] > 0 or passage[i] > 0)
+        ]
+        return lexical, candidates, f"{len(scored)} passages, {len(spans)} spans"

@@ -1,31 +1,24 @@
-"""The hybrid span ranking of `HYBRID_FACTSPAN`: passage meaning and span wording, per span.
+"""Helpers of the hybrid span ranking of `HYBRID_FACTSPAN` (the scorer itself: `span_rank`).
 
 Seed 002's cascade answers what its rules recognise (a section, an attribute); everything else is
 a paraphrase of something the document says in other words. `verbatim.sentences` showed on
-SciFact's rationales that passages are ranked far better than sentences (dense + BM25), and that
-`0.5 * passage + 0.5 * sentence BM25` then finds the sentence (recall@10 0.78). Here the same
-scoring runs over every span of the scope, with two things documents need that abstracts do not:
-
-- a span's words are read with its **section heading** ("The default value of this macro is 1
-  billion" under "Maximum length of a string or BLOB"): sentences lean on their headings;
-- the **passage** score is the cosine of the best passage holding the span, min-max over the
-  scope's passages, so a span whose passage is the right one ranks high with few shared words.
+SciFact's rationales that passages are ranked far better than sentences, so a span's first
+feature is its **passage** score: the cosine of the best passage holding it, min-max over the
+scope's passages (`passage_scores`), so a span whose passage is the right one ranks high with few
+shared words. Its words are read with its **section heading** (`SpanStats.with_headings`: "The
+default value of this macro is 1 billion" under "Maximum length of a string or BLOB"). The same
+text twice (a guideline's boxed summary repeating its body) is returned once (`same_text`).
 
 Linear in the spans of the scope (a few thousand for a long standard): no pairwise loops.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Sequence
 
 from evidence.records import Chunk
-from evidence.verbatim.scoring import terms
-
-K1, B = 1.2, 0.75
 
 
 def passage_scores(spans: Sequence[Chunk], passages: Sequence[tuple[Chunk, float]]) -> list[float]:
@@ -65,36 +58,6 @@ def passage_scores(spans: Sequence[Chunk], passages: Sequence[tuple[Chunk, float
 #: No passage is longer than this many characters (2,048 tokens at most, ~6 characters each):
 #: how far back a span's containing passage may start.
 _LONGEST_PASSAGE = 16_000
-
-
-def headed_bm25(bags: Sequence[Counter[str]], headings: Sequence[str], query: Sequence[str]) -> list[float]:
-    """BM25 (k1 1.2, b 0.75) of each span read with its heading: `bags` are the spans' own term
-    bags, `headings` their section headings (analysed once per distinct heading)."""
-    n = len(bags)
-    if not n:
-        return []
-    heads = {h: Counter(terms(h)) for h in dict.fromkeys(headings)}
-    lengths = [sum(bag.values()) + sum(heads[h].values()) for bag, h in zip(bags, headings, strict=True)]
-    avg = sum(lengths) / n or 1.0
-    q = list(dict.fromkeys(query))
-    df: Counter[str] = Counter()
-    for bag, h in zip(bags, headings, strict=True):
-        hb = heads[h]
-        for t in q:
-            if t in bag or t in hb:
-                df[t] += 1
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in q if df[t]}
-    out = []
-    for i, (bag, h) in enumerate(zip(bags, headings, strict=True)):
-        hb = heads[h]
-        norm = K1 * (1 - B + B * lengths[i] / avg)
-        score = 0.0
-        for t, w in idf.items():
-            tf = bag.get(t, 0) + hb.get(t, 0)
-            if tf:
-                score += w * tf * (K1 + 1) / (tf + norm)
-        out.append(score)
-    return out
 
 
 _BULLET_MARK = re.compile(r"^[\s\-*+\u2022\u25cf\u25aa\u2013]+")

@@ -123,6 +123,9 @@ class VerbatimCascadeStage:
 
     cascade: VerbatimCascade = field(default_factory=VerbatimCascade)
     name: str = "verbatim_cascade"
+    #: Embeds span texts for the span scorer's cosines (the index's embedder behind the store's
+    #: cache); None: spans are ranked without them.
+    embed: Any = None
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         plan: Any = getattr(ctx, "plan", None)
@@ -141,6 +144,7 @@ class VerbatimCascadeStage:
             rule_plan_of(plan),
             query_vector=ctx.query_vector,
             documents=[named] if isinstance(named, str) else (list(named) if named else None),
+            embed=self.embed,
         )
         ctx.trace.path = result.path_used
         ctx.trace.considered = sum(t.found for t in result.tried)

@@ -42,6 +42,7 @@ class RunState:
         scope: Mapping[str, Any] | None,
         q_groups: list[tuple[str, ...]],
         query_vector: Any,
+        embed: Any = None,
     ) -> None:
         self.c = cascade
         self.cfg = cascade.config
@@ -54,12 +55,15 @@ class RunState:
         self.q_terms = list(dict.fromkeys(t for g in q_groups for t in g))
         self.quantity = bool(_QUANTITY.search(question))
         self.vector = query_vector
+        #: Embeds span texts for the span scorer (`verbatim.span_rank`), or None.
+        self.embed = embed
         self._spans: list[Chunk] | None = None
         self._stats: SpanStats | None = None
         #: A section named by the question whose sentences did not match the rest of it.
         self.deferred: list[SpanHit] | None = None
         self._headers: set[int] | None = None
         self._raw_stats: SpanStats | None = None
+        self._headed: SpanStats | None = None
 
     @property
     def spans(self) -> list[Chunk]:
@@ -121,6 +125,13 @@ class RunState:
 
     def _figure_boost(self, chunk: Chunk) -> float:
         return QUANTITY_BOOST if self.quantity and _DIGIT.search(chunk.text) else 1.0
+
+    @property
+    def headed_stats(self) -> SpanStats:
+        """`stats` with each span read with its section heading (the hybrid span ranking's)."""
+        if self._headed is None:
+            self._headed = self.stats.with_headings([c.section for c in self.spans])
+        return self._headed
 
     @property
     def raw_stats(self) -> SpanStats:

@@ -38,12 +38,24 @@ class SpanStats:
     avg_length: float = field(default=1.0, init=False)
 
     def __post_init__(self) -> None:
-        for t in self.texts:
-            bag = Counter(terms(t))
-            self.bags.append(bag)
+        # Bags given (`with_headings`): the texts were analysed already, only counted here.
+        given = len(self.bags) == len(self.texts) and bool(self.bags)
+        if not given:
+            self.bags = [Counter(terms(t)) for t in self.texts]
+        for bag in self.bags:
             self.lengths.append(sum(bag.values()))
             self.df.update(bag.keys())
         self.avg_length = (sum(self.lengths) / self.n) if self.n else 1.0
+
+    def with_headings(self, headings: Sequence[str]) -> SpanStats:
+        """The same texts each read with its section heading (`headings[i]` for text i), as one
+        bag: BM25 and coverage of a span whose heading carries the question's words ("The default
+        value of this macro is 1 billion" under "Maximum length of a string"). Each distinct
+        heading is analysed once."""
+        heads = {h: Counter(terms(h)) for h in dict.fromkeys(headings)}
+        bags = [bag + heads[h] for bag, h in zip(self.bags, headings, strict=True)]
+        texts = [f"{h} {t}" if h else t for t, h in zip(self.texts, headings, strict=True)]
+        return SpanStats(texts, bags=bags)
 
     @property
     def n(self) -> int:

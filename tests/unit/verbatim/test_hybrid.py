@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-from collections import Counter
-
 from evidence.records import Chunk, ChunkKind
-from evidence.verbatim.hybrid import headed_bm25, passage_scores, same_text
-from evidence.verbatim.scoring import terms
+from evidence.verbatim.hybrid import passage_scores, same_text
+from evidence.verbatim.scoring import SpanStats, terms
 
 
 def chunk(cid: str, doc: str, start: int, end: int, kind: ChunkKind = ChunkKind.SPAN) -> Chunk:
@@ -42,10 +40,14 @@ def test_a_span_takes_the_best_passage_holding_it_min_max_normalised() -> None:
 def test_a_span_is_read_with_its_heading() -> None:
     texts = ["The default value of this macro is 1 billion.", "The default value is 100.", "Unrelated words."]
     heads = ["Maximum length of a string or BLOB", "Maximum number of arguments", "Other"]
-    bags = [Counter(terms(t)) for t in texts]
-    scores = headed_bm25(bags, heads, list(terms("maximum length of a string")))
+    headed = SpanStats(texts).with_headings(heads)
+    q = list(terms("maximum length of a string"))
+    scores = [headed.bm25(i, q) for i in range(3)]
     assert scores[0] > scores[1] > 0 == scores[2]
-    assert headed_bm25([], [], ["x"]) == []
+    # the same statistics as analysing "heading text" afresh: one BM25, not two near-duplicates
+    fresh = SpanStats([f"{h} {t}" for h, t in zip(heads, texts, strict=True)])
+    assert [fresh.bm25(i, q) for i in range(3)] == scores
+    assert SpanStats([]).with_headings([]).n == 0
 
 
 def test_repeats_compare_without_bullets_case_or_spacing() -> None:

@@ -1,0 +1,444 @@
+"""Fit the span scorer of `HYBRID_FACTSPAN` (`verbatim/span_rank.py`) leave-one-family-out.
+
+Usage:
+    python bench/span_rank_fit.py rows  [ROOT] --store DIR --out build/span_rows.pkl
+    python bench/span_rank_fit.py fit   build/span_rows.pkl [--features a,b,...] [--top-n N]
+                                        [--write shared/evidence/verbatim/data/span_rank.json]
+    python bench/span_rank_fit.py ablate build/span_rows.pkl
+    python bench/span_rank_fit.py eval  build/span_rows.pkl [ROOT] --store DIR [--floors on|off|both]
+
+`rows` asks every answerable question of the QA suite (ROOT, default bench/qa) with the
+`verbatim` profile and records, from the cascade's own run state (the scope, the plan's terms,
+the spans), the span scorer's lexical features for every span of the scope, which spans hold an
+expected answer, and the question's and every span's (and heading's) embedding. Spans are
+embedded with the embedder itself, not the store's cache (so the suite's later runs still pay
+the query-time cost they would cold), and the seconds that took are reported: the cost of
+embedding every span at indexing time.
+
+`fit` fits, for each held-out family, a pairwise logistic model (a positive span against every
+other candidate of its question; each question weighs the same; L2 0.01) on the other families,
+and scores the held-out family offline exactly as `HYBRID_FACTSPAN` ranks: candidates, the
+lexical model over all of them, the dense model over its `top_n`, repeats dropped, at most 8
+spans and 1,500 characters, then "an expected answer within the first 600 characters". The
+model written with `--write` is fitted on every family.
+
+`ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
+
+`eval` is the end-to-end figure: for each family, the model fitted on the other families is
+written to build/ and the cascade reads it (`span_rank.MODEL_FILE` pointed at it), and the family
+is asked through the service as `evidence eval --qa` asks it (every path, the grounding check,
+the bounds), with the refusal floors on, off (`VerbatimCascade.floor` 0), or both. Prints
+`qa_metrics` per family and pooled over the held-out families.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT / "shared") not in sys.path:
+    sys.path.insert(0, str(ROOT / "shared"))
+
+from evidence.config import Settings  # noqa: E402
+from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation.qa import squash  # noqa: E402
+from evidence.rank.guardrail import within_chars  # noqa: E402
+from evidence.verbatim.hybrid import same_text  # noqa: E402
+from evidence.verbatim.span_rank import (  # noqa: E402
+    DENSE_FEATURES,
+    LEXICAL_FEATURES,
+    LinearModel,
+    SpanModel,
+)
+
+MAX_SPANS, MAX_CHARS, LIMIT = 8, 1500, 600
+
+
+@dataclass
+class Row:
+    """One answerable question: its scope's spans and their features."""
+
+    family: str
+    question: str
+    answers: tuple[str, ...]
+    path_used: str
+    texts: list[str]
+    lexical: dict[str, np.ndarray]
+    candidates: np.ndarray
+    positive: np.ndarray  # bool per span: holds an expected answer
+    span_cosine: np.ndarray
+    heading_cosine: np.ndarray
+
+
+# --- rows -----------------------------------------------------------------------------------------
+
+
+def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> dict[str, Any]:
+    from evidence.model import RetrieveRequest
+    from evidence.service import EvidenceService
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    captured: list[Any] = []
+    original = CascadePaths.run_path
+
+    def recording(self: CascadePaths, path: str) -> Any:
+        if not captured or captured[-1] is not self:
+            captured.append(self)
+        return original(self, path)
+
+    settings = Settings(store_dir=store) if store else Settings()
+    service = EvidenceService(settings)
+    inner = getattr(service.embedder, "inner", service.embedder)
+    rows: list[Row] = []
+    embed_seconds = 0.0
+    embedded: dict[str, np.ndarray] = {}
+    span_counts: dict[str, int] = {}
+    CascadePaths.run_path = recording  # type: ignore[method-assign]
+    try:
+        for family in find_qa_families(root, families):
+            index, _ = ensure_qa_index(service, family)
+            for rec in load_qa(family.questions):
+                if not rec["answers"]:
+                    continue
+                captured.clear()
+                resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
+                if not captured:
+                    continue
+                state = captured[0]
+                spans = state.spans
+                if not spans:
+                    continue
+                lexical, candidates, _ = state.hybrid_features()
+                texts = [c.text for c in spans]
+                # embedded as the cascade embeds them: a table row with its caption and header
+                scoring = list(state.stats.texts)
+                todo = [
+                    t
+                    for t in dict.fromkeys([*scoring, *(c.section for c in spans if c.section)])
+                    if t not in embedded
+                ]
+                t0 = time.perf_counter()
+                for start in range(0, len(todo), 64):
+                    part = todo[start : start + 64]
+                    embedded.update(
+                        zip(part, np.asarray(inner.embed_documents(part), dtype=np.float32), strict=True)
+                    )
+                embed_seconds += time.perf_counter() - t0
+                span_counts[family.name] = max(span_counts.get(family.name, 0), len(spans))
+                q = np.asarray(state.vector, dtype=np.float32).reshape(-1)
+                q = q / (np.linalg.norm(q) or 1.0)
+
+                def cos(t: str, q: np.ndarray = q) -> float:
+                    v = embedded[t]
+                    return float(v @ q / (np.linalg.norm(v) or 1.0))
+
+                wanted = [squash(a) for a in rec["answers"]]
+                rows.append(
+                    Row(
+                        family=family.name,
+                        question=rec["question"],
+                        answers=tuple(rec["answers"]),
+                        path_used=resp.telemetry.path_used,
+                        texts=texts,
+                        lexical=lexical,
+                        candidates=np.asarray(candidates, dtype=np.int64),
+                        positive=np.asarray([any(w in squash(t) for w in wanted) for t in texts]),
+                        span_cosine=np.asarray([cos(t) for t in scoring]),
+                        heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
+                    )
+                )
+                print(f"{family.name}: {len(rows)} rows", file=sys.stderr, end="\r")
+    finally:
+        CascadePaths.run_path = original  # type: ignore[method-assign]
+        service.close()
+    return {
+        "rows": rows,
+        "embedded_texts": len(embedded),
+        "embed_seconds": round(embed_seconds, 1),
+        "spans_per_family": span_counts,
+    }
+
+
+# --- fitting --------------------------------------------------------------------------------------
+
+
+def columns(row: Row, features: Sequence[str], idx: np.ndarray) -> np.ndarray:
+    cols = []
+    for f in features:
+        if f == "span_cosine":
+            cols.append(row.span_cosine[idx])
+        elif f == "heading_cosine":
+            cols.append(row.heading_cosine[idx])
+        else:
+            cols.append(row.lexical[f][idx])
+    return np.stack(cols, axis=1) if cols else np.zeros((len(idx), 0))
+
+
+def fit_pairwise(diffs: np.ndarray, weights: np.ndarray, l2: float = 0.01, iters: int = 30) -> np.ndarray:
+    """Logistic regression without intercept on pair differences (positive - negative), Newton."""
+    d = diffs.shape[1]
+    w = np.zeros(d)
+    for _ in range(iters):
+        z = diffs @ w
+        p = 1.0 / (1.0 + np.exp(-z))
+        grad = -(diffs * (weights * (1 - p))[:, None]).sum(axis=0) + l2 * w
+        h = (diffs * (weights * p * (1 - p))[:, None]).T @ diffs + l2 * np.eye(d)
+        step = np.linalg.solve(h, grad)
+        w -= step
+        if np.abs(step).max() < 1e-6:
+            break
+    return w
+
+
+def pairs(
+    rows: Sequence[Row], features: Sequence[str], pools: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    diffs, weights = [], []
+    for row, pool in zip(rows, pools, strict=True):
+        pos = pool[row.positive[pool]]
+        neg = pool[~row.positive[pool]]
+        if not len(pos) or not len(neg):
+            continue
+        xp, xn = columns(row, features, pos), columns(row, features, neg)
+        d = (xp[:, None, :] - xn[None, :, :]).reshape(-1, len(features))
+        diffs.append(d)
+        weights.append(np.full(len(d), 1.0 / len(d)))
+    if not diffs:
+        return np.zeros((0, len(features))), np.zeros(0)
+    return np.concatenate(diffs), np.concatenate(weights)
+
+
+def lexical_order(row: Row, model: LinearModel) -> np.ndarray:
+    cand = row.candidates
+    z = np.full(len(cand), model.bias)
+    for f, w in model.weights.items():
+        z += w * (row.lexical[f][cand] if f in row.lexical else 0.0)
+    order = sorted(range(len(cand)), key=lambda j: (-z[j], int(cand[j])))
+    return cand[order]
+
+
+def ranked(row: Row, model: SpanModel) -> list[int]:
+    order = lexical_order(row, model.lexical)
+    if model.top_n <= 0:
+        return [int(i) for i in order]
+    head = order[: model.top_n]
+    feats = list(model.dense.weights)
+    x = columns(row, feats, head)
+    z = model.dense.bias + x @ np.asarray([model.dense.weights[f] for f in feats])
+    top = sorted(range(len(head)), key=lambda j: (-z[j], int(head[j])))
+    return [int(head[j]) for j in top] + [int(i) for i in order[model.top_n :]]
+
+
+def evidence(row: Row, order: Sequence[int]) -> list[str]:
+    """As `hybrid_factspan` then the cascade's bound: 8 spans, repeats dropped, then the first
+    that fit 1,500 characters (stopping at the first that would overflow)."""
+    picked: list[str] = []
+    seen: set[str] = set()
+    for i in order:
+        if len(picked) >= MAX_SPANS:
+            break
+        key = same_text(row.texts[i])
+        if key not in seen:
+            seen.add(key)
+            picked.append(row.texts[i])
+    n, _ = within_chars([len(t) for t in picked], MAX_CHARS)
+    return picked[:n]
+
+
+def found(row: Row, model: SpanModel) -> bool:
+    return answer_found(evidence(row, ranked(row, model)), row.answers, LIMIT)
+
+
+def fit_model(
+    train: Sequence[Row], lexical: Sequence[str], dense: Sequence[str], top_n: int, note: str
+) -> SpanModel:
+    d, w = pairs(train, lexical, [r.candidates for r in train])
+    lw = fit_pairwise(d, w) if len(d) else np.zeros(len(lexical))
+    lex = LinearModel({f: round(float(x), 4) for f, x in zip(lexical, lw, strict=True)})
+    if top_n <= 0 or not dense:
+        return SpanModel(lex, lex, top_n=0, fitted_on=note)
+    heads = [lexical_order(r, lex)[:top_n] for r in train]
+    d, w = pairs(train, dense, heads)
+    dw = fit_pairwise(d, w) if len(d) else np.zeros(len(dense))
+    return SpanModel(
+        lex, LinearModel({f: round(float(x), 4) for f, x in zip(dense, dw, strict=True)}), top_n, note
+    )
+
+
+def lofo(rows: Sequence[Row], lexical: Sequence[str], dense: Sequence[str], top_n: int) -> dict[str, Any]:
+    families = list(dict.fromkeys(r.family for r in rows))
+    out: dict[str, Any] = {}
+    hits = total = 0
+    for fam in families:
+        train = [r for r in rows if r.family != fam]
+        test = [r for r in rows if r.family == fam]
+        model = fit_model(train, lexical, dense, top_n, f"all but {fam}")
+        got = sum(found(r, model) for r in test)
+        hits += got
+        total += len(test)
+        out[fam] = {"recall": round(got / len(test), 4), "n": len(test), "model": model.to_dict()}
+    out["pooled"] = {"recall": round(hits / total, 4), "n": total}
+    return out
+
+
+OLD = SpanModel(
+    LinearModel({"passage": 0.5, "bm25": 0.5}), LinearModel({"passage": 0.5, "bm25": 0.5}), 0, "old blend"
+)
+
+
+def fixed(rows: Sequence[Row], model: SpanModel) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for fam in dict.fromkeys(r.family for r in rows):
+        test = [r for r in rows if r.family == fam]
+        out[fam] = round(sum(found(r, model) for r in test) / len(test), 4)
+    out["pooled"] = round(sum(found(r, model) for r in rows) / len(rows), 4)
+    return out
+
+
+def end_to_end(
+    rows: Sequence[Row],
+    *,
+    root: Path,
+    store: Path | None,
+    lexical: Sequence[str],
+    dense: Sequence[str],
+    top_n: int,
+    floors: Sequence[bool],
+    model_dir: Path,
+    fixed_model: Path | None = None,
+) -> dict[str, Any]:
+    from evidence.evaluation import ask_family, qa_metrics
+    from evidence.service import EvidenceService
+    from evidence.verbatim import span_rank
+    from evidence.verbatim.cascade import VerbatimCascade
+
+    settings = Settings(store_dir=store) if store else Settings()
+    service = EvidenceService(settings)
+    original_file, original_floor = span_rank.MODEL_FILE, VerbatimCascade.floor
+    out: dict[str, Any] = {}
+    model_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for on in floors:
+            key = "floors_on" if on else "floors_off"
+            outcomes: list[Any] = []
+            per: dict[str, Any] = {}
+            for family in find_qa_families(root, None):
+                if fixed_model is not None:
+                    path = fixed_model
+                else:
+                    train = [r for r in rows if r.family != family.name]
+                    model = fit_model(train, lexical, dense, top_n, f"all but {family.name}")
+                    path = model_dir / f"span_rank_without_{family.name}.json"
+                    path.write_text(json.dumps(model.to_dict(), indent=2) + "\n")
+                span_rank.MODEL_FILE = path
+                if not on:
+                    VerbatimCascade.floor = lambda self, p: 0.0  # type: ignore[method-assign,assignment]
+                index, _ = ensure_qa_index(service, family)
+                got = ask_family(service, family, index=index, profile="verbatim")
+                VerbatimCascade.floor = original_floor  # type: ignore[method-assign]
+                per[family.name] = qa_metrics(got)
+                outcomes.extend(got)
+                print(f"{key} {family.name}: {per[family.name]['answer_recall_600']}", file=sys.stderr)
+            out[key] = {"families": per, "held_out": qa_metrics(outcomes)}
+    finally:
+        span_rank.MODEL_FILE = original_file
+        VerbatimCascade.floor = original_floor  # type: ignore[method-assign]
+        service.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("rows")
+    r.add_argument("root", nargs="?", default=str(HERE / "qa"))
+    r.add_argument("--store")
+    r.add_argument("--families")
+    r.add_argument("--out", required=True)
+    for name in ("fit", "ablate", "eval"):
+        f = sub.add_parser(name)
+        if name == "eval":
+            f.add_argument("root", nargs="?", default=str(HERE / "qa"))
+            f.add_argument("--store")
+            f.add_argument("--floors", choices=["on", "off", "both"], default="both")
+            f.add_argument("--model-dir", default=str(ROOT / "build" / "span_rank"))
+            f.add_argument("--fixed", help="ask every family with this model file (no refit)")
+        f.add_argument("rows")
+        f.add_argument("--lexical", default=",".join(LEXICAL_FEATURES))
+        f.add_argument("--dense", default=",".join(DENSE_FEATURES))
+        f.add_argument("--top-n", type=int, default=40)
+        f.add_argument("--write")
+    args = ap.parse_args()
+    if args.cmd == "rows":
+        fams = [x for x in args.families.split(",") if x] if args.families else None
+        data = collect(Path(args.root), Path(args.store) if args.store else None, fams)
+        Path(args.out).write_bytes(pickle.dumps(data))
+        print(json.dumps({k: v for k, v in data.items() if k != "rows"} | {"rows": len(data["rows"])}))
+        return 0
+    rows: list[Row] = []
+    for part in args.rows.split(","):
+        rows.extend(pickle.loads(Path(part).read_bytes())["rows"])
+    lexical = [x for x in args.lexical.split(",") if x]
+    dense = [x for x in args.dense.split(",") if x]
+    if args.cmd == "eval":
+        floors = {"on": [True], "off": [False], "both": [True, False]}[args.floors]
+        report = end_to_end(
+            rows,
+            root=Path(args.root),
+            store=Path(args.store) if args.store else None,
+            lexical=lexical,
+            dense=dense,
+            top_n=args.top_n,
+            floors=floors,
+            model_dir=Path(args.model_dir),
+            fixed_model=Path(args.fixed) if args.fixed else None,
+        )
+        print(json.dumps(report))
+        return 0
+    if args.cmd == "fit":
+        report = lofo(rows, lexical, dense, args.top_n)
+        print(
+            json.dumps(
+                {"old_blend": fixed(rows, OLD), "held_out": {k: v["recall"] for k, v in report.items()}}
+            )
+        )
+        for fam, v in report.items():
+            if "model" in v:
+                print(fam, json.dumps(v["model"]))
+        if args.write:
+            model = fit_model(
+                rows,
+                lexical,
+                dense,
+                args.top_n,
+                f"bench/span_rank_fit.py on bench/qa, all {len(rows)} answerable questions of "
+                f"{len({r.family for r in rows})} families; held-out recall@600 (offline) "
+                f"{report['pooled']['recall']}",
+            )
+            Path(args.write).write_text(json.dumps(model.to_dict(), indent=2) + "\n")
+            print("wrote", args.write, json.dumps(model.to_dict()))
+        return 0
+    base = lofo(rows, lexical, dense, args.top_n)["pooled"]["recall"]
+    print(json.dumps({"old_blend": fixed(rows, OLD)["pooled"], "all": base}))
+    for f in dense:
+        lx = [x for x in lexical if x != f]
+        dn = [x for x in dense if x != f]
+        print(f"without {f}: {lofo(rows, lx, dn, args.top_n)['pooled']['recall']}")
+    for n in (0, 10, 20, 40, 80, 1_000_000):
+        print(f"top_n {n}: {lofo(rows, lexical, dense, n)['pooled']['recall']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
