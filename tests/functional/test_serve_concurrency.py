@@ -298,7 +298,7 @@ def test_uploads_and_deletes_sent_together_commit_together_each_with_its_own_ans
         if not held.is_set():
             held.set()
             assert release.wait(60), "the test never released the first write"
-        return sync()
+        return int(sync())
 
     monkeypatch.setattr(store, "sync_pending", gated)
     generation, batches = store.generation(), store._group.batches
