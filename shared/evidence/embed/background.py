@@ -93,8 +93,15 @@ class BackgroundDocuments:
         broken.shutdown(wait=False, cancel_futures=True)
 
     def warm(self) -> None:
-        """Start the worker and load its model, without waiting: the first upload does not pay it."""
+        """Start the worker and load its model, without waiting. `evidence serve` does not call
+        it: the first upload starts the worker (a read-only server never pays for it)."""
         self._executor().submit(_warm)
+
+    @property
+    def started(self) -> bool:
+        """Whether the worker process exists (it starts with the first document to embed)."""
+        with self._lock:
+            return self._pool is not None
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:
