@@ -123,6 +123,14 @@ def documents(store: Path) -> dict[str, int]:
         return {str(d): int(n) for d, n in rows}
 
 
+def generation(store: Path) -> int:
+    """The index's write generation: one more per commit, however many writes it holds (group
+    commit: concurrent writes share one)."""
+    with sqlite3.connect(f"file:{store / 'indexes' / INDEX / 'records.sqlite3'}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT value FROM info WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+
 def consistent(store: Path) -> str | None:
     """Records, inverted index and journal agree (after a writer's replay); None when they do."""
     sys.path.insert(0, str(ROOT / "shared"))
@@ -331,6 +339,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store = Path(tmp) / "store"
         shutil.copytree(args.base_store, store)
         base_docs = documents(store)
+        base_generation = generation(store)
         proc, url = serve(store)
         stats = Stats()
         rss: list[tuple[float, tuple[int, int, int]]] = []
@@ -392,6 +401,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
             proc.wait(timeout=30)
         present = documents(store)
+        commits = generation(store) - base_generation
         problem = consistent(store)
     expected = set(base_docs) | stats.live
     for _, ids in writers:
@@ -443,6 +453,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "duplicated": sorted(d for d, extra in present.items() if extra)[:10],
             "deleted_by_clients": len(stats.deleted),
         },
+        # Commits of the index during the run (the writer processes' batches included): fewer
+        # than the writes that changed it when concurrent writes were committed together.
+        "commits": commits,
         "store_consistent": problem is None,
         "store_problem": problem,
     }
