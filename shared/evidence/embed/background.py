@@ -50,10 +50,6 @@ def _embed(texts: Sequence[str]) -> Matrix:
     return _worker[0].embed_documents(texts)
 
 
-def _warm() -> int:
-    return len(_worker[0].embed_documents(["warm"]))
-
-
 class BackgroundDocuments:
     """An Embedder: `embed_documents` in one worker process at `nice`, `embed_query` in this one.
 
@@ -92,14 +88,10 @@ class BackgroundDocuments:
                 self._pool = None
         broken.shutdown(wait=False, cancel_futures=True)
 
-    def warm(self) -> None:
-        """Start the worker and load its model, without waiting. `evidence serve` does not call
-        it: the first upload starts the worker (a read-only server never pays for it)."""
-        self._executor().submit(_warm)
-
     @property
     def started(self) -> bool:
-        """Whether the worker process exists (it starts with the first document to embed)."""
+        """Whether the worker process exists. It starts with the first document to embed, not
+        with `evidence serve`: a server that only reads never pays its process and model."""
         with self._lock:
             return self._pool is not None
 
