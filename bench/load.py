@@ -339,7 +339,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store = Path(tmp) / "store"
         shutil.copytree(args.base_store, store)
         base_docs = documents(store)
-        base_generation = generation(store)
         proc, url = serve(store)
         stats = Stats()
         rss: list[tuple[float, tuple[int, int, int]]] = []
@@ -354,6 +353,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 warm = {"document_id": "load-warm-up", "filename": "warm.txt", "text": f"Warm-up. {texts[0]}"}
                 request(f"{url}/v1/indexes/{INDEX}/documents", "POST", warm, timeout=300)
                 request(f"{url}/v1/indexes/{INDEX}/documents/load-warm-up", "DELETE", timeout=300)
+            base_generation = generation(store)  # the commits counted are the run's (WAL: a reader is fine)
             t0 = time.monotonic()
             deadline = t0 + args.duration
             stop = threading.Event()
