@@ -273,6 +273,75 @@ def test_a_reader_that_sees_a_commit_waits_for_the_carried_matrix_not_a_rebuild(
     assert rebuilds == 0
 
 
+def test_uploads_and_deletes_sent_together_commit_together_each_with_its_own_answer(
+    service: EvidenceService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit over HTTP: requests that arrive while a write commits are committed in one
+    transaction; each gets its own response: a 200 with its own status, a 404 for a delete of
+    nothing, and a document the store refuses its own 4xx while the others land."""
+    from evidence.errors import RequestValidationError
+
+    service.index_document("idx", IndexDocumentRequest(document_id="old", filename="o.txt", text=POLICY_TEXT))
+    store = service.backend.index_store("idx")  # type: ignore[attr-defined]
+    insert = store._insert_chunks
+
+    def refusing(document: Any, *args: Any) -> None:
+        if document.document_id == "bad":  # inside the group's transaction, after its rows began
+            raise RequestValidationError("refused by the test", field="text")
+        insert(document, *args)
+
+    monkeypatch.setattr(store, "_insert_chunks", refusing)
+    held, release = threading.Event(), threading.Event()
+    sync = store.sync_pending
+
+    def gated() -> int:
+        if not held.is_set():
+            held.set()
+            assert release.wait(60), "the test never released the first write"
+        return int(sync())
+
+    monkeypatch.setattr(store, "sync_pending", gated)
+    generation, batches = store.generation(), store._group.batches
+    answers: dict[str, tuple[int, Any]] = {}
+    with serving(service) as srv:
+        url = f"{srv.url}/v1/indexes/idx/documents"
+
+        def send(name: str, method: str, target: str, payload: Any = None) -> None:
+            status, _, body = call(target, method, payload)
+            answers[name] = (status, body)
+
+        first = threading.Thread(
+            target=send, args=("first", "POST", url, doc("first", "Backups run nightly."))
+        )
+        first.start()
+        assert held.wait(30)
+        rest = [
+            ("a", "POST", url, doc("a", "Keys rotate every ninety days.")),
+            ("b", "POST", url, doc("b", "Access reviews happen quarterly.")),
+            ("bad", "POST", url, doc("bad", "A document the store refuses.")),
+            ("gone", "DELETE", f"{url}/never-indexed", None),
+            ("old", "DELETE", f"{url}/old", None),
+        ]
+        threads = [threading.Thread(target=send, args=args) for args in rest]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while store._group.waiting() < len(rest):
+            assert time.monotonic() < deadline, f"only {store._group.waiting()} writes queued"
+            time.sleep(0.005)
+        release.set()
+        for t in [first, *threads]:
+            t.join(60)
+    assert answers["first"][0] == answers["a"][0] == answers["b"][0] == 200
+    assert [answers[n][1]["document_id"] for n in ("first", "a", "b")] == ["first", "a", "b"]
+    assert answers["bad"][0] == 422 and answers["bad"][1]["error"]["field"] == "text"
+    assert answers["gone"][0] == 404
+    assert answers["old"][0] == 200 and answers["old"][1]["deleted_chunks"] >= 1
+    assert store._group.batches - batches == 2 and store.generation() == generation + 2
+    assert {i.document_id for i in store.document_infos()} == {"first", "a", "b"}
+    assert store.consistency().ok
+
+
 # --- no request runs unbounded ------------------------------------------------------------------
 
 

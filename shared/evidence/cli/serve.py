@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(exc.message, EXIT_USAGE) from None
     # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
     threading.Thread(target=runtime.warm, name="warm", daemon=True).start()
-    if background is not None:
-        background.warm()
+    # The document-embedding worker starts with the first upload (BackgroundDocuments), not
+    # here: a server that only reads never pays its process and model (250-300 MB).
     get_app()
     configure_uploads(
         UploadJobs(

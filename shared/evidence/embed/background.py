@@ -50,10 +50,6 @@ def _embed(texts: Sequence[str]) -> Matrix:
     return _worker[0].embed_documents(texts)
 
 
-def _warm() -> int:
-    return len(_worker[0].embed_documents(["warm"]))
-
-
 class BackgroundDocuments:
     """An Embedder: `embed_documents` in one worker process at `nice`, `embed_query` in this one.
 
@@ -92,9 +88,12 @@ class BackgroundDocuments:
                 self._pool = None
         broken.shutdown(wait=False, cancel_futures=True)
 
-    def warm(self) -> None:
-        """Start the worker and load its model, without waiting: the first upload does not pay it."""
-        self._executor().submit(_warm)
+    @property
+    def started(self) -> bool:
+        """Whether the worker process exists. It starts with the first document to embed, not
+        with `evidence serve`: a server that only reads never pays its process and model."""
+        with self._lock:
+            return self._pool is not None
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:

@@ -31,9 +31,10 @@ from pathlib import Path
 
 from evidence.errors import BackendError
 from evidence.records import ChunkKind, DocumentChunks
-from evidence.search.analysis import AnalyzerConfig, get_analyzer
+from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import UpsertResult, Vector
+from evidence.search.group_commit import GroupCommit
 from evidence.search.store_dense import VECTOR_FORMAT, DenseStore, decode_vectors
 
 # Re-exported: a test patches `_vector_blob` here, where `upsert` reads it.
@@ -61,8 +62,29 @@ class Consistency:
         return self.records == self.lexical and self.orphan_chunks == 0 and self.pending == 0
 
 
+@dataclass(frozen=True)
+class _Upsert:
+    documents: tuple[DocumentChunks, ...]
+    vectors: tuple[Vector | None, ...]
+
+
+@dataclass(frozen=True)
+class _Delete:
+    document_id: str
+
+
+_Write = _Upsert | _Delete
+
+
 class IndexStore(LexicalStore, DenseStore):
     """One index: a SQLite file and a tantivy directory per chunk kind."""
+
+    def __init__(
+        self, root: Path, analyzer: EnglishAnalyzer, k1: float, b: float, ann: AnnConfig | None = None
+    ) -> None:
+        super().__init__(root, analyzer, k1, b, ann)
+        #: Concurrent upserts and deletes, committed together (`_commit_group`).
+        self._group: GroupCommit[_Write, list[UpsertResult] | int] = GroupCommit(self._commit_group)
 
     @classmethod
     def open(
@@ -95,51 +117,57 @@ class IndexStore(LexicalStore, DenseStore):
     def upsert(
         self, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
     ) -> list[UpsertResult]:
-        results: list[UpsertResult] = []
+        results = self._group.submit(_Upsert(tuple(documents), tuple(vectors)))
+        assert isinstance(results, list)
+        return results
+
+    def delete_document(self, document_id: str) -> int:
+        n = self._group.submit(_Delete(document_id))
+        assert isinstance(n, int)
+        return n
+
+    def _commit_group(self, writes: list[_Write]) -> list[list[UpsertResult] | int | BaseException]:
+        """Concurrent writes (`group_commit.py`) in one transaction, one generation and one
+        tantivy commit. Each runs in a savepoint: one that raises is rolled back alone and its
+        caller gets the exception, the others commit. They become visible together at the
+        COMMIT (records, dense) and at the tantivy commit (lexical), like a single write."""
+        outcomes: list[list[UpsertResult] | int | BaseException] = []
         with self._lock:
             if not self._synced:
                 self.sync_pending()
             db = self._db
-            changed: list[str] = []
+            changed = False
             removed: list[int] = []
             added: list[tuple[int, str, bytes]] = []
             db.execute("BEGIN IMMEDIATE")
             try:
                 before = self.generation(db)
-                for doc, vecs in zip(documents, vectors, strict=True):
-                    n_pass = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
-                    n_span = len(doc.chunks) - n_pass
-                    row = db.execute(
-                        "SELECT content_hash FROM documents WHERE document_id = ?", (doc.document_id,)
-                    ).fetchone()
-                    if row is not None and row[0] == doc.content_hash:
-                        results.append(UpsertResult(doc.document_id, "unchanged", n_pass, n_span))
+                for write in writes:
+                    kept = (len(removed), list(added))
+                    db.execute("SAVEPOINT write")
+                    try:
+                        if isinstance(write, _Upsert):
+                            results, wrote = self._upsert_rows(write, removed, added)
+                            outcome: list[UpsertResult] | int = results
+                        else:
+                            outcome = self._delete_rows(write.document_id, removed, added)
+                            if outcome:
+                                db.execute(
+                                    "INSERT OR IGNORE INTO lexical_pending VALUES (?)", (write.document_id,)
+                                )
+                            wrote = outcome > 0
+                    except Exception as exc:
+                        if not db.in_transaction:
+                            raise  # SQLite rolled the whole transaction back (SQLITE_FULL): all fail
+                        db.execute("ROLLBACK TO write")
+                        db.execute("RELEASE write")
+                        del removed[kept[0] :]
+                        added[:] = kept[1]
+                        outcomes.append(exc)
                         continue
-                    if vecs is not None and len(vecs) != len(doc.chunks):
-                        raise BackendError(
-                            f"{doc.document_id}: {len(vecs)} vectors for {len(doc.chunks)} chunks"
-                        )
-                    self._delete_rows(doc.document_id, removed)
-                    db.executemany(
-                        "INSERT INTO doc_meta VALUES (?, ?, ?)",
-                        [(doc.document_id, k, v) for k, v in _metadata_terms(doc.metadata)],
-                    )
-                    db.execute(
-                        "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)",
-                        (
-                            doc.document_id,
-                            doc.content_hash,
-                            doc.source,
-                            json.dumps(dict(doc.metadata)),
-                            n_pass,
-                            n_span,
-                        ),
-                    )
-                    self._insert_chunks(doc, vecs, added)
-                    db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
-                    changed.append(doc.document_id)
-                    status = "created" if row is None else "updated"
-                    results.append(UpsertResult(doc.document_id, status, n_pass, n_span))
+                    db.execute("RELEASE write")
+                    changed = changed or wrote
+                    outcomes.append(outcome)
                 if changed:
                     self.set_info("generation", str(before + 1))
                     self._publish(before, removed, added)
@@ -153,7 +181,48 @@ class IndexStore(LexicalStore, DenseStore):
                 raise
             if changed and not self.deferred:
                 self.sync_pending()
-        return results
+        return outcomes
+
+    def _upsert_rows(
+        self, write: _Upsert, removed: list[int], added: list[tuple[int, str, bytes]]
+    ) -> tuple[list[UpsertResult], bool]:
+        """One upsert's rows, inside the group's transaction; True when a document changed."""
+        db = self._db
+        results: list[UpsertResult] = []
+        changed = False
+        for doc, vecs in zip(write.documents, write.vectors, strict=True):
+            n_pass = sum(1 for c in doc.chunks if c.kind is ChunkKind.PASSAGE)
+            n_span = len(doc.chunks) - n_pass
+            row = db.execute(
+                "SELECT content_hash FROM documents WHERE document_id = ?", (doc.document_id,)
+            ).fetchone()
+            if row is not None and row[0] == doc.content_hash:
+                results.append(UpsertResult(doc.document_id, "unchanged", n_pass, n_span))
+                continue
+            if vecs is not None and len(vecs) != len(doc.chunks):
+                raise BackendError(f"{doc.document_id}: {len(vecs)} vectors for {len(doc.chunks)} chunks")
+            self._delete_rows(doc.document_id, removed, added)
+            db.executemany(
+                "INSERT INTO doc_meta VALUES (?, ?, ?)",
+                [(doc.document_id, k, v) for k, v in _metadata_terms(doc.metadata)],
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    doc.document_id,
+                    doc.content_hash,
+                    doc.source,
+                    json.dumps(dict(doc.metadata)),
+                    n_pass,
+                    n_span,
+                ),
+            )
+            self._insert_chunks(doc, vecs, added)
+            db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (doc.document_id,))
+            changed = True
+            status = "created" if row is None else "updated"
+            results.append(UpsertResult(doc.document_id, status, n_pass, n_span))
+        return results, changed
 
     def _insert_chunks(
         self, doc: DocumentChunks, vecs: Vector | None, added: list[tuple[int, str, bytes]]
@@ -205,41 +274,24 @@ class IndexStore(LexicalStore, DenseStore):
                 if cid in blobs:
                     added.append((int(rowid), *blobs[cid]))
 
-    def _delete_rows(self, document_id: str, removed: list[int]) -> int:
+    def _delete_rows(
+        self, document_id: str, removed: list[int], added: list[tuple[int, str, bytes]] | None = None
+    ) -> int:
+        """Delete a document's rows; their rowids go to `removed`. Rows inserted earlier in the
+        same transaction (`added`: a document written twice in one group) leave `added`, so the
+        caches carried to the commit hold no row that is gone (SQLite may give a rowid again)."""
         db = self._db
-        removed.extend(
+        gone = [
             int(r[0]) for r in db.execute("SELECT rowid FROM chunks WHERE document_id = ?", (document_id,))
-        )
+        ]
+        removed.extend(gone)
+        if added and gone:
+            dropped = set(gone)
+            added[:] = [a for a in added if a[0] not in dropped]
         db.execute("DELETE FROM doc_meta WHERE document_id = ?", (document_id,))
         n = db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
         db.execute("DELETE FROM documents WHERE document_id = ?", (document_id,))
         return int(n)
-
-    def delete_document(self, document_id: str) -> int:
-        with self._lock:
-            if not self._synced:
-                self.sync_pending()
-            db = self._db
-            removed: list[int] = []
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                before = self.generation(db)
-                n = self._delete_rows(document_id, removed)
-                if n:
-                    db.execute("INSERT OR IGNORE INTO lexical_pending VALUES (?)", (document_id,))
-                    self.set_info("generation", str(before + 1))
-                    self._publish(before, removed, [])
-                else:
-                    db.execute("COMMIT")
-            except BaseException:
-                # SQLite rolls back by itself on some errors (SQLITE_FULL): a second ROLLBACK
-                # would raise and hide the cause.
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            if n:
-                self.sync_pending()
-            return n
 
     def documents(self) -> Iterator[tuple[DocumentChunks, Vector | None]]:
         """Every document with its chunks and their vectors (None unless every chunk has one),

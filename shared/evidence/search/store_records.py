@@ -191,6 +191,11 @@ class RecordStore:
 
     def ensure_embedder(self, embedder_id: str, dimension: int) -> None:
         """Record the embedder of a new index; refuse another one on an existing index."""
+        # Every upload asks this first. Read from a snapshot when the index already has this
+        # embedder (it never changes once recorded): under the writer's lock, uploads queued
+        # behind the commit in flight before they could start embedding.
+        if self.info("embedder_id") == embedder_id and int(self.info("dimension") or 0) == dimension:
+            return
         with self._lock:
             current = self.info("embedder_id", self._db)
             if current is None:

@@ -45,6 +45,17 @@ def test_documents_embed_in_the_worker_at_its_niceness_and_queries_here(
     assert background.embed_documents([]).shape == (0, 384)
 
 
+def test_the_worker_starts_with_the_first_document_not_with_queries(
+    background: BackgroundDocuments,
+) -> None:
+    """`evidence serve` no longer starts it at start: a server that only reads never pays it."""
+    background.embed_query("keys")
+    background.embed_documents([])
+    assert not background.started
+    background.embed_documents(TEXTS[:1])
+    assert background.started
+
+
 def test_a_killed_worker_is_replaced_and_the_call_succeeds(background: BackgroundDocuments) -> None:
     background.embed_documents(TEXTS[:1])
     pool = background._executor()
