@@ -34,6 +34,15 @@ class EmbedderKind(StrEnum):
     TITAN = "titan"
 
 
+class LongTextRule(StrEnum):
+    """What the dense leg does with a document text longer than the model reads at once."""
+
+    #: Only the first window is read (sentence-transformers' truncation; the rule before windows).
+    FIRST = "first"
+    #: Every window is read; the text's vector is the re-normalised mean of the windows' vectors.
+    MEAN = "mean"
+
+
 class RerankerKind(StrEnum):
     NONE = "none"
     COHERE = "cohere"
@@ -101,6 +110,12 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(default=8, ge=1, le=512)
     embed_threads: int = Field(default=0, ge=0, le=64, description="0 = one per core")
     embed_max_tokens: int = Field(default=256, ge=16, le=512)
+    #: A passage or record longer than `embed_max_tokens` word pieces: `mean` embeds every window
+    #: of it and stores the mean (docs/scale.md#long-records; +N% SciFact embedding time), `first`
+    #: reads its first window only. Changing it re-embeds nothing already stored.
+    embed_long_text: LongTextRule = LongTextRule.FIRST
+    #: Word pieces two consecutive windows share (`mean` only).
+    embed_window_overlap: int = Field(default=0, ge=0, le=128)
     #: Whose cached document vectors an upload may reuse (embedded store, `<store>/embeddings.sqlite3`).
     #: `index` (default): only its own index's, so the time an upload takes tells nothing about
     #: other indexes. `shared`: every index's, for a store with one owner (re-indexing the same

@@ -26,6 +26,8 @@ def build_embedder(settings: Settings) -> Embedder:
         max_tokens=settings.embed_max_tokens,
         batch_size=settings.embed_batch_size,
         threads=settings.embed_threads,
+        long_text=settings.embed_long_text,
+        window_overlap=settings.embed_window_overlap,
     )
 
 
