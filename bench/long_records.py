@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.config import Settings  # noqa: E402
+from evidence.embed.base import document_key  # noqa: E402
 from evidence.embed.cache import EmbeddingCache  # noqa: E402
 from evidence.embed.minilm import MiniLMEmbedder  # noqa: E402
 from evidence.embed.tokenizer import get_tokenizer  # noqa: E402
@@ -143,6 +144,56 @@ def passages(dataset: Path, svc: EvidenceService) -> list[Chunk]:
     return out
 
 
+def seed_store(
+    store: Path,
+    index: str,
+    *,
+    chunks: Sequence[Chunk],
+    hashes: Sequence[str],
+    spans: Sequence[Sequence[tuple[int, int]]],
+    known: dict[tuple[str, int, int], np.ndarray],
+) -> int:
+    windows = np.stack([known[(hashes[i], a, b)] for i, sp in enumerate(spans) for a, b in sp])
+    owners = [i for i, sp in enumerate(spans) for _ in sp]
+    weights = [b - a for sp in spans for a, b in sp]
+    vectors = mean_of_windows(windows.astype(np.float32), owners, len(chunks), weights=weights)
+    shipped = MiniLMEmbedder(long_text=LongTextRule.MEAN)
+    sample = [i for i, sp in enumerate(spans) if len(sp) > 2][:16]
+    fresh = shipped.embed_documents([chunks[i].search_text for i in sample])
+    cos = (fresh * vectors[sample]).sum(axis=1)
+    print(
+        f"shipped embedder vs these vectors, {len(sample)} passages of 3+ windows: min cosine {cos.min():.6f}"
+    )
+    if cos.min() < 0.999:
+        return 1
+    EmbeddingCache(store / "embeddings.sqlite3").put_many(
+        document_key(shipped), list(zip(hashes, vectors, strict=True)), scope=f"index:{index}"
+    )
+    print(f"{len(hashes)} vectors written to {store} under {document_key(shipped)}")
+    return 0
+
+
+def time_rules(chunks: Sequence[Chunk], n: int) -> int:
+    """Embedding time of the same passages under each rule, in alternating slices of 32 (so both
+    rules see the same machine load)."""
+    texts = [c.search_text for c in chunks[:: max(1, len(chunks) // n)]][:n]
+    embedders = {rule: MiniLMEmbedder(long_text=rule) for rule in LongTextRule}
+    seconds = dict.fromkeys(LongTextRule, 0.0)
+    tokens = {rule: sum(len(x) for x in e.windows(texts)[0]) for rule, e in embedders.items()}
+    embedders[LongTextRule.FIRST].embed_documents(texts[:8])  # warm-up
+    for start in range(0, len(texts), 32):
+        for rule, e in embedders.items():
+            t0 = time.perf_counter()
+            e.embed_documents(texts[start : start + 32])
+            seconds[rule] += time.perf_counter() - t0
+    for rule in LongTextRule:
+        print(
+            f"{rule.value:<6} {len(texts)} passages: {seconds[rule]:.1f} s, {tokens[rule]:,} tokens,"
+            f" {tokens[rule] / seconds[rule]:,.0f} tokens/s, {len(texts) / seconds[rule]:.1f} passages/s"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
@@ -150,6 +201,19 @@ def main() -> int:
     ap.add_argument("--rules", default="first,mean,wmean,max", help="first, mean, wmean, wmean*F, max")
     ap.add_argument("--plans", default="end0,tail0,end64", help="window plans: end|tail + overlap")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "long_records_windows.npz")
+    ap.add_argument(
+        "--time-sample",
+        type=int,
+        default=0,
+        help="only time embed_documents on every k-th passage, N in all, under `first` and `mean`",
+    )
+    ap.add_argument(
+        "--seed-store",
+        type=Path,
+        help="write the `mean` vectors (plan tail0) into this store's embedding cache, after checking"
+        " a sample against the shipped embedder, so `evidence eval` with EVIDENCE_EMBED_LONG_TEXT=mean"
+        " indexes SciFact through the real path without embedding it again",
+    )
     args = ap.parse_args()
     # The store's index holds first-window vectors (the rule it was built with).
     svc = EvidenceService(Settings(store_dir=args.store, embed_long_text=LongTextRule.FIRST))
@@ -166,6 +230,8 @@ def main() -> int:
         f" longer than {ROOM}: {np.mean(lengths > ROOM):.1%}; total {lengths.sum():,}",
         flush=True,
     )
+    if args.time_sample:
+        return time_rules(chunks, args.time_sample)
     # Window vectors: kept across runs, keyed by (text hash, start, end).
     known: dict[tuple[str, int, int], np.ndarray] = {}
     if args.cache.exists():
@@ -214,6 +280,10 @@ def main() -> int:
         print(
             f"{ov}: {sum(len(sp) for sp in spans)} windows, {tokens:,} tokens embedded "
             f"(first window only: {sum(min(int(n), ROOM) + 2 for n in lengths):,})"
+        )
+    if args.seed_store:
+        return seed_store(
+            args.seed_store, index, chunks=chunks, hashes=hashes, spans=plans["tail0"], known=known
         )
 
     qvec = dict(zip((q for q, _ in queries), (svc.embedder.embed_query(t) for _, t in queries), strict=True))

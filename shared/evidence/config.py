@@ -110,12 +110,11 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(default=8, ge=1, le=512)
     embed_threads: int = Field(default=0, ge=0, le=64, description="0 = one per core")
     embed_max_tokens: int = Field(default=256, ge=16, le=512)
-    #: A passage or record longer than `embed_max_tokens` word pieces: `mean` embeds every window
-    #: of it and stores the mean (docs/scale.md#long-records; +N% SciFact embedding time), `first`
-    #: reads its first window only. Changing it re-embeds nothing already stored.
+    #: A passage or record longer than `embed_max_tokens` word pieces: `first` embeds its first
+    #: window (truncation); `mean` every window, stored as their mean weighted by word pieces.
+    #: On SciFact `mean` lifts the dense leg but not the hybrid, for +41% embedding tokens
+    #: (docs/scale.md#long-records), hence the default. Changing it re-embeds nothing stored.
     embed_long_text: LongTextRule = LongTextRule.FIRST
-    #: Word pieces two consecutive windows share (`mean` only).
-    embed_window_overlap: int = Field(default=0, ge=0, le=128)
     #: Whose cached document vectors an upload may reuse (embedded store, `<store>/embeddings.sqlite3`).
     #: `index` (default): only its own index's, so the time an upload takes tells nothing about
     #: other indexes. `shared`: every index's, for a store with one owner (re-indexing the same

@@ -27,7 +27,6 @@ def build_embedder(settings: Settings) -> Embedder:
         batch_size=settings.embed_batch_size,
         threads=settings.embed_threads,
         long_text=settings.embed_long_text,
-        window_overlap=settings.embed_window_overlap,
     )
 
 

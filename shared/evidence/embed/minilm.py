@@ -37,12 +37,10 @@ class MiniLMEmbedder:
         max_tokens: int = 256,
         batch_size: int = 8,
         threads: int = 0,
-        long_text: LongTextRule = LongTextRule.MEAN,
-        window_overlap: int = 0,
+        long_text: LongTextRule = LongTextRule.FIRST,
     ) -> None:
         self.max_tokens = max_tokens
         self.long_text = long_text
-        self.window_overlap = window_overlap
         self.batch_size = batch_size
         # Physical cores beat hyper-threads for int8 GEMMs; os.cpu_count() is the best cheap guess.
         self.threads = threads or (os.cpu_count() or 1)
@@ -54,7 +52,7 @@ class MiniLMEmbedder:
         """How a long document text becomes one vector (`embed.base.document_key`)."""
         if self.long_text is LongTextRule.FIRST:
             return ""
-        return f"windows{self.max_tokens - 2}-overlap{self.window_overlap}-mean"
+        return f"windows{self.max_tokens - 2}-weighted-mean"
 
     def _get_session(self) -> onnxruntime.InferenceSession:
         if self._session is None:
@@ -97,7 +95,7 @@ class MiniLMEmbedder:
             if first_only or self.long_text is LongTextRule.FIRST:
                 spans = [(0, min(len(ids), room))]
             else:
-                spans = split_windows(len(ids), room, self.window_overlap)
+                spans = split_windows(len(ids), room, 0)
             for start, end in spans:
                 inputs.append([cls_id, *ids[start:end], sep_id])
                 owners.append(i)
