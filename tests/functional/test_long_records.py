@@ -15,6 +15,7 @@ import pytest
 from evidence.config import LongTextRule, Settings
 from evidence.embed.minilm import MiniLMEmbedder
 from evidence.embed.tokenizer import get_tokenizer
+from evidence.embed.windows import split_windows
 from evidence.rank.first_stage import FirstStage, RetrievalMode
 from evidence.service import EvidenceService
 
@@ -79,3 +80,16 @@ def test_a_long_records_answer_in_its_last_window_is_found_by_the_dense_leg(
 def test_truncation_to_the_first_window_misses_it(tmp_path: Path, records: Path) -> None:
     # What the store held before windows, and still does with EVIDENCE_EMBED_LONG_TEXT=first.
     assert _dense_ranking(tmp_path, records, LongTextRule.FIRST)[0] != "long"
+
+
+def test_the_model_reads_every_word_piece_of_a_long_text_once_and_a_query_at_its_width() -> None:
+    emb = MiniLMEmbedder(long_text=LongTextRule.MEAN)
+    text = RAILWAY * 4 + OTTERS * 3
+    n = len(get_tokenizer().encode(text, add_special_tokens=False).ids)
+    inputs, owners = emb.windows([text, "short"])
+    assert [len(x) - 2 for x in inputs[:-1]] == [b - a for a, b in split_windows(n, 254, 0)]
+    assert all(len(x) <= 256 for x in inputs) and owners == [0] * (len(inputs) - 1) + [1]
+    assert len(emb.windows([text], first_only=True)[0]) == 1
+    # A query padded (as documents are batched) or not gives the same vector.
+    padded = emb.embed_ids(emb.windows([QUESTION], first_only=True)[0], pad_to=32)[0]
+    assert float(emb.embed_query(QUESTION) @ padded) > 0.9999

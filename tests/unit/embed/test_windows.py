@@ -1,12 +1,17 @@
-"""Windows over a long text and the one vector made of them (embed/windows.py)."""
+"""Windows over a long text, the one vector made of them (embed/windows.py), and the cache key
+that keeps vectors of different rules apart (embed/base.py `document_key`)."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from evidence.embed.base import document_key
+from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.embed.windows import mean_of_windows, split_windows
 
 
@@ -68,3 +73,37 @@ def test_a_window_counts_by_its_word_pieces_when_weighted() -> None:
     weighted = mean_of_windows(vectors, [0, 0], 1, weights=[254, 30])[0]
     np.testing.assert_allclose(plain, [2**-0.5, 2**-0.5], rtol=1e-6)
     np.testing.assert_allclose(weighted, np.array([254, 30]) / np.hypot(254, 30), rtol=1e-6)
+
+
+class _Fake:
+    """An embedder that counts its calls; `document_rule` as MiniLM reports it."""
+
+    model_id = "fake-model"
+    dimension = 2
+
+    def __init__(self, rule: str, value: float) -> None:
+        self.document_rule = rule
+        self.value = value
+        self.calls = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return np.full((len(texts), 2), self.value, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.full(2, self.value, dtype=np.float32)
+
+
+def test_a_vector_cached_under_one_rule_is_not_served_under_another(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
+    first, mean = _Fake("", 1.0), _Fake("windows254-weighted-mean", 2.0)
+    assert document_key(first) == "fake-model"  # vectors cached before windows stay valid
+    assert document_key(mean) == "fake-model+windows254-weighted-mean"
+    assert CachedEmbedder(first, cache).embed_documents(["a long text"])[0, 0] == 1.0
+    assert CachedEmbedder(mean, cache).embed_documents(["a long text"])[0, 0] == 2.0
+    assert mean.calls == 1
+    # Each rule then answers from its own entry.
+    assert CachedEmbedder(first, cache).embed_documents(["a long text"])[0, 0] == 1.0
+    assert CachedEmbedder(mean, cache).embed_documents(["a long text"])[0, 0] == 2.0
+    assert (first.calls, mean.calls) == (1, 1)
+    cache.close()
