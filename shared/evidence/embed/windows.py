@@ -5,7 +5,8 @@ longer than that can be cut into windows of that width, each embedded alone, wit
 vector the re-normalised mean of its windows' unit vectors, each weighted by its word pieces
 (`LongTextRule.MEAN`). One vector per record keeps the stores (SQLite, the ANN index,
 OpenSearch's knn field) unchanged. The rules were measured on SciFact (`bench/long_records.py`,
-docs/scale.md#long-records).
+docs/scale.md#long-records): reading every window lifts the dense leg but not the hybrid, so
+truncation (`LongTextRule.FIRST`) stays the default.
 """
 
 from __future__ import annotations
