@@ -57,6 +57,7 @@ from evidence.service import EvidenceService  # noqa: E402
 from evidence.verbatim.sentences import SpanRanking  # noqa: E402
 
 ROOM = 254  # word pieces between [CLS] and [SEP]
+TITLED = 1_000_000  # window keys past this are title + text windows (plan "title")
 
 
 class RuleBackend:
@@ -194,12 +195,90 @@ def time_rules(chunks: Sequence[Chunk], n: int) -> int:
     return 0
 
 
+def make_plans(
+    names: str, lengths: Sequence[int], title_len: Sequence[int], body_len: Sequence[int]
+) -> dict[str, list[list[tuple[int, int]]]]:
+    """Each plan's windows per passage: `end`/`tail` over the search text's word pieces, `title`
+    over the text's (each window then read after the title)."""
+    plans: dict[str, list[list[tuple[int, int]]]] = {}
+    for plan in names.split(","):
+        how = plan.rstrip("0123456789")
+        ov = int(plan[len(how) :])
+        if how == "title":
+            # Shifted by TITLED to keep their cache keys apart.
+            plans[plan] = [
+                [(TITLED + a, TITLED + b) for a, b in split_windows(m, ROOM - t, ov)]
+                for m, t in zip(body_len, title_len, strict=True)
+            ]
+        else:
+            split = end_windows if how == "end" else split_windows
+            plans[plan] = [split(int(n), ROOM, ov) for n in lengths]
+    return plans
+
+
+def evaluate(
+    svc: EvidenceService,
+    index: str,
+    ds: Any,
+    queries: Sequence[tuple[str, str]],
+    *,
+    chunks: Sequence[Chunk],
+    plans: dict[str, list[list[tuple[int, int]]]],
+    hashes: Sequence[str],
+    known: dict[tuple[str, int, int], np.ndarray],
+    rules: str,
+) -> None:
+    """Print each rule's dense and hybrid nDCG@10 / recall@100 and rationale recall@10."""
+    qrels = load_qrels(ds.qrels)
+    qvec = dict(zip((q for q, _ in queries), (svc.embedder.embed_query(t) for _, t in queries), strict=True))
+    qtext = dict(queries)
+    gold = [(qid, g) for qid, g in _iter_gold(ds.rationales) if qid in qtext]
+    rules: list[tuple[str, str]] = [("first", next(iter(plans)))] if "first" in rules else []
+    rules += [(r, p) for p in plans for r in rules.split(",") if r != "first"]
+    # Hybrid nDCG@10 on the two halves of the queries (even / odd position): a rule that only
+    # helps one half is noise, not a rule.
+    print(f"{'rule':<14} dense nDCG@10 R@100 | hybrid nDCG@10 R@100 (halves) | rationale R@10")
+    for rule, ov in rules:
+        spans = plans[ov]
+        owners = np.array([i for i, sp in enumerate(spans) for _ in sp])
+        windows = np.stack([known[(hashes[i], a, b)] for i, sp in enumerate(spans) for a, b in sp]).astype(
+            np.float32
+        )
+        weights = np.array([b - a for sp in spans for a, b in sp], dtype=np.float32)  # text read
+        be = RuleBackend(svc.backend, chunks, windows, owners, rule, weights=weights)
+        row = []
+        for mode in (RetrievalMode.DENSE, RetrievalMode.HYBRID):
+            stage = FirstStage(mode=mode)
+            nd, rc = [], []
+            for qid, text in queries:
+                res = stage.retrieve(be, index, query=text, vector=qvec[qid], k=100)  # type: ignore[arg-type]
+                ranked = documents_from_chunks([c.chunk.document_id for c in res.candidates])
+                nd.append(ndcg_at(ranked, qrels[qid], 10))
+                rc.append(recall_at(ranked, qrels[qid], 100))
+            halves = f" ({statistics.fmean(nd[0::2]):.4f} / {statistics.fmean(nd[1::2]):.4f})"
+            row.append(
+                f"{statistics.fmean(nd):.4f} {statistics.fmean(rc):.4f}"
+                + (halves if mode == "hybrid" else "")
+            )
+        ranking = SpanRanking()
+        rec = []
+        for qid, g in gold:
+            ranked_spans = ranking.rank(be, index, qtext[qid], vector=qvec[qid], k=10)
+            got = [(r.chunk.document_id, r.chunk.char_start, r.chunk.char_end) for r in ranked_spans]
+            rec.append(span_metrics(got, g, 10)[0])
+        name = rule if rule == "first" else f"{rule} {ov}"
+        print(
+            f"{name:<14} {row[0]}        | {row[1]} | {statistics.fmean(rec):.4f} ({len(rec)} q)",
+            flush=True,
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
     ap.add_argument("--store", type=Path, default=ROOT / ".evidence")
     ap.add_argument("--rules", default="first,mean,wmean,max", help="first, mean, wmean, wmean*F, max")
-    ap.add_argument("--plans", default="end0,tail0,end64", help="window plans: end|tail + overlap")
+    ap.add_argument("--plans", default="end0,tail0,end64", help="window plans: end|tail|title + overlap")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "long_records_windows.npz")
     ap.add_argument(
         "--time-sample",
@@ -246,12 +325,22 @@ def main() -> int:
     for h, n in zip(hashes, lengths, strict=True):
         if h in stored:
             known.setdefault((h, 0, min(int(n), ROOM)), stored[h])
-    plans: dict[str, list[list[tuple[int, int]]]] = {}
-    for plan in args.plans.split(","):
-        how = plan.rstrip("0123456789")
-        ov = int(plan[len(how) :])
-        split = end_windows if how == "end" else split_windows
-        plans[plan] = [split(int(n), ROOM, ov) for n in lengths]
+    title = [e.ids for e in tok.encode_batch([c.title for c in chunks], add_special_tokens=False)]
+    body = [e.ids for e in tok.encode_batch([c.text for c in chunks], add_special_tokens=False)]
+
+    def model_input(i: int, a: int, b: int) -> list[int]:
+        if a >= TITLED:
+            return [cls_id, *title[i], *body[i][a - TITLED : b - TITLED], sep_id]
+        return [cls_id, *ids[i][a:b], sep_id]
+
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    plans = make_plans(args.plans, lengths, [len(x) for x in title], [len(x) for x in body])
+    for i, h in enumerate(hashes):
+        # A title + text window that is the text's first window is the vector the store holds.
+        for a, b in plans.get("title0", [[]] * len(hashes))[i][:1]:
+            first = (h, 0, min(int(lengths[i]), ROOM))
+            if first in known and model_input(i, a, b) == [cls_id, *ids[i][: first[2]], sep_id]:
+                known.setdefault((h, a, b), known[first])
     # In plan order, so the first plans are ready first (the cache is written every 256 windows).
     need = list(
         dict.fromkeys(
@@ -263,13 +352,12 @@ def main() -> int:
         )
     )
     emb = MiniLMEmbedder(max_tokens=ROOM + 2, batch_size=8)
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     by_hash = {h: i for i, h in enumerate(hashes)}
     print(f"windows to embed: {len(need)} ({sum(b - a + 2 for _, a, b in need):,} tokens)", flush=True)
     t0 = time.perf_counter()
     for start in range(0, len(need), 256):
         part = need[start : start + 256]
-        vecs = emb.embed_ids([[cls_id, *ids[by_hash[h]][a:b], sep_id] for h, a, b in part])
+        vecs = emb.embed_ids([model_input(by_hash[h], a, b) for h, a, b in part])
         known.update(zip(part, vecs, strict=True))
         keys = np.array([f"{h}:{a}:{b}" for h, a, b in known])
         args.cache.parent.mkdir(parents=True, exist_ok=True)
@@ -286,47 +374,9 @@ def main() -> int:
             args.seed_store, index, chunks=chunks, hashes=hashes, spans=plans["tail0"], known=known
         )
 
-    qvec = dict(zip((q for q, _ in queries), (svc.embedder.embed_query(t) for _, t in queries), strict=True))
-    qtext = dict(queries)
-    gold = [(qid, g) for qid, g in _iter_gold(ds.rationales) if qid in qtext]
-    rules: list[tuple[str, str]] = [("first", next(iter(plans)))] if "first" in args.rules else []
-    rules += [(r, p) for p in plans for r in args.rules.split(",") if r != "first"]
-    # Hybrid nDCG@10 on the two halves of the queries (even / odd position): a rule that only
-    # helps one half is noise, not a rule.
-    print(f"{'rule':<14} dense nDCG@10 R@100 | hybrid nDCG@10 R@100 (halves) | rationale R@10")
-    for rule, ov in rules:
-        spans = plans[ov]
-        owners = np.array([i for i, sp in enumerate(spans) for _ in sp])
-        windows = np.stack([known[(hashes[i], a, b)] for i, sp in enumerate(spans) for a, b in sp]).astype(
-            np.float32
-        )
-        weights = np.array([b - a for sp in spans for a, b in sp], dtype=np.float32)
-        be = RuleBackend(svc.backend, chunks, windows, owners, rule, weights=weights)
-        row = []
-        for mode in (RetrievalMode.DENSE, RetrievalMode.HYBRID):
-            stage = FirstStage(mode=mode)
-            nd, rc = [], []
-            for qid, text in queries:
-                res = stage.retrieve(be, index, query=text, vector=qvec[qid], k=100)  # type: ignore[arg-type]
-                ranked = documents_from_chunks([c.chunk.document_id for c in res.candidates])
-                nd.append(ndcg_at(ranked, qrels[qid], 10))
-                rc.append(recall_at(ranked, qrels[qid], 100))
-            halves = f" ({statistics.fmean(nd[0::2]):.4f} / {statistics.fmean(nd[1::2]):.4f})"
-            row.append(
-                f"{statistics.fmean(nd):.4f} {statistics.fmean(rc):.4f}"
-                + (halves if mode == "hybrid" else "")
-            )
-        ranking = SpanRanking()
-        rec = []
-        for qid, g in gold:
-            ranked_spans = ranking.rank(be, index, qtext[qid], vector=qvec[qid], k=10)
-            got = [(r.chunk.document_id, r.chunk.char_start, r.chunk.char_end) for r in ranked_spans]
-            rec.append(span_metrics(got, g, 10)[0])
-        name = rule if rule == "first" else f"{rule} {ov}"
-        print(
-            f"{name:<14} {row[0]}        | {row[1]} | {statistics.fmean(rec):.4f} ({len(rec)} q)",
-            flush=True,
-        )
+    evaluate(
+        svc, index, ds, queries, chunks=chunks, plans=plans, hashes=hashes, known=known, rules=args.rules
+    )
     return 0
 
 
