@@ -226,15 +226,15 @@ def evaluate(
     plans: dict[str, list[list[tuple[int, int]]]],
     hashes: Sequence[str],
     known: dict[tuple[str, int, int], np.ndarray],
-    rules: str,
+    rule_names: str,
 ) -> None:
     """Print each rule's dense and hybrid nDCG@10 / recall@100 and rationale recall@10."""
     qrels = load_qrels(ds.qrels)
     qvec = dict(zip((q for q, _ in queries), (svc.embedder.embed_query(t) for _, t in queries), strict=True))
     qtext = dict(queries)
     gold = [(qid, g) for qid, g in _iter_gold(ds.rationales) if qid in qtext]
-    rules: list[tuple[str, str]] = [("first", next(iter(plans)))] if "first" in rules else []
-    rules += [(r, p) for p in plans for r in rules.split(",") if r != "first"]
+    rules: list[tuple[str, str]] = [("first", next(iter(plans)))] if "first" in rule_names else []
+    rules += [(r, p) for p in plans for r in rule_names.split(",") if r != "first"]
     # Hybrid nDCG@10 on the two halves of the queries (even / odd position): a rule that only
     # helps one half is noise, not a rule.
     print(f"{'rule':<14} dense nDCG@10 R@100 | hybrid nDCG@10 R@100 (halves) | rationale R@10")
@@ -375,7 +375,7 @@ def main() -> int:
         )
 
     evaluate(
-        svc, index, ds, queries, chunks=chunks, plans=plans, hashes=hashes, known=known, rules=args.rules
+        svc, index, ds, queries, chunks=chunks, plans=plans, hashes=hashes, known=known, rule_names=args.rules
     )
     return 0
 
