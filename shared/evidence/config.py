@@ -39,7 +39,7 @@ class LongTextRule(StrEnum):
 
     #: Only the first window is read (sentence-transformers' truncation; the rule before windows).
     FIRST = "first"
-    #: Every window is read; the text's vector is the re-normalised mean of the windows' vectors.
+    #: Every window is read; the text's vector is the windows' mean, weighted by word pieces.
     MEAN = "mean"
 
 
