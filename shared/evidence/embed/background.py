@@ -64,6 +64,7 @@ class BackgroundDocuments:
         self.build = build
         self.nice = nice
         self.model_id = inner.model_id
+        self.document_rule = getattr(inner, "document_rule", "")
         self.dimension = inner.dimension
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None

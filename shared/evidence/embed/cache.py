@@ -1,4 +1,4 @@
-"""On-disk embedding cache keyed by (scope, model id, sha256 of the exact text embedded).
+"""On-disk embedding cache keyed by (scope, model id and long-text rule, sha256 of the exact text).
 
 Re-indexing unchanged text costs no inference. The scope is the index by default: a cache
 shared by every index answered a tenant's upload of text that another tenant already held in
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evidence.embed.base import Embedder, Matrix
+from evidence.embed.base import Embedder, Matrix, document_key
 from evidence.retry import check_deadline
 
 #: Passages embedded between two looks at the request's deadline (~1-2 s of MiniLM on 2 cores).
@@ -94,6 +94,9 @@ class CachedEmbedder:
         self.scope = scope
         self.model_id = inner.model_id
         self.dimension = inner.dimension
+        #: The cache's key for the model: a vector made under another long-text rule is not reused.
+        self.document_rule = getattr(inner, "document_rule", "")
+        self._key = document_key(inner)
         self.hits = 0
         self.misses = 0
 
@@ -105,7 +108,7 @@ class CachedEmbedder:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
-        found = self.cache.get_many(self.model_id, list(dict.fromkeys(keys)), scope=self.scope)
+        found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
             todo = list(dict.fromkeys(keys[i] for i in missing))
@@ -116,7 +119,7 @@ class CachedEmbedder:
                 check_deadline("embedding the document's passages")
                 part = todo[start : start + EMBED_SLICE]
                 fresh = self.inner.embed_documents([first_text[k] for k in part])
-                self.cache.put_many(self.model_id, list(zip(part, fresh, strict=True)), scope=self.scope)
+                self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
                 found.update(zip(part, fresh, strict=True))
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)

@@ -26,6 +26,7 @@ def build_embedder(settings: Settings) -> Embedder:
         max_tokens=settings.embed_max_tokens,
         batch_size=settings.embed_batch_size,
         threads=settings.embed_threads,
+        long_text=settings.embed_long_text,
     )
 
 

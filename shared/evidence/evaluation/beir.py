@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
 from evidence.evaluation.files import open_text, slug
 from evidence.evaluation.metrics import (
@@ -132,7 +133,7 @@ def _fingerprint(ds: Dataset, service: EvidenceService, with_vectors: bool) -> s
                 s.passage_overlap,
                 s.record_max_tokens,
                 with_vectors,
-                service.embedder.model_id if with_vectors else "",
+                document_key(service.embedder) if with_vectors else "",
             ]
         ).encode()
     )

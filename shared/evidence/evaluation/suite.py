@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
 from evidence.evaluation.files import slug
 from evidence.evaluation.metrics import percentile
@@ -117,7 +118,7 @@ def _qa_fingerprint(family: QaFamily, service: EvidenceService) -> str:
     s = service.settings
     h.update(
         json.dumps(
-            [s.passage_tokens, s.passage_overlap, s.record_max_tokens, service.embedder.model_id]
+            [s.passage_tokens, s.passage_overlap, s.record_max_tokens, document_key(service.embedder)]
         ).encode()
     )
     return h.hexdigest()
