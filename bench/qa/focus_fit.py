@@ -254,6 +254,24 @@ def leave_one_family_out(
     return report
 
 
+def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any]:
+    asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
+    shipped = FocusHits()
+    report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
+    report["shipped"] = figures(score(asked, shipped.run, refusals=True))
+    if args.misses:
+        report["misses"] = misses(asked, shipped.run)
+    if args.fit:
+        grid = [
+            {"window": w, "first_window": f, "lead": ld}
+            for w, f, ld in itertools.product(
+                (150, 200, 300, 400), (900, 1000, 1200, 1500), (0, 200, 400, 600)
+            )
+        ]
+        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
+    return report
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("root", nargs="?", default=str(HERE))
@@ -266,24 +284,9 @@ def main() -> int:
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)
     try:
-        asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
+        report = _report(service, args)
     finally:
-        service.close()
-    shipped = FocusHits()
-    report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
-    report["shipped"] = figures(score(asked, shipped.run, refusals=True))
-
-    if args.misses:
-        rows = misses(asked, shipped.run)
-        report["misses"] = rows
-    if args.fit:
-        grid = [
-            {"window": w, "first_window": f, "lead": ld}
-            for w, f, ld in itertools.product(
-                (150, 200, 300, 400), (900, 1000, 1200, 1500), (0, 200, 400, 600)
-            )
-        ]
-        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
+        service.close()  # after scoring: the answer signal may read stored vectors
     print(json.dumps(report, indent=None if args.json else 1))
     return 0
 
