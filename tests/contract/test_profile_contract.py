@@ -29,7 +29,8 @@ from evidence.service import EvidenceService
 #: own (osmem's BM25 is bleve's, not Lucene's: the backend contract checks lexical order loosely),
 #: so where a profile orders by them the comparison is as strict as that allows:
 #: "exact": the same hits in the same order at the same offsets, and the same evidence;
-#: "set":   the same hits, in each engine's order;
+#: "set":   the same hits, in each engine's order (`default`'s focus cuts a hit by its rank, the
+#:          first one keeping a longer window: the same offsets wherever both rank a hit alike);
 #: "head":  the same two best hits (a graph walk from a different third hit reaches other nodes).
 CASES = [
     ("default", "vendor", "Is customer data encrypted at rest?", "set"),
@@ -98,7 +99,9 @@ def test_profile_runs_the_same_on_every_backend(
         assert got["hits"] == want["hits"]
         assert got["evidence"] == want["evidence"]
     elif agree == "set":
-        assert sorted(got["hits"]) == sorted(want["hits"])
+        assert sorted(h[0] for h in got["hits"]) == sorted(h[0] for h in want["hits"])
+        same_rank = [(g, w) for g, w in zip(got["hits"], want["hits"], strict=True) if g[0] == w[0]]
+        assert same_rank and all(g == w for g, w in same_rank)
     else:
         assert set(got["hits"][:2]) == set(want["hits"][:2])
 

@@ -363,36 +363,74 @@ def test_collapse_overlaps_never_grows_a_hit_past_its_bound() -> None:
         CollapseOverlaps(max_chars=0)
 
 
-def test_focus_starts_a_passage_hit_at_its_best_sentence_and_keeps_its_coverage() -> None:
+_PAD = " ".join(f"Padding sentence number {i} is about something else entirely." for i in range(12))
+
+
+def _slice_of(out: Candidate, given: Candidate) -> bool:
+    start = out.chunk.char_start - given.chunk.char_start
+    return given.chunk.text[start : start + len(out.chunk.text)] == out.chunk.text
+
+
+def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None:
+    """Every hit after the first is cut to its best run of sentences within `window` characters,
+    by default about two sentences (the rule before issue 22's fit kept 700 characters)."""
     from evidence.rank.confidence import term_coverage
     from evidence.rank.stages import FocusHits
 
-    text = (
-        "The service stores data in three regions. Operators rotate the staff rota weekly. "
-        "Backups are kept for 35 days and then deleted. Support answers within one business day."
-    )
+    text = f"The service stores data in three regions. {_PAD} Backups are kept for 35 days. {_PAD}"
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
-    out = FocusHits(min_chars=10).run([c], ctx(None, query="How long are backups kept?"))
-    assert out[0].chunk.text.startswith("Backups are kept for 35 days")
-    assert text[out[0].chunk.char_start - c.chunk.char_start :] == out[0].chunk.text
-    assert out[0].score == 0.5
-    assert out[0].scores["coverage"] == term_coverage("How long are backups kept?", text)
-    # Already at the start, or short: untouched text.
-    first = FocusHits(min_chars=10).run([c], ctx(None, query="Which regions store the data?"))
-    assert first[0].chunk.text == text
-    assert FocusHits().run([c], ctx(None, query="backups"))[0].chunk.text == text
+    query = "How long are backups kept?"
+    out = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    got = out[1].chunk.text
+    assert got.startswith("Backups are kept for 35 days.") and len(got) <= 200 and got.endswith(".")
+    assert _slice_of(out[1], c)
+    assert out[1].score == 0.5
+    assert out[1].scores["coverage"] == term_coverage(query, text)
+    # A short passage is left whole; so is a one-sentence one.
+    short = cand(chunk("s", "Nothing here. Backups are kept for 35 days."), 0.4)
+    assert FocusHits().run([first, short], ctx(None, query=query))[1].chunk == short.chunk
+    one = cand(chunk("o", "Backups " + "are kept, " * 60 + "for 35 days."), 0.4)
+    assert FocusHits(min_chars=10).run([first, one], ctx(None, query=query))[1].chunk == one.chunk
 
 
-def test_focus_ends_a_hit_a_window_after_its_start() -> None:
+def test_focus_run_counts_each_question_word_once_across_its_sentences() -> None:
+    """The best run holds most of the question's words across its sentences, not the single
+    sentence with most of them: the answer is often the sentence next to the question's words.
+    (The best-sentence rule started at "Keys rotate often.", with more of them.)"""
+    from evidence.rank.stages import FocusHits
+
+    answer = "Backups are encrypted with AES-256. Their keys rotate every 90 days."
+    text = f"Keys rotate often. {_PAD} {answer} {_PAD}"
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    c = cand(chunk("p", text), 0.5)
+    query = "Are backups encrypted, and how often do their keys rotate?"
+    out = FocusHits(min_chars=10, window=200).run([first, c], ctx(None, query=query))
+    assert out[1].chunk.text.startswith(answer)
+
+
+def test_focus_gives_the_first_hit_a_lead_and_a_longer_window() -> None:
+    """The first hit (most answers are in it) starts at a sentence up to `lead` characters before
+    its best run and runs on over whole sentences to `first_window` characters."""
     from evidence.rank.stages import FocusHits
 
     filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(30))
-    text = f"Backups are kept for 35 days and then deleted. {filler}"
+    before = "Retention is set per plan. "
+    text = f"{filler} {before}Backups are kept for 35 days and then deleted. {filler}"
     c = cand(chunk("p", text), 0.5)
-    out = FocusHits(min_chars=10, window=200).run([c], ctx(None, query="How long are backups kept?"))
+    query = "How long are backups kept?"
+    out = FocusHits(min_chars=10, window=200, first_window=400, lead=100).run([c], ctx(None, query=query))
     got = out[0].chunk
-    assert got.text.startswith("Backups are kept for 35 days") and got.text.endswith(".")
-    assert len(got.text) <= 200 and got.char_end - got.char_start == len(got.text)
-    assert text[: len(got.text)] == got.text  # still a slice of the passage
-    # No window: the rest of the passage stays.
-    assert FocusHits(min_chars=10, window=None).run([c], ctx(None, query="backups"))[0].chunk.text == text
+    assert got.text.startswith("Filler sentence number 29 says nothing much. " + before)
+    assert 300 < len(got.text) <= 400 and got.text.endswith(".")
+    assert _slice_of(out[0], c)
+    # Only whole sentences within the lead: the one 72 characters back is not within 60.
+    out = FocusHits(min_chars=10, window=200, first_window=400, lead=60).run([c], ctx(None, query=query))
+    assert out[0].chunk.text.startswith(before + "Backups are kept")
+    # No lead: the first hit starts at its best run.
+    out = FocusHits(min_chars=10, window=200, first_window=400, lead=0).run([c], ctx(None, query=query))
+    assert out[0].chunk.text.startswith("Backups are kept for 35 days")
+    with pytest.raises(ConfigurationError):
+        FocusHits(window=0)
+    with pytest.raises(ConfigurationError):
+        FocusHits(lead=-1)

@@ -1,0 +1,295 @@
+"""Where the `default` profile's answers sit in its evidence, and the `focus` rule fitted
+leave-one-family-out.
+
+Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
+
+Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
+asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
+them (whole passages, possibly merged by `collapse_overlaps`) and the response's answer signal are
+kept in memory. Every `focus` rule is then applied to those hits offline, so a sweep costs no
+retrieval; the answer signal (`can_answer`, the grounding check) is recomputed on the focused
+hits, because the grounding check reads the hits' text.
+
+- `--misses`: for each answerable question the shipped rule misses within 2,000 characters, the
+  rank of the first hit holding an answer (before focus), the answer's offset in that hit, the
+  offset of the sentence focus picked, and whether focus cut the answer out; counted by class:
+  `not_retrieved` (no hit holds it), `cut` (focus cut it out of its hit), `late` (kept, but more
+  than 2,000 characters of evidence come before it).
+- `--fit`: the rule's `window`, `first_window` and `lead` chosen on four families by pooled
+  recall@2000 (ties: recall@600, then fewer evidence characters), measured on the fifth; prints
+  the held-out figures per family and pooled (recall@600, recall@2000, evidence characters per
+  question, unanswerable questions refused, false refusals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT / "shared") not in sys.path:
+    sys.path.insert(0, str(ROOT / "shared"))
+
+from evidence.config import Settings  # noqa: E402
+from evidence.evaluation.qa import load_qa, squash  # noqa: E402
+from evidence.evaluation.suite import ensure_qa_index, find_qa_families  # noqa: E402
+from evidence.model import RetrieveRequest  # noqa: E402
+from evidence.profiles import register_profile, unregister_profile  # noqa: E402
+from evidence.profiles.base import ProfileEnv  # noqa: E402
+from evidence.profiles.default import DefaultPlugin  # noqa: E402
+from evidence.rank.candidate import Candidate  # noqa: E402
+from evidence.rank.context import RankContext, Trace  # noqa: E402
+from evidence.rank.dedup import FocusHits  # noqa: E402
+from evidence.rank.pipeline import Profile, RankOutcome  # noqa: E402
+from evidence.service import EvidenceService  # noqa: E402
+
+_CAPTURE = "default-unfocused"
+
+
+@dataclass
+class Asked:
+    """One question and what the unfocused `default` profile returned for it."""
+
+    family: str
+    question: str
+    answers: tuple[str, ...]
+    ctx: RankContext
+    hits: list[Candidate]
+    outcome: RankOutcome
+    env: ProfileEnv
+
+
+class _Capture(DefaultPlugin):
+    """`default` with `focus` removed; keeps each run's context and outcome."""
+
+    name = _CAPTURE
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[tuple[RankContext, RankOutcome, ProfileEnv]] = []
+        self._ctx: RankContext | None = None
+
+    def build(self) -> Profile:
+        base = super().build()
+        capture = self
+
+        class Record:
+            name = "record"
+
+            def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+                capture._ctx = ctx
+                return list(candidates)
+
+        stages = tuple(Record() if isinstance(s, FocusHits) else s for s in base.stages)
+        return replace(base, stages=stages)
+
+    def answer_signal(self, query: str, outcome: RankOutcome, env: ProfileEnv) -> Any:
+        assert self._ctx is not None
+        self.runs.append((self._ctx, outcome, env))
+        return super().answer_signal(query, outcome, env)
+
+
+def capture(service: EvidenceService, root: Path, families: Sequence[str] | None) -> list[Asked]:
+    plugin = _Capture()
+    register_profile(_CAPTURE, lambda: plugin)
+    asked: list[Asked] = []
+    try:
+        for family in find_qa_families(root, families):
+            index, _ = ensure_qa_index(service, family)
+            for rec in load_qa(family.questions):
+                service.retrieve(index, RetrieveRequest(query=rec["question"], profile=_CAPTURE))
+                ctx, outcome, env = plugin.runs[-1]
+                asked.append(
+                    Asked(
+                        family.name,
+                        rec["question"],
+                        tuple(rec["answers"]),
+                        ctx,
+                        list(outcome.hits),
+                        outcome,
+                        env,
+                    )
+                )
+    finally:
+        unregister_profile(_CAPTURE)
+    return asked
+
+
+FocusRule = Callable[[Sequence[Candidate], RankContext], list[Candidate]]
+
+
+@dataclass
+class Scored:
+    family: str
+    answerable: bool
+    found_600: bool
+    found_2000: bool
+    chars: int
+    refused: bool | None
+
+
+def _fresh(ctx: RankContext) -> RankContext:
+    return replace(ctx, trace=Trace())
+
+
+def score(asked: Sequence[Asked], rule: FocusRule, *, refusals: bool = False) -> list[Scored]:
+    plugin = DefaultPlugin()
+    out = []
+    for a in asked:
+        hits = rule(a.hits, _fresh(a.ctx))
+        head = squash("\n".join(h.chunk.text for h in hits))
+        wanted = [squash(x) for x in a.answers]
+        refused = None
+        if refusals:
+            signal = plugin.answer_signal(a.question, replace(a.outcome, hits=hits), a.env)
+            refused = not signal.can_answer
+        out.append(
+            Scored(
+                a.family,
+                bool(a.answers),
+                any(w in head[:600] for w in wanted),
+                any(w in head[:2000] for w in wanted),
+                len(head),
+                refused,
+            )
+        )
+    return out
+
+
+def figures(rows: Sequence[Scored]) -> dict[str, Any]:
+    ans = [r for r in rows if r.answerable]
+    un = [r for r in rows if not r.answerable]
+    out: dict[str, Any] = {
+        "answerable": len(ans),
+        "recall_600": round(sum(r.found_600 for r in ans) / len(ans), 4) if ans else None,
+        "recall_2000": round(sum(r.found_2000 for r in ans) / len(ans), 4) if ans else None,
+        "chars": round(statistics.fmean(r.chars for r in rows), 1) if rows else 0.0,
+    }
+    if rows and rows[0].refused is not None:
+        out["refused_unanswerable"] = f"{sum(bool(r.refused) for r in un)}/{len(un)}"
+        out["false_refusals"] = round(sum(bool(r.refused) for r in ans) / len(ans), 4) if ans else None
+    return out
+
+
+def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
+    """Every answerable question `rule` misses within 2,000 characters, located."""
+    rows = []
+    for a in asked:
+        if not a.answers:
+            continue
+        wanted = [squash(x) for x in a.answers]
+        focused = rule(a.hits, _fresh(a.ctx))
+        head = squash("\n".join(h.chunk.text for h in focused))
+        if any(w in head[:2000] for w in wanted):
+            continue
+        row: dict[str, Any] = {"family": a.family, "question": a.question}
+        where = next(
+            ((i, h) for i, h in enumerate(a.hits) if any(w in squash(h.chunk.text) for w in wanted)),
+            None,
+        )
+        if where is None:
+            row["class"] = "not_retrieved"
+            rows.append(row)
+            continue
+        i, hit = where
+        flat = squash(hit.chunk.text)
+        offset = min(flat.find(w) for w in wanted if w in flat)
+        mine = next((f for f in focused if f.chunk_id == hit.chunk_id), None)
+        kept = mine is not None and any(w in squash(mine.chunk.text) for w in wanted)
+        before = sum(len(squash(f.chunk.text)) + 1 for f in focused[: focused.index(mine)]) if mine else None
+        row.update(
+            {
+                "class": "late" if kept else "cut",
+                "rank": i + 1,
+                "hit_chars": len(flat),
+                "answer_offset": offset,
+                "focus_start": (mine.chunk.char_start - hit.chunk.char_start) if mine else None,
+                "focus_chars": len(squash(mine.chunk.text)) if mine else None,
+                "evidence_before": before,
+            }
+        )
+        rows.append(row)
+    return rows
+
+
+def leave_one_family_out(
+    asked: Sequence[Asked], grid: Sequence[dict[str, Any]], build: Callable[..., FocusRule]
+) -> dict[str, Any]:
+    """Each family scored with the grid point that does best on the other four (recall@2000,
+    then recall@600, then fewer evidence characters), refusals recomputed on its focused hits."""
+    rows_by_point = [score(asked, build(**p)) for p in grid]
+    names = list(dict.fromkeys(a.family for a in asked))
+    report: dict[str, Any] = {"families": {}}
+    held: list[Scored] = []
+    for name in names:
+        best = max(
+            range(len(grid)),
+            key=lambda k: (
+                sum(r.found_2000 for r in rows_by_point[k] if r.family != name and r.answerable),
+                sum(r.found_600 for r in rows_by_point[k] if r.family != name and r.answerable),
+                -sum(r.chars for r in rows_by_point[k] if r.family != name),
+            ),
+        )
+        mine = score([a for a in asked if a.family == name], build(**grid[best]), refusals=True)
+        held.extend(mine)
+        report["families"][name] = {"parameter": grid[best], **figures(mine)}
+    report["held_out"] = figures(held)
+    every = max(
+        range(len(grid)),
+        key=lambda k: (
+            sum(r.found_2000 for r in rows_by_point[k] if r.answerable),
+            sum(r.found_600 for r in rows_by_point[k] if r.answerable),
+            -sum(r.chars for r in rows_by_point[k]),
+        ),
+    )
+    report["fitted_on_all"] = {"parameter": grid[every], **figures(rows_by_point[every])}
+    return report
+
+
+def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any]:
+    asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
+    shipped = FocusHits()
+    report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
+    report["shipped"] = figures(score(asked, shipped.run, refusals=True))
+    if args.misses:
+        report["misses"] = misses(asked, shipped.run)
+    if args.fit:
+        grid = [
+            {"window": w, "first_window": f, "lead": ld}
+            for w, f, ld in itertools.product(
+                (150, 200, 300, 400), (900, 1000, 1200, 1500), (0, 200, 400, 600)
+            )
+        ]
+        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
+    return report
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("root", nargs="?", default=str(HERE))
+    ap.add_argument("--families", default="")
+    ap.add_argument("--store", default=None)
+    ap.add_argument("--misses", action="store_true")
+    ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
+    service = EvidenceService(settings)
+    try:
+        report = _report(service, args)
+    finally:
+        service.close()  # after scoring: the answer signal may read stored vectors
+    print(json.dumps(report, indent=None if args.json else 1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
