@@ -10,9 +10,10 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   is read from a generic resource, the embedder's WordPiece vocabulary (frequency-ordered: a word
   split into pieces, or with a late id, is rare in English), never from any document;
 - `typed_key`: a question that asks for a kind of fact (a price, a duration, a dose, a place whose
-  law governs, …: `data/answer_types.json`) is answered only by a span that reads as that kind of
-  answer and holds the question's key concept; a currency amount for another product does not
-  answer "how much does the premium plan cost";
+  law governs, …: the answer-type lexicon `verbatim.answer_types`, which the span scorer reads
+  too) is answered only by a span that reads as that kind of answer and holds the question's
+  key concept; a currency amount for another product does not answer "how much does the premium
+  plan cost";
 - `cosine`: the best cosine between the question and the passages the evidence comes from
   (MiniLM: the calibration is the embedder's own; other embedders and lexical-only indexes use
   the model without it).
@@ -25,17 +26,16 @@ bar (`grounding_confidence`), so `can_answer`, `confidence` and `NO_RESULT` agre
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import HEAD, AnswerSignal
+from evidence.verbatim.answer_types import answer_types
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,57 +107,6 @@ def concept_weights(question: str, groups: Sequence[Sequence[str]]) -> dict[str,
         for t in g:
             out[t] = max(out.get(t, 0.0), _BASE_WEIGHT + r)
     return out
-
-
-#: What kind of answer a question expects and how such an answer reads (a price → a currency
-#: amount, a duration → a time expression, a dose → a quantity with a unit, …): a lexicon kept as
-#: data, written from general knowledge of clinical, legal and technical questions.
-ANSWER_TYPES_FILE = Path(__file__).parent / "data" / "answer_types.json"
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerType:
-    name: str
-    cues: tuple[re.Pattern[str], ...]
-    evidence: tuple[re.Pattern[str], ...]
-
-    def asked_by(self, question: str) -> bool:
-        return any(c.search(question) for c in self.cues)
-
-    def reads_in(self, text: str) -> bool:
-        return any(e.search(text) for e in self.evidence)
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerTypes:
-    """The lexicon: the answer types, and what marks a yes/no question (which expects no value
-    whatever its words: "Are foreign keys enforced by default?")."""
-
-    types: tuple[AnswerType, ...]
-    yes_no: re.Pattern[str]
-
-    @classmethod
-    def load(cls, path: Path = ANSWER_TYPES_FILE) -> AnswerTypes:
-        data = json.loads(path.read_text(encoding="utf-8"))
-
-        def compiled(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
-            return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-        types = tuple(
-            AnswerType(t["name"], compiled(t["cues"]), compiled(t["evidence"])) for t in data["types"]
-        )
-        return cls(types, re.compile(data["yes_no"], re.IGNORECASE))
-
-    def expected(self, question: str) -> tuple[AnswerType, ...]:
-        """The answer types `question` asks for; none for a yes/no question."""
-        if self.yes_no.search(question):
-            return ()
-        return tuple(t for t in self.types if t.asked_by(question))
-
-
-@lru_cache(maxsize=1)
-def answer_types() -> AnswerTypes:
-    return AnswerTypes.load()
 
 
 def expected_answer_types(question: str) -> tuple[str, ...]:
