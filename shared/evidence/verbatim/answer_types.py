@@ -20,19 +20,25 @@ ANSWER_TYPES_FILE = Path(__file__).parent / "data" / "answer_types.json"
 
 @dataclass(frozen=True, slots=True)
 class AnswerType:
-    """One kind of answer. `quantity`: the answer is a figure (a duration, a dose, a price…),
-    which table rows hold. `form`: the kind is a form of answer (a definition, a reason, a
-    condition, a procedure) marked by function words ("means", "because", "if", "must") that most
-    spans carry, so it can rank spans but cannot show that evidence holds the fact asked for."""
+    """One kind of answer. `asks`: question cues that name the kind; `hints`: looser cues that
+    suggest it but may ask for something else ("how much" may ask for a dose or an amount of
+    anything; "pay" may ask whether, not how much), enough to raise a span, not to demand one.
+    `quantity`: the answer is a figure (a duration, a dose, a price…), which table rows hold.
+    `form`: the kind is a form of answer (a definition, a reason, a condition, a procedure, a
+    moment relative to an event) marked by function words ("means", "because", "if", "before")
+    that most spans carry, so it can rank spans but cannot show that evidence holds the fact."""
 
     name: str
     quantity: bool
     form: bool
     asks: tuple[re.Pattern[str], ...]
     states: tuple[re.Pattern[str], ...]
+    hints: tuple[re.Pattern[str], ...] = ()
 
-    def asked_by(self, question: str) -> bool:
-        return any(p.search(question) for p in self.asks)
+    def asked_by(self, question: str, *, hints: bool = True) -> bool:
+        return any(p.search(question) for p in self.asks) or (
+            hints and any(p.search(question) for p in self.hints)
+        )
 
     def reads_in(self, text: str) -> bool:
         return any(p.search(text) for p in self.states)
@@ -60,6 +66,7 @@ class AnswerTypes:
                 form=bool(t.get("form", False)),
                 asks=compiled(t["asks"]),
                 states=compiled(t["states"]),
+                hints=compiled(t.get("hints", ())),
             )
             for t in raw["types"]
         )
@@ -69,16 +76,16 @@ class AnswerTypes:
         return cls(types, re.compile(raw["yes_no"], re.IGNORECASE))
 
     def asked(self, question: str) -> tuple[AnswerType, ...]:
-        """Every kind `question` asks for (none, one or several), its form included: what the
-        span scorer matches spans against ("Can I sublicense?" is answered by a condition)."""
+        """Every kind `question` asks or hints at (none, one or several), forms included: what
+        the span scorer matches spans against ("Can I sublicense?" is answered by a condition)."""
         return tuple(t for t in self.types if t.asked_by(question))
 
     def expected(self, question: str) -> tuple[AnswerType, ...]:
         """The values `question` expects the evidence to hold, for the refusal signal: the kinds
-        it asks for that are not forms, and none for a yes/no question."""
+        its cues name (not hints) that are not forms, and none for a yes/no question."""
         if self.yes_no.search(question):
             return ()
-        return tuple(t for t in self.asked(question) if not t.form)
+        return tuple(t for t in self.types if not t.form and t.asked_by(question, hints=False))
 
 
 @lru_cache(maxsize=4)

@@ -167,7 +167,9 @@ def read_evidence(
     types = answer_types().expected(question)
     # The words that ask for the kind of answer are answered by the answer itself ("4.1%" answers
     # "what percentage"), not carried: the key concept is the heaviest of the others.
-    asking = {t for w in _WORD.findall(question) if any(a.asked_by(w) for a in types) for t in terms(w)}
+    asking = {
+        t for w in _WORD.findall(question) if any(a.asked_by(w, hints=False) for a in types) for t in terms(w)
+    }
     subject = [c for c in concepts if not asking & set(c)]
     heaviest = max((max(weights.get(t, 1.0) for t in c) for c in subject), default=0.0)
     keys = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= heaviest - 1e-9]

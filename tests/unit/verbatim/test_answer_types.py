@@ -21,9 +21,15 @@ def test_each_kind_is_listed_once_with_its_flags() -> None:
     kinds = {t.name: t for t in answer_types().types}
     assert len(kinds) == len(answer_types().types)
     # Kinds the two former lexicons named twice are one entry each.
-    assert not {"percentage", "date"} & set(kinds)
+    assert "percentage" not in kinds
     assert {n for n, t in kinds.items() if t.quantity} >= {"duration", "dose", "money", "proportion"}
-    assert {n for n, t in kinds.items() if t.form} == {"definition", "reason", "condition", "procedure"}
+    assert {n for n, t in kinds.items() if t.form} == {
+        "definition",
+        "reason",
+        "condition",
+        "procedure",
+        "moment",
+    }
     assert not any(t.quantity and t.form for t in kinds.values())
 
 
@@ -32,9 +38,7 @@ def test_each_kind_is_listed_once_with_its_flags() -> None:
     [
         # a phrasing each former lexicon had on its own, now one kind
         ("What percentage of patients relapse?", "proportion"),
-        ("How common is a rash?", "proportion"),
-        ("When was the standard published?", "moment"),
-        ("By when must the notice be sent?", "moment"),
+        ("When was the standard published?", "date"),
         ("Which courts hear disputes?", "jurisdiction"),
         ("What is the minimum password length?", "limit"),
     ],
@@ -42,6 +46,24 @@ def test_each_kind_is_listed_once_with_its_flags() -> None:
 def test_the_span_scorer_and_the_refusal_signal_read_the_same_kinds(question: str, kind: str) -> None:
     assert kind in {t.name for t in span_rank.asked_types(question)}
     assert kind in grounding.expected_answer_types(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How common is a rash?", "proportion"),  # a hint: "how common" may want "rare", a word
+        ("How much sodium is in one tablet?", "dose"),  # a hint: "how much" of anything
+        ("By when must the notice be sent?", "moment"),  # a form: "before", "within" are everywhere
+    ],
+)
+def test_hints_and_forms_rank_spans_but_demand_no_answer(question: str, kind: str) -> None:
+    assert kind in {t.name for t in span_rank.asked_types(question)}
+    assert kind not in grounding.expected_answer_types(question)
+
+
+def test_how_much_with_a_price_asks_for_money_not_a_dose() -> None:
+    asked = {t.name for t in span_rank.asked_types("How much does a replacement filter cost?")}
+    assert "money" in asked and "dose" not in asked
 
 
 def test_a_yes_no_question_expects_no_value_but_its_form_still_ranks_spans() -> None:

@@ -160,7 +160,7 @@ KINDS = [
         "They bear interest.",
     ),
     (
-        "moment",
+        "date",
         "What is the effective date of the policy?",
         "It is effective January 1, 2024.",
         "It is effective on signing.",
