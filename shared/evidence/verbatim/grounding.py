@@ -57,20 +57,23 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.8298, "cosine": 1.891, "typed_key": 1.6592}, bias=-3.66)
+DENSE_MODEL = RefusalModel({"grounding": 1.6666, "cosine": 1.6359, "typed_key": 1.7079}, bias=-3.3861)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 2.0425, "typed_key": 1.7511}, bias=-2.782)
+LEXICAL_MODEL = RefusalModel({"grounding": 1.8645, "typed_key": 1.7844}, bias=-2.6317)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.29.
-REFUSAL_FLOOR = 0.09
-SAFETY_NET_FLOOR = 0.29
+#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.36.
+#: Fitted on the span scorer's evidence, the rule paths' floor is 0: what a rule path returns is
+#: not refused (no floor above 0 refuses more unanswerable than answerable training questions
+#: within the budget); the safety net's floor refuses.
+REFUSAL_FLOOR = 0.0
+SAFETY_NET_FLOOR = 0.36
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2355
+HITS_REFUSAL_FLOOR = 0.2347
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
