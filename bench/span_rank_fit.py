@@ -2,6 +2,7 @@
 
 Usage:
     python bench/span_rank_fit.py rows  [ROOT] --store DIR --out build/span_rows.pkl
+    python bench/span_rank_fit.py relex build/span_rows.pkl --out build/span_rows_relex.pkl
     python bench/span_rank_fit.py fit   build/span_rows.pkl [--features a,b,...] [--top-n N]
                                         [--write shared/evidence/verbatim/data/span_rank.json]
     python bench/span_rank_fit.py ablate build/span_rows.pkl
@@ -14,6 +15,12 @@ expected answer, and the question's and every span's (and heading's) embedding. 
 embedded with the embedder itself, not the store's cache (so the suite's later runs still pay
 the query-time cost they would cold), and the seconds that took are reported: the cost of
 embedding every span at indexing time.
+
+`relex` recomputes, in rows already collected, the features the answer-type lexicon decides
+(`quantity_match`, `form_match`, `row_quantity`: from each span's text, its kind and the question,
+exactly as `span_rank.lexical_columns` computes them) with the lexicon as it is now. Nothing else
+in a row depends on the lexicon (the scope, the spans, the candidates, BM25, coverage and the
+cosines do not), so after a lexicon change this stands for `rows` without asking the suite again.
 
 `fit` fits, for each held-out family, a pairwise logistic model (a positive span against every
 other candidate of its question; each question weighs the same; L2 0.01) on the other families,
@@ -39,7 +46,7 @@ import pickle
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +175,24 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
         "embed_seconds": round(embed_seconds, 1),
         "spans_per_family": span_counts,
     }
+
+
+def relex(rows: Sequence[Row]) -> list[Row]:
+    """`rows` with the lexicon-decided features recomputed from the current lexicon."""
+    from evidence.verbatim.span_rank import asked_types
+
+    out = []
+    for row in rows:
+        asked = asked_types(row.question)
+        quantity = [t for t in asked if t.quantity]
+        form = [t for t in asked if not t.quantity]
+        q = np.asarray([1.0 if any(t.reads_in(x) for t in quantity) else 0.0 for x in row.texts])
+        f = np.asarray([1.0 if any(t.reads_in(x) for t in form) else 0.0 for x in row.texts])
+        lexical = dict(row.lexical)
+        lexical["quantity_match"], lexical["form_match"] = q, f
+        lexical["row_quantity"] = row.lexical["row"] * (1.0 if quantity else 0.0)
+        out.append(replace(row, lexical=lexical))
+    return out
 
 
 # --- fitting --------------------------------------------------------------------------------------
@@ -366,6 +391,9 @@ def main() -> int:
     r.add_argument("--store")
     r.add_argument("--families")
     r.add_argument("--out", required=True)
+    x = sub.add_parser("relex")
+    x.add_argument("rows")
+    x.add_argument("--out", required=True)
     for name in ("fit", "ablate", "eval"):
         f = sub.add_parser(name)
         if name == "eval":
@@ -385,6 +413,19 @@ def main() -> int:
         data = collect(Path(args.root), Path(args.store) if args.store else None, fams)
         Path(args.out).write_bytes(pickle.dumps(data))
         print(json.dumps({k: v for k, v in data.items() if k != "rows"} | {"rows": len(data["rows"])}))
+        return 0
+    if args.cmd == "relex":
+        data = {"rows": []}
+        for part in args.rows.split(","):
+            data["rows"].extend(pickle.loads(Path(part).read_bytes())["rows"])
+        before = [r.lexical for r in data["rows"]]
+        data["rows"] = relex(data["rows"])
+        changed = {
+            f: sum(int((b[f] != r.lexical[f]).any()) for b, r in zip(before, data["rows"], strict=True))
+            for f in ("quantity_match", "form_match", "row_quantity")
+        }
+        Path(args.out).write_bytes(pickle.dumps(data))
+        print(json.dumps({"rows": len(data["rows"]), "questions_changed": changed}))
         return 0
     rows: list[Row] = []
     for part in args.rows.split(","):

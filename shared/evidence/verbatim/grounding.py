@@ -10,9 +10,10 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   is read from a generic resource, the embedder's WordPiece vocabulary (frequency-ordered: a word
   split into pieces, or with a late id, is rare in English), never from any document;
 - `typed_key`: a question that asks for a kind of fact (a price, a duration, a dose, a place whose
-  law governs, …: `data/answer_types.json`) is answered only by a span that reads as that kind of
-  answer and holds the question's key concept; a currency amount for another product does not
-  answer "how much does the premium plan cost";
+  law governs, …: the answer-type lexicon `verbatim.answer_types`, which the span scorer reads
+  too) is answered only by a span that reads as that kind of answer and holds the question's
+  key concept; a currency amount for another product does not answer "how much does the premium
+  plan cost";
 - `cosine`: the best cosine between the question and the passages the evidence comes from
   (MiniLM: the calibration is the embedder's own; other embedders and lexical-only indexes use
   the model without it).
@@ -25,17 +26,16 @@ bar (`grounding_confidence`), so `can_answer`, `confidence` and `NO_RESULT` agre
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import HEAD, AnswerSignal
+from evidence.verbatim.answer_types import answer_types
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,20 +57,23 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.8298, "cosine": 1.891, "typed_key": 1.6592}, bias=-3.66)
+DENSE_MODEL = RefusalModel({"grounding": 1.6666, "cosine": 1.6359, "typed_key": 1.7079}, bias=-3.3861)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 2.0425, "typed_key": 1.7511}, bias=-2.782)
+LEXICAL_MODEL = RefusalModel({"grounding": 1.8645, "typed_key": 1.7844}, bias=-2.6317)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.29.
-REFUSAL_FLOOR = 0.09
-SAFETY_NET_FLOOR = 0.29
+#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.36.
+#: Fitted on the span scorer's evidence, the rule paths' floor is 0: what a rule path returns is
+#: not refused (no floor above 0 refuses more unanswerable than answerable training questions
+#: within the budget); the safety net's floor refuses.
+REFUSAL_FLOOR = 0.0
+SAFETY_NET_FLOOR = 0.36
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2355
+HITS_REFUSAL_FLOOR = 0.2347
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -107,57 +110,6 @@ def concept_weights(question: str, groups: Sequence[Sequence[str]]) -> dict[str,
         for t in g:
             out[t] = max(out.get(t, 0.0), _BASE_WEIGHT + r)
     return out
-
-
-#: What kind of answer a question expects and how such an answer reads (a price → a currency
-#: amount, a duration → a time expression, a dose → a quantity with a unit, …): a lexicon kept as
-#: data, written from general knowledge of clinical, legal and technical questions.
-ANSWER_TYPES_FILE = Path(__file__).parent / "data" / "answer_types.json"
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerType:
-    name: str
-    cues: tuple[re.Pattern[str], ...]
-    evidence: tuple[re.Pattern[str], ...]
-
-    def asked_by(self, question: str) -> bool:
-        return any(c.search(question) for c in self.cues)
-
-    def reads_in(self, text: str) -> bool:
-        return any(e.search(text) for e in self.evidence)
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerTypes:
-    """The lexicon: the answer types, and what marks a yes/no question (which expects no value
-    whatever its words: "Are foreign keys enforced by default?")."""
-
-    types: tuple[AnswerType, ...]
-    yes_no: re.Pattern[str]
-
-    @classmethod
-    def load(cls, path: Path = ANSWER_TYPES_FILE) -> AnswerTypes:
-        data = json.loads(path.read_text(encoding="utf-8"))
-
-        def compiled(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
-            return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-        types = tuple(
-            AnswerType(t["name"], compiled(t["cues"]), compiled(t["evidence"])) for t in data["types"]
-        )
-        return cls(types, re.compile(data["yes_no"], re.IGNORECASE))
-
-    def expected(self, question: str) -> tuple[AnswerType, ...]:
-        """The answer types `question` asks for; none for a yes/no question."""
-        if self.yes_no.search(question):
-            return ()
-        return tuple(t for t in self.types if t.asked_by(question))
-
-
-@lru_cache(maxsize=1)
-def answer_types() -> AnswerTypes:
-    return AnswerTypes.load()
 
 
 def expected_answer_types(question: str) -> tuple[str, ...]:
@@ -218,7 +170,9 @@ def read_evidence(
     types = answer_types().expected(question)
     # The words that ask for the kind of answer are answered by the answer itself ("4.1%" answers
     # "what percentage"), not carried: the key concept is the heaviest of the others.
-    asking = {t for w in _WORD.findall(question) if any(a.asked_by(w) for a in types) for t in terms(w)}
+    asking = {
+        t for w in _WORD.findall(question) if any(a.asked_by(w, hints=False) for a in types) for t in terms(w)
+    }
     subject = [c for c in concepts if not asking & set(c)]
     heaviest = max((max(weights.get(t, 1.0) for t in c) for c in subject), default=0.0)
     keys = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= heaviest - 1e-9]

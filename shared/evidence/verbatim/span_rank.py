@@ -13,8 +13,9 @@ what does, each measured leave-one-family-out by the fitting script before it ea
 - `coverage`: the IDF-weighted share of the question's concepts the span (with its heading) holds;
 - `quantity_match`: the question asks for a figure of a kind (a duration, a dose, a count, a
   rate…) and the span states one of that kind; `form_match`: the same for the other answer types
-  (a definition, a reason, a condition, a procedure) — both from a lexicon kept as data
-  (`data/span_answer_types.json`), cross-domain, naming no document;
+  (a definition, a reason, a condition, a procedure) — both from the answer-type lexicon the
+  refusal signal reads too (`verbatim.answer_types`, `data/answer_types.json`), cross-domain,
+  naming no document;
 - `row_quantity`: the span is a table row and the question asks for a figure (dosage tables
   answer "how long" and "how much");
 - `row`, `bullet`: the span's kind; `length`: log of its characters over a sentence's (~150);
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,10 +42,10 @@ import numpy as np
 
 from evidence.errors import DeadlineExceededError, EvidenceError
 from evidence.records import Chunk, SpanType
+from evidence.verbatim.answer_types import AnswerType, answer_types
 
 DATA = Path(__file__).parent / "data"
 MODEL_FILE = DATA / "span_rank.json"
-ANSWER_TYPES_FILE = DATA / "span_answer_types.json"
 
 #: Features of the lexical model, then the two the dense model adds (computed for its top_n only).
 LEXICAL_FEATURES = (
@@ -68,34 +68,11 @@ _SENTENCE_CHARS = 150.0
 Embed = Callable[[Sequence[str]], Any]
 
 
-@dataclass(frozen=True)
-class AnswerType:
-    name: str
-    quantity: bool
-    asks: tuple[re.Pattern[str], ...]
-    states: tuple[re.Pattern[str], ...]
-
-
-@lru_cache(maxsize=4)
-def answer_types(path: Path = ANSWER_TYPES_FILE) -> tuple[AnswerType, ...]:
-    """The answer-type lexicon (`data/span_answer_types.json`)."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    out = []
-    for name, spec in raw["types"].items():
-        out.append(
-            AnswerType(
-                name=name,
-                quantity=bool(spec.get("quantity", False)),
-                asks=tuple(re.compile(p, re.IGNORECASE) for p in spec["asks"]),
-                states=tuple(re.compile(p, re.IGNORECASE) for p in spec["states"]),
-            )
-        )
-    return tuple(out)
-
-
 def asked_types(question: str, types: Sequence[AnswerType] | None = None) -> tuple[AnswerType, ...]:
-    """The answer types a question asks for (none, one or several)."""
-    return tuple(t for t in (types or answer_types()) if any(p.search(question) for p in t.asks))
+    """The answer types a question asks for (none, one or several; the lexicon's by default)."""
+    if types is None:
+        return answer_types().asked(question)
+    return tuple(t for t in types if t.asked_by(question))
 
 
 @dataclass(frozen=True)
@@ -176,9 +153,9 @@ def lexical_columns(
     length = np.zeros(n)
     for i, c in enumerate(spans):
         text = c.text
-        if quantity and any(p.search(text) for t in quantity for p in t.states):
+        if quantity and any(t.reads_in(text) for t in quantity):
             q_match[i] = 1.0
-        if form and any(p.search(text) for t in form for p in t.states):
+        if form and any(t.reads_in(text) for t in form):
             f_match[i] = 1.0
         row[i] = 1.0 if c.span_type is SpanType.TABLE_ROW else 0.0
         bullet[i] = 1.0 if c.span_type is SpanType.BULLET else 0.0

@@ -198,10 +198,12 @@ def test_table_rows_answer_duration_and_dose_questions(
 def test_no_result_can_answer_and_confidence_come_from_the_one_shared_signal(
     label_service: EvidenceService, question: str
 ) -> None:
-    from evidence.verbatim.grounding import REFUSAL_FLOOR
+    from evidence.verbatim.grounding import REFUSAL_FLOOR, SAFETY_NET_FLOOR
 
     loose = run(label_service, question, CascadeConfig(min_grounding=0.0, safety_net_grounding=0.0))
-    refused = loose.grounding < REFUSAL_FLOOR  # the answer probability of `verbatim.grounding.judge`
+    # the answer probability of `verbatim.grounding.judge`, against the floor of the path it came by
+    floor = max(REFUSAL_FLOOR, SAFETY_NET_FLOOR) if loose.path_used == HYBRID_FACTSPAN else REFUSAL_FLOOR
+    refused = loose.grounding < floor
     res = label_service.retrieve("label", RetrieveRequest(query=question, profile="verbatim"))
     assert (res.telemetry.path_used == NO_RESULT) is refused
     assert res.can_answer is (not refused) is bool(res.hits)

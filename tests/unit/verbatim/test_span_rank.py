@@ -54,7 +54,7 @@ def span(i: int, text: str, kind: SpanType = SpanType.SENTENCE, section: str = "
         ("For how many weeks should the infection be treated?", {"duration"}),
         ("What dose is given to children?", {"dose"}),
         ("How often must the audit log be rotated?", {"frequency"}),
-        ("What is the maximum length of a string?", {"count", "size"}),
+        ("What is the maximum length of a string?", {"limit", "size"}),
         ("Why is the licence terminated automatically?", {"reason"}),
         ("What does 'Contribution' mean?", {"definition"}),
     ],
