@@ -57,9 +57,9 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.6666, "cosine": 1.6359, "typed_key": 1.7079}, bias=-3.3861)
+DENSE_MODEL = RefusalModel({"grounding": 1.915, "cosine": 2.0131, "typed_key": 1.6224}, bias=-3.5245)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 1.8645, "typed_key": 1.7844}, bias=-2.6317)
+LEXICAL_MODEL = RefusalModel({"grounding": 2.1439, "typed_key": 1.6995}, bias=-2.5721)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
@@ -73,7 +73,7 @@ SAFETY_NET_FLOOR = 0.36
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2347
+HITS_REFUSAL_FLOOR = 0.2882
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
