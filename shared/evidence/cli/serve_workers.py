@@ -19,6 +19,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -80,8 +81,9 @@ class Supervisor:
                 code = exc.code if isinstance(exc.code, int) else 1
             except KeyboardInterrupt:
                 code = 0
-            except BaseException as exc:  # reported, and the supervisor starts another
-                print(f"evidence serve: worker {os.getpid()} failed: {exc!r}", file=sys.stderr)
+            except BaseException:  # reported, and the supervisor starts another
+                print(f"evidence serve: worker {os.getpid()} failed:", file=sys.stderr)
+                traceback.print_exc()
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()

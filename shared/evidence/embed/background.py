@@ -42,10 +42,10 @@ def lower_priority(nice: int) -> None:
 
 def _start(nice: int, build: Callable[[], Embedder], parent: int) -> None:
     """In the worker, before onnxruntime starts its threads: they inherit the niceness."""
-    from evidence.lifetime import die_with_parent
+    from evidence.lifetime import exit_with_parent
 
-    die_with_parent(parent)  # a server killed outright (or a replaced `serve --workers` worker)
     lower_priority(nice)
+    exit_with_parent(parent)  # a server killed outright (or a replaced `serve --workers` worker)
     _worker.append(build())
 
 
