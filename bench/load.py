@@ -167,6 +167,24 @@ def rss_kb(pid: int) -> tuple[int, int, int]:
     return fields["VmRSS:"], fields["RssAnon:"], fields["RssFile:"]
 
 
+def children(pid: int) -> list[int]:
+    try:
+        return [int(kid) for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def server_pids(pid: int, workers: int) -> list[int]:
+    """The processes that serve: `evidence serve` itself, and its workers with `--workers N`."""
+    return [pid] if workers == 1 else [pid, *children(pid)]
+
+
+def server_rss_kb(pid: int, workers: int) -> tuple[int, int, int]:
+    """`rss_kb` summed over the serving processes (the supervisor and every worker)."""
+    rows = [rss_kb(p) for p in server_pids(pid, workers)]
+    return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
+
+
 def children_rss_kb(pid: int) -> int:
     """VmRSS of `pid`'s child processes (the server's document-embedding worker), in kB."""
     total = 0
@@ -192,13 +210,20 @@ class Stats:
 
 
 def request(url: str, method: str, payload: Any = None, timeout: float = 60) -> tuple[int, Any]:
+    status, _, body = answered(url, method, payload, timeout)
+    return status, body
+
+
+def answered(url: str, method: str, payload: Any = None, timeout: float = 60) -> tuple[int, int | None, Any]:
+    """(status, the answering worker's pid with `serve --workers N`, body)."""
     data = json.dumps(payload).encode() if payload is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
+            worker = resp.headers.get("X-Evidence-Worker")
+            return resp.status, int(worker) if worker else None, json.loads(resp.read())
     except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
+        return err.code, None, json.loads(err.read() or b"{}")
 
 
 def client(
@@ -313,9 +338,9 @@ def writer_corpus(path: Path, prefix: str, texts: list[str], n: int) -> set[str]
     return ids
 
 
-def serve(store: Path) -> tuple[subprocess.Popen[str], str]:
+def serve(store: Path, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        cli("serve", "--port", "0", "--store", str(store)),
+        cli("serve", "--port", "0", "--store", str(store), "--workers", str(workers)),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -339,20 +364,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store = Path(tmp) / "store"
         shutil.copytree(args.base_store, store)
         base_docs = documents(store)
-        proc, url = serve(store)
+        proc, url = serve(store, args.workers)
         stats = Stats()
         rss: list[tuple[float, tuple[int, int, int]]] = []
         worker_rss: list[int] = []
         try:
-            # Warm-up: the model loads on the first query; RSS "start" is after it.
-            request(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, timeout=300)
+            # Warm-up: the model loads on the first query; RSS "start" is after it. Every worker
+            # of `--workers N` answers one (a connection goes to one worker; tries are bounded).
+            warmed: set[int | None] = set()
+            for _ in range(8 * args.workers):
+                warmed.add(
+                    answered(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, 300)[1]
+                )
+                if len(warmed) >= args.workers:
+                    break
             if mix.get("index"):
                 # The document-embedding worker starts with the first upload (seconds, once):
                 # started here, outside the measured window, as it was when it started with the
                 # server. A read-only mix never starts it. The document is gone again before t0.
-                warm = {"document_id": "load-warm-up", "filename": "warm.txt", "text": f"Warm-up. {texts[0]}"}
-                request(f"{url}/v1/indexes/{INDEX}/documents", "POST", warm, timeout=300)
-                request(f"{url}/v1/indexes/{INDEX}/documents/load-warm-up", "DELETE", timeout=300)
+                warmed = set()
+                for _ in range(8 * args.workers):
+                    doc = {
+                        "document_id": "load-warm-up",
+                        "filename": "warm.txt",
+                        "text": f"Warm-up. {texts[0]}",
+                    }
+                    warmed.add(answered(f"{url}/v1/indexes/{INDEX}/documents", "POST", doc, 300)[1])
+                    request(f"{url}/v1/indexes/{INDEX}/documents/load-warm-up", "DELETE", timeout=300)
+                    if len(warmed) >= args.workers:
+                        break
             base_generation = generation(store)  # the commits counted are the run's (WAL: a reader is fine)
             t0 = time.monotonic()
             deadline = t0 + args.duration
@@ -360,8 +400,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             def sample() -> None:
                 while not stop.is_set():
-                    rss.append((round(time.monotonic() - t0, 1), rss_kb(proc.pid)))
-                    worker_rss.append(children_rss_kb(proc.pid))
+                    rss.append((round(time.monotonic() - t0, 1), server_rss_kb(proc.pid, args.workers)))
+                    worker_rss.append(
+                        sum(children_rss_kb(p) for p in server_pids(proc.pid, args.workers)[-args.workers :])
+                    )
                     stop.wait(1.0)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -425,6 +467,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "duration_s": round(elapsed, 1),
         "clients": args.clients,
+        "workers": args.workers,
         "mix": args.mix,
         "requests": total,
         "throughput_rps": round(total / elapsed, 1) if elapsed else 0.0,
@@ -475,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=1, help="`evidence serve --workers N` (default 1)")
     parser.add_argument(
         "--mix",
         default=",".join(f"{k}={v}" for k, v in MIX.items()),

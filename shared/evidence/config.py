@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     max_document_bytes: int = 50 * 1024 * 1024
 
     # `evidence serve` (docs/api.md#evidence-serve): how it holds connections, and uploads.
+    #: Worker processes of `evidence serve`, sharing its port and store: the retrieve is mostly
+    #: Python under the GIL, so one process uses one core. 1 = one process, no supervisor.
+    serve_workers: int = Field(default=1, ge=1, le=64)
     #: Connections served at once per process; past it a new one gets 503 + Retry-After.
     serve_max_connections: int = Field(default=64, ge=1, le=10_000)
     #: A keep-alive connection with no request starting within this is closed.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import os
 import queue
 import re
 import socket
@@ -226,6 +227,8 @@ class ApiServer(ThreadingHTTPServer):
         authenticate: Callable[[str | None], str | None] | None = None,
         limits: ConnectionLimits | None = None,
         pages: Pages | None = None,
+        listener: socket.socket | None = None,
+        worker: bool = False,
     ) -> None:
         if resolve is None:
             from evidence.api.app import resolve as app_resolve
@@ -244,11 +247,40 @@ class ApiServer(ThreadingHTTPServer):
         self.watch = _Watch()
         self.refused = 0
         self._refusals: queue.Queue[socket.socket | None] = queue.Queue(maxsize=256)
-        super().__init__(address, _Handler)
+        #: One of `evidence serve --workers N`: answers carry `X-Evidence-Worker` (its pid).
+        self.worker_pid = os.getpid() if worker else None
+        if listener is None:
+            super().__init__(address, _Handler)
+        else:
+            # A worker of `serve --workers`: the supervisor's listening socket, shared by all.
+            super().__init__(address, _Handler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = listener
+            self.server_address = listener.getsockname()
+            self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
         threading.Thread(
             target=self.watch.reap, args=(self._timed_out,), name="serve-reaper", daemon=True
         ).start()
         threading.Thread(target=self._refuse_loop, name="serve-refuser", daemon=True).start()
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        if self.worker_pid is None:
+            super().serve_forever(poll_interval)
+            return
+        # A worker of `serve --workers` blocks in accept(): the kernel hands each connection to
+        # one waiting worker, the one waiting longest. Polling first (socketserver's way) wakes
+        # every worker, and the one that won last tends to win again: one worker took every
+        # connection for minutes. It stops by a signal (KeyboardInterrupt), not `shutdown()`.
+        while True:
+            try:
+                request, client_address = self.get_request()
+            except OSError:
+                continue
+            try:
+                self.process_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+                self.shutdown_request(request)
 
     @property
     def url(self) -> str:
@@ -497,6 +529,9 @@ class _Handler(BaseHTTPRequestHandler):
             # line and headers http.server leaves out for 0.9 (a bare body, no envelope).
             self.request_version = "HTTP/1.1"
         self.send_response(status)
+        worker_pid = getattr(self.server, "worker_pid", None)
+        if worker_pid is not None:
+            self.send_header("X-Evidence-Worker", str(worker_pid))
         for name, value in headers.items():
             if name.lower() not in {"content-length", "transfer-encoding"}:
                 self.send_header(name, value)

@@ -194,7 +194,10 @@ class UploadJobs:
                 record = _Record.model_validate_json((self.root / f"{upload_id}.json").read_bytes())
             except (OSError, ValidationError) as exc:
                 raise UploadNotFoundError() from exc
-            if record.status in {"queued", "running"} and record.incarnation != _INCARNATION:
+            # Another process's (a worker of `serve --workers`: forked, it may share the
+            # incarnation) or an earlier server's: interrupted if that process is gone.
+            mine = record.incarnation == _INCARNATION and record.pid == os.getpid()
+            if record.status in {"queued", "running"} and not mine:
                 alive = True
                 try:
                     os.kill(record.pid, 0)

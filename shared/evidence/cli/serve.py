@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import socket
 import sys
 import threading
 from typing import Any
@@ -16,9 +17,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes sharing the port and the store (default EVIDENCE_SERVE_WORKERS, 1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    workers = settings.serve_workers if args.workers is None else args.workers
+    if workers < 1:
+        raise CliError("--workers must be at least 1", EXIT_USAGE)
+    if workers == 1:
+        return serve_one(args)
+    from evidence.cli.serve_workers import Supervisor, listen
+    from evidence.server import ConnectionLimits
+
+    try:
+        listener = listen(args.host, args.port, backlog=ConnectionLimits().backlog)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
+    host, port = listener.getsockname()[:2]
+    url = f"http://{host!s}:{port}"
+    print(json.dumps({"listening": url, "store": str(settings.store_dir), "workers": workers}), flush=True)
+    print(
+        f"evidence: serving {url} with {workers} worker processes (the workbench at {url}/, OpenAPI at "
+        f"{url}/v1/openapi.json); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
+    return Supervisor(workers, lambda sock: serve_one(args, listener=sock), listener).run()
+
+
+def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -> int:
+    """One server process: the whole of `serve`, or one worker of `serve --workers` on the
+    supervisor's `listener` (then it prints no `listening` line: the supervisor did)."""
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
@@ -76,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             max_body_bytes=settings.max_body_bytes,
             quiet=not args.verbose,
             pages=serve_page,
+            listener=listener,
+            worker=listener is not None,
             limits=ConnectionLimits(
                 max_connections=settings.serve_max_connections,
                 idle_timeout_s=settings.serve_idle_timeout_s,
@@ -90,13 +128,14 @@ def run(args: argparse.Namespace) -> int:
             background.close()
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
-    print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
-    print(
-        f"evidence: serving {server.url} (the workbench at {server.url}/, OpenAPI at "
-        f"{server.url}/v1/openapi.json); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
+    if listener is None:
+        print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
+        print(
+            f"evidence: serving {server.url} (the workbench at {server.url}/, OpenAPI at "
+            f"{server.url}/v1/openapi.json); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # unwinds serve_forever in this (main) thread

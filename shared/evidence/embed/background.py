@@ -40,9 +40,12 @@ def lower_priority(nice: int) -> None:
         os.nice(nice - current)
 
 
-def _start(nice: int, build: Callable[[], Embedder]) -> None:
+def _start(nice: int, build: Callable[[], Embedder], parent: int) -> None:
     """In the worker, before onnxruntime starts its threads: they inherit the niceness."""
+    from evidence.lifetime import exit_with_parent
+
     lower_priority(nice)
+    exit_with_parent(parent)  # a server killed outright (or a replaced `serve --workers` worker)
     _worker.append(build())
 
 
@@ -79,7 +82,7 @@ class BackgroundDocuments:
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
-                    initargs=(self.nice, self.build),
+                    initargs=(self.nice, self.build, os.getpid()),
                 )
             return self._pool
 

@@ -33,7 +33,9 @@ class EmbeddingCache:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        from evidence.sqlite_wal import enable_wal
+
+        enable_wal(self._db)
         self._db.execute("PRAGMA synchronous=NORMAL")
         # A table of its own: the rows of the earlier, unscoped table (`embeddings`) belong to no
         # index, so they are not read (a scoped store must not answer from them).

@@ -132,7 +132,9 @@ class RecordStore:
         # each page empty; 16 kB pages waste ~5%. Only a new file takes it (an existing one keeps
         # its page size), so it goes before anything is written.
         self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        from evidence.sqlite_wal import enable_wal
+
+        enable_wal(self._db)
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._cache_gen = -1
