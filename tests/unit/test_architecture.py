@@ -15,7 +15,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "shared" / "evidence"
 
 BOTTOM = frozenset(
-    {"names", "config", "errors", "records", "ids", "progress", "retry", "version", "access", "fair", "aws"}
+    {
+        "names",
+        "config",
+        "errors",
+        "records",
+        "ids",
+        "progress",
+        "retry",
+        "version",
+        "access",
+        "fair",
+        "aws",
+        "lifetime",
+        "sqlite_wal",
+    }
 )
 #: What each lower layer may import (besides itself). "model:NAME" allows one name only.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -26,6 +40,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "progress": frozenset(),
     "version": frozenset(),
     "aws": frozenset(),
+    "lifetime": frozenset(),
+    "sqlite_wal": frozenset(),
     "config": frozenset({"names", "errors"}),
     "access": frozenset({"names", "errors"}),
     "model": frozenset({"names"}),
