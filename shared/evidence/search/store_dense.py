@@ -18,7 +18,7 @@ from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, Restriction, crc_of
 from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
-from evidence.search.store_records import RecordStore
+from evidence.search.store_records import RecordStore, select_in
 
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096
@@ -457,12 +457,10 @@ class DenseStore(RecordStore):
         out: dict[str, Vector] = {}
         with self._snapshot() as db:
             dim = self.dimension(db)
-            for start in range(0, len(chunk_ids), 900):
-                part = list(chunk_ids[start : start + 900])
-                marks = ",".join("?" * len(part))
-                for cid, blob in db.execute(
-                    f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
-                    part,
-                ):
-                    out[cid] = decode_vector(blob, dim)
+            for cid, blob in select_in(
+                db,
+                "SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks}) AND vector IS NOT NULL",
+                chunk_ids,
+            ):
+                out[cid] = decode_vector(blob, dim)
         return out

@@ -78,6 +78,18 @@ ALLOWED_CACHE_SIZE = 16
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 
 
+#: Keys per `IN (...)` query: under SQLite's oldest default limit of 999 bound parameters.
+IN_BATCH = 900
+
+
+def select_in(db: sqlite3.Connection, sql: str, keys: Sequence[Any], *params: Any) -> Iterator[Any]:
+    """The rows of `sql`, whose `{marks}` stands for the placeholders of `keys`, asked in batches
+    of `IN_BATCH`; `params` are bound after the keys."""
+    for start in range(0, len(keys), IN_BATCH):
+        part = list(keys[start : start + IN_BATCH])
+        yield from db.execute(sql.format(marks=",".join("?" * len(part))), [*part, *params])
+
+
 def filter_value(value: object) -> str:
     """One string form for filter terms, shared by the lexical and record sides."""
     if isinstance(value, bool):
@@ -288,13 +300,10 @@ class RecordStore:
                 out = {r: self._by_rowid[r] for r in rowids if cached and r in self._by_rowid}
             missing = [int(r) for r in rowids if r not in out]
             fresh: list[tuple[int, Chunk]] = []
-            for start in range(0, len(missing), 900):
-                part = missing[start : start + 900]
-                marks = ",".join("?" * len(part))
-                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
-                    chunk = self._row_to_chunk(row)
-                    out[row[0]] = chunk
-                    fresh.append((row[0], chunk))
+            for row in select_in(db, f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({{marks}})", missing):
+                chunk = self._row_to_chunk(row)
+                out[row[0]] = chunk
+                fresh.append((row[0], chunk))
         self._cache_fill(gen, fresh)
         return out
 
@@ -312,13 +321,12 @@ class RecordStore:
                     else:
                         out[cid] = (rowid, self._by_rowid[rowid])
             fresh: list[tuple[int, Chunk]] = []
-            for start in range(0, len(missing), 900):
-                part = missing[start : start + 900]
-                marks = ",".join("?" * len(part))
-                for row in db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({marks})", part):
-                    chunk = self._row_to_chunk(row)
-                    out[row[1]] = (row[0], chunk)
-                    fresh.append((row[0], chunk))
+            for row in select_in(
+                db, f"SELECT {_CHUNK_COLS} FROM chunks WHERE chunk_id IN ({{marks}})", missing
+            ):
+                chunk = self._row_to_chunk(row)
+                out[row[1]] = (row[0], chunk)
+                fresh.append((row[0], chunk))
         self._cache_fill(gen, fresh)
         return out
 
