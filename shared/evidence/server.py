@@ -228,7 +228,6 @@ class ApiServer(ThreadingHTTPServer):
         limits: ConnectionLimits | None = None,
         pages: Pages | None = None,
         listener: socket.socket | None = None,
-        worker: bool = False,
     ) -> None:
         if resolve is None:
             from evidence.api.app import resolve as app_resolve
@@ -247,8 +246,9 @@ class ApiServer(ThreadingHTTPServer):
         self.watch = _Watch()
         self.refused = 0
         self._refusals: queue.Queue[socket.socket | None] = queue.Queue(maxsize=256)
-        #: One of `evidence serve --workers N`: answers carry `X-Evidence-Worker` (its pid).
-        self.worker_pid = os.getpid() if worker else None
+        #: One of `evidence serve --workers N` (it serves the supervisor's `listener`): answers
+        #: carry `X-Evidence-Worker` (its pid).
+        self.worker_pid = os.getpid() if listener is not None else None
         if listener is None:
             super().__init__(address, _Handler)
         else:

@@ -113,7 +113,6 @@ def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -
             quiet=not args.verbose,
             pages=serve_page,
             listener=listener,
-            worker=listener is not None,
             limits=ConnectionLimits(
                 max_connections=settings.serve_max_connections,
                 idle_timeout_s=settings.serve_idle_timeout_s,
