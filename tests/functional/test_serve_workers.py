@@ -138,21 +138,11 @@ def test_two_workers_share_the_port_the_store_and_stop_together(
     assert not [pid for pid in descendants if alive(pid)]
 
 
-def test_workers_must_be_positive(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evidence.cli",
-            "serve",
-            "--port",
-            "0",
-            "--store",
-            str(tmp_path),
-            "--workers",
-            "0",
-        ],
+def _serve_refused(tmp_path: Path, *args: str, **setting: str) -> subprocess.CompletedProcess[str]:
+    """`evidence serve` run with `args` and the `EVIDENCE_*` `setting`s only: expected to stop at once."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")} | setting
+    return subprocess.run(
+        [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path), *args],
         check=False,
         cwd=ROOT,
         env=env,
@@ -160,19 +150,13 @@ def test_workers_must_be_positive(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
+
+
+def test_workers_must_be_positive(tmp_path: Path) -> None:
+    done = _serve_refused(tmp_path, "--workers", "0")
     assert done.returncode == 2 and "--workers" in done.stderr
 
 
 def test_a_bad_workers_setting_names_the_variable(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env["EVIDENCE_SERVE_WORKERS"] = "0"
-    done = subprocess.run(
-        [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path)],
-        check=False,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _serve_refused(tmp_path, EVIDENCE_SERVE_WORKERS="0")
     assert done.returncode == 2 and "EVIDENCE_SERVE_WORKERS" in done.stderr
