@@ -136,7 +136,7 @@ class IndexStore(LexicalStore, DenseStore):
             if not self._synced:
                 self.sync_pending()
             db = self._db
-            changed = False
+            changed = deleted = False
             removed: list[int] = []
             added: list[tuple[int, str, bytes]] = []
             db.execute("BEGIN IMMEDIATE")
@@ -167,6 +167,7 @@ class IndexStore(LexicalStore, DenseStore):
                         continue
                     db.execute("RELEASE write")
                     changed = changed or wrote
+                    deleted = deleted or (isinstance(write, _Delete) and wrote)
                     outcomes.append(outcome)
                 if changed:
                     self.set_info("generation", str(before + 1))
@@ -179,7 +180,9 @@ class IndexStore(LexicalStore, DenseStore):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            if changed and not self.deferred:
+            # A bulk load defers its upserts' lexical commits to its end; a delete never waits
+            # for it: the document leaves BM25 before the call returns.
+            if changed and (deleted or not self.deferred):
                 self.sync_pending()
         return outcomes
 

@@ -158,3 +158,13 @@ def test_mixed_blobs_decode_to_one_matrix() -> None:
     np.testing.assert_array_equal(decode_vectors(blobs, DIM), np.stack([a, a]))
     assert decode_vectors(blobs, DIM, np.float16).dtype == np.float16
     assert decode_vectors([], DIM).shape == (0, DIM)
+
+
+def test_a_delete_during_a_bulk_load_leaves_the_inverted_index_at_once(backend: EmbeddedBackend) -> None:
+    # A bulk load defers the lexical commits of its upserts; a delete never waited for it: the
+    # deleted document is gone from BM25 when the call returns (group commit kept this).
+    assert any(h.chunk.document_id == "b" for h in backend.lexical(INDEX, "backups encrypted", k=5))
+    with backend.bulk(INDEX):
+        assert backend.delete_document(INDEX, "b") > 0
+        assert backend.index_store(INDEX).consistency().pending == 0
+        assert not any(h.chunk.document_id == "b" for h in backend.lexical(INDEX, "backups encrypted", k=5))
