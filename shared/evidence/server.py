@@ -166,10 +166,14 @@ class _Watch:
         with self._lock:
             self._conns.pop(conn, None)
 
+    def in_phase(self, phase: str) -> int:
+        """How many connections are in `phase` (`_Phase`)."""
+        with self._lock:
+            return sum(1 for p, _ in self._conns.values() if p == phase)
+
     def idle(self) -> int:
         """How many keep-alive connections wait for their next request."""
-        with self._lock:
-            return sum(1 for p, _ in self._conns.values() if p == _Phase.IDLE)
+        return self.in_phase(_Phase.IDLE)
 
     def close_one_idle(self) -> bool:
         """Close a keep-alive connection waiting for its next request; False if there is none."""
