@@ -138,9 +138,17 @@ class Reading:
     answer_type: float
     typed_key: float
     missing: tuple[str, ...]
+    rare_missing: float = 0.0
+    body_grounding: float = 0.0
+    best_body: float = 0.0
+    rare_cover: float = 1.0
 
     def features(self, cosine: float | None) -> dict[str, float]:
         return {
+            "rare_missing": self.rare_missing,
+            "body_grounding": self.body_grounding,
+            "best_body": self.best_body,
+            "rare_cover": self.rare_cover,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -188,7 +196,20 @@ def read_evidence(
         typed_key = typed_key or (reads and has_key > 0)
     if not texts:
         best = key = 0.0 if concepts else 1.0
+    absent = set(missing)
+    rare_missing = max(
+        (max(weights.get(t, 1.0) for t in c) for c in concepts if c[0] in absent), default=0.0
+    ) / (1 + _BASE_WEIGHT)
+    bl = list(bodies if bodies is not None else texts)
+    body_g, _ = grounding(groups, [*bl, *given], weights)
+    best_body = max((grounding(groups, [b, *given], weights)[0] for b in bl), default=0.0)
+    rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + 0.5]
+    rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     return Reading(
+        rare_missing=rare_missing,
+        body_grounding=body_g,
+        best_body=best_body,
+        rare_cover=rare_cover,
         grounding=g,
         best_span=best,
         key_span=key,
@@ -244,6 +265,35 @@ def grounding_confidence(p: float, floor: float) -> float:
     return 0.5 + 0.5 * (p - floor) / (1 - floor) if floor < 1 else 1.0
 
 
+def unnamed_groups(
+    question: str, groups: Sequence[Sequence[str]], hits: Sequence[Candidate]
+) -> list[tuple[str, ...]]:
+    """`groups` without the question's words that name the hits' documents ("Lipitor", "the
+    Apache License", "Triaminic Night Time"): every hit carries them in its title, so they ground
+    nothing. The verbatim cascade reads the question the same way (`_question_terms` without the
+    subject's and the named documents' names); here the names are the hits' own (`NAME_TERMS_KEY`,
+    `ENTITY_NAMES_KEY`: their titles, subjects, first headings and file names)."""
+    from evidence.ingest.sections import ENTITY_NAMES_KEY, NAME_TERMS_KEY, name_words
+    from evidence.plan.verbatim import content_words
+    from evidence.verbatim.scoring import spelling_variant, terms
+
+    known: set[str] = set()
+    for c in hits:
+        for key in (NAME_TERMS_KEY, ENTITY_NAMES_KEY):
+            listed = c.chunk.metadata.get(key)
+            if isinstance(listed, list):
+                known.update(w for x in listed for w in name_words(str(x)))
+    if not known:
+        return [tuple(g) for g in groups]
+    drop: set[str] = set()
+    for w in content_words(question):
+        ws = name_words(w)
+        if ws and all(t in known or any(spelling_variant(t, k) for k in known) for t in ws):
+            drop.update(terms(w))
+    out = [tuple(t for t in g if t not in drop) for g in groups]
+    return [g for g in out if g]
+
+
 def hit_texts(hits: Sequence[Candidate]) -> list[str]:
     """What the signal reads of ranked hits: the first `HEAD`, each with its section heading."""
     return [f"{c.chunk.section} {c.chunk.search_text}" for c in hits[:HEAD]]
@@ -268,6 +318,7 @@ def apply_grounding(
     embedder (`basis` dense)."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
+    groups = unnamed_groups(query, groups, hits[:HEAD])
     verdict = judge(query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits))
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):
