@@ -117,6 +117,9 @@ def score(p: np.ndarray, floor: float, answerable: np.ndarray, found: np.ndarray
 
 #: The verbatim safety net (no bar of its own) may get a floor of its own.
 SAFETY_NET = "HYBRID_FACTSPAN"
+#: What the model learns as positive: `found`, the evidence holds an expected answer (what
+#: evidence answering means); or `answerable`, the question has an answer (what the budget counts).
+LABELS = ("found", "answerable")
 GRID = [i / 100 for i in range(81)]
 #: What `--max-loss` bounds and what the floors then refuse the most of: `found`, the rows whose
 #: evidence held an answer (the recall given up) against those whose evidence did not; or
@@ -149,7 +152,9 @@ def run(
     max_loss: float,
     columns: Sequence[str],
     default_cap: float = 1.0,
+    *,
     budget: str = "found",
+    label: str = "found",
 ) -> dict[str, Any]:
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
@@ -163,7 +168,7 @@ def run(
     already = np.array([r["profile"] == "default" and not r.get("can_answer", True) for r in rows])
 
     def fit(train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-        w = fit_logistic(x_all[train], found[train].astype(float))
+        w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
         p = probability(x_all, w)
         kept = found if budget == "found" else answerable
         v = train & (prof == "verbatim")
@@ -194,6 +199,11 @@ def run(
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     w, floors = fit(np.ones(len(rows), dtype=bool))
     out["final"] = {"model": model(columns, w), "floors": floors}
+    refused = (probability(x_all, w) < bars(floors)) | already
+    out["in_sample"] = {
+        pr: score(np.where(refused[prof == pr], 0.0, 1.0), 0.5, answerable[prof == pr], found[prof == pr])
+        for pr in PROFILES
+    }
     return out
 
 
@@ -230,13 +240,25 @@ def main() -> int:
         "questions (answerable: the issue's false refusals)",
     )
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--label",
+        choices=LABELS,
+        default="found",
+        help="what the model learns as positive: the evidence holds an answer (found), or the "
+        "question has one (answerable)",
+    )
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
     dense = [c for c in args.features.split(",") if c]
     report = {
-        "dense": run(rows, args.max_loss, dense, args.default_cap, args.budget),
+        "dense": run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label),
         "lexical": run(
-            rows, args.max_loss, [c for c in dense if c != "cosine"], args.default_cap, args.budget
+            rows,
+            args.max_loss,
+            [c for c in dense if c != "cosine"],
+            args.default_cap,
+            budget=args.budget,
+            label=args.label,
         ),
     }
     if args.json:
@@ -249,6 +271,8 @@ def main() -> int:
                 print(f"{f:<20} {pr:<9} floors {m['floors']} {m[pr]}")
         for pr in PROFILES:
             print(f"{'held-out pooled':<20} {pr:<9} {r['held_out'][pr]}")
+        for pr in PROFILES:
+            print(f"{'in-sample (final)':<20} {pr:<9} {r['in_sample'][pr]}")
     print("== to ship (verbatim/grounding.py; EVIDENCE_ANSWER_MIN_GROUNDING's default in config.py):")
     for name, r in report.items():
         m = r["final"]["model"]

@@ -57,9 +57,9 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.915, "cosine": 2.0131, "typed_key": 1.6224}, bias=-3.5245)
+DENSE_MODEL = RefusalModel({"grounding": 1.5825, "cosine": 2.5023, "typed_key": 1.4607}, bias=-3.3195)
 #: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 2.1439, "typed_key": 1.6995}, bias=-2.5721)
+LEXICAL_MODEL = RefusalModel({"grounding": 1.7348, "typed_key": 1.5323}, bias=-2.012)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
@@ -68,12 +68,12 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: Fitted on the span scorer's evidence, the rule paths' floor is 0: what a rule path returns is
 #: not refused (no floor above 0 refuses more unanswerable than answerable training questions
 #: within the budget); the safety net's floor refuses.
-REFUSAL_FLOOR = 0.0
-SAFETY_NET_FLOOR = 0.36
+REFUSAL_FLOOR = 0.15
+SAFETY_NET_FLOOR = 0.38
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2882
+HITS_REFUSAL_FLOOR = 0.1968
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -81,6 +81,8 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 _COMMON_ID, _RARE_ID = 2000, 30000
 #: Even the commonest concept counts a little; an unknown term counts as middling.
 _BASE_WEIGHT, _UNKNOWN_RARITY = 0.1, 0.5
+#: `rare_cover` reads the concepts at least this rare (a whole-word id past ~7,500, or split).
+_RARE = 0.5
 
 
 @lru_cache(maxsize=16384)
@@ -129,7 +131,14 @@ class Reading:
       amount for a price …) or the question expects no kind, 0 when it expects one and no text
       has it;
     - `typed_key`: `answer_type` read more strictly: the text that reads as the expected kind
-      also holds a key concept (a price next to the product asked about).
+      also holds a key concept (a price next to the product asked about);
+    - `rare_missing`: the weight of the most specific concept no text holds, on [0, 1] (a
+      "levorphanol" or "tonsillectomy" the evidence lacks);
+    - `rare_cover`: the weighted share of the question's rare concepts (rarity ≥ `_RARE`) that
+      some text holds, 1 when it has none.
+
+    The fit keeps `grounding`, `typed_key` and the cosine; the others are read so that
+    `bench/refusal_fit.py --features` measures them (docs/verbatim.md#honest-refusal).
     """
 
     grounding: float
@@ -139,21 +148,17 @@ class Reading:
     typed_key: float
     missing: tuple[str, ...]
     rare_missing: float = 0.0
-    body_grounding: float = 0.0
-    best_body: float = 0.0
     rare_cover: float = 1.0
 
     def features(self, cosine: float | None) -> dict[str, float]:
         return {
-            "rare_missing": self.rare_missing,
-            "body_grounding": self.body_grounding,
-            "best_body": self.best_body,
-            "rare_cover": self.rare_cover,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
             "answer_type": self.answer_type,
             "typed_key": self.typed_key,
+            "rare_missing": self.rare_missing,
+            "rare_cover": self.rare_cover,
             "cosine": cosine or 0.0,
         }
 
@@ -200,15 +205,10 @@ def read_evidence(
     rare_missing = max(
         (max(weights.get(t, 1.0) for t in c) for c in concepts if c[0] in absent), default=0.0
     ) / (1 + _BASE_WEIGHT)
-    bl = list(bodies if bodies is not None else texts)
-    body_g, _ = grounding(groups, [*bl, *given], weights)
-    best_body = max((grounding(groups, [b, *given], weights)[0] for b in bl), default=0.0)
-    rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + 0.5]
+    rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     return Reading(
         rare_missing=rare_missing,
-        body_grounding=body_g,
-        best_body=best_body,
         rare_cover=rare_cover,
         grounding=g,
         best_span=best,
@@ -268,21 +268,21 @@ def grounding_confidence(p: float, floor: float) -> float:
 def unnamed_groups(
     question: str, groups: Sequence[Sequence[str]], hits: Sequence[Candidate]
 ) -> list[tuple[str, ...]]:
-    """`groups` without the question's words that name the hits' documents ("Lipitor", "the
-    Apache License", "Triaminic Night Time"): every hit carries them in its title, so they ground
+    """`groups` without the question's words that name every hit's document ("Lipitor", "the
+    Apache License", "Triaminic Night Time"): each hit carries them in its title, so they ground
     nothing. The verbatim cascade reads the question the same way (`_question_terms` without the
-    subject's and the named documents' names); here the names are the hits' own (`NAME_TERMS_KEY`,
-    `ENTITY_NAMES_KEY`: their titles, subjects, first headings and file names)."""
-    from evidence.ingest.sections import ENTITY_NAMES_KEY, NAME_TERMS_KEY, name_words
+    subject's and the named documents' names); here the names are the hits' own
+    (`NAME_TERMS_KEY`: their titles, subjects, first headings and file names), and only those
+    every hit shares, so that one abstract's title among several hits still counts as content."""
+    from evidence.ingest.sections import NAME_TERMS_KEY, name_words
     from evidence.plan.verbatim import content_words
     from evidence.verbatim.scoring import spelling_variant, terms
 
-    known: set[str] = set()
+    known: set[str] | None = None
     for c in hits:
-        for key in (NAME_TERMS_KEY, ENTITY_NAMES_KEY):
-            listed = c.chunk.metadata.get(key)
-            if isinstance(listed, list):
-                known.update(w for x in listed for w in name_words(str(x)))
+        listed = c.chunk.metadata.get(NAME_TERMS_KEY)
+        names = {w for x in listed for w in name_words(str(x))} if isinstance(listed, list) else set()
+        known = names if known is None else known & names
     if not known:
         return [tuple(g) for g in groups]
     drop: set[str] = set()
