@@ -155,7 +155,12 @@ def run(
     *,
     budget: str = "found",
     label: str = "found",
+    dense: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
+    run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
+    model and floors with the cosine taken as a constant (`LEXICAL_COSINE`), the one at which those
+    floors refuse the most within the budget, so that one model and one set of floors ship."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -167,10 +172,14 @@ def run(
     # rows record it with this signal off): its refusals count against the same budget.
     already = np.array([r["profile"] == "default" and not r.get("can_answer", True) for r in rows])
 
-    def fit(train: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    kept = found if budget == "found" else answerable
+
+    def fit(train: np.ndarray, key: str) -> tuple[np.ndarray, dict[str, float]]:
         w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
+        if dense is not None:
+            fold = dense["final"] if key == "final" else dense["families"][key]
+            return imputed(fold["model"], train, fold["floors"]), fold["floors"]
         p = probability(x_all, w)
-        kept = found if budget == "found" else answerable
         v = train & (prof == "verbatim")
         floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
         d = train & (prof == "default")
@@ -182,14 +191,36 @@ def run(
             prof == "default", floors["default"], np.where(net, floors["safety_net"], floors["verbatim"])
         )
 
+    imputations: dict[int, float] = {}
+
+    def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> np.ndarray:
+        """The dense model `m` over `columns`, its cosine a constant: the one (grid of 0.025) at
+        which `floors` refuse the most training rows not to keep, each profile within the budget;
+        ties: the most rows without an answer refused, then the lowest cosine."""
+        coef = m["coefficients"]
+        best: tuple[int, int, np.ndarray, float] = (-1, -1, np.zeros(len(columns) + 1), 0.0)
+        for cosine in np.arange(0.0, 1.0001, 0.025):
+            w = np.array([*(coef[c] for c in columns), m["bias"] + coef.get("cosine", 0.0) * cosine])
+            refused = (probability(x_all, w) < bars(floors)) | already
+            if any(np.mean(refused[train & (prof == pr) & kept]) > max_loss for pr in PROFILES):
+                continue
+            got = (int((refused & train & ~kept).sum()), int((refused & train & ~found).sum()))
+            if got > best[:2]:
+                best = (*got, w, round(float(cosine), 3))
+        imputations[id(train)] = best[3]
+        return best[2]
+
     out: dict[str, Any] = {"families": {}, "held_out": {}}
     held_refused = np.zeros(len(rows), dtype=bool)
     for f in sorted(set(fam)):
-        w, floors = fit(fam != f)
+        train = fam != f
+        w, floors = fit(train, f)
         refused = (probability(x_all, w) < bars(floors)) | already
         test = fam == f
         held_refused[test] = refused[test]
         out["families"][f] = {"model": model(columns, w), "floors": floors}
+        if id(train) in imputations:
+            out["families"][f]["cosine"] = imputations[id(train)]
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
@@ -197,8 +228,11 @@ def run(
         sel = prof == pr
         # pooled held-out: each family scored with what the other four fitted
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
-    w, floors = fit(np.ones(len(rows), dtype=bool))
+    train = np.ones(len(rows), dtype=bool)
+    w, floors = fit(train, "final")
     out["final"] = {"model": model(columns, w), "floors": floors}
+    if id(train) in imputations:
+        out["final"]["cosine"] = imputations[id(train)]
     refused = (probability(x_all, w) < bars(floors)) | already
     out["in_sample"] = {
         pr: score(np.where(refused[prof == pr], 0.0, 1.0), 0.5, answerable[prof == pr], found[prof == pr])
@@ -250,8 +284,11 @@ def main() -> int:
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
     dense = [c for c in args.features.split(",") if c]
+    fitted = run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label)
+    # One model and one set of floors ship: the lexical model is the dense one with a constant
+    # cosine, fitted to the dense floors in every fold.
     report = {
-        "dense": run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label),
+        "dense": fitted,
         "lexical": run(
             rows,
             args.max_loss,
@@ -259,6 +296,7 @@ def main() -> int:
             args.default_cap,
             budget=args.budget,
             label=args.label,
+            dense=fitted,
         ),
     }
     if args.json:
@@ -274,9 +312,9 @@ def main() -> int:
         for pr in PROFILES:
             print(f"{'in-sample (final)':<20} {pr:<9} {r['in_sample'][pr]}")
     print("== to ship (verbatim/grounding.py; EVIDENCE_ANSWER_MIN_GROUNDING's default in config.py):")
-    for name, r in report.items():
-        m = r["final"]["model"]
-        print(f"{name.upper()}_MODEL = RefusalModel({m['coefficients']}, bias={m['bias']})")
+    m = report["dense"]["final"]["model"]
+    print(f"DENSE_MODEL = RefusalModel({m['coefficients']}, bias={m['bias']})")
+    print(f"LEXICAL_COSINE = {report['lexical']['final']['cosine']}")
     floors = report["dense"]["final"]["floors"]
     print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
     print(f"HITS_REFUSAL_FLOOR = {floors['default']}")

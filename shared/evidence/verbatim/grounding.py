@@ -53,21 +53,28 @@ class RefusalModel:
         e = math.exp(z)
         return e / (1.0 + e)
 
+    def given(self, feature: str, value: float) -> RefusalModel:
+        """The same model with `feature` fixed at `value` (folded into the bias)."""
+        rest = {k: c for k, c in self.coefficients.items() if k != feature}
+        return RefusalModel(rest, self.bias + self.coefficients.get(feature, 0.0) * value)
+
 
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
 DENSE_MODEL = RefusalModel({"grounding": 1.5825, "cosine": 2.5023, "typed_key": 1.4607}, bias=-3.3195)
-#: Grounding alone: lexical-only indexes and embedders without a fitted model.
-LEXICAL_MODEL = RefusalModel({"grounding": 1.7348, "typed_key": 1.5323}, bias=-2.012)
+#: Lexical-only indexes and embedders without a fitted model read no cosine: the same model with
+#: the cosine fixed at the value where the shipped floors refuse the most training questions within
+#: the budget (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve
+#: every index.
+LEXICAL_COSINE = 0.5
+LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
-#: The verbatim profile's floor: the probability below which its evidence is refused, fitted so
+#: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`); the safety net (HYBRID_FACTSPAN, no bar of its own) 0.36.
-#: Fitted on the span scorer's evidence, the rule paths' floor is 0: what a rule path returns is
-#: not refused (no floor above 0 refuses more unanswerable than answerable training questions
-#: within the budget); the safety net's floor refuses.
+#: budget, `bench/refusal_fit.py`): the rule paths' 0.15, the safety net's (HYBRID_FACTSPAN, no bar
+#: of its own) 0.38.
 REFUSAL_FLOOR = 0.15
 SAFETY_NET_FLOOR = 0.38
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
 from evidence.verbatim.answer_types import answer_types
 from evidence.verbatim.cascade import question_groups
 from evidence.verbatim.grounding import (
     DENSE_MODEL,
     HITS_REFUSAL_FLOOR,
+    LEXICAL_COSINE,
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
     SAFETY_NET_FLOOR,
@@ -22,6 +24,7 @@ from evidence.verbatim.grounding import (
     grounding_confidence,
     judge,
     read_evidence,
+    unnamed_groups,
     word_rarity,
 )
 from tests.unit.rank.rankkit import cand, chunk
@@ -112,6 +115,35 @@ def test_apply_grounding_refuses_hits_without_the_slot_and_the_verdicts_agree() 
     # Off: the features are reported, nothing is refused.
     off = _apply(COURTS, floor=0.0)
     assert off.can_answer and "grounding" in off.features
+
+
+NAMED = "Is Zentrix approved for migraine?"
+
+
+def _named_hit(cid: str, text: str, names: list[str]) -> Candidate:
+    return cand(chunk(cid, text, meta={"name_terms": names}), 1.0)
+
+
+def test_the_hits_shared_document_name_is_no_concept() -> None:
+    # Every hit comes from the document the question names: its name is in each hit's title, so it
+    # grounds nothing; what is asked ("migraine") is all that counts, as in the verbatim cascade.
+    hits = [_named_hit("a", "Zentrix lowers blood pressure.", ["zentrix", "tablets"])] * 3
+    assert unnamed_groups(NAMED, question_groups(NAMED), hits) == [("approv",), ("migrain",)]
+    refused = apply_grounding(
+        NAMED, hits, AnswerSignal(0.9, True, "dense", {"cosine": 0.5}), 0.3, question_groups(NAMED)
+    )
+    assert refused.features["grounding"] == 0.0
+    # A name only one hit's document has (a title among several abstracts) is content: kept.
+    mixed = [hits[0], _named_hit("b", "Migraine prevention.", ["migraine", "prevention"])]
+    assert ("zentrix",) in unnamed_groups(NAMED, question_groups(NAMED), mixed)
+
+
+def test_the_lexical_model_is_the_dense_one_at_a_fixed_cosine() -> None:
+    features = {"grounding": 0.4, "typed_key": 1.0}
+    assert "cosine" not in LEXICAL_MODEL.coefficients
+    assert LEXICAL_MODEL.probability(features) == pytest.approx(
+        DENSE_MODEL.probability({**features, "cosine": LEXICAL_COSINE})
+    )
 
 
 # The expected answer type (the lexicon, data/answer_types.json): general examples, none from the
@@ -213,8 +245,13 @@ def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> N
     assert read_evidence(PRICE, ELSEWHERE, groups).grounding == 1.0
     assert read_evidence(PRICE, ELSEWHERE, groups).typed_key == 0.0
     assert read_evidence(PRICE, TOGETHER, groups).typed_key == 1.0
-    assert elsewhere.refused(HITS_REFUSAL_FLOOR) and elsewhere.refused(SAFETY_NET_FLOOR)
-    assert not together.refused(HITS_REFUSAL_FLOOR) and not together.refused(SAFETY_NET_FLOOR)
+    assert elsewhere.refused(SAFETY_NET_FLOOR) and not together.refused(SAFETY_NET_FLOOR)
+    # The first hits' floor is lower (fitted with the cosine/coverage signal's refusals counted):
+    # it refuses the price elsewhere once the hits read further from the question, never the
+    # plan's own price.
+    far, far_together = _judge(PRICE, ELSEWHERE, cosine=0.1), _judge(PRICE, TOGETHER, cosine=0.1)
+    assert far.refused(HITS_REFUSAL_FLOOR) and not far_together.refused(HITS_REFUSAL_FLOOR)
+    assert not together.refused(HITS_REFUSAL_FLOOR) and elsewhere.probability < together.probability / 2
     assert "typed_key" in DENSE_MODEL.coefficients and "typed_key" in LEXICAL_MODEL.coefficients
 
 
