@@ -109,8 +109,9 @@ eval: $(STAMP)
 	for m in bm25 dense hybrid; do $(VENV)/bin/evidence eval --dataset $(DATASET) --mode $$m --json; done
 
 # docs/verbatim.md#honest-refusal: refit the refusal signal on bench/qa, leave-one-family-out. Re-run
-# after any change to which spans or hits the profiles return; copy `final` into verbatim/grounding.py
-# (DENSE_MODEL, LEXICAL_MODEL, the floors), then check bench/answerability.py. REFUSAL_STORE keeps the
+# after any change to which spans or hits the profiles return; it ends with the "to ship" lines to paste
+# into verbatim/grounding.py (DENSE_MODEL, LEXICAL_COSINE, the floors; HITS_REFUSAL_FLOOR also as
+# answer_min_grounding in config.py), then check bench/answerability.py. REFUSAL_STORE keeps the
 # suite's indexes and embedding cache (a second run re-embeds nothing).
 REFUSAL_STORE ?= build/refusal
 REFUSAL_FEATURES ?= grounding,cosine,typed_key

@@ -2,7 +2,7 @@
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
-           [--default-cap 0.30] [--features grounding,cosine,typed_key] [--json]
+           [--default-cap 0.30] [--features grounding,cosine,typed_key] [--label found] [--json]
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
@@ -16,20 +16,24 @@ cosine) are recomputed here with the shipped code, so a change to the weights, t
 lexicon or a feature is measured without asking the service again. For each held-out family, on
 the other four:
 
-1. a logistic model over `--features` — and one without the cosine, for indexes without a
-   fitted embedder — is fitted with Newton's method on both profiles' rows pooled (one signal):
-   positive = the evidence holds an answer, negative = it does not (unanswerable questions, and
-   answerable ones whose evidence missed the answer);
+1. a logistic model over `--features` is fitted with Newton's method on both profiles' rows
+   pooled (one signal): positive = the evidence holds an answer, negative = it does not
+   (unanswerable questions, and answerable ones whose evidence missed the answer; `--label
+   answerable`: positive = the question has an answer);
 2. each profile's floors refuse the most rows not to keep while at most `--max-loss` of the rows
    to keep are refused (`--budget`: `answerable`, the issue's false refusals, against unanswerable
    questions; or `found`, the recall kept, against evidence without an answer); in `default` the
    cosine/coverage signal's own refusals count against the same budget;
+3. for indexes without a fitted embedder (lexical-only, other embedders), the same model and
+   floors with the cosine fixed: the value (grid of 0.025) at which those floors refuse the most
+   within the budget (the "lexical" run);
 
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
-the model and floors fitted on all five families: what ships (`DENSE_MODEL`, `LEXICAL_MODEL`,
-`REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`, `HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`).
+the model and floors fitted on all five families, scored in-sample too: what ships
+(`DENSE_MODEL`, `LEXICAL_COSINE`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`, `HITS_REFUSAL_FLOOR` =
+`EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
 `--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
 must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
 """
