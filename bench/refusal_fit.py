@@ -178,53 +178,57 @@ def run(
 
     kept = found if budget == "found" else answerable
 
-    def fit(train: np.ndarray, key: str) -> tuple[np.ndarray, dict[str, float]]:
-        w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
+    def fit(train: np.ndarray, key: str) -> tuple[np.ndarray, dict[str, float], float | None]:
+        """The model and floors fitted on `train` (`key`: the held-out family, or `final`), and the
+        cosine fixed for the lexical model (None for the dense one)."""
         if dense is not None:
             fold = dense["final"] if key == "final" else dense["families"][key]
-            return imputed(fold["model"], train, fold["floors"]), fold["floors"]
+            w, cosine = imputed(fold["model"], train, fold["floors"])
+            return w, fold["floors"], cosine
+        w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
         p = probability(x_all, w)
         v = train & (prof == "verbatim")
         floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
         d = train & (prof == "default")
         default = min(pick_floor(p[d], kept[d], max_loss, already[d]), default_cap)
-        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
+        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}, None
 
     def bars(floors: dict[str, float]) -> np.ndarray:
         return np.where(
             prof == "default", floors["default"], np.where(net, floors["safety_net"], floors["verbatim"])
         )
 
-    imputations: dict[int, float] = {}
-
-    def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> np.ndarray:
-        """The dense model `m` over `columns`, its cosine a constant: the one (grid of 0.025) at
-        which `floors` refuse the most training rows not to keep, each profile within the budget;
-        ties: the most rows without an answer refused, then the lowest cosine."""
+    def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
+        """The dense model `m` over `columns` with its cosine fixed, and that cosine: the one (grid
+        of 0.025) at which `floors` refuse the most training rows not to keep, each profile within
+        the budget; ties: the most rows without an answer refused, then the lowest cosine. None
+        within the budget: 1 (the fewest refusals)."""
         coef = m["coefficients"]
-        best: tuple[int, int, np.ndarray, float] = (-1, -1, np.zeros(len(columns) + 1), 0.0)
+
+        def at(cosine: float) -> np.ndarray:
+            return np.array([*(coef[c] for c in columns), m["bias"] + coef.get("cosine", 0.0) * cosine])
+
+        best: tuple[int, int, float] = (-1, -1, 1.0)
         for cosine in np.arange(0.0, 1.0001, 0.025):
-            w = np.array([*(coef[c] for c in columns), m["bias"] + coef.get("cosine", 0.0) * cosine])
-            refused = (probability(x_all, w) < bars(floors)) | already
+            refused = (probability(x_all, at(cosine)) < bars(floors)) | already
             if any(np.mean(refused[train & (prof == pr) & kept]) > max_loss for pr in PROFILES):
                 continue
             got = (int((refused & train & ~kept).sum()), int((refused & train & ~found).sum()))
             if got > best[:2]:
-                best = (*got, w, round(float(cosine), 3))
-        imputations[id(train)] = best[3]
-        return best[2]
+                best = (*got, round(float(cosine), 3))
+        return at(best[2]), best[2]
 
     out: dict[str, Any] = {"families": {}, "held_out": {}}
     held_refused = np.zeros(len(rows), dtype=bool)
     for f in sorted(set(fam)):
         train = fam != f
-        w, floors = fit(train, f)
+        w, floors, cosine = fit(train, f)
         refused = (probability(x_all, w) < bars(floors)) | already
         test = fam == f
         held_refused[test] = refused[test]
         out["families"][f] = {"model": model(columns, w), "floors": floors}
-        if id(train) in imputations:
-            out["families"][f]["cosine"] = imputations[id(train)]
+        if cosine is not None:
+            out["families"][f]["cosine"] = cosine
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
@@ -233,10 +237,10 @@ def run(
         # pooled held-out: each family scored with what the other four fitted
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     train = np.ones(len(rows), dtype=bool)
-    w, floors = fit(train, "final")
+    w, floors, cosine = fit(train, "final")
     out["final"] = {"model": model(columns, w), "floors": floors}
-    if id(train) in imputations:
-        out["final"]["cosine"] = imputations[id(train)]
+    if cosine is not None:
+        out["final"]["cosine"] = cosine
     refused = (probability(x_all, w) < bars(floors)) | already
     out["in_sample"] = {
         pr: score(np.where(refused[prof == pr], 0.0, 1.0), 0.5, answerable[prof == pr], found[prof == pr])
