@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from evidence.ingest.sections import NAME_TERMS_KEY
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
 from evidence.verbatim.answer_types import answer_types
@@ -121,7 +122,7 @@ NAMED = "Is Zentrix approved for migraine?"
 
 
 def _named_hit(cid: str, text: str, names: list[str]) -> Candidate:
-    return cand(chunk(cid, text, meta={"name_terms": names}), 1.0)
+    return cand(chunk(cid, text, meta={NAME_TERMS_KEY: names}), 1.0)
 
 
 def test_the_hits_shared_document_name_is_no_concept() -> None:
