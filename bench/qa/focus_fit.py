@@ -65,6 +65,8 @@ class Asked:
     hits: list[Candidate]
     outcome: RankOutcome
     env: ProfileEnv
+    #: Each stage's output before focus, in stage order (where a miss was lost).
+    stages: tuple[tuple[str, tuple[Candidate, ...]], ...] = ()
 
 
 class _Capture(DefaultPlugin):
@@ -76,6 +78,7 @@ class _Capture(DefaultPlugin):
         super().__init__()
         self.runs: list[tuple[RankContext, RankOutcome, ProfileEnv]] = []
         self._ctx: RankContext | None = None
+        self.stage_out: list[tuple[str, tuple[Candidate, ...]]] = []
 
     def build(self) -> Profile:
         base = super().build()
@@ -88,7 +91,22 @@ class _Capture(DefaultPlugin):
                 capture._ctx = ctx
                 return list(candidates)
 
-        stages = tuple(Record() if isinstance(s, FocusHits) else s for s in base.stages)
+        class Watch:
+            """A stage as it is, its output kept (the first stage's output starts a new run)."""
+
+            def __init__(self, stage: Any, first: bool) -> None:
+                self.stage, self.first, self.name = stage, first, stage.name
+
+            def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+                out = self.stage.run(candidates, ctx)
+                if self.first:
+                    capture.stage_out = []
+                capture.stage_out.append((self.name, tuple(out)))
+                return list(out)
+
+        stages = tuple(
+            Record() if isinstance(s, FocusHits) else Watch(s, i == 0) for i, s in enumerate(base.stages)
+        )
         return replace(base, stages=stages)
 
     def answer_signal(self, query: str, outcome: RankOutcome, env: ProfileEnv) -> Any:
@@ -116,6 +134,7 @@ def capture(service: EvidenceService, root: Path, families: Sequence[str] | None
                         list(outcome.hits),
                         outcome,
                         env,
+                        tuple(plugin.stage_out),
                     )
                 )
     finally:
@@ -197,6 +216,7 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
         )
         if where is None:
             row["class"] = "not_retrieved"
+            row["lost_at"] = _lost_at(a, wanted)
             rows.append(row)
             continue
         i, hit = where
@@ -218,6 +238,15 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
         )
         rows.append(row)
     return rows
+
+
+def _lost_at(a: Asked, wanted: Sequence[str]) -> str:
+    """The stage after which no candidate holds an answer (`first_stage`: never a candidate)."""
+    held = [any(any(w in squash(c.chunk.text) for w in wanted) for c in out) for _, out in a.stages]
+    if not any(held):
+        return a.stages[0][0] if a.stages else "first_stage"
+    last = max(i for i, h in enumerate(held) if h)
+    return a.stages[last + 1][0] if last + 1 < len(a.stages) else "focus"
 
 
 def leave_one_family_out(
@@ -263,9 +292,9 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
         report["misses"] = misses(asked, shipped.run)
     if args.fit:
         grid = [
-            {"window": w, "first_window": f, "lead": ld}
-            for w, f, ld in itertools.product(
-                (150, 200, 300, 400), (900, 1000, 1200, 1500), (0, 200, 400, 600)
+            {"window": w, "first_window": f, "lead": ld, "second_window": s2, "type_weight": tw}
+            for w, f, ld, s2, tw in itertools.product(
+                (150, 200, 300), (900, 1000, 1200), (200, 400, 600), (200, 300, 400, 500), (0.0, 1.5)
             )
         ]
         report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
