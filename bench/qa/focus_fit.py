@@ -13,10 +13,12 @@ hits, because the grounding check reads the hits' text.
 - `--misses`: for each answerable question the shipped rule misses within 2,000 characters, the
   rank of the first hit holding an answer (before focus), the answer's offset in that hit, the
   offset of the sentence focus picked, and whether focus cut the answer out; counted by class:
-  `not_retrieved` (no hit holds it), `cut` (focus cut it out of its hit), `late` (kept, but more
+  `not_retrieved` (no hit holds it; `lost_at`: the stage after which no candidate held it,
+  `first_stage` when none ever did), `cut` (focus cut it out of its hit), `late` (kept, but more
   than 2,000 characters of evidence come before it).
-- `--fit`: the rule's `window`, `first_window` and `lead` chosen on four families by pooled
-  recall@2000 (ties: recall@600, then fewer evidence characters), measured on the fifth; prints
+- `--fit`: the rule's `window`, `first_window`, `lead`, `second_window` and `type_weight` chosen
+  on four families by pooled recall@2000 (ties: recall@600, then fewer evidence characters),
+  measured on the fifth; prints
   the held-out figures per family and pooled (recall@600, recall@2000, evidence characters per
   question, unanswerable questions refused, false refusals).
 """
