@@ -158,9 +158,10 @@ def _union(best: Candidate, rest: Sequence[Candidate]) -> Candidate:
 
 
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?:;])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
-    # a lower-case list marker after a sentence: "… this document. b. Nothing in …"
-    r"|(?<=[.!?:;])\s+(?=\(?(?:[a-z]|[ivx]{2,4})[.)]\s+[\"'(\[]?[A-Z0-9])"
+    r"(?<=[.!?:;])(?:[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])"
+    # or a lower-case list marker after a sentence: "… this document. b. Nothing in …"
+    r"|\s+(?=\(?(?:[a-z]|[ivx]{2,4})[.)]\s+[\"'(\[]?[A-Z0-9]))"
+    r"|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
 )
 
 
@@ -291,9 +292,11 @@ class FocusHits:
             if len(sents[i]) < 2:
                 out.append(c)
                 continue
+            # Sentence by sentence only where the hit states such a value at all (most do not).
+            said = [k for k in kinds if k.reads_in(ch.text)]
             stating = (
-                [self.type_weight * any(k.reads_in(ch.text[a:b]) for k in kinds) for a, b in sents[i]]
-                if kinds
+                [self.type_weight * any(k.reads_in(ch.text[a:b]) for k in said) for a, b in sents[i]]
+                if said
                 else None
             )
             size = self.second_window if i == 1 else self.window

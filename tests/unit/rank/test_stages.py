@@ -373,7 +373,8 @@ def _slice_of(out: Candidate, given: Candidate) -> bool:
 
 def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None:
     """Every hit after the first is cut to its best run of sentences within `window` characters,
-    by default about two sentences (the rule before issue 22's fit kept 700 characters)."""
+    by default about two sentences (the rule before issue 22's fit kept 700 characters); the
+    second within `second_window`."""
     from evidence.rank.confidence import term_coverage
     from evidence.rank.stages import FocusHits
 
@@ -381,9 +382,12 @@ def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups kept?"
-    out = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    out = FocusHits(min_chars=10, second_window=None).run([first, c], ctx(None, query=query))
     got = out[1].chunk.text
     assert got.startswith("Backups are kept for 35 days.") and len(got) <= 200 and got.endswith(".")
+    # By default the second hit's run may run to 400 characters (`second_window`).
+    got = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))[1].chunk.text
+    assert got.startswith("Backups are kept for 35 days.") and 200 < len(got) <= 400
     assert _slice_of(out[1], c)
     assert out[1].score == 0.5
     assert out[1].scores["coverage"] == term_coverage(query, text)
