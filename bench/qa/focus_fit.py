@@ -52,6 +52,7 @@ from evidence.rank.context import RankContext, Trace  # noqa: E402
 from evidence.rank.dedup import FocusHits  # noqa: E402
 from evidence.rank.pipeline import Profile, RankOutcome  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
+from evidence.verbatim.answer_types import answer_types  # noqa: E402
 
 _CAPTURE = "default-unfocused"
 
@@ -287,7 +288,8 @@ def leave_one_family_out(
 
 def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any]:
     asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
-    shipped = FocusHits()
+    expected = answer_types().expected  # as the `default` plug-in builds its focus
+    shipped = FocusHits(expected=expected)
     report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
     report["shipped"] = figures(score(asked, shipped.run, refusals=True))
     if args.misses:
@@ -299,7 +301,7 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
                 (150, 200, 300), (900, 1000, 1200), (200, 400, 600), (200, 300, 400, 500), (0.0, 1.5)
             )
         ]
-        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
+        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p, expected=expected).run)
     return report
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Protocol
 
 from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
@@ -198,6 +198,13 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
+class ValueKind(Protocol):
+    """A kind of value a question may expect (`verbatim.answer_types.AnswerType`: a duration, a
+    dose, a count…), which focus reads to raise the sentences that state one."""
+
+    def reads_in(self, text: str) -> bool: ...
+
+
 #: Focus windows, fitted leave-one-family-out on the QA suite (`bench/qa/focus_fit.py --fit`):
 #: every hit is cut to its best run of sentences of at most `WINDOW` characters; the first hit,
 #: which holds most answers, keeps up to `LEAD` characters of the sentences before its run and
@@ -208,8 +215,9 @@ LEAD = 400
 #: The second hit's run (it holds the answer for 16 % of the suite's questions, and 200
 #: characters cut a third of those out); None: `WINDOW`.
 SECOND_WINDOW: int | None = 400
-#: What a sentence stating the kind of value asked for (answer-type lexicon) adds to its run's
-#: value, in IDF units (a question term of middling rarity weighs ~1-2).
+#: What a sentence stating the kind of value asked for adds to its run's value, in IDF units (a
+#: question term of middling rarity weighs ~1-2); the kinds come from `FocusHits(expected=…)`, the
+#: answer-type lexicon in the `default` profile (`profiles.default`; ranking sits below it).
 TYPE_WEIGHT = 1.5
 
 
@@ -223,7 +231,10 @@ class FocusHits:
     of the question's analysed terms, each counted once and weighted by its IDF over the
     sentences of all the hits (a word in every sentence says little), the earliest on a tie.
 
-    - Every hit but the first is cut to its best run.
+    - Every hit but the first is cut to its best run (the second's may run to `second_window`).
+    - With `expected` (the question's expected kinds of value, e.g. a duration for "how long"), a
+      run holding a sentence that states one gains `type_weight`.
+    - A list marker the splitter cut off ("a." before "No trademark…") opens its item's sentence.
     - The first hit (it holds the answer for most questions: 59 % of the QA suite's, the next
       hits 16 %, 6 %, 5 %…) starts up to `lead` characters earlier, at a sentence start (a
       question's words are often in the sentence before or after its answer), and runs on over
@@ -247,6 +258,7 @@ class FocusHits:
         lead: int = LEAD,
         second_window: int | None = SECOND_WINDOW,
         type_weight: float = TYPE_WEIGHT,
+        expected: Callable[[str], Sequence[ValueKind]] | None = None,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -260,6 +272,7 @@ class FocusHits:
         self.lead = lead
         self.second_window = second
         self.type_weight = type_weight
+        self.expected = expected
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -276,7 +289,7 @@ class FocusHits:
             if cut[i]
         }
         weight = _idf([bag & q for listed in bags.values() for bag in listed])
-        kinds = _expected_kinds(ctx.query) if self.type_weight > 0 else ()
+        kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
         out: list[Candidate] = []
         focused = 0
         for i, given in enumerate(candidates):
@@ -310,14 +323,6 @@ class FocusHits:
             out.append(_slice(c, ch.char_start + start, ch.char_start + end))
         ctx.trace.detail["focused"] = focused
         return out
-
-
-def _expected_kinds(query: str) -> tuple[Any, ...]:
-    """The kinds of value the question expects (a duration, a dose, a count…), from the one
-    answer-type lexicon (`verbatim/answer_types.py`, data; no entry names a document)."""
-    from evidence.verbatim.answer_types import answer_types
-
-    return answer_types().expected(query)
 
 
 def _idf(bags: Sequence[set[str]]) -> dict[str, float]:

@@ -471,6 +471,7 @@ def test_focus_second_hit_window_and_answer_type_bonus() -> None:
     states the kind of value the question expects (a duration for "how long") raises its run
     by `type_weight` over a run that only repeats the question's words."""
     from evidence.rank.stages import FocusHits
+    from evidence.verbatim.answer_types import answer_types
 
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     answer = "Backups are deleted after 35 days."
@@ -479,8 +480,12 @@ def test_focus_second_hit_window_and_answer_type_bonus() -> None:
     query = "How long are backups of the service kept?"
     plain = FocusHits(min_chars=10, window=70, second_window=70).run([first, c], ctx(None, query=query))
     assert answer not in plain[1].chunk.text  # the run that repeats the question's words
-    typed = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0)
+    kinds = answer_types().expected
+    typed = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0, expected=kinds)
     assert typed.run([first, c], ctx(None, query=query))[1].chunk.text.startswith(answer)
+    # Without the kinds (the stage alone, below the lexicon's layer) no run is raised.
+    alone = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0)
+    assert answer not in alone.run([first, c], ctx(None, query=query))[1].chunk.text
     longer = FocusHits(min_chars=10, window=70, second_window=150).run([first, c], ctx(None, query=query))
     assert answer in longer[1].chunk.text and _slice_of(longer[1], c)
     # Later hits keep `window`.
