@@ -13,10 +13,12 @@ hits, because the grounding check reads the hits' text.
 - `--misses`: for each answerable question the shipped rule misses within 2,000 characters, the
   rank of the first hit holding an answer (before focus), the answer's offset in that hit, the
   offset of the sentence focus picked, and whether focus cut the answer out; counted by class:
-  `not_retrieved` (no hit holds it), `cut` (focus cut it out of its hit), `late` (kept, but more
+  `not_retrieved` (no hit holds it; `lost_at`: the stage after which no candidate held it,
+  `first_stage` when none ever did), `cut` (focus cut it out of its hit), `late` (kept, but more
   than 2,000 characters of evidence come before it).
-- `--fit`: the rule's `window`, `first_window` and `lead` chosen on four families by pooled
-  recall@2000 (ties: recall@600, then fewer evidence characters), measured on the fifth; prints
+- `--fit`: the rule's `window`, `first_window`, `lead`, `second_window` and `type_weight` chosen
+  on four families by pooled recall@2000 (ties: recall@600, then fewer evidence characters),
+  measured on the fifth; prints
   the held-out figures per family and pooled (recall@600, recall@2000, evidence characters per
   question, unanswerable questions refused, false refusals).
 """
@@ -50,6 +52,7 @@ from evidence.rank.context import RankContext, Trace  # noqa: E402
 from evidence.rank.dedup import FocusHits  # noqa: E402
 from evidence.rank.pipeline import Profile, RankOutcome  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
+from evidence.verbatim.answer_types import answer_types  # noqa: E402
 
 _CAPTURE = "default-unfocused"
 
@@ -65,6 +68,8 @@ class Asked:
     hits: list[Candidate]
     outcome: RankOutcome
     env: ProfileEnv
+    #: Each stage's output before focus, in stage order (where a miss was lost).
+    stages: tuple[tuple[str, tuple[Candidate, ...]], ...] = ()
 
 
 class _Capture(DefaultPlugin):
@@ -76,6 +81,7 @@ class _Capture(DefaultPlugin):
         super().__init__()
         self.runs: list[tuple[RankContext, RankOutcome, ProfileEnv]] = []
         self._ctx: RankContext | None = None
+        self.stage_out: list[tuple[str, tuple[Candidate, ...]]] = []
 
     def build(self) -> Profile:
         base = super().build()
@@ -88,7 +94,22 @@ class _Capture(DefaultPlugin):
                 capture._ctx = ctx
                 return list(candidates)
 
-        stages = tuple(Record() if isinstance(s, FocusHits) else s for s in base.stages)
+        class Watch:
+            """A stage as it is, its output kept (the first stage's output starts a new run)."""
+
+            def __init__(self, stage: Any, first: bool) -> None:
+                self.stage, self.first, self.name = stage, first, stage.name
+
+            def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+                out = self.stage.run(candidates, ctx)
+                if self.first:
+                    capture.stage_out = []
+                capture.stage_out.append((self.name, tuple(out)))
+                return list(out)
+
+        stages = tuple(
+            Record() if isinstance(s, FocusHits) else Watch(s, i == 0) for i, s in enumerate(base.stages)
+        )
         return replace(base, stages=stages)
 
     def answer_signal(self, query: str, outcome: RankOutcome, env: ProfileEnv) -> Any:
@@ -116,6 +137,7 @@ def capture(service: EvidenceService, root: Path, families: Sequence[str] | None
                         list(outcome.hits),
                         outcome,
                         env,
+                        tuple(plugin.stage_out),
                     )
                 )
     finally:
@@ -197,6 +219,7 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
         )
         if where is None:
             row["class"] = "not_retrieved"
+            row["lost_at"] = _lost_at(a, wanted)
             rows.append(row)
             continue
         i, hit = where
@@ -218,6 +241,15 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
         )
         rows.append(row)
     return rows
+
+
+def _lost_at(a: Asked, wanted: Sequence[str]) -> str:
+    """The stage after which no candidate holds an answer (`first_stage`: never a candidate)."""
+    held = [any(any(w in squash(c.chunk.text) for w in wanted) for c in out) for _, out in a.stages]
+    if not any(held):
+        return a.stages[0][0] if a.stages else "first_stage"
+    last = max(i for i, h in enumerate(held) if h)
+    return a.stages[last + 1][0] if last + 1 < len(a.stages) else "focus"
 
 
 def leave_one_family_out(
@@ -256,19 +288,20 @@ def leave_one_family_out(
 
 def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any]:
     asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
-    shipped = FocusHits()
+    expected = answer_types().expected  # as the `default` plug-in builds its focus
+    shipped = FocusHits(expected=expected)
     report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
     report["shipped"] = figures(score(asked, shipped.run, refusals=True))
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
     if args.fit:
         grid = [
-            {"window": w, "first_window": f, "lead": ld}
-            for w, f, ld in itertools.product(
-                (150, 200, 300, 400), (900, 1000, 1200, 1500), (0, 200, 400, 600)
+            {"window": w, "first_window": f, "lead": ld, "second_window": s2, "type_weight": tw}
+            for w, f, ld, s2, tw in itertools.product(
+                (150, 200, 300), (900, 1000, 1200), (200, 400, 600), (200, 300, 400, 500), (0.0, 1.5)
             )
         ]
-        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p).run)
+        report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p, expected=expected).run)
     return report
 
 

@@ -16,8 +16,10 @@ class DefaultPlugin(PipelinePlugin):
 
     def build(self) -> Profile:
         from evidence.rank.profiles import default_profile
+        from evidence.verbatim.answer_types import answer_types
 
-        return default_profile()
+        # `focus` raises the sentences stating the kind of value asked for (a duration, a dose…).
+        return default_profile(expected=answer_types().expected)
 
 
 def plugin() -> DefaultPlugin:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Protocol
 
 from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
@@ -157,15 +158,25 @@ def _union(best: Candidate, rest: Sequence[Candidate]) -> Candidate:
 
 
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?:;])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
+    r"(?<=[.!?:;])(?:[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])"
+    # or a lower-case list marker after a sentence: "… this document. b. Nothing in …"
+    r"|\s+(?=\(?(?:[a-z]|[ivx]{2,4})[.)]\s+[\"'(\[]?[A-Z0-9]))"
+    r"|\n\s*\n|\n(?=\s*(?:[-*\u2022|]|\d+[.)]\s))"
 )
+
+
+#: A list marker standing alone ("a.", "(ii)", "8.", "4.2"): the start of the item after it.
+_ENUMERATOR = re.compile(r"\(?(?:[A-Za-z]|[0-9]{1,3}(?:\.[0-9]{1,3})*|[ivxlIVXL]{1,5})[.)]?")
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
     """(start, end) of the sentences, list items and table rows of a passage, whitespace trimmed:
-    a plain splitter (ranking sits below ingestion's), enough to find where an answer starts."""
-    out = []
+    a plain splitter (ranking sits below ingestion's), enough to find where an answer starts.
+    A list marker the splitter cut off ("a. No trademark…" splits after "a.") opens the next
+    sentence, so the item is chosen whole."""
+    out: list[tuple[int, int]] = []
     start = 0
+    marker: int | None = None
     for m in [*_SENTENCE_END.finditer(text), None]:
         end = m.start() if m else len(text)
         a, b = start, end
@@ -173,10 +184,25 @@ def _sentences(text: str) -> list[tuple[int, int]]:
             a += 1
         while b > a and text[b - 1].isspace():
             b -= 1
-        if b > a:
-            out.append((a, b))
         start = m.end() if m else len(text)
+        if b <= a:
+            continue
+        if _ENUMERATOR.fullmatch(text, a, b):
+            marker = a if marker is None else marker
+            continue
+        out.append((a if marker is None else marker, b))
+        marker = None
+    if marker is not None:  # a marker closing the passage: part of the sentence before it
+        last = len(text.rstrip())
+        out[-1:] = [(out[-1][0], last)] if out else [(marker, last)]
     return out
+
+
+class ValueKind(Protocol):
+    """A kind of value a question may expect (`verbatim.answer_types.AnswerType`: a duration, a
+    dose, a count…), which focus reads to raise the sentences that state one."""
+
+    def reads_in(self, text: str) -> bool: ...
 
 
 #: Focus windows, fitted leave-one-family-out on the QA suite (`bench/qa/focus_fit.py --fit`):
@@ -186,6 +212,13 @@ def _sentences(text: str) -> list[tuple[int, int]]:
 WINDOW = 200
 FIRST_WINDOW = 1000
 LEAD = 400
+#: The second hit's run (it holds the answer for 16 % of the suite's questions, and 200
+#: characters cut a third of those out); None: `WINDOW`.
+SECOND_WINDOW: int | None = 400
+#: What a sentence stating the kind of value asked for adds to its run's value, in IDF units (a
+#: question term of middling rarity weighs ~1-2); the kinds come from `FocusHits(expected=…)`, the
+#: answer-type lexicon in the `default` profile (`profiles.default`; ranking sits below it).
+TYPE_WEIGHT = 1.5
 
 
 class FocusHits:
@@ -198,7 +231,10 @@ class FocusHits:
     of the question's analysed terms, each counted once and weighted by its IDF over the
     sentences of all the hits (a word in every sentence says little), the earliest on a tie.
 
-    - Every hit but the first is cut to its best run.
+    - Every hit but the first is cut to its best run (the second's may run to `second_window`).
+    - With `expected` (the question's expected kinds of value, e.g. a duration for "how long"), a
+      run holding a sentence that states one gains `type_weight`.
+    - A list marker the splitter cut off ("a." before "No trademark…") opens its item's sentence.
     - The first hit (it holds the answer for most questions: 59 % of the QA suite's, the next
       hits 16 %, 6 %, 5 %…) starts up to `lead` characters earlier, at a sentence start (a
       question's words are often in the sentence before or after its answer), and runs on over
@@ -220,15 +256,23 @@ class FocusHits:
         window: int = WINDOW,
         first_window: int = FIRST_WINDOW,
         lead: int = LEAD,
+        second_window: int | None = SECOND_WINDOW,
+        type_weight: float = TYPE_WEIGHT,
+        expected: Callable[[str], Sequence[ValueKind]] | None = None,
     ) -> None:
-        if min(min_chars, window, first_window) < 1 or lead < 0:
+        second = window if second_window is None else second_window
+        if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
             raise ConfigurationError(
-                "focus: min_chars, window and first_window must be at least 1, lead at least 0"
+                "focus: min_chars, window, second_window and first_window must be at least 1,"
+                " lead and type_weight at least 0"
             )
         self.min_chars = min_chars
         self.window = window
         self.first_window = first_window
         self.lead = lead
+        self.second_window = second
+        self.type_weight = type_weight
+        self.expected = expected
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -245,6 +289,7 @@ class FocusHits:
             if cut[i]
         }
         weight = _idf([bag & q for listed in bags.values() for bag in listed])
+        kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
         out: list[Candidate] = []
         focused = 0
         for i, given in enumerate(candidates):
@@ -260,7 +305,15 @@ class FocusHits:
             if len(sents[i]) < 2:
                 out.append(c)
                 continue
-            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, self.window)
+            # Sentence by sentence only where the hit states such a value at all (most do not).
+            said = [k for k in kinds if k.reads_in(ch.text)]
+            stating = (
+                [self.type_weight * any(k.reads_in(ch.text[a:b]) for k in said) for a, b in sents[i]]
+                if said
+                else None
+            )
+            size = self.second_window if i == 1 else self.window
+            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating)
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window)
             if start == 0 and end == len(ch.text):
@@ -283,22 +336,30 @@ def _idf(bags: Sequence[set[str]]) -> dict[str, float]:
 
 
 def _best_run(
-    sents: Sequence[tuple[int, int]], bags: Sequence[set[str]], weight: dict[str, float], size: int
+    sents: Sequence[tuple[int, int]],
+    bags: Sequence[set[str]],
+    weight: dict[str, float],
+    size: int,
+    stating: Sequence[float] | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
-    alone), starting at a sentence with a question term, whose distinct terms weigh most; the
+    alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
+    the `stating` bonus of its best sentence (one that states the kind of answer asked); the
     earliest on a tie. No sentence with a question term: the first sentences."""
     best = (-1.0, 0, 0)
     for i, (start, first_end) in enumerate(sents):
         if not bags[i] and (i or any(bags)):
             continue  # a run starts at a question word: text before it only delays the answer
         end, seen = first_end, set(bags[i])
+        bonus = stating[i] if stating else 0.0
         for j in range(i + 1, len(sents)):
             if sents[j][1] - start > size:
                 break
             end = sents[j][1]
             seen |= bags[j]
-        value = sum(weight.get(t, 0.0) for t in seen)
+            if stating:
+                bonus = max(bonus, stating[j])
+        value = sum(weight.get(t, 0.0) for t in seen) + bonus
         if value > best[0] + 1e-9:
             best = (value, start, end)
     return best[1], best[2]

@@ -22,7 +22,10 @@ constants (docs/ranking.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from evidence.rank.context import ProfileParams
+from evidence.rank.dedup import ValueKind
 from evidence.rank.first_stage import HybridRecall
 from evidence.rank.guardrail import Guardrail
 from evidence.rank.pipeline import Profile
@@ -67,7 +70,7 @@ VRM_PARAMS = ProfileParams(
 )
 
 
-def _tail(*, calibrated_cutoff: bool = False, focus: bool = False) -> tuple[Stage, ...]:
+def _tail(*, calibrated_cutoff: bool = False, focus: FocusHits | None = None) -> tuple[Stage, ...]:
     return (
         FollowupDocumentBoost(),
         RelevancyCutoff(calibrated=calibrated_cutoff),
@@ -75,12 +78,14 @@ def _tail(*, calibrated_cutoff: bool = False, focus: bool = False) -> tuple[Stag
         PerDocumentCap(),
         MMR(),
         TopK(),
-        *((FocusHits(),) if focus else ()),
+        *((focus,) if focus is not None else ()),
         Guardrail(),
     )
 
 
-def default_profile() -> Profile:
+def default_profile(*, expected: Callable[[str], Sequence[ValueKind]] | None = None) -> Profile:
+    """`expected`: the kinds of value a question expects, for `focus` (the `default` plug-in
+    passes the answer-type lexicon's, `profiles.default`)."""
     return Profile(
         name="default",
         description="hybrid first stage, rerank, top-k",
@@ -92,7 +97,7 @@ def default_profile() -> Profile:
             MinSimilarity(),
             CandidateLimit(),
             Rerank(),
-            *_tail(focus=True),
+            *_tail(focus=FocusHits(expected=expected)),
         ),
     )
 

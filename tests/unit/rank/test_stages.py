@@ -373,7 +373,8 @@ def _slice_of(out: Candidate, given: Candidate) -> bool:
 
 def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None:
     """Every hit after the first is cut to its best run of sentences within `window` characters,
-    by default about two sentences (the rule before issue 22's fit kept 700 characters)."""
+    by default about two sentences (the rule before issue 22's fit kept 700 characters); the
+    second within `second_window`."""
     from evidence.rank.confidence import term_coverage
     from evidence.rank.stages import FocusHits
 
@@ -381,9 +382,12 @@ def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups kept?"
-    out = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    out = FocusHits(min_chars=10, second_window=None).run([first, c], ctx(None, query=query))
     got = out[1].chunk.text
     assert got.startswith("Backups are kept for 35 days.") and len(got) <= 200 and got.endswith(".")
+    # By default the second hit's run may run to 400 characters (`second_window`).
+    got = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))[1].chunk.text
+    assert got.startswith("Backups are kept for 35 days.") and 200 < len(got) <= 400
     assert _slice_of(out[1], c)
     assert out[1].score == 0.5
     assert out[1].scores["coverage"] == term_coverage(query, text)
@@ -434,3 +438,61 @@ def test_focus_gives_the_first_hit_a_lead_and_a_longer_window() -> None:
         FocusHits(window=0)
     with pytest.raises(ConfigurationError):
         FocusHits(lead=-1)
+
+
+def test_focus_keeps_a_list_marker_with_its_item() -> None:
+    """A list marker the splitter cut off ("a." before "No trademark…") opens the item's
+    sentence, so a run starting at the item holds the whole item; a lower-case marker after a
+    sentence ("… document. b. Nothing…") starts a sentence of its own."""
+    from evidence.rank.dedup import _sentences
+
+    text = (
+        "4. Limitations.\n\n a. No trademark rights are waived by this document."
+        " b. Nothing else is. (ii) A third."
+    )
+    got = [text[a:b] for a, b in _sentences(text)]
+    assert got == [
+        "4. Limitations.",
+        "a. No trademark rights are waived by this document.",
+        "b. Nothing else is.",
+        "(ii) A third.",
+    ]
+    # A marker closing the passage stays with the sentence before it.
+    assert [t[a:b] for t in ["It ends here. 8."] for a, b in _sentences(t)] == ["It ends here. 8."]
+    # "e.g." and an initial are not list markers of the next sentence's item.
+    assert [t[a:b] for t in ["As a rule, e.g. Foo bar."] for a, b in _sentences(t)] == [
+        "As a rule, e.g.",
+        "Foo bar.",
+    ]
+
+
+def test_focus_second_hit_window_and_answer_type_bonus() -> None:
+    """The second hit's run may be longer than the later hits' (`second_window`); a sentence that
+    states the kind of value the question expects (a duration for "how long") raises its run
+    by `type_weight` over a run that only repeats the question's words."""
+    from evidence.rank.stages import FocusHits
+    from evidence.verbatim.answer_types import answer_types
+
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    answer = "Backups are deleted after 35 days."
+    text = f"{_PAD} Backups of the service are described in the backup policy. {answer} {_PAD}"
+    c = cand(chunk("p", text), 0.5)
+    query = "How long are backups of the service kept?"
+    plain = FocusHits(min_chars=10, window=70, second_window=70).run([first, c], ctx(None, query=query))
+    assert answer not in plain[1].chunk.text  # the run that repeats the question's words
+    kinds = answer_types().expected
+    typed = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0, expected=kinds)
+    assert typed.run([first, c], ctx(None, query=query))[1].chunk.text.startswith(answer)
+    # Without the kinds (the stage alone, below the lexicon's layer) no run is raised.
+    alone = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0)
+    assert answer not in alone.run([first, c], ctx(None, query=query))[1].chunk.text
+    longer = FocusHits(min_chars=10, window=70, second_window=150).run([first, c], ctx(None, query=query))
+    assert answer in longer[1].chunk.text and _slice_of(longer[1], c)
+    # Later hits keep `window`.
+    third = cand(chunk("q", text.replace("service", "system"), doc="third"), 0.4)
+    out = FocusHits(min_chars=10, window=70, second_window=150).run([first, c, third], ctx(None, query=query))
+    assert len(out[2].chunk.text) <= 70 < len(out[1].chunk.text)
+    with pytest.raises(ConfigurationError):
+        FocusHits(second_window=0)
+    with pytest.raises(ConfigurationError):
+        FocusHits(type_weight=-1.0)
