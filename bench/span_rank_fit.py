@@ -86,6 +86,9 @@ class Row:
     positive: np.ndarray  # bool per span: holds an expected answer
     span_cosine: np.ndarray
     heading_cosine: np.ndarray
+    #: Per span: its section heading and document (neighbour features; empty in old rows).
+    sections: tuple[str, ...] = ()
+    documents: tuple[str, ...] = ()
 
 
 # --- rows -----------------------------------------------------------------------------------------
@@ -163,6 +166,8 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                         positive=np.asarray([any(w in squash(t) for w in wanted) for t in texts]),
                         span_cosine=np.asarray([cos(t) for t in scoring]),
                         heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
+                        sections=tuple(c.section or "" for c in spans),
+                        documents=tuple(c.document_id for c in spans),
                     )
                 )
                 print(f"{family.name}: {len(rows)} rows", file=sys.stderr, end="\r")
@@ -286,7 +291,13 @@ def found(row: Row, model: SpanModel) -> bool:
 
 
 def fit_model(
-    train: Sequence[Row], lexical: Sequence[str], dense: Sequence[str], top_n: int, note: str
+    train: Sequence[Row],
+    lexical: Sequence[str],
+    dense: Sequence[str],
+    top_n: int,
+    note: str,
+    *,
+    budget: bool = True,
 ) -> SpanModel:
     d, w = pairs(train, lexical, [r.candidates for r in train])
     lw = fit_pairwise(d, w) if len(d) else np.zeros(len(lexical))
@@ -296,9 +307,35 @@ def fit_model(
     heads = [lexical_order(r, lex)[:top_n] for r in train]
     d, w = pairs(train, dense, heads)
     dw = fit_pairwise(d, w) if len(d) else np.zeros(len(dense))
-    return SpanModel(
+    model = SpanModel(
         lex, LinearModel({f: round(float(x), 4) for f, x in zip(dense, dw, strict=True)}), top_n, note
     )
+    return budgeted(model, train) if budget and "length" in dense else model
+
+
+#: How much the dense model's `length` weight may be lowered (`budgeted`).
+BUDGET_STEPS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def budgeted(model: SpanModel, train: Sequence[Row]) -> SpanModel:
+    """The model with its dense `length` weight lowered by the step of `BUDGET_STEPS` that finds
+    the most answers within 600 characters on `train` (the smallest step of the best).
+
+    The pairwise fit orders the answering span first; the evidence is read to a character budget,
+    so a long span first costs the spans after it their place. Lowering the length weight is the
+    same as ranking by the dense logit minus `step * log(length)`: short spans first when the
+    model is unsure. One scalar, chosen on the training families only."""
+    weights = dict(model.dense.weights)
+    best: tuple[int, float] = (-1, 0.0)
+    for step in BUDGET_STEPS:
+        trial = replace(
+            model, dense=LinearModel(weights | {"length": weights["length"] - step}, model.dense.bias)
+        )
+        got = sum(found(r, trial) for r in train)
+        if got > best[0]:
+            best = (got, step)
+    weights["length"] = round(weights["length"] - best[1], 4)
+    return replace(model, dense=LinearModel(weights, model.dense.bias))
 
 
 def lofo(rows: Sequence[Row], lexical: Sequence[str], dense: Sequence[str], top_n: int) -> dict[str, Any]:
