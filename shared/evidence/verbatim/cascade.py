@@ -79,6 +79,11 @@ __all__ = [
 ]
 
 
+#: Paths whose evidence is not followed by the safety net's: itself, and an overview (one span per
+#: key section of a document the question only names: nothing more specific was asked).
+_UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
+
+
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -175,7 +180,7 @@ class VerbatimCascade:
                 found, used = state.deferred, state.deferred[0].path
         if not found:
             return CascadeResult([], NO_RESULT, entity, tried)
-        if used != HYBRID_FACTSPAN and HYBRID_FACTSPAN in self.config.order and self.config.fill_spans:
+        if used not in _UNFILLED and HYBRID_FACTSPAN in self.config.order and self.config.fill_spans:
             found = self._fill(state, found, tried)
         bound = self._bound(found)
         g, missing = state.grounding(bound, used)
