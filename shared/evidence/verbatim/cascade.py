@@ -259,11 +259,15 @@ class VerbatimCascade:
         )
         seen = {same_text(h.chunk.text) for h in head}
         out = list(head)
+        # Scores stay in rank order: the safety net's probabilities and a rule's scores are on
+        # different scales, so the fill is kept below the rule's lowest.
+        low = min((h.score for h in head), default=1.0)
         for h in extra[: self.config.fill_spans]:
             key = same_text(h.chunk.text)
             if key not in seen:
                 seen.add(key)
-                out.append(h)
+                low = min(low, h.score) * 0.999
+                out.append(SpanHit(h.chunk, low, h.path))
         return out
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:

@@ -67,6 +67,8 @@ def test_a_rule_paths_evidence_is_followed_by_the_safety_nets_spans(label_servic
     assert len({h.chunk.text for h in filled.hits}) == len(filled.hits) <= CascadeConfig().max_spans
     assert sum(len(h.chunk.text) for h in filled.hits) <= CascadeConfig().max_chars
     assert [t.path for t in alone.tried][-1] == ATTRIBUTE_LOOKUP
+    scores = [h.score for h in filled.hits]
+    assert scores == sorted(scores, reverse=True)  # the fill ranks below the rule's spans
 
 
 def test_the_entity_scopes_every_path(label_service: EvidenceService) -> None:
