@@ -45,6 +45,7 @@ from evidence.verbatim.cascade_model import (
     SpanHit,
 )
 from evidence.verbatim.cascade_paths import CascadePaths
+from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import header_rows, scoring_texts, span_path, trigram_similarity
 
@@ -76,6 +77,11 @@ __all__ = [
     "span_path",
     "trigram_similarity",
 ]
+
+
+#: Paths whose evidence is not followed by the safety net's: itself, and an overview (one span per
+#: key section of a document the question only names: nothing more specific was asked).
+_UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
 
 
 class VerbatimCascade:
@@ -174,6 +180,8 @@ class VerbatimCascade:
                 found, used = state.deferred, state.deferred[0].path
         if not found:
             return CascadeResult([], NO_RESULT, entity, tried)
+        if used not in _UNFILLED and HYBRID_FACTSPAN in self.config.order and self.config.fill_spans:
+            found = self._fill(state, found, tried)
         bound = self._bound(found)
         g, missing = state.grounding(bound, used)
         if g < self.floor(used):
@@ -229,6 +237,38 @@ class VerbatimCascade:
         if path == HYBRID_FACTSPAN:
             return max(self.config.min_grounding, self.config.safety_net_grounding)
         return self.config.min_grounding
+
+    def _fill(self, state: CascadePaths, found: list[SpanHit], tried: list[PathRun]) -> list[SpanHit]:
+        """A rule path's evidence with the safety net's best spans after it, up to the bound.
+
+        A rule path (a section, an attribute) returns a few spans of the region it recognised; on
+        the QA suite they often miss the answer the span scorer ranks first (the question named a
+        section, but its answer sits in another). The rule's spans stay first; the budget they
+        leave is filled by `HYBRID_FACTSPAN`'s ranking rather than left empty."""
+        head = self._bound(found)
+        chars = sum(len(h.chunk.text) for h in head)
+        room = len(head) < self.config.max_spans and (
+            not self.config.max_chars or chars < self.config.max_chars
+        )
+        if not room:
+            return found
+        t0 = time.perf_counter()
+        extra, note = state.run_path(HYBRID_FACTSPAN)
+        tried.append(
+            PathRun(HYBRID_FACTSPAN, len(extra), round((time.perf_counter() - t0) * 1000, 3), f"fill: {note}")
+        )
+        seen = {same_text(h.chunk.text) for h in head}
+        out = list(head)
+        # Scores stay in rank order: the safety net's probabilities and a rule's scores are on
+        # different scales, so the fill is kept below the rule's lowest.
+        low = min((h.score for h in head), default=1.0)
+        for h in extra[: self.config.fill_spans]:
+            key = same_text(h.chunk.text)
+            if key not in seen:
+                seen.add(key)
+                low = min(low, h.score) * 0.999
+                out.append(SpanHit(h.chunk, low, h.path))
+        return out
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:
         """The first `max_spans` that fit `max_chars` (0: any), as the guardrail counts them."""

@@ -132,6 +132,9 @@ class CascadeConfig:
     #: outside them gets no passage score), and spans returned (the bundle: `max_spans`).
     hybrid_passages: int = 1000
     hybrid_spans: int = 8
+    #: A rule path's evidence is followed by up to this many of HYBRID_FACTSPAN's spans, within
+    #: the bound (0: a rule path's evidence alone). `cascade.VerbatimCascade._fill`.
+    fill_spans: int = 8
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 
@@ -154,6 +157,7 @@ class CascadeConfig:
             scan_spans=up(self.scan_spans),
             attribute_spans=up(self.attribute_spans),
             hybrid_spans=up(self.hybrid_spans),
+            fill_spans=up(self.fill_spans),
             multi_spans_per_section=up(self.multi_spans_per_section),
             overview_spans=up(self.overview_spans),
             bm25_k=up(self.bm25_k),

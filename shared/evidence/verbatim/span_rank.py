@@ -19,6 +19,8 @@ what does, each measured leave-one-family-out by the fitting script before it ea
 - `row_quantity`: the span is a table row and the question asks for a figure (dosage tables
   answer "how long" and "how much");
 - `row`, `bullet`: the span's kind; `length`: log of its characters over a sentence's (~150);
+  its dense weight is lowered after the fit until the most answers fit the 600-character budget
+  on the training families (`bench/span_rank_fit.py`, `budgeted`): short spans first when unsure;
 - `span_cosine`, `heading_cosine`: the question's cosine with the span's own text and with its
   section heading (intent by meaning). Spans have no stored vectors, so these are computed at
   query time for the best `top_n` spans of the lexical model only, through the store's

@@ -48,7 +48,27 @@ def test_attribute_lookup_prefers_the_attribute_home_section(label_service: Evid
         res.hits[0].chunk.text
         == "The terminal elimination half-life of ferlostatin is approximately 19 hours."
     )
-    assert [t.path for t in res.tried] == [SECTION_EXACT, SECTION_FUZZY, ATTRIBUTE_LOOKUP]
+    # The safety net ran after it only to fill the rest of the bundle.
+    assert [t.path for t in res.tried] == [SECTION_EXACT, SECTION_FUZZY, ATTRIBUTE_LOOKUP, HYBRID_FACTSPAN]
+    assert res.tried[-1].note.startswith("fill:")
+
+
+def test_a_rule_paths_evidence_is_followed_by_the_safety_nets_spans(label_service: EvidenceService) -> None:
+    question = "What is the t½ of ferlostatin?"
+    filled = run(label_service, question)
+    alone = run(label_service, question, CascadeConfig(fill_spans=0))
+    assert filled.path_used == alone.path_used == ATTRIBUTE_LOOKUP
+    n = len(alone.hits)
+    # the rule's spans first, unchanged; then HYBRID_FACTSPAN's, none of them a repeat, in the bound
+    assert [h.chunk.chunk_id for h in filled.hits[:n]] == [h.chunk.chunk_id for h in alone.hits]
+    assert all(h.path == ATTRIBUTE_LOOKUP for h in filled.hits[:n])
+    rest = filled.hits[n:]
+    assert rest and all(h.path == HYBRID_FACTSPAN for h in rest)
+    assert len({h.chunk.text for h in filled.hits}) == len(filled.hits) <= CascadeConfig().max_spans
+    assert sum(len(h.chunk.text) for h in filled.hits) <= CascadeConfig().max_chars
+    assert [t.path for t in alone.tried][-1] == ATTRIBUTE_LOOKUP
+    scores = [h.score for h in filled.hits]
+    assert scores == sorted(scores, reverse=True)  # the fill ranks below the rule's spans
 
 
 def test_the_entity_scopes_every_path(label_service: EvidenceService) -> None:
