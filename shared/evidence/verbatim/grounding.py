@@ -62,25 +62,25 @@ class RefusalModel:
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.5825, "cosine": 2.5023, "typed_key": 1.4607}, bias=-3.3195)
+DENSE_MODEL = RefusalModel({"grounding": 1.5571, "cosine": 2.9733, "typed_key": 1.2045}, bias=-3.2034)
 #: Lexical-only indexes and embedders without a fitted model read no cosine: the same model with
 #: the cosine fixed at the value where the shipped floors refuse the most training questions within
 #: the budget (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve
 #: every index.
-LEXICAL_COSINE = 0.5
+LEXICAL_COSINE = 0.55
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE)
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`): the rule paths' 0.15, the safety net's (HYBRID_FACTSPAN, no bar
-#: of its own) 0.38.
-REFUSAL_FLOOR = 0.15
-SAFETY_NET_FLOOR = 0.38
+#: budget, `bench/refusal_fit.py`): the rule paths' 0.0 (the fit found no floor that refuses more than it costs), the safety net's (HYBRID_FACTSPAN, no bar
+#: of its own) 0.40.
+REFUSAL_FLOOR = 0.0
+SAFETY_NET_FLOOR = 0.4
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.1968
+HITS_REFUSAL_FLOOR = 0.2802
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
