@@ -73,7 +73,7 @@ def test_max_probes_caps_the_lists_an_unfiltered_search_scans() -> None:
     def scanned(**kw: float) -> int:
         import faiss
 
-        stats = faiss.cvar.indexIVF_stats
+        stats = faiss.cvar.indexIVF_stats  # type: ignore[attr-defined]
         stats.reset()
         ann.search(q, 10, None, **kw)  # type: ignore[arg-type]
         return int(stats.nlist)
