@@ -200,6 +200,8 @@ class Settings(BaseSettings):
     ann_min_vectors: int = Field(default=100_000, ge=1)
     #: Share of the IVF lists probed per query: recall@100 against latency (docs/scale.md).
     ann_probe_fraction: float = Field(default=0.25, gt=0, le=1)
+    #: At most this many IVF lists probed by an unfiltered query (0: no cap; search/ann.py).
+    ann_max_probes: int = Field(default=150, ge=0)
 
     # Lambda wiring
     default_index: str = Field(default=DEFAULT_INDEX, pattern=INDEX_NAME_PATTERN)

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.config import BackendKind, HybridMode, Settings, get_settings
@@ -322,24 +322,29 @@ class EvidenceService(Indexing):
         params = profile.params({**self._deployment_defaults(profile.name), **request.overrides()})
         criterion = request.criterion_question or (request.query if plan.criterion_hash else None)
         s = self.settings
-        env.query_vector = self.query_vector(index, request.query) if profile.embeds_query else None
-        outcome = profile.run(
-            RankContext(
-                index=index,
-                query=request.query,
-                query_vector=env.query_vector,
-                criterion_question=criterion,
-                criterion_hash=plan.criterion_hash,
-                params=params,
-                filters=plan.filters or None,
-                explain=request.explain,
-                backend=self.backend,
-                reranker=env.reranker,
-                server_hybrid=s.backend is BackendKind.OPENSEARCH
-                and s.opensearch_hybrid_mode is HybridMode.SERVER,
-                plan=plan,
-            )
+        ctx = RankContext(
+            index=index,
+            query=request.query,
+            query_vector=None,
+            criterion_question=criterion,
+            criterion_hash=plan.criterion_hash,
+            params=params,
+            filters=plan.filters or None,
+            explain=request.explain,
+            backend=self.backend,
+            reranker=env.reranker,
+            server_hybrid=s.backend is BackendKind.OPENSEARCH
+            and s.opensearch_hybrid_mode is HybridMode.SERVER,
+            plan=plan,
         )
+        # The first stage's lexical leg runs while the query is embedded (rank/ahead.py).
+        ahead = profile.start(ctx) if profile.embeds_query else None
+        try:
+            env.query_vector = self.query_vector(index, request.query) if profile.embeds_query else None
+            outcome = profile.run(replace(ctx, query_vector=env.query_vector, ahead=ahead))
+        finally:
+            if ahead is not None:
+                ahead.abandon()  # used already, or not needed after an error: nothing left running
         env.degraded = [*plan_degraded, *outcome.degraded]
         signal = plugin.answer_signal(request.query, outcome, env)
         # Off unless a request or deployment asks for it: defaults never change which hits are

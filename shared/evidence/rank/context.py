@@ -20,6 +20,7 @@ from evidence.rank.candidate import Candidate
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from evidence.rank.ahead import Ahead
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchBackend
 
@@ -89,6 +90,9 @@ class RankContext:
     server_hybrid: bool = False
     #: The request's plan (`evidence.model.Plan`), for stages that follow it (the verbatim cascade).
     plan: Any = None
+    #: Work the recall stage started before the query was embedded (`Profile.start`); the stage
+    #: uses it only when its key matches what it would have run.
+    ahead: Ahead[Any] | None = field(default=None, compare=False, repr=False)
     #: Per-run side channel; `Profile.run` installs a fresh one.
     trace: Trace = field(default_factory=Trace, compare=False, repr=False)
 

@@ -19,6 +19,7 @@ from annotated_types import Ge, Le
 
 from evidence.errors import RequestValidationError
 from evidence.model import Overrides
+from evidence.rank.ahead import Ahead, StartsEarly
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams, RankContext, Stage, StageRecord, Trace, run_stage
 
@@ -116,6 +117,12 @@ class Profile:
         if not any(s.name == name for s in self.stages):
             raise ValueError(f"profile {self.name!r} has no stage {name!r}")
         return replace(self, stages=tuple(stage if s.name == name else s for s in self.stages))
+
+    def start(self, ctx: RankContext) -> Ahead[Any] | None:
+        """What the first stage can start before the query is embedded (`ctx` has no vector yet):
+        the service embeds meanwhile and hands it back in `RankContext.ahead`."""
+        first = self.stages[0] if self.stages else None
+        return first.start(ctx) if isinstance(first, StartsEarly) else None
 
     def run(self, ctx: RankContext) -> RankOutcome:
         """Each stage in order on one context, starting from an empty list."""

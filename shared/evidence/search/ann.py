@@ -57,6 +57,12 @@ class AnnConfig:
     min_vectors: int = 100_000
     #: Share of the inverted lists probed per query (recall against latency; docs/scale.md).
     probe_fraction: float = 0.25
+    #: At most this many lists probed by an unfiltered search (0: no cap). Recall follows the
+    #: number of lists probed more than their share: recall@100 was 0.9815 at 79 lists of 316
+    #: (100k), 0.9826 at 83 of 548 (300k), 0.9886 at 100 and 0.9913 at 150 of 1,000 (1M), and
+    #: 0.9917 at 250 of 1,000 (capped by the 8-bit codes). So past ~600k vectors (√n lists, a
+    #: quarter probed) the cap saves scanning for no measurable recall: 40% of the scan at 1M.
+    max_probes: int = 150
 
 
 @functools.cache
@@ -245,6 +251,7 @@ class AnnIndex:
         k: int,
         allowed: np.ndarray | Restriction | None,
         probe_fraction: float,
+        max_probes: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top `k` (rowids, scores) among `allowed` rowids (None: all). A restricted search
         probes more of the nearest lists that hold allowed vectors (`FILTERED_PROBE_EXPONENT`,
@@ -255,6 +262,8 @@ class AnnIndex:
 
         nlist = int(self.index.nlist)
         nprobe = max(1, math.ceil(nlist * probe_fraction))
+        if max_probes:
+            nprobe = min(nprobe, max_probes)
         params = faiss.SearchParametersIVF()
         if allowed is not None:
             r = allowed if isinstance(allowed, Restriction) else self.restrict(np.asarray(allowed))

@@ -23,7 +23,11 @@ def get_backend(settings: Settings) -> SearchBackend:
         )
         from evidence.search.ann import AnnConfig
 
-        ann = AnnConfig(min_vectors=settings.ann_min_vectors, probe_fraction=settings.ann_probe_fraction)
+        ann = AnnConfig(
+            min_vectors=settings.ann_min_vectors,
+            probe_fraction=settings.ann_probe_fraction,
+            max_probes=settings.ann_max_probes,
+        )
         return EmbeddedBackend(
             settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b, analyzer=analyzer, ann=ann
         )

@@ -372,7 +372,7 @@ class DenseStore(RecordStore):
             elif kind is not None:
                 of_kind = ann.of_kind(kind is ChunkKind.PASSAGE)
                 allowed = None if of_kind is None else ann.restrict(of_kind)
-            return ann.search(q, k, allowed, self.ann_config.probe_fraction)
+            return ann.search(q, k, allowed, self.ann_config.probe_fraction, self.ann_config.max_probes)
 
     def _dense_ann(
         self, q: np.ndarray, k: int, filters: Filters | None, kind: ChunkKind | None

@@ -62,3 +62,26 @@ def test_restriction_is_dropped_when_the_index_changes() -> None:
     assert len(again.allowed) == len(allowed) - 5
     found, _ = ann.search(m[0], 50, again, probe_fraction=0.25)
     assert not set(found.tolist()) & set(allowed[:5].tolist())
+
+
+def test_max_probes_caps_the_lists_an_unfiltered_search_scans() -> None:
+    """`AnnConfig.max_probes`: at most that many lists, whatever the probe fraction asks; 0 is no cap."""
+    ann, _, _ = _index()  # 63 lists
+    q = np.asarray(ann.index.quantizer.reconstruct(5), dtype=np.float32)
+    assert int(ann.index.nlist) == 63
+
+    def scanned(**kw: float) -> int:
+        import faiss
+
+        stats = faiss.cvar.indexIVF_stats  # type: ignore[attr-defined]
+        stats.reset()
+        ann.search(q, 10, None, **kw)  # type: ignore[arg-type]
+        return int(stats.nlist)
+
+    assert scanned(probe_fraction=1.0) == 63
+    assert scanned(probe_fraction=1.0, max_probes=0) == 63
+    assert scanned(probe_fraction=1.0, max_probes=4) == 4
+    assert scanned(probe_fraction=0.05, max_probes=40) == 4  # ceil(63 * 0.05): below the cap
+    capped, _ = ann.search(q, 10, None, probe_fraction=1.0, max_probes=4)
+    same, _ = ann.search(q, 10, None, probe_fraction=4 / 63)
+    assert capped.tolist() == same.tolist()

@@ -168,3 +168,21 @@ def test_a_delete_during_a_bulk_load_leaves_the_inverted_index_at_once(backend: 
         assert backend.delete_document(INDEX, "b") > 0
         assert backend.index_store(INDEX).consistency().pending == 0
         assert not any(h.chunk.document_id == "b" for h in backend.lexical(INDEX, "backups encrypted", k=5))
+
+
+def test_described_counts_follow_every_write(backend: EmbeddedBackend, tmp_path: Path) -> None:
+    """`describe` keeps its counts per write generation: a write here, an unchanged upsert, and a
+    write through another backend on the same store (another process's) each show at once."""
+    first = backend.get_index(INDEX)
+    assert first.documents == 2 and backend.get_index(INDEX) == first
+    c = _doc("c", "# Audit\n\nAudits run yearly.\n")
+    backend.upsert(INDEX, [c], [_vectors(c)])
+    after = backend.get_index(INDEX)
+    assert (after.documents, after.chunks) == (3, first.chunks + len(c.chunks))
+    backend.upsert(INDEX, [c], [_vectors(c)])  # unchanged: no new generation, the same counts
+    assert backend.get_index(INDEX) == after
+    other = EmbeddedBackend(tmp_path)
+    other.delete_document(INDEX, "a")
+    gone = other.get_index(INDEX)
+    assert backend.get_index(INDEX) == gone and gone.documents == 2
+    other.close()
