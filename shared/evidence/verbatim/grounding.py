@@ -73,8 +73,8 @@ LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE)
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`): the rule paths' 0.0 (the fit found no floor that refuses more than it costs), the safety net's (HYBRID_FACTSPAN, no bar
-#: of its own) 0.40.
+#: budget, `bench/refusal_fit.py`): the rule paths' 0.0 (no floor refused more than it cost), the
+#: safety net's (HYBRID_FACTSPAN, no bar of its own) 0.40.
 REFUSAL_FLOOR = 0.0
 SAFETY_NET_FLOOR = 0.4
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
