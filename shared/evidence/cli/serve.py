@@ -8,9 +8,12 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidence.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Command, settings_from_args
+
+if TYPE_CHECKING:
+    from evidence.embed.background import SharedEmbedding
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if workers == 1:
         return serve_one(args)
     from evidence.cli.serve_workers import Supervisor, listen
+    from evidence.embed.background import shared_embedding
     from evidence.server import ConnectionLimits
 
     try:
@@ -49,12 +53,19 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return Supervisor(workers, lambda sock: serve_one(args, listener=sock), listener).run()
+    # One document-embedding process for every worker (evidence/embed/background.py).
+    embedding = shared_embedding(settings)
+    return Supervisor(
+        workers, lambda sock: serve_one(args, listener=sock, embedding=embedding), listener, embedding
+    ).run()
 
 
-def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -> int:
+def serve_one(
+    args: argparse.Namespace, listener: socket.socket | None = None, embedding: SharedEmbedding | None = None
+) -> int:
     """One server process: the whole of `serve`, or one worker of `serve --workers` on the
-    supervisor's `listener` (then it prints no `listening` line: the supervisor did)."""
+    supervisor's `listener` (then it prints no `listening` line: the supervisor did), embedding
+    documents in the supervisor's shared `embedding` process."""
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
@@ -83,7 +94,7 @@ def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -
 
     # Documents embed in a worker process at `write_nice`, so that writes do not take the cores
     # from reads (evidence/embed/background.py).
-    embedder, background = serving_embedder(settings)
+    embedder, background = serving_embedder(settings, embedding)
     service = EvidenceService(settings, embedder=embedder)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
     from evidence.assess.launch import add_launcher, get_launcher
