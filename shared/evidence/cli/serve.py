@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     # One document-embedding process for every worker (evidence/embed/background.py).
-    embedding = shared_embedding(settings)
+    embedding = shared_embedding(settings, workers)
     return Supervisor(
         workers, lambda sock: serve_one(args, listener=sock, embedding=embedding), listener, embedding
     ).run()

@@ -143,19 +143,21 @@ class BackgroundDocuments:
 
 
 def _serve_embeddings(
-    address: str, authkey: bytes, nice: int, build: Callable[[], Embedder], parent: int
+    *, address: str, authkey: bytes, nice: int, build: Callable[[], Embedder], parent: int, concurrency: int
 ) -> None:
     """The shared embedding process: a request is one connection (the texts in, ("ok", matrix)
-    or ("error", exception) out). Requests take turns on the one model (its intra-op threads
-    already use every core); the model is built on the first, so a server that only reads
-    never loads it."""
+    or ("error", exception) out). Up to `concurrency` requests (one per serving worker, as
+    when each worker had its own process) run at once on the one model: onnxruntime sessions
+    take concurrent runs, and one upload's few short batches leave the cores idle between
+    operators. The model is built on the first request: a server that only reads never loads it."""
     from evidence.lifetime import die_with_parent
 
     die_with_parent(parent)  # started by the supervisor's main thread, which lives as long as it
     lower_priority(nice)  # before onnxruntime starts its threads: they inherit it
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
     model: list[Embedder] = []
-    turn = threading.Lock()
+    building = threading.Lock()
+    turns = threading.BoundedSemaphore(max(1, concurrency))
 
     def answer(conn: Connection) -> None:
         with conn:
@@ -165,9 +167,10 @@ def _serve_embeddings(
                 return
             reply: tuple[str, object]
             try:
-                with turn:
-                    if not model:
-                        model.append(build())
+                with turns:
+                    with building:
+                        if not model:
+                            model.append(build())
                     reply = ("ok", model[0].embed_documents(texts))
             except Exception as exc:  # the caller's to raise, as if it had embedded itself
                 reply = ("error", exc)
@@ -190,9 +193,10 @@ class SharedEmbedding:
     """The supervisor's handle on the shared embedding process: a private directory holds its
     Unix socket, a random key authenticates the workers (they inherit it by fork)."""
 
-    def __init__(self, build: Callable[[], Embedder], nice: int) -> None:
+    def __init__(self, build: Callable[[], Embedder], nice: int, concurrency: int = 1) -> None:
         self.build = build
         self.nice = nice
+        self.concurrency = concurrency
         self.directory = Path(tempfile.mkdtemp(prefix="evidence-embed-"))  # mode 0700
         self.address = str(self.directory / "socket")
         self.authkey = os.urandom(32)
@@ -215,7 +219,14 @@ class SharedEmbedding:
         with_socket.unlink(missing_ok=True)  # a dead process's socket
         self.process = multiprocessing.get_context("spawn").Process(
             target=_serve_embeddings,
-            args=(self.address, self.authkey, self.nice, self.build, os.getpid()),
+            kwargs={
+                "address": self.address,
+                "authkey": self.authkey,
+                "nice": self.nice,
+                "build": self.build,
+                "parent": os.getpid(),
+                "concurrency": self.concurrency,
+            },
             name="evidence-embed",
             daemon=False,
         )
@@ -286,9 +297,10 @@ class SharedDocuments:
         """Nothing to close here: the process is the supervisor's."""
 
 
-def shared_embedding(settings: Settings) -> SharedEmbedding | None:
-    """The shared embedding process of `serve --workers N`, not yet started; None when
-    `write_nice` is 0 or the embedder is remote (each worker then embeds as one server would)."""
+def shared_embedding(settings: Settings, workers: int) -> SharedEmbedding | None:
+    """The shared embedding process of `serve --workers N` (`workers` requests at once), not
+    yet started; None when `write_nice` is 0 or the embedder is remote (each worker then embeds
+    as one server would)."""
     from evidence.config import EmbedderKind
 
     if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
@@ -297,7 +309,7 @@ def shared_embedding(settings: Settings) -> SharedEmbedding | None:
 
     from evidence.embed.factory import build_embedder
 
-    return SharedEmbedding(partial(build_embedder, settings), settings.write_nice)
+    return SharedEmbedding(partial(build_embedder, settings), settings.write_nice, workers)
 
 
 def serving_embedder(

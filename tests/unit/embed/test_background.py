@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,19 +100,25 @@ def test_serve_uses_the_worker_for_minilm_only(tmp_path: Path) -> None:
     assert serving_embedder(settings(EmbedderKind.TITAN, 10)) == (None, None)
 
 
+#: In the shared process: a "pair" request returns only once another is in flight beside it.
+_PAIR = threading.Barrier(2, timeout=60)
+
+
 class Refusing(HashingEmbedder):
     """Fails on one text, as a model may on a document it cannot take."""
 
     def embed_documents(self, texts: object) -> np.ndarray:
         if "refuse" in list(texts):  # type: ignore[call-overload]
             raise ValueError("refused: refuse")
+        if "pair" in list(texts):  # type: ignore[call-overload]
+            _PAIR.wait()
         return super().embed_documents(texts)  # type: ignore[arg-type]
 
 
 @pytest.fixture
 def shared() -> Iterator[SharedEmbedding]:
     """The shared process of `serve --workers N`, started here as the supervisor starts it."""
-    embedding = SharedEmbedding(Refusing, nice=7)
+    embedding = SharedEmbedding(Refusing, nice=7, concurrency=2)
     embedding.start()
     yield embedding
     process = embedding.process
@@ -142,6 +149,24 @@ def test_an_embedding_error_reaches_the_caller_and_the_process_serves_on(shared:
     assert np.array_equal(client.embed_documents(TEXTS[:1]), HashingEmbedder().embed_documents(TEXTS[:1]))
 
 
+def test_one_request_per_worker_runs_at_once_on_the_one_model(shared: SharedEmbedding) -> None:
+    """`concurrency` 2 (two workers): the second worker's upload does not queue behind the first."""
+    results: list[object] = []
+
+    def embed() -> None:
+        try:
+            results.append(shared.client(QueryOnly()).embed_documents(["pair"]).shape)
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=embed) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == [(1, 384), (1, 384)]
+
+
 def test_a_client_waits_for_a_restarted_process(shared: SharedEmbedding) -> None:
     """The supervisor starts another when it dies; a call meanwhile waits for its socket."""
     client = shared.client(QueryOnly())
@@ -170,7 +195,7 @@ def test_serve_workers_share_an_embedder_for_minilm_only(tmp_path: Path) -> None
     def settings(embedder: EmbedderKind, nice: int) -> Settings:
         return Settings(store_dir=tmp_path, backend=BackendKind.EMBEDDED, embedder=embedder, write_nice=nice)
 
-    embedding = shared_embedding(settings(EmbedderKind.MINILM, 10))
+    embedding = shared_embedding(settings(EmbedderKind.MINILM, 10), 2)
     assert embedding is not None
     try:
         embedder, client = serving_embedder(settings(EmbedderKind.MINILM, 10), embedding)
@@ -178,5 +203,6 @@ def test_serve_workers_share_an_embedder_for_minilm_only(tmp_path: Path) -> None
         assert client is not None and client.address == embedding.address  # type: ignore[union-attr]
     finally:
         embedding.close()
-    assert shared_embedding(settings(EmbedderKind.MINILM, 0)) is None
-    assert shared_embedding(settings(EmbedderKind.TITAN, 10)) is None
+    assert embedding.concurrency == 2
+    assert shared_embedding(settings(EmbedderKind.MINILM, 0), 2) is None
+    assert shared_embedding(settings(EmbedderKind.TITAN, 10), 2) is None
