@@ -22,16 +22,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     p.add_argument(
         "--workers",
-        type=int,
+        type=_workers,
         default=None,
-        metavar="N",
-        help="worker processes sharing the port and the store (default EVIDENCE_SERVE_WORKERS, 1)",
+        metavar="N|auto",
+        help="worker processes sharing the port and the store; auto = one per core "
+        "(default EVIDENCE_SERVE_WORKERS, 1)",
     )
+
+
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers or auto") from None
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    workers = settings.serve_workers if args.workers is None else args.workers
+    workers = settings.serve_worker_count(args.workers)
     if workers < 1:
         raise CliError("--workers must be at least 1", EXIT_USAGE)
     if workers == 1:
