@@ -201,6 +201,18 @@ def server_rss_kb(pid: int, workers: int) -> tuple[int, int, int]:
     return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
 
 
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by `pids` (threads included)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def helpers_rss_kb(pid: int, workers: int) -> int:
     """VmRSS of the document-embedding processes (`helper_pids`) and their children, in kB."""
 
@@ -407,6 +419,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if len(warmed) >= args.workers:
                         break
             base_generation = generation(store)  # the commits counted are the run's (WAL: a reader is fine)
+            cpu_before = (
+                cpu_s(server_pids(proc.pid, args.workers)),
+                cpu_s(helper_pids(proc.pid, args.workers)),
+            )
             t0 = time.monotonic()
             deadline = t0 + args.duration
             stop = threading.Event()
@@ -449,6 +465,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for t in threads:
                 t.join()
             elapsed = time.monotonic() - t0
+            # CPU of the run: the serving processes, and the document-embedding process(es).
+            cpu_used = (
+                cpu_s(server_pids(proc.pid, args.workers)) - cpu_before[0],
+                cpu_s(helper_pids(proc.pid, args.workers)) - cpu_before[1],
+            )
             writer_results = []
             for p, _ in writers:
                 _, err = p.communicate(timeout=600)
@@ -518,6 +539,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Commits of the index during the run (the writer processes' batches included): fewer
         # than the writes that changed it when concurrent writes were committed together.
         "commits": commits,
+        # CPU ms per request during the traffic (a worker replaced meanwhile is not counted).
+        "cpu_ms_per_request": {
+            "servers": round(1000 * cpu_used[0] / total, 1) if total else 0.0,
+            "embedding": round(1000 * cpu_used[1] / total, 1) if total else 0.0,
+        },
         "store_consistent": problem is None,
         "store_problem": problem,
     }
