@@ -25,6 +25,10 @@ from evidence.search.store_records import RecordStore, select_in
 EXACT_FILTERED_MAX = 4096
 
 
+#: Another process's commits are read row by row into the dense matrix up to this many rows, or
+#: as many as it holds; past that it is reloaded whole (`_caught_up`).
+CATCH_UP_MIN_ROWS = 1024
+
 #: How vectors are stored (`info.vector_format`): float16, half the bytes of float32 on disk (the
 #: exact-search matrix in memory stays float32: see `_DenseCache`). SciFact nDCG@10 is unchanged to
 #: 4 decimals (docs/scale.md); a vector float16 cannot hold (a component past ±65,504) stays
@@ -233,14 +237,17 @@ class DenseStore(RecordStore):
             )
         ann.generation = after
 
-    def _changes(self, since: int) -> tuple[int, list[int], list[tuple[int, str, bytes]]] | None:
+    def _changes(
+        self, since: int, most: int | None = None
+    ) -> tuple[int, list[int], list[tuple[int, str, bytes]]] | None:
         """What other processes' commits changed since generation `since`, from one snapshot:
         (its generation, the rowids to drop, the vectors they hold now as (rowid, kind, blob));
-        None when `change_log` cannot say (the caller reloads whole)."""
+        None when `change_log` cannot say, or when more than `most` rows changed (the caller
+        reloads whole)."""
         with self._snapshot() as db:
             gen = self.generation(db)
             changed = self.changed_since(db, since, gen)
-            if changed is None:
+            if changed is None or (most is not None and len(changed) > most):
                 return None
             added = [
                 (int(r), str(k), bytes(v))
@@ -254,8 +261,10 @@ class DenseStore(RecordStore):
         return gen, changed, added
 
     def _caught_up(self, cache: _DenseCache) -> _DenseCache | None:
-        """`cache` carried to the last commit through `change_log`, or None (reload whole)."""
-        changes = self._changes(cache.generation)
+        """`cache` carried to the last commit through `change_log`, or None (reload whole: also
+        when the commits changed more rows than it holds, as a bulk load into a small index
+        does; reading them one by one would cost more than one scan)."""
+        changes = self._changes(cache.generation, most=max(CATCH_UP_MIN_ROWS, len(cache.rowids)))
         if changes is None:
             return None
         gen, removed, added = changes

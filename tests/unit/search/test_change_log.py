@@ -16,6 +16,7 @@ import pytest
 
 from evidence.ingest import chunk_document, parse_text
 from evidence.records import ChunkKind, DocumentChunks
+from evidence.search import store_dense
 from evidence.search.embedded import EmbeddedBackend, IndexStore
 from evidence.search.store_records import CHANGE_LOG_GENERATIONS
 
@@ -151,4 +152,21 @@ def test_a_commit_the_log_cannot_account_for_reloads_whole(
     assert oldest > store._dense.generation  # type: ignore[union-attr]  # pruned past the reader
     reader.dense(INDEX, QUERY, k=5)
     assert reloads == [1, 1]
+    _matrix_equals_reload(store)
+
+
+def test_commits_that_changed_more_rows_than_the_matrix_holds_reload_it_whole(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk load into a small index: one scan costs less than reading its rows one by one."""
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    monkeypatch.setattr(store_dense, "CATCH_UP_MIN_ROWS", 2)
+    held = len(store._dense.rowids)  # type: ignore[union-attr]
+    docs = [_doc(f"bulk{i}", f"# Bulk {i}\n\nBulk document number {i}.\n") for i in range(held + 1)]
+    writer.upsert(INDEX, docs, [_vectors(d) for d in docs])
+    reloads = _count_reloads(store, monkeypatch)
+    hits = reader.dense(INDEX, QUERY, k=100, kind=ChunkKind.PASSAGE)
+    assert reloads == [1]
+    assert {f"bulk{i}" for i in range(held + 1)} <= {h.chunk.document_id for h in hits}
     _matrix_equals_reload(store)
