@@ -65,17 +65,29 @@ def run(args: argparse.Namespace) -> int:
     )
     # One document-embedding process for every worker (evidence/embed/background.py).
     embedding = shared_embedding(settings, workers)
+    # Each worker's query model gets its share of the cores: with one onnxruntime pool of every
+    # core per worker, a query's operators waited for a pool thread the other worker's threads
+    # had preempted (EVIDENCE_EMBED_THREADS, when set, is kept).
+    from evidence.config import available_cores
+
+    query_threads = settings.embed_threads or max(1, available_cores() // workers)
     return Supervisor(
-        workers, lambda sock: serve_one(args, listener=sock, embedding=embedding), listener, embedding
+        workers,
+        lambda sock: serve_one(args, listener=sock, embedding=embedding, query_threads=query_threads),
+        listener,
+        embedding,
     ).run()
 
 
 def serve_one(
-    args: argparse.Namespace, listener: socket.socket | None = None, embedding: SharedEmbedding | None = None
+    args: argparse.Namespace,
+    listener: socket.socket | None = None,
+    embedding: SharedEmbedding | None = None,
+    query_threads: int = 0,
 ) -> int:
     """One server process: the whole of `serve`, or one worker of `serve --workers` on the
     supervisor's `listener` (then it prints no `listening` line: the supervisor did), embedding
-    documents in the supervisor's shared `embedding` process."""
+    documents in the supervisor's shared `embedding` process and queries on `query_threads`."""
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
@@ -86,7 +98,7 @@ def serve_one(
 
     limit_malloc_arenas()  # before the model's and the request threads exist
     limit_blas_threads()  # the request threads are the parallelism
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, **({"embed_threads": query_threads} if query_threads else {}))
     runtime.configure(settings=settings)
     from evidence.errors import ConfigurationError
 
