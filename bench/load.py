@@ -174,9 +174,25 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def forked(pid: int) -> bool:
+    """A `serve --workers N` worker (forked: the supervisor's command line), not a spawned
+    helper (the shared embedding process, multiprocessing's resource tracker)."""
+    try:
+        return b"multiprocessing" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def server_pids(pid: int, workers: int) -> list[int]:
     """The processes that serve: `evidence serve` itself, and its workers with `--workers N`."""
-    return [pid] if workers == 1 else [pid, *children(pid)]
+    return [pid] if workers == 1 else [pid, *(kid for kid in children(pid) if forked(kid))]
+
+
+def helper_pids(pid: int, workers: int) -> list[int]:
+    """The processes that embed documents: one server's worker, or the one `--workers N` shares."""
+    if workers == 1:
+        return children(pid)
+    return [kid for p in server_pids(pid, workers) for kid in children(p) if p != pid or not forked(kid)]
 
 
 def server_rss_kb(pid: int, workers: int) -> tuple[int, int, int]:
@@ -185,16 +201,25 @@ def server_rss_kb(pid: int, workers: int) -> tuple[int, int, int]:
     return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
 
 
-def children_rss_kb(pid: int) -> int:
-    """VmRSS of `pid`'s child processes (the server's document-embedding worker), in kB."""
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by `pids` (threads included)."""
     total = 0
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return 0
-    for kid in kids:
-        total += rss_kb(int(kid))[0] + children_rss_kb(int(kid))
-    return total
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def helpers_rss_kb(pid: int, workers: int) -> int:
+    """VmRSS of the document-embedding processes (`helper_pids`) and their children, in kB."""
+
+    def tree(p: int) -> int:
+        return rss_kb(p)[0] + sum(tree(kid) for kid in children(p))
+
+    return sum(tree(p) for p in helper_pids(pid, workers))
 
 
 @dataclass
@@ -394,6 +419,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if len(warmed) >= args.workers:
                         break
             base_generation = generation(store)  # the commits counted are the run's (WAL: a reader is fine)
+            cpu_before = (
+                cpu_s(server_pids(proc.pid, args.workers)),
+                cpu_s(helper_pids(proc.pid, args.workers)),
+            )
             t0 = time.monotonic()
             deadline = t0 + args.duration
             stop = threading.Event()
@@ -401,9 +430,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             def sample() -> None:
                 while not stop.is_set():
                     rss.append((round(time.monotonic() - t0, 1), server_rss_kb(proc.pid, args.workers)))
-                    worker_rss.append(
-                        sum(children_rss_kb(p) for p in server_pids(proc.pid, args.workers)[-args.workers :])
-                    )
+                    worker_rss.append(helpers_rss_kb(proc.pid, args.workers))
                     stop.wait(1.0)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -438,6 +465,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for t in threads:
                 t.join()
             elapsed = time.monotonic() - t0
+            # CPU of the run: the serving processes, and the document-embedding process(es).
+            cpu_used = (
+                cpu_s(server_pids(proc.pid, args.workers)) - cpu_before[0],
+                cpu_s(helper_pids(proc.pid, args.workers)) - cpu_before[1],
+            )
             writer_results = []
             for p, _ in writers:
                 _, err = p.communicate(timeout=600)
@@ -489,7 +521,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "file_start": mb(warm[0][2]) if warm else 0.0,
             "file_end": mb(warm[-1][2]) if warm else 0.0,
             "series": [(t, *map(mb, kb)) for t, kb in rss[:: max(1, len(rss) // 24)]],
-            # The server's child processes (its document-embedding worker, write_nice > 0).
+            # The document-embedding processes (write_nice > 0): one server's, or the one shared
+            # by the workers of `--workers N` (with multiprocessing's resource tracker).
             "children_end": mb(worker_rss[-1]) if worker_rss else 0.0,
             "children_max": mb(max(worker_rss)) if worker_rss else 0.0,
         },
@@ -506,6 +539,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # Commits of the index during the run (the writer processes' batches included): fewer
         # than the writes that changed it when concurrent writes were committed together.
         "commits": commits,
+        # CPU ms per request during the traffic (a worker replaced meanwhile is not counted).
+        "cpu_ms_per_request": {
+            "servers": round(1000 * cpu_used[0] / total, 1) if total else 0.0,
+            "embedding": round(1000 * cpu_used[1] / total, 1) if total else 0.0,
+        },
         "store_consistent": problem is None,
         "store_problem": problem,
     }

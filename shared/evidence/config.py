@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -229,8 +230,9 @@ class Settings(BaseSettings):
 
     # `evidence serve` (docs/api.md#evidence-serve): how it holds connections, and uploads.
     #: Worker processes of `evidence serve`, sharing its port and store: the retrieve is mostly
-    #: Python under the GIL, so one process uses one core. 1 = one process, no supervisor.
-    serve_workers: int = Field(default=1, ge=1, le=64)
+    #: Python under the GIL, so one process uses one core. 1 = one process, no supervisor;
+    #: "auto" = one per core this process may run on (`serve_worker_count`).
+    serve_workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = 1
     #: Connections served at once per process; past it a new one gets 503 + Retry-After.
     serve_max_connections: int = Field(default=64, ge=1, le=10_000)
     #: A keep-alive connection with no request starting within this is closed.
@@ -250,6 +252,15 @@ class Settings(BaseSettings):
     #: Budget of one background upload (parsing, embedding, writing).
     async_upload_deadline_s: float = Field(default=1800.0, gt=0, le=86_400)
 
+    def serve_worker_count(self, workers: int | str | None = None) -> int:
+        """`evidence serve`'s worker processes: `workers` (its `--workers`) or `serve_workers`,
+        "auto" resolved to the cores this process may run on (its CPU affinity: a container's
+        or taskset's share, not the machine's count), at most 64."""
+        chosen = self.serve_workers if workers is None else workers
+        if chosen == "auto":
+            return min(available_cores(), 64)
+        return int(chosen)
+
     @model_validator(mode="after")
     def _no_misspelt_environment(self) -> Settings:
         # pydantic-settings ignores an env var that names no field: a typo would silently run
@@ -264,6 +275,14 @@ class Settings(BaseSettings):
                 + ". Fix or unset it: the settings are listed in docs/settings.md."
             )
         return self
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def coach_guard(settings: Settings, index: str) -> CoachGuard:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +33,28 @@ def children(pid: int) -> set[int]:
     except OSError:
         return set()
     return {int(p) for p in text.split()}
+
+
+def spawned(pid: int) -> bool:
+    """A spawned helper (the shared embedding process, multiprocessing's resource tracker), not
+    a forked worker (which has the supervisor's command line)."""
+    return b"multiprocessing" in _cmdline(pid)
+
+
+def workers_of(pid: int) -> set[int]:
+    return {kid for kid in children(pid) if not spawned(kid)}
+
+
+def embedder_of(pid: int) -> set[int]:
+    """The supervisor's shared document-embedding process (one, or none between two)."""
+    return {kid for kid in children(pid) if b"spawn_main" in _cmdline(kid)}
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def alive(pid: int) -> bool:
@@ -66,8 +90,16 @@ def until(what: str, check: Callable[[], bool], state: Callable[[], object] = la
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Client]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+def temp() -> Iterator[Path]:
+    """The server's TMPDIR, short: a Unix socket's path must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="ew-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def serve(tmp_path: Path, temp: Path) -> Iterator[tuple[subprocess.Popen[str], Client]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")} | {"TMPDIR": str(temp)}
     cmd = [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path / "store")]
     proc = subprocess.Popen(
         [*cmd, "--workers", "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -87,11 +119,15 @@ def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Client]]:
 
 @pytest.mark.slow
 def test_two_workers_share_the_port_the_store_and_stop_together(
-    serve: tuple[subprocess.Popen[str], Client],
+    serve: tuple[subprocess.Popen[str], Client], temp: Path
 ) -> None:
     proc, client = serve
-    until("two workers", lambda: len(children(proc.pid)) == 2)
-    first = children(proc.pid)
+    until(
+        "two workers and the embedding process",
+        lambda: len(workers_of(proc.pid)) == 2 and len(embedder_of(proc.pid)) == 1,
+    )
+    first = workers_of(proc.pid)
+    (embedder,) = embedder_of(proc.pid)
 
     # A document written through one worker is seen by both afterwards (new connections).
     doc = json.loads(load_event("apigw/index_document")["body"])
@@ -111,15 +147,32 @@ def test_two_workers_share_the_port_the_store_and_stop_together(
 
     until("both workers answer the retrieve", both_find_it, lambda: (found_by, first, children(proc.pid)))
     assert writer in first
+    # The upload was embedded in the supervisor's one embedding process: no worker has its own.
+    assert not [w for w in first if children(w)], {w: children(w) for w in first}
+    assert embedder_of(proc.pid) == {embedder}
 
-    # A killed worker is replaced, and the new one serves; what it started (the document
-    # embedding worker) ends with it.
-    started = children(writer)
-    assert started, "the upload started an embedding worker"
+    # A killed embedding process is replaced, and uploads through either worker go on.
+    os.kill(embedder, signal.SIGKILL)
+    until("another embedding process", lambda: bool(embedder_of(proc.pid) - {embedder}))
+    uploaded_by: set[int] = set()
+
+    def both_upload() -> bool:
+        n = len(uploaded_by)
+        status, pid, created = client.call(
+            "POST",
+            "/v1/indexes/vendor-acme/documents",
+            {"document_id": f"after-{n}", "filename": "a.txt", "text": f"Backups run nightly, copy {n}."},
+        )
+        assert status == 200 and created["status"] == "created", created
+        uploaded_by.add(pid)
+        return uploaded_by == first
+
+    until("both workers upload", both_upload, lambda: (uploaded_by, first))
+
+    # A killed worker is replaced, and the new one serves.
     os.kill(writer, signal.SIGKILL)
-    until("the killed worker's children end", lambda: not [pid for pid in started if alive(pid)])
-    until("a new worker", lambda: len(children(proc.pid) - first) == 1 and len(children(proc.pid)) == 2)
-    (replacement,) = children(proc.pid) - first
+    until("a new worker", lambda: len(workers_of(proc.pid) - first) == 1 and len(workers_of(proc.pid)) == 2)
+    (replacement,) = workers_of(proc.pid) - first
 
     def replacement_answers() -> bool:
         status, pid, result = client.call(
@@ -130,12 +183,15 @@ def test_two_workers_share_the_port_the_store_and_stop_together(
 
     until("the replacement answers", replacement_answers)
 
-    # SIGTERM to the supervisor ends every worker (and what they started), cleanly.
-    workers = children(proc.pid)
-    descendants = workers | {g for w in workers for g in children(w)}
+    # SIGTERM to the supervisor ends every worker and the embedding process, cleanly.
+    descendants = children(proc.pid) | {g for w in children(proc.pid) for g in children(w)}
+    assert list(temp.glob("evidence-embed-*/socket")), "the embedding process's socket is in TMPDIR"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
-    assert not [pid for pid in descendants if alive(pid)]
+    # The workers and the embedding process are reaped before the supervisor exits;
+    # multiprocessing's resource tracker ends when it reads the end of its pipe, just after.
+    until("every process it started ends", lambda: not [pid for pid in descendants if alive(pid)])
+    assert not list(temp.glob("evidence-embed-*")), "the socket's directory is removed"
 
 
 def _serve_refused(tmp_path: Path, *args: str, **setting: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le
 from pydantic import SecretStr
@@ -31,8 +31,24 @@ def _base(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+def _literals(annotation: Any) -> list[str]:
+    """The `Literal[...]` values beside the main type (`int | Literal["auto"]`)."""
+    if not (isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union):
+        return []
+    return [
+        f"`{v}`"
+        for a in typing.get_args(annotation)[1:]
+        if typing.get_origin(a) is Literal
+        for v in typing.get_args(a)
+    ]
+
+
 def type_text(field: FieldInfo) -> str:
     base, _ = _base(field.annotation)
+    metadata = list(field.metadata)
+    if typing.get_origin(base) is Annotated:  # `Annotated[int, Field(ge=1)] | Literal["auto"]`
+        base, *extra = typing.get_args(base)
+        metadata += [m for info in extra for m in getattr(info, "metadata", [info])]
     if isinstance(base, type) and issubclass(base, Enum):
         text = " \\| ".join(f"`{m.value}`" for m in base)
     elif base is SecretStr:
@@ -43,11 +59,12 @@ def type_text(field: FieldInfo) -> str:
         text = "JSON object"
     else:
         text = getattr(base, "__name__", str(base))
-    lo = next((f"≥ {m.ge}" for m in field.metadata if isinstance(m, Ge)), None)
-    lo = lo or next((f"> {m.gt}" for m in field.metadata if isinstance(m, Gt)), None)
-    hi = next((f"≤ {m.le}" for m in field.metadata if isinstance(m, Le)), None)
+    lo = next((f"≥ {m.ge}" for m in metadata if isinstance(m, Ge)), None)
+    lo = lo or next((f"> {m.gt}" for m in metadata if isinstance(m, Gt)), None)
+    hi = next((f"≤ {m.le}" for m in metadata if isinstance(m, Le)), None)
     bounds = ", ".join(b for b in (lo, hi) if b)
-    return f"{text} ({bounds})" if bounds else text
+    text = f"{text} ({bounds})" if bounds else text
+    return " \\| ".join([text, *_literals(field.annotation)])
 
 
 def default_text(field: FieldInfo) -> str:

@@ -8,9 +8,12 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidence.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Command, settings_from_args
+
+if TYPE_CHECKING:
+    from evidence.embed.background import SharedEmbedding
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,21 +22,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     p.add_argument(
         "--workers",
-        type=int,
+        type=_workers,
         default=None,
-        metavar="N",
-        help="worker processes sharing the port and the store (default EVIDENCE_SERVE_WORKERS, 1)",
+        metavar="N|auto",
+        help="worker processes sharing the port and the store; auto = one per core "
+        "(default EVIDENCE_SERVE_WORKERS, 1)",
     )
+
+
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers or auto") from None
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    workers = settings.serve_workers if args.workers is None else args.workers
+    workers = settings.serve_worker_count(args.workers)
     if workers < 1:
         raise CliError("--workers must be at least 1", EXIT_USAGE)
     if workers == 1:
         return serve_one(args)
     from evidence.cli.serve_workers import Supervisor, listen
+    from evidence.embed.background import shared_embedding
     from evidence.server import ConnectionLimits
 
     try:
@@ -49,12 +63,31 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return Supervisor(workers, lambda sock: serve_one(args, listener=sock), listener).run()
+    # One document-embedding process for every worker (evidence/embed/background.py).
+    embedding = shared_embedding(settings, workers)
+    # Each worker's query model gets its share of the cores: with one onnxruntime pool of every
+    # core per worker, a query's operators waited for a pool thread the other worker's threads
+    # had preempted (EVIDENCE_EMBED_THREADS, when set, is kept).
+    from evidence.config import available_cores
+
+    query_threads = settings.embed_threads or max(1, available_cores() // workers)
+    return Supervisor(
+        workers,
+        lambda sock: serve_one(args, listener=sock, embedding=embedding, query_threads=query_threads),
+        listener,
+        embedding,
+    ).run()
 
 
-def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -> int:
+def serve_one(
+    args: argparse.Namespace,
+    listener: socket.socket | None = None,
+    embedding: SharedEmbedding | None = None,
+    query_threads: int = 0,
+) -> int:
     """One server process: the whole of `serve`, or one worker of `serve --workers` on the
-    supervisor's `listener` (then it prints no `listening` line: the supervisor did)."""
+    supervisor's `listener` (then it prints no `listening` line: the supervisor did), embedding
+    documents in the supervisor's shared `embedding` process and queries on `query_threads`."""
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
@@ -65,7 +98,7 @@ def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -
 
     limit_malloc_arenas()  # before the model's and the request threads exist
     limit_blas_threads()  # the request threads are the parallelism
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, **({"embed_threads": query_threads} if query_threads else {}))
     runtime.configure(settings=settings)
     from evidence.errors import ConfigurationError
 
@@ -83,7 +116,7 @@ def serve_one(args: argparse.Namespace, listener: socket.socket | None = None) -
 
     # Documents embed in a worker process at `write_nice`, so that writes do not take the cores
     # from reads (evidence/embed/background.py).
-    embedder, background = serving_embedder(settings)
+    embedder, background = serving_embedder(settings, embedding)
     service = EvidenceService(settings, embedder=embedder)
     runtime.configure(service=service, settings=settings, authorizer=authorizer)
     from evidence.assess.launch import add_launcher, get_launcher

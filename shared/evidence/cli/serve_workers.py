@@ -7,6 +7,9 @@ and stops them all on SIGTERM/SIGINT. Writes from several workers are the store'
 already takes writes from several processes (`evidence index` beside `serve`): SQLite
 transactions, one flock around tantivy's writer, and readers that reload at a new generation.
 
+Documents are embedded in one process for all the workers (`SharedEmbedding`), a child of the
+supervisor, which starts it before the workers and starts another if it dies.
+
 The supervisor itself starts no thread (forking a threaded process copies locks mid-use): it
 waits for signals with `sigtimedwait`, the signals it handles blocked.
 """
@@ -22,9 +25,13 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from evidence.cli.common import EXIT_USAGE, CliError
 from evidence.lifetime import die_with_parent
+
+if TYPE_CHECKING:
+    from evidence.embed.background import SharedEmbedding
 
 #: Seconds a worker gets to finish after SIGTERM before SIGKILL.
 STOP_GRACE_S = 10.0
@@ -34,6 +41,8 @@ MAX_RESTARTS = 5
 CRASH_WINDOW_S = 30.0
 
 _HANDLED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+#: The slot of the shared embedding process among `Supervisor.children`.
+EMBEDDING = -1
 
 
 def listen(host: str, port: int, backlog: int) -> socket.socket:
@@ -52,12 +61,14 @@ def listen(host: str, port: int, backlog: int) -> socket.socket:
 
 @dataclass
 class Supervisor:
-    """Forks `workers` children running `serve(listener)`, and keeps them running."""
+    """Forks `workers` children running `serve(listener)`, and keeps them running, with the
+    `embedding` process they share (when there is one)."""
 
     workers: int
     serve: Callable[[socket.socket], int]
     listener: socket.socket
-    children: dict[int, int] = field(default_factory=dict)  # pid -> slot
+    embedding: SharedEmbedding | None = None
+    children: dict[int, int] = field(default_factory=dict)  # pid -> slot (EMBEDDING: the embedder)
     restarts: list[float] = field(default_factory=list)
 
     def _fork(self, slot: int) -> None:
@@ -92,15 +103,28 @@ class Supervisor:
 
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT (0) or until workers keep dying (1)."""
+        if self.embedding is not None:
+            self.embedding.prepare()  # before signals are blocked: see `_start_embedding`
         signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
         try:
+            if self.embedding is not None:  # before the workers, which connect to it
+                self._start_embedding(self.embedding)
             for slot in range(self.workers):
                 self._fork(slot)
             return self._watch()
         finally:
             self._stop()
+            if self.embedding is not None:
+                self.embedding.close()  # its socket's directory; the process was stopped with the rest
             self.listener.close()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
+
+    def _start_embedding(self, embedding: SharedEmbedding) -> None:
+        self.children[embedding.start()] = EMBEDDING
+        # multiprocessing unblocks SIGINT and SIGTERM after starting its resource tracker (done
+        # once, by `prepare`, unless the tracker died): blocked again, or SIGTERM would kill the
+        # supervisor outright instead of reaching `sigtimedwait`.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
 
     def _watch(self) -> int:
         while True:
@@ -110,10 +134,11 @@ class Supervisor:
             for pid, status in self._reap():
                 slot = self.children.pop(pid)
                 code = os.waitstatus_to_exitcode(status)
-                if code == EXIT_USAGE:
+                if code == EXIT_USAGE and slot != EMBEDDING:
                     return code  # the worker said why; another would fail alike
+                what = "the document-embedding process" if slot == EMBEDDING else "worker"
                 print(
-                    f"evidence serve: worker {pid} exited ({code}); starting another",
+                    f"evidence serve: {what} {pid} exited ({code}); starting another",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -127,7 +152,10 @@ class Supervisor:
                         flush=True,
                     )
                     return 1
-                self._fork(slot)
+                if slot == EMBEDDING and self.embedding is not None:
+                    self._start_embedding(self.embedding)
+                else:
+                    self._fork(slot)
 
     def _reap(self) -> list[tuple[int, int]]:
         reaped: list[tuple[int, int]] = []

@@ -9,24 +9,41 @@ worker has them whenever reads leave them idle. Queries are embedded in the serv
 A process, not a niced thread: a low-priority thread that holds the GIL when the kernel
 preempts it stalls every request thread until it runs again. The worker holds its own model
 (~100 MB resident, more while it embeds long passages), the price of that isolation.
+
+`serve --workers N` has one such process for all its workers (`SharedEmbedding`, started by the
+supervisor; the workers reach it over a Unix socket through `SharedDocuments`): one per worker
+doubled the model's memory and put two niced embedders on the same two cores, for no more
+embedding than the cores give one (RELIABILITY.md, "Worker processes").
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evidence.embed.base import Matrix
+from evidence.errors import ServiceUnavailableError
 
 if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
     from evidence.config import Settings
     from evidence.embed.base import Embedder
+
+#: How long a serving worker waits for the shared embedding process to accept a connection: it
+#: is starting, or the supervisor is starting another after it died.
+CONNECT_WAIT_S = 60.0
 
 #: The worker's own embedder (one slot), built once by `_start` in the worker process.
 _worker: list[Embedder] = []
@@ -122,9 +139,186 @@ class BackgroundDocuments:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def serving_embedder(settings: Settings) -> tuple[Embedder | None, BackgroundDocuments | None]:
+# --- one embedding process for every worker of `serve --workers N` ---------------------------
+
+
+def _serve_embeddings(
+    *, address: str, authkey: bytes, nice: int, build: Callable[[], Embedder], parent: int, concurrency: int
+) -> None:
+    """The shared embedding process: a request is one connection (the texts in, ("ok", matrix)
+    or ("error", exception) out). Up to `concurrency` requests (one per serving worker, as
+    when each worker had its own process) run at once on the one model: onnxruntime sessions
+    take concurrent runs, and one upload's few short batches leave the cores idle between
+    operators. The model is built on the first request: a server that only reads never loads it."""
+    from evidence.lifetime import die_with_parent
+
+    die_with_parent(parent)  # started by the supervisor's main thread, which lives as long as it
+    lower_priority(nice)  # before onnxruntime starts its threads: they inherit it
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
+    model: list[Embedder] = []
+    building = threading.Lock()
+    turns = threading.BoundedSemaphore(max(1, concurrency))
+
+    def answer(conn: Connection) -> None:
+        with conn:
+            try:
+                texts = conn.recv()
+            except (EOFError, OSError):
+                return
+            reply: tuple[str, object]
+            try:
+                with turns:
+                    with building:
+                        if not model:
+                            model.append(build())
+                    reply = ("ok", model[0].embed_documents(texts))
+            except Exception as exc:  # the caller's to raise, as if it had embedded itself
+                reply = ("error", exc)
+            try:
+                conn.send(reply)
+            except (OSError, ValueError):
+                pass  # the caller went away
+            except Exception as exc:  # an exception that does not pickle
+                conn.send(("error", RuntimeError(f"embedding failed: {exc!r}")))
+
+    while True:
+        try:
+            conn = listener.accept()
+        except OSError:  # a client that failed the handshake
+            continue
+        threading.Thread(target=answer, args=(conn,), name="embed", daemon=True).start()
+
+
+class SharedEmbedding:
+    """The supervisor's handle on the shared embedding process: a private directory holds its
+    Unix socket, a random key authenticates the workers (they inherit it by fork)."""
+
+    def __init__(self, build: Callable[[], Embedder], nice: int, concurrency: int = 1) -> None:
+        self.build = build
+        self.nice = nice
+        self.concurrency = concurrency
+        self.directory = Path(tempfile.mkdtemp(prefix="evidence-embed-"))  # mode 0700
+        self.address = str(self.directory / "socket")
+        self.authkey = os.urandom(32)
+        self.process: BaseProcess | None = None
+
+    def prepare(self) -> None:
+        """Start multiprocessing's resource tracker, which every spawn needs: it unblocks SIGINT
+        and SIGTERM in the process that starts it, so the supervisor starts it before it blocks
+        them for `sigtimedwait`."""
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+
+    def start(self) -> int:
+        """Start the process (again, after it died); its pid. Spawned, not forked, and from the
+        supervisor, which runs no thread."""
+        import multiprocessing
+
+        with_socket = Path(self.address)
+        with_socket.unlink(missing_ok=True)  # a dead process's socket
+        self.process = multiprocessing.get_context("spawn").Process(
+            target=_serve_embeddings,
+            kwargs={
+                "address": self.address,
+                "authkey": self.authkey,
+                "nice": self.nice,
+                "build": self.build,
+                "parent": os.getpid(),
+                "concurrency": self.concurrency,
+            },
+            name="evidence-embed",
+            daemon=False,
+        )
+        self.process.start()
+        assert self.process.pid is not None
+        return self.process.pid
+
+    def close(self) -> None:
+        """Remove the socket's directory (the supervisor stops and reaps the process itself)."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def client(self, inner: Embedder) -> SharedDocuments:
+        return SharedDocuments(inner, address=self.address, authkey=self.authkey)
+
+
+class SharedDocuments:
+    """An Embedder: `embed_documents` in the shared embedding process, `embed_query` in this one."""
+
+    def __init__(
+        self, inner: Embedder, *, address: str, authkey: bytes, wait_s: float = CONNECT_WAIT_S
+    ) -> None:
+        self.inner = inner
+        self.address = address
+        self.authkey = authkey
+        self.wait_s = wait_s
+        self.model_id = inner.model_id
+        self.document_rule = getattr(inner, "document_rule", "")
+        self.dimension = inner.dimension
+
+    def _connect(self) -> Connection:
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                return Client(self.address, family="AF_UNIX", authkey=self.authkey)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                # Starting, or being restarted by the supervisor: wait for its socket.
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailableError(
+                        f"the document-embedding process is not accepting ({exc}); try again", retry_after_s=5
+                    ) from exc
+                time.sleep(0.05)
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        for attempt in range(2):
+            try:
+                with self._connect() as conn:
+                    conn.send(list(texts))
+                    status, value = conn.recv()
+            except (EOFError, ConnectionResetError, BrokenPipeError):
+                if attempt:  # it died during this request twice: not a passing crash
+                    raise ServiceUnavailableError(
+                        "the document-embedding process ended while embedding; try again", retry_after_s=5
+                    ) from None
+                continue  # the supervisor starts another: this call is tried once more
+            if status == "error":
+                assert isinstance(value, BaseException)
+                raise value
+            matrix: Matrix = value
+            return matrix
+        raise AssertionError("unreachable")
+
+    def embed_query(self, text: str) -> Matrix:
+        return self.inner.embed_query(text)
+
+    def close(self) -> None:
+        """Nothing to close here: the process is the supervisor's."""
+
+
+def shared_embedding(settings: Settings, workers: int) -> SharedEmbedding | None:
+    """The shared embedding process of `serve --workers N` (`workers` requests at once), not
+    yet started; None when `write_nice` is 0 or the embedder is remote (each worker then embeds
+    as one server would)."""
+    from evidence.config import EmbedderKind
+
+    if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
+        return None
+    from functools import partial
+
+    from evidence.embed.factory import build_embedder
+
+    return SharedEmbedding(partial(build_embedder, settings), settings.write_nice, workers)
+
+
+def serving_embedder(
+    settings: Settings, shared: SharedEmbedding | None = None
+) -> tuple[Embedder | None, BackgroundDocuments | SharedDocuments | None]:
     """`evidence serve`'s embedder (with the store's embedding cache in front, as the service
-    builds it) and its worker; (None, None) when `write_nice` is 0 or the embedder is remote."""
+    builds it) and its document embedder: a worker process of its own, or `shared`, the one of
+    every worker of `serve --workers N`; (None, None) when `write_nice` is 0 or the embedder is
+    remote."""
     from evidence.config import EmbedderKind
 
     if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
@@ -133,7 +327,11 @@ def serving_embedder(settings: Settings) -> tuple[Embedder | None, BackgroundDoc
 
     from evidence.embed.factory import build_embedder, with_store_cache
 
-    background = BackgroundDocuments(
-        build_embedder(settings), build=partial(build_embedder, settings), nice=settings.write_nice
-    )
+    background: BackgroundDocuments | SharedDocuments
+    if shared is not None:
+        background = shared.client(build_embedder(settings))
+    else:
+        background = BackgroundDocuments(
+            build_embedder(settings), build=partial(build_embedder, settings), nice=settings.write_nice
+        )
     return with_store_cache(settings, background), background

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import threading
@@ -23,6 +24,10 @@ from evidence.search.store_records import RecordStore, select_in
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096
 
+
+#: Another process's commits are read row by row into the dense matrix up to this many rows, or
+#: as many as it holds; past that it is reloaded whole (`_caught_up`).
+CATCH_UP_MIN_ROWS = 1024
 
 #: How vectors are stored (`info.vector_format`): float16, half the bytes of float32 on disk (the
 #: exact-search matrix in memory stays float32: see `_DenseCache`). SciFact nDCG@10 is unchanged to
@@ -170,6 +175,13 @@ class DenseStore(RecordStore):
         cache = self._dense
         if cache is None or cache.generation != before:
             return
+        self._dense = self._patched(cache, after, removed, added)
+
+    def _patched(
+        self, cache: _DenseCache, after: int, removed: Sequence[int], added: Sequence[tuple[int, str, bytes]]
+    ) -> _DenseCache | None:
+        """`cache` without the rows `removed` and with the vectors `added`, at generation `after`
+        (None when the vectors' dimension changed: the caller reloads whole)."""
         keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
         rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
         if keep is not None:
@@ -178,22 +190,23 @@ class DenseStore(RecordStore):
             new = decode_vectors([v for _, _, v in added], self.dimension())
             dim = new.shape[1]
             if matrix.shape[1] not in (0, dim):
-                self._dense = None
-                return
+                return None
             rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
             kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
             matrix = np.concatenate(
                 [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
             )
-        self._dense = _DenseCache(after, rowids, kinds, matrix)
         self._vector_count = (after, len(rowids))
+        return _DenseCache(after, rowids, kinds, matrix)
 
     def _publish(self, before: int, removed: list[int], added: list[tuple[int, str, bytes]]) -> None:
         """COMMIT this process's write and carry the caches to it, as one step for readers: a
         reader that sees the new generation before the caches do waits on `_dense_lock` for
         them. Patched after the commit, outside the lock, a reader in between found a stale
         matrix and rebuilt it from the records, every vector read again, while the others
-        queued behind the rebuild (a race, rare in the profiles: RELIABILITY.md, "Load")."""
+        queued behind the rebuild (a race, rare in the profiles: RELIABILITY.md, "Load").
+        The rows it changed go to `change_log` first, for the other processes' caches."""
+        self.log_changes(before + 1, itertools.chain(removed, (r for r, _, _ in added)))
         with self._dense_lock:
             self._db.execute("COMMIT")
             self._after_write(before, before + 1, removed, added)
@@ -208,16 +221,54 @@ class DenseStore(RecordStore):
             ann = self._ann
             if ann is None or ann.generation != before:
                 return
-            ann.remove(np.asarray(removed, dtype=np.int64))
-            if added:
-                matrix = decode_vectors([v for _, _, v in added], self.dimension())
-                ann.add(
-                    np.asarray([r for r, _, _ in added], dtype=np.int64),
-                    np.asarray([crc_of(v) for _, _, v in added], dtype=np.uint32),
-                    np.asarray([k == "passage" for _, k, _ in added], dtype=bool),
-                    matrix,
+            self._ann_patch(ann, after, removed, added)
+
+    def _ann_patch(
+        self, ann: AnnIndex, after: int, removed: Sequence[int], added: Sequence[tuple[int, str, bytes]]
+    ) -> None:
+        ann.remove(np.asarray(removed, dtype=np.int64))
+        if added:
+            matrix = decode_vectors([v for _, _, v in added], self.dimension())
+            ann.add(
+                np.asarray([r for r, _, _ in added], dtype=np.int64),
+                np.asarray([crc_of(v) for _, _, v in added], dtype=np.uint32),
+                np.asarray([k == "passage" for _, k, _ in added], dtype=bool),
+                matrix,
+            )
+        ann.generation = after
+
+    def _changes(
+        self, since: int, most: int | None = None
+    ) -> tuple[int, list[int], list[tuple[int, str, bytes]]] | None:
+        """What other processes' commits changed since generation `since`, from one snapshot:
+        (its generation, the rowids to drop, the vectors they hold now as (rowid, kind, blob));
+        None when `change_log` cannot say, or when more than `most` rows changed (the caller
+        reloads whole)."""
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            changed = self.changed_since(db, since, gen)
+            if changed is None or (most is not None and len(changed) > most):
+                return None
+            added = [
+                (int(r), str(k), bytes(v))
+                for r, k, v in select_in(
+                    db,
+                    "SELECT rowid, kind, vector FROM chunks WHERE rowid IN ({marks}) AND vector IS NOT NULL"
+                    " ORDER BY rowid",
+                    changed,
                 )
-            ann.generation = after
+            ]
+        return gen, changed, added
+
+    def _caught_up(self, cache: _DenseCache) -> _DenseCache | None:
+        """`cache` carried to the last commit through `change_log`, or None (reload whole: also
+        when the commits changed more rows than it holds, as a bulk load into a small index
+        does; reading them one by one would cost more than one scan)."""
+        changes = self._changes(cache.generation, most=max(CATCH_UP_MIN_ROWS, len(cache.rowids)))
+        if changes is None:
+            return None
+        gen, removed, added = changes
+        return self._patched(cache, gen, removed, added)
 
     def _dense_cache(self) -> _DenseCache:
         gen = self.generation()
@@ -229,12 +280,14 @@ class DenseStore(RecordStore):
             cache = self._dense
             if cache is not None and cache.generation >= gen:
                 return cache  # built by another reader meanwhile
-            cache = self._load_dense()
+            # Another process's commit: carried through the change log (a few rows read), or,
+            # when the log cannot say, reloaded whole.
+            cache = (self._caught_up(cache) if cache is not None else None) or self._load_dense()
             self._dense = cache
             return cache
 
     def _load_dense(self) -> _DenseCache:
-        # Every write (from any process) lands here on the next dense query. Holding the old
+        # The first dense query, and a commit the change log cannot account for. Holding the old
         # matrix, every row's blob and their join at once tripled the peak, and the tens of
         # thousands of small blobs fragmented the allocator: RSS grew under sustained writes
         # (RELIABILITY.md, "Load"). One snapshot, one preallocated matrix filled in slices.
@@ -271,11 +324,17 @@ class DenseStore(RecordStore):
     def vectors_count(self) -> int:
         """Vectors as last committed, cached per generation: the COUNT scans every record, and
         with every reader that saw a write counting at once it was a quarter of a retrieve's time
-        under mixed load. Own writes carry it (`_after_write`); one reader counts for the others."""
+        under mixed load. Own writes carry it (`_after_write`); another process's commits, the
+        dense matrix or ANN index this process holds (each caught up through the change log);
+        with neither held, one reader counts for the others."""
         with self._snapshot() as db:
             gen = self.generation(db)
             if self._vector_count[0] == gen:
                 return self._vector_count[1]
+            if self._ann is not None:
+                return len(self._ann_current().ids)
+            if self._dense is not None:
+                return len(self._dense_cache().rowids)
             with self._count_lock:
                 if self._vector_count[0] != gen:
                     n = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
@@ -299,6 +358,13 @@ class DenseStore(RecordStore):
         with self._dense_lock:
             ann = self._ann
             if ann is not None and ann.generation >= self.generation():
+                return ann
+            changes = None if ann is None else self._changes(ann.generation)
+            if ann is not None and changes is not None:
+                # Another process's commits, carried in memory like this process's own (saved
+                # on close): reconciling read every row's checksum, then wrote the whole file.
+                with self._ann_lock:
+                    self._ann_patch(ann, *changes)
                 return ann
             if ann is None:
                 ann = AnnIndex.load(self._ann_path)

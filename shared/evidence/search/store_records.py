@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS doc_meta (
 CREATE INDEX IF NOT EXISTS doc_meta_kv ON doc_meta(key, value);
 CREATE INDEX IF NOT EXISTS doc_meta_doc ON doc_meta(document_id);
 CREATE TABLE IF NOT EXISTS lexical_pending (document_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS change_log (generation INTEGER NOT NULL, chunk_rowid INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS change_log_gen ON change_log(generation);
 """
 
 _CHUNK_COLS = (
@@ -76,6 +78,14 @@ CHUNK_CACHE_SIZE = 50_000
 #: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
 ALLOWED_CACHE_SIZE = 16
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
+
+
+#: Commits whose changed rowids `change_log` keeps (`log_changes`): a reader this many commits
+#: behind another process's writes reloads its caches whole instead of catching up.
+CHANGE_LOG_GENERATIONS = 64
+#: The `change_log` row every logged commit writes, changes or not: a commit without it (pruned,
+#: or made by a version that kept no log) means the log cannot say what that commit changed.
+_LOGGED = -1
 
 
 #: Keys per `IN (...)` query: under SQLite's oldest default limit of 999 bound parameters.
@@ -206,6 +216,45 @@ class RecordStore:
     def generation(self, db: sqlite3.Connection | None = None) -> int:
         return int(self.info("generation", db) or 0)
 
+    # --- what other processes' commits changed ----------------------------------------------
+    # Caches (the chunk cache, the dense matrix, the ANN index) follow this process's own writes
+    # in place. Another process's commit (a second `serve --workers` worker, `evidence index`)
+    # used to make them reload whole: with two workers each one rebuilt its dense matrix and
+    # emptied its chunk cache after nearly every write of the other, 45-55 % of a retrieve's
+    # time under the mixed load (RELIABILITY.md, "Worker processes"). Each commit now logs the
+    # rowids it removed or added, and a reader catches up from the log.
+
+    def log_changes(self, generation: int, rowids: Iterable[int]) -> None:
+        """Log commit `generation`'s changed chunk rowids, inside the writer's transaction."""
+        db = self._db
+        db.executemany(
+            "INSERT INTO change_log VALUES (?, ?)",
+            [(generation, _LOGGED), *((generation, int(r)) for r in set(rowids))],
+        )
+        db.execute("DELETE FROM change_log WHERE generation <= ?", (generation - CHANGE_LOG_GENERATIONS,))
+
+    @staticmethod
+    def changed_since(db: sqlite3.Connection, since: int, until: int) -> list[int] | None:
+        """The rowids of the chunks that commits `since`+1 .. `until` removed, added or replaced,
+        read on the snapshot `db` (at `until`); None when the log does not hold every one of
+        those commits: the caller reloads whole."""
+        if since < 0 or until < since:
+            return None
+        if until == since:
+            return []
+        logged = db.execute(
+            "SELECT COUNT(*) FROM change_log WHERE generation > ? AND generation <= ? AND chunk_rowid = ?",
+            (since, until, _LOGGED),
+        ).fetchone()[0]
+        if logged != until - since:
+            return None
+        rows = db.execute(
+            "SELECT DISTINCT chunk_rowid FROM change_log WHERE generation > ? AND generation <= ?"
+            " AND chunk_rowid != ?",
+            (since, until, _LOGGED),
+        )
+        return [int(r[0]) for r in rows]
+
     def ensure_embedder(self, embedder_id: str, dimension: int) -> None:
         """Record the embedder of a new index; refuse another one on an existing index."""
         # Every upload asks this first. Read from a snapshot when the index already has this
@@ -275,15 +324,27 @@ class RecordStore:
     # Turning rows into Chunks (SQL, JSON metadata) was ~60% of a warm retrieve's non-model time.
     # A rowid's chunk is fixed within a write generation, so a bounded cache keyed by rowid is
     # exact for readers of that generation. A write of this process drops what it replaced and
-    # moves the cache to its generation (`_after_write`); a write of another process empties it.
+    # moves the cache to its generation (`_after_write`); a write of another process drops the
+    # rows its commits changed (`changed_since`), or empties the cache when the log cannot say.
 
-    def _cache_at(self, gen: int) -> bool:
-        """Move the cache to `gen` if it is newer; True when the cache holds generation `gen`
-        (a reader of an older snapshot neither reads nor fills it)."""
+    def _cache_at(self, gen: int, db: sqlite3.Connection) -> bool:
+        """Move the cache to `gen` (the generation of snapshot `db`) if it is newer; True when
+        the cache holds generation `gen` (a reader of an older snapshot neither reads nor fills it)."""
+        with self._small:
+            held = self._cache_gen
+            if gen <= held:
+                return gen == held
+        changed = self.changed_since(db, held, gen) if self._by_rowid else []
         with self._small:
             if gen > self._cache_gen:
-                self._by_rowid.clear()
-                self._rowid_of.clear()
+                if changed is None or self._cache_gen != held:
+                    self._by_rowid.clear()
+                    self._rowid_of.clear()
+                else:
+                    for rowid in changed:
+                        old = self._by_rowid.pop(rowid, None)
+                        if old is not None:
+                            self._rowid_of.pop(old.chunk_id, None)
                 self._cache_gen = gen
             return gen == self._cache_gen
 
@@ -304,7 +365,7 @@ class RecordStore:
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, Chunk]:
         with self._snapshot() as db:
             gen = self.generation(db)
-            cached = self._cache_at(gen)
+            cached = self._cache_at(gen, db)
             with self._small:
                 out = {r: self._by_rowid[r] for r in rowids if cached and r in self._by_rowid}
             missing = [int(r) for r in rowids if r not in out]
@@ -319,7 +380,7 @@ class RecordStore:
     def chunks_by_id(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, Chunk]]:
         with self._snapshot() as db:
             gen = self.generation(db)
-            cached = self._cache_at(gen)
+            cached = self._cache_at(gen, db)
             out: dict[str, tuple[int, Chunk]] = {}
             missing: list[str] = []
             with self._small:

@@ -1,0 +1,172 @@
+"""Another process's commits reach this one's caches through `change_log` (store_records.py):
+the dense matrix, the chunk cache and the vector count are patched with the rows a commit
+changed, not rebuilt; a commit the log cannot account for makes them reload whole.
+
+Two `EmbeddedBackend`s on one store stand for two processes (two `serve --workers` workers, or
+`evidence index` beside the server): each has its own connections, caches and writer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evidence.ingest import chunk_document, parse_text
+from evidence.records import ChunkKind, DocumentChunks
+from evidence.search import store_dense
+from evidence.search.embedded import EmbeddedBackend, IndexStore
+from evidence.search.store_records import CHANGE_LOG_GENERATIONS
+
+INDEX = "store"
+DIM = 4
+QUERY = np.ones(DIM, dtype=np.float32)
+
+
+def _doc(document_id: str, text: str) -> DocumentChunks:
+    parsed = parse_text(text, filename=f"{document_id}.md", fmt="md")
+    return chunk_document(parsed, document_id=document_id, source=f"{document_id}.md", metadata={})
+
+
+def _vectors(doc: DocumentChunks) -> np.ndarray:
+    rng = np.random.default_rng(sum(map(ord, doc.content_hash)))
+    vecs = rng.standard_normal((len(doc.chunks), DIM)).astype(np.float32)
+    for i, c in enumerate(doc.chunks):
+        if c.kind is ChunkKind.SPAN:
+            vecs[i] = np.nan
+    return vecs
+
+
+def _write(backend: EmbeddedBackend, document_id: str, text: str) -> None:
+    doc = _doc(document_id, text)
+    backend.upsert(INDEX, [doc], [_vectors(doc)])
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[EmbeddedBackend, EmbeddedBackend]]:
+    """(writer, reader): the reader has loaded its caches before the writer writes."""
+    writer = EmbeddedBackend(tmp_path)
+    writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    for i in range(3):
+        _write(writer, f"d{i}", f"# Doc {i}\n\nKeys rotate every {i} years. Access is logged.\n")
+    reader = EmbeddedBackend(tmp_path)
+    reader.dense(INDEX, QUERY, k=50)
+    reader.lexical(INDEX, "keys rotate", k=50)
+    try:
+        yield writer, reader
+    finally:
+        reader.close()
+        writer.close()
+
+
+def _count_reloads(store: IndexStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reloads: list[int] = []
+    load = store._load_dense
+
+    def counted() -> Any:
+        reloads.append(1)
+        return load()
+
+    monkeypatch.setattr(store, "_load_dense", counted)
+    return reloads
+
+
+def _matrix_equals_reload(store: IndexStore) -> None:
+    held = store._dense
+    assert held is not None and held.generation == store.generation()
+    fresh = IndexStore._load_dense(store)  # not the counted one
+    store._dense = held  # `_load_dense` lets go of the matrix it replaces
+    assert sorted(held.rowids.tolist()) == sorted(fresh.rowids.tolist())
+    by_row = dict(zip(fresh.rowids.tolist(), fresh.matrix, strict=True))
+    for rowid, row in zip(held.rowids.tolist(), held.matrix, strict=True):
+        assert np.array_equal(row, by_row[rowid])
+    kinds = dict(zip(fresh.rowids.tolist(), fresh.kinds.tolist(), strict=True))
+    assert dict(zip(held.rowids.tolist(), held.kinds.tolist(), strict=True)) == kinds
+
+
+def test_another_process_s_writes_are_caught_up_without_a_rebuild(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    reloads = _count_reloads(store, monkeypatch)
+    writer.delete_document(INDEX, "d1")
+    _write(writer, "d3", "# New\n\nBackups run nightly and restores are tested.\n")
+    _write(writer, "d0", "# Doc 0 again\n\nKeys rotate monthly now.\n")  # replaced: new rows
+
+    hits = reader.dense(INDEX, QUERY, k=50, kind=ChunkKind.PASSAGE)
+    assert not reloads, "the reader rebuilt its matrix instead of catching up"
+    assert {h.chunk.document_id for h in hits} == {"d0", "d2", "d3"}
+    assert any("monthly" in h.chunk.text for h in hits if h.chunk.document_id == "d0")
+    _matrix_equals_reload(store)
+    assert store.vectors_count() == len(store._dense.rowids)  # type: ignore[union-attr]
+    with store._snapshot() as db:
+        counted = db.execute("SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+    assert store.vectors_count() == counted
+
+
+def test_a_reused_rowid_is_not_served_from_the_stale_chunk_cache(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend],
+) -> None:
+    """SQLite gives the rowids of deleted last rows again: a cached chunk under such a rowid must
+    go when another process's commit replaces it."""
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    last = store._chunks_of("d2")
+    rowids = [store.chunks_by_id([c.chunk_id])[c.chunk_id][0] for c in last]
+    assert all(r in store._by_rowid for r in rowids)  # cached by the reader
+    writer.delete_document(INDEX, "d2")
+    _write(writer, "d9", "# Other\n\nA different document with other words in it entirely.\n")
+    found = store.chunks_by_rowid(rowids)
+    assert all(chunk.document_id != "d2" for chunk in found.values())
+    assert any(chunk.document_id == "d9" for chunk in found.values()), "rowids were not reused"
+    lexical = reader.lexical(INDEX, "different document", k=5)
+    assert lexical and lexical[0].chunk.document_id == "d9"
+
+
+def test_a_commit_the_log_cannot_account_for_reloads_whole(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruned past `CHANGE_LOG_GENERATIONS`, or written by a version that kept no log."""
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    reloads = _count_reloads(store, monkeypatch)
+    wstore = writer.index_store(INDEX)
+    _write(writer, "d4", "# Four\n\nLogged as usual.\n")
+    # A commit without its log rows, as an older version writes it.
+    monkeypatch.setattr(wstore, "log_changes", lambda generation, rowids: None)
+    _write(writer, "d5", "# Five\n\nNot logged at all.\n")
+    monkeypatch.undo()
+    reloads = _count_reloads(store, monkeypatch)
+    hits = reader.dense(INDEX, QUERY, k=100, kind=ChunkKind.PASSAGE)
+    assert reloads == [1]
+    assert {"d4", "d5"} <= {h.chunk.document_id for h in hits}
+    _matrix_equals_reload(store)
+
+    for i in range(CHANGE_LOG_GENERATIONS + 1):
+        _write(writer, f"many{i}", f"# Many {i}\n\nOne of many writes, number {i}.\n")
+    with wstore._snapshot() as db:
+        oldest = db.execute("SELECT MIN(generation) FROM change_log").fetchone()[0]
+    assert oldest > store._dense.generation  # type: ignore[union-attr]  # pruned past the reader
+    reader.dense(INDEX, QUERY, k=5)
+    assert reloads == [1, 1]
+    _matrix_equals_reload(store)
+
+
+def test_commits_that_changed_more_rows_than_the_matrix_holds_reload_it_whole(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk load into a small index: one scan costs less than reading its rows one by one."""
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    monkeypatch.setattr(store_dense, "CATCH_UP_MIN_ROWS", 2)
+    held = len(store._dense.rowids)  # type: ignore[union-attr]
+    docs = [_doc(f"bulk{i}", f"# Bulk {i}\n\nBulk document number {i}.\n") for i in range(held + 1)]
+    writer.upsert(INDEX, docs, [_vectors(d) for d in docs])
+    reloads = _count_reloads(store, monkeypatch)
+    hits = reader.dense(INDEX, QUERY, k=100, kind=ChunkKind.PASSAGE)
+    assert reloads == [1]
+    assert {f"bulk{i}" for i in range(held + 1)} <= {h.chunk.document_id for h in hits}
+    _matrix_equals_reload(store)
