@@ -57,6 +57,13 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def blocked(pid: int) -> set[signal.Signals]:
+    """The signals `pid` blocks (its SigBlk mask in /proc)."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("SigBlk:"))
+    mask = int(line.split()[1], 16)
+    return {s for s in signal.Signals if mask >> (s.value - 1) & 1}
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -183,7 +190,11 @@ def test_two_workers_share_the_port_the_store_and_stop_together(
 
     until("the replacement answers", replacement_answers)
 
-    # SIGTERM to the supervisor ends every worker and the embedding process, cleanly.
+    # SIGTERM to the supervisor ends every worker and the embedding process, cleanly: the
+    # embedding process takes SIGTERM (the supervisor blocks it for itself, and exec keeps a mask;
+    # blocked, the process would wait for the SIGKILL after the grace period).
+    for kid in embedder_of(proc.pid):
+        assert not blocked(kid) & {signal.SIGTERM, signal.SIGINT}, blocked(kid)
     descendants = children(proc.pid) | {g for w in children(proc.pid) for g in children(w)}
     assert list(temp.glob("evidence-embed-*/socket")), "the embedding process's socket is in TMPDIR"
     proc.send_signal(signal.SIGTERM)

@@ -150,8 +150,14 @@ def _serve_embeddings(
     when each worker had its own process) run at once on the one model: onnxruntime sessions
     take concurrent runs, and one upload's few short batches leave the cores idle between
     operators. The model is built on the first request: a server that only reads never loads it."""
+    import signal
+
     from evidence.lifetime import die_with_parent
 
+    # The supervisor starts this process with SIGTERM, SIGINT and SIGCHLD blocked (it takes them
+    # with sigtimedwait), and exec keeps a signal mask: left blocked, the supervisor's SIGTERM would
+    # stay pending until its SIGKILL, STOP_GRACE_S later, and every stop would take that long.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD})
     die_with_parent(parent)  # started by the supervisor's main thread, which lives as long as it
     lower_priority(nice)  # before onnxruntime starts its threads: they inherit it
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
