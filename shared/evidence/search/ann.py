@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,13 +142,11 @@ class AnnIndex:
     @classmethod
     def load(cls, path: Path) -> AnnIndex | None:
         """The saved index, or None when there is none or it is unreadable (then it is rebuilt)."""
-        import faiss
-
         try:
             with np.load(path, allow_pickle=False) as z:
-                index = faiss.deserialize_index(z["faiss"])
+                index = _read_faiss_member(path)
                 return cls(index, z["ids"], z["crcs"], z["passage"], int(z["generation"]))
-        except (OSError, ValueError, KeyError, RuntimeError):
+        except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile):
             return None
 
     # --- change ------------------------------------------------------------------------------
@@ -294,3 +293,19 @@ class Restriction:
     allowed: np.ndarray  # int64, sorted: the allowed rowids in the index
     bits: np.ndarray  # uint8 bitmap over rowids (faiss IDSelectorBitmap)
     per_list: np.ndarray  # allowed vectors per inverted list
+
+
+def _read_faiss_member(path: Path) -> Any:
+    """The index serialised in `path`'s `faiss` member, streamed into faiss. Read whole first
+    (`np.load`'s way), the serialised bytes and the index they become were both in memory: at 1M
+    passages the process peaked at 1.2 GB while loading a 0.4 GB index (serving RSS 0.88 GB)."""
+    import faiss
+
+    with zipfile.ZipFile(path) as archive, archive.open("faiss.npy") as member:
+        major, _ = np.lib.format.read_magic(member)
+        header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, _, dtype = header(member)
+        if dtype != np.uint8 or len(shape) != 1:
+            raise ValueError(f"{path.name}: the faiss member is {dtype} {shape}, not bytes")
+        reader = faiss.PyCallbackIOReader(member.read, 1 << 20)  # type: ignore[attr-defined]
+        return faiss.read_index(reader)
