@@ -70,7 +70,29 @@ def _embed(texts: Sequence[str]) -> Matrix:
     return _worker[0].embed_documents(texts)
 
 
-class BackgroundDocuments:
+class _DocumentsElsewhere:
+    """An Embedder whose documents are embedded in another process (`_embed_elsewhere`) and whose
+    queries are embedded here, by `inner`, the same model."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.document_rule = getattr(inner, "document_rule", "")
+        self.dimension = inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        return self._embed_elsewhere(list(texts))
+
+    def _embed_elsewhere(self, texts: list[str]) -> Matrix:
+        raise NotImplementedError
+
+    def embed_query(self, text: str) -> Matrix:
+        return self.inner.embed_query(text)
+
+
+class BackgroundDocuments(_DocumentsElsewhere):
     """An Embedder: `embed_documents` in one worker process at `nice`, `embed_query` in this one.
 
     One worker: writes already take turns on the store's write lock, and a second model would
@@ -80,12 +102,9 @@ class BackgroundDocuments:
     def __init__(self, inner: Embedder, *, build: Callable[[], Embedder], nice: int) -> None:
         """`inner` embeds queries here; `build` (picklable) makes the worker's embedder, the same
         model as `inner`."""
-        self.inner = inner
+        super().__init__(inner)
         self.build = build
         self.nice = nice
-        self.model_id = inner.model_id
-        self.document_rule = getattr(inner, "document_rule", "")
-        self.dimension = inner.dimension
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
 
@@ -116,21 +135,16 @@ class BackgroundDocuments:
         with self._lock:
             return self._pool is not None
 
-    def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        if not texts:
-            return np.empty((0, self.dimension), dtype=np.float32)
+    def _embed_elsewhere(self, texts: list[str]) -> Matrix:
         for attempt in range(2):
             pool = self._executor()
             try:
-                return pool.submit(_embed, list(texts)).result()
+                return pool.submit(_embed, texts).result()
             except BrokenProcessPool:
                 self._replace(pool)
                 if attempt:
                     raise
         raise AssertionError("unreachable")
-
-    def embed_query(self, text: str) -> Matrix:
-        return self.inner.embed_query(text)
 
     def close(self) -> None:
         with self._lock:
@@ -248,19 +262,16 @@ class SharedEmbedding:
         return SharedDocuments(inner, address=self.address, authkey=self.authkey)
 
 
-class SharedDocuments:
+class SharedDocuments(_DocumentsElsewhere):
     """An Embedder: `embed_documents` in the shared embedding process, `embed_query` in this one."""
 
     def __init__(
         self, inner: Embedder, *, address: str, authkey: bytes, wait_s: float = CONNECT_WAIT_S
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.address = address
         self.authkey = authkey
         self.wait_s = wait_s
-        self.model_id = inner.model_id
-        self.document_rule = getattr(inner, "document_rule", "")
-        self.dimension = inner.dimension
 
     def _connect(self) -> Connection:
         deadline = time.monotonic() + self.wait_s
@@ -275,13 +286,11 @@ class SharedDocuments:
                     ) from exc
                 time.sleep(0.05)
 
-    def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        if not texts:
-            return np.empty((0, self.dimension), dtype=np.float32)
+    def _embed_elsewhere(self, texts: list[str]) -> Matrix:
         for attempt in range(2):
             try:
                 with self._connect() as conn:
-                    conn.send(list(texts))
+                    conn.send(texts)
                     status, value = conn.recv()
             except (EOFError, ConnectionResetError, BrokenPipeError):
                 if attempt:  # it died during this request twice: not a passing crash
@@ -296,20 +305,23 @@ class SharedDocuments:
             return matrix
         raise AssertionError("unreachable")
 
-    def embed_query(self, text: str) -> Matrix:
-        return self.inner.embed_query(text)
-
     def close(self) -> None:
         """Nothing to close here: the process is the supervisor's."""
+
+
+def embeds_apart(settings: Settings) -> bool:
+    """Whether `evidence serve` embeds documents in a process of their own: not when `write_nice`
+    is 0 or the embedder is remote (then each worker embeds as one server would)."""
+    from evidence.config import EmbedderKind
+
+    return bool(settings.write_nice) and settings.embedder is EmbedderKind.MINILM
 
 
 def shared_embedding(settings: Settings, workers: int) -> SharedEmbedding | None:
     """The shared embedding process of `serve --workers N` (`workers` requests at once), not
     yet started; None when `write_nice` is 0 or the embedder is remote (each worker then embeds
     as one server would)."""
-    from evidence.config import EmbedderKind
-
-    if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
+    if not embeds_apart(settings):
         return None
     from functools import partial
 
@@ -325,9 +337,7 @@ def serving_embedder(
     builds it) and its document embedder: a worker process of its own, or `shared`, the one of
     every worker of `serve --workers N`; (None, None) when `write_nice` is 0 or the embedder is
     remote."""
-    from evidence.config import EmbedderKind
-
-    if not settings.write_nice or settings.embedder is not EmbedderKind.MINILM:
+    if not embeds_apart(settings):
         return None, None
     from functools import partial
 
