@@ -14,34 +14,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evidence.ingest import chunk_document, parse_text
-from evidence.records import ChunkKind, DocumentChunks
+from evidence.records import ChunkKind
 from evidence.search import store_dense
 from evidence.search.embedded import EmbeddedBackend, IndexStore
 from evidence.search.store_records import CHANGE_LOG_GENERATIONS
+from tests.unit.search.storekit import DIM, doc, vectors
 
 INDEX = "store"
-DIM = 4
 QUERY = np.ones(DIM, dtype=np.float32)
 
 
-def _doc(document_id: str, text: str) -> DocumentChunks:
-    parsed = parse_text(text, filename=f"{document_id}.md", fmt="md")
-    return chunk_document(parsed, document_id=document_id, source=f"{document_id}.md", metadata={})
-
-
-def _vectors(doc: DocumentChunks) -> np.ndarray:
-    rng = np.random.default_rng(sum(map(ord, doc.content_hash)))
-    vecs = rng.standard_normal((len(doc.chunks), DIM)).astype(np.float32)
-    for i, c in enumerate(doc.chunks):
-        if c.kind is ChunkKind.SPAN:
-            vecs[i] = np.nan
-    return vecs
-
-
 def _write(backend: EmbeddedBackend, document_id: str, text: str) -> None:
-    doc = _doc(document_id, text)
-    backend.upsert(INDEX, [doc], [_vectors(doc)])
+    written = doc(document_id, text)
+    backend.upsert(INDEX, [written], [vectors(written)])
 
 
 @pytest.fixture
@@ -163,8 +148,8 @@ def test_commits_that_changed_more_rows_than_the_matrix_holds_reload_it_whole(
     store = reader.index_store(INDEX)
     monkeypatch.setattr(store_dense, "CATCH_UP_MIN_ROWS", 2)
     held = len(store._dense.rowids)  # type: ignore[union-attr]
-    docs = [_doc(f"bulk{i}", f"# Bulk {i}\n\nBulk document number {i}.\n") for i in range(held + 1)]
-    writer.upsert(INDEX, docs, [_vectors(d) for d in docs])
+    docs = [doc(f"bulk{i}", f"# Bulk {i}\n\nBulk document number {i}.\n") for i in range(held + 1)]
+    writer.upsert(INDEX, docs, [vectors(d) for d in docs])
     reloads = _count_reloads(store, monkeypatch)
     hits = reader.dense(INDEX, QUERY, k=100, kind=ChunkKind.PASSAGE)
     assert reloads == [1]

@@ -18,29 +18,16 @@ import numpy as np
 import pytest
 
 from evidence.errors import RequestValidationError
-from evidence.ingest import chunk_document, parse_text
 from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend, IndexStore
 from evidence.search.group_commit import GroupCommit
+from tests.unit.search.storekit import DIM, doc, vectors
 
 INDEX = "store"
-DIM = 4
 
 
 def _doc(document_id: str, text: str) -> DocumentChunks:
-    parsed = parse_text(text, filename=f"{document_id}.md", fmt="md")
-    return chunk_document(
-        parsed, document_id=document_id, source=f"{document_id}.md", metadata={"k": document_id}
-    )
-
-
-def _vectors(doc: DocumentChunks) -> np.ndarray:
-    rng = np.random.default_rng(sum(map(ord, doc.content_hash)))
-    vecs = rng.standard_normal((len(doc.chunks), DIM)).astype(np.float32)
-    for i, c in enumerate(doc.chunks):
-        if c.kind is ChunkKind.SPAN:
-            vecs[i] = np.nan
-    return vecs
+    return doc(document_id, text, {"k": document_id})
 
 
 @pytest.fixture
@@ -51,14 +38,14 @@ def backend(tmp_path: Path) -> Iterator[EmbeddedBackend]:
         _doc("a", "# Keys\n\nKeys rotate yearly. Access is logged.\n"),
         _doc("b", "# Backups\n\nRestores are tested.\n"),
     ]
-    b.upsert(INDEX, docs, [_vectors(d) for d in docs])
+    b.upsert(INDEX, docs, [vectors(d) for d in docs])
     b.dense(INDEX, np.ones(DIM, dtype=np.float32), k=5)  # the dense matrix is loaded: writes carry it
     yield b
     b.close()
 
 
 def _upsert(backend: EmbeddedBackend, doc: DocumentChunks) -> Callable[[], Any]:
-    return lambda: backend.upsert(INDEX, [doc], [_vectors(doc)])
+    return lambda: backend.upsert(INDEX, [doc], [vectors(doc)])
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
