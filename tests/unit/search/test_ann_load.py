@@ -31,14 +31,20 @@ def test_a_saved_index_loads_back_the_same(tmp_path: Path) -> None:
 
 
 def test_a_faiss_member_that_is_not_bytes_is_not_trusted(tmp_path: Path) -> None:
+    import faiss
+
+    # A real index's bytes, stored as float32: streamed as raw bytes, faiss would read a valid
+    # index from it, so only the member's dtype check refuses it.
+    raw = faiss.serialize_index(_built().index)
+    raw = np.concatenate([raw, np.zeros(-len(raw) % 4, dtype=np.uint8)])
     path = tmp_path / "ann.npz"
     with path.open("wb") as f:
         np.savez(
             f,
-            faiss=np.zeros(8, dtype=np.float32),
-            ids=np.arange(2),
-            crcs=np.zeros(2, dtype=np.uint32),
-            passage=np.ones(2, dtype=bool),
+            faiss=raw.view(np.float32),
+            ids=np.arange(1, 301, dtype=np.int64),
+            crcs=np.zeros(300, dtype=np.uint32),
+            passage=np.ones(300, dtype=bool),
             generation=np.int64(1),
         )
     assert AnnIndex.load(path) is None  # then it is rebuilt from the records
