@@ -58,6 +58,8 @@ PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
+#: What only a dense index reads: the lexical model fixes them (`LEXICAL_COSINE`, `LEXICAL_AGREEMENT`).
+DENSE_ONLY = ("cosine", "agreement")
 
 
 def features(row: dict[str, Any]) -> dict[str, float]:
@@ -72,7 +74,9 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    return read_evidence(row["question"], texts, groups, given, bodies).features(judged["cosine"])
+    return read_evidence(row["question"], texts, groups, given, bodies).features(
+        judged["cosine"], judged.get("agreement")
+    )
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
@@ -178,6 +182,11 @@ def run(
 
     kept = found if budget == "found" else answerable
 
+    def agreement_mean(train: np.ndarray) -> float:
+        """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
+        values = [f["agreement"] for f, t in zip(read, train, strict=True) if t and "agreement" in f]
+        return round(float(np.mean(values)), 4) if values else 0.0
+
     def fit(train: np.ndarray, key: str) -> tuple[np.ndarray, dict[str, float], float | None]:
         """The model and floors fitted on `train` (`key`: the held-out family, or `final`), and the
         cosine fixed for the lexical model (None for the dense one)."""
@@ -199,14 +208,16 @@ def run(
         )
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
-        """The dense model `m` over `columns` with its cosine fixed, and that cosine: the one (grid
-        of 0.025) at which `floors` refuse the most training rows not to keep, each profile within
-        the budget; ties: the most rows without an answer refused, then the lowest cosine. None
-        within the budget: 1 (the fewest refusals)."""
+        """The dense model `m` over `columns` with its agreement fixed at its mean over the training
+        rows (`agreement_mean`) and its cosine fixed, and that cosine: the one (grid of 0.025) at
+        which `floors` refuse the most training rows not to keep, each profile within the budget;
+        ties: the most rows without an answer refused, then the lowest cosine. None within the
+        budget: 1 (the fewest refusals)."""
         coef = m["coefficients"]
+        fixed = m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train)
 
         def at(cosine: float) -> np.ndarray:
-            return np.array([*(coef[c] for c in columns), m["bias"] + coef.get("cosine", 0.0) * cosine])
+            return np.array([*(coef[c] for c in columns), fixed + coef.get("cosine", 0.0) * cosine])
 
         best: tuple[int, int, float] = (-1, -1, 1.0)
         for cosine in np.arange(0.0, 1.0001, 0.025):
@@ -229,6 +240,7 @@ def run(
         out["families"][f] = {"model": model(columns, w), "floors": floors}
         if cosine is not None:
             out["families"][f]["cosine"] = cosine
+            out["families"][f]["agreement"] = agreement_mean(train)
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
@@ -241,6 +253,7 @@ def run(
     out["final"] = {"model": model(columns, w), "floors": floors}
     if cosine is not None:
         out["final"]["cosine"] = cosine
+        out["final"]["agreement"] = agreement_mean(train)
     refused = (probability(x_all, w) < bars(floors)) | already
     out["in_sample"] = {
         pr: score(np.where(refused[prof == pr], 0.0, 1.0), 0.5, answerable[prof == pr], found[prof == pr])
@@ -300,7 +313,7 @@ def main() -> int:
         "lexical": run(
             rows,
             args.max_loss,
-            [c for c in dense if c != "cosine"],
+            [c for c in dense if c not in DENSE_ONLY],
             args.default_cap,
             budget=args.budget,
             label=args.label,
@@ -323,6 +336,7 @@ def main() -> int:
     m = report["dense"]["final"]["model"]
     print(f"DENSE_MODEL = RefusalModel({m['coefficients']}, bias={m['bias']})")
     print(f"LEXICAL_COSINE = {report['lexical']['final']['cosine']}")
+    print(f"LEXICAL_AGREEMENT = {report['lexical']['final']['agreement']}")
     floors = report["dense"]["final"]["floors"]
     print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
     print(f"HITS_REFUSAL_FLOOR = {floors['default']}")
