@@ -96,15 +96,22 @@ def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-(np.c_[x, np.ones(len(x))] @ w)))
 
 
+#: How far below the lowest kept probability a floor sits: more than rounding the coefficients moves it.
+ROUNDING_MARGIN = 5e-4
+
+
 def pick_floor(p: np.ndarray, kept: np.ndarray, max_loss: float, already: np.ndarray | None = None) -> float:
     """The highest floor refusing at most `max_loss` of the rows to keep (see `BUDGETS`), counting
-    the rows `already` refused by another signal."""
+    the rows `already` refused by another signal: just below the lowest probability it keeps
+    (by `ROUNDING_MARGIN`, at most halfway down to the highest it refuses), so that the shipped
+    model's coefficients, rounded to 4 decimals, keep and refuse the same rows."""
     already = np.zeros(len(p), dtype=bool) if already is None else already
     best = 0.0
     for t in np.unique(p):
         if np.mean(((p < t) | already)[kept]) <= max_loss:
             best = max(best, float(t))
-    return round(best, 4)
+    below = p[p < best]
+    return round(max(best - ROUNDING_MARGIN, (best + float(below.max())) / 2) if below.size else best, 4)
 
 
 def score(p: np.ndarray, floor: float, answerable: np.ndarray, found: np.ndarray) -> dict[str, Any]:
