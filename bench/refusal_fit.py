@@ -2,19 +2,20 @@
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
-           [--default-cap 0.30] [--features grounding,cosine,typed_key] [--label found] [--json]
+           [--default-cap 0.30] [--features grounding,cosine,typed_key,agreement] [--label found] [--json]
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
 with every refusal floor off: the evidence texts and their bodies, the concepts they carry by
-construction, the question's concepts and the cosine; whether the evidence held an expected
-answer (`found`: within 600 characters for verbatim, 2,000 for default), whether the question is
-answerable, and whether the default profile's cosine/coverage answerability refused it anyway.
+construction, the question's concepts, the cosine and the dense/BM25 agreement; whether the
+evidence held an expected answer (`found`: within 600 characters for verbatim, 2,000 for
+default), whether the question is answerable, and whether the default profile's cosine/coverage
+answerability refused it anyway.
 
-The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, and the
-cosine) are recomputed here with the shipped code, so a change to the weights, the answer-type
-lexicon or a feature is measured without asking the service again. For each held-out family, on
-the other four:
+The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, the cosine
+and the agreement as recorded) are recomputed here with the shipped code, so a change to the
+weights, the answer-type lexicon or a feature is measured without asking the service again. For
+each held-out family, on the other four:
 
 1. a logistic model over `--features` is fitted with Newton's method on both profiles' rows
    pooled (one signal): positive = the evidence holds an answer, negative = it does not
@@ -25,15 +26,15 @@ the other four:
    questions; or `found`, the recall kept, against evidence without an answer); in `default` the
    cosine/coverage signal's own refusals count against the same budget;
 3. for indexes without a fitted embedder (lexical-only, other embedders), the same model and
-   floors with the cosine fixed: the value (grid of 0.025) at which those floors refuse the most
-   within the budget (the "lexical" run);
+   floors with the agreement fixed at its mean over the training rows and the cosine at the value
+   (grid of 0.025) at which those floors refuse the most within the budget (the "lexical" run);
 
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
 the model and floors fitted on all five families, scored in-sample too: what ships
-(`DENSE_MODEL`, `LEXICAL_COSINE`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`, `HITS_REFUSAL_FLOOR` =
-`EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
+(`DENSE_MODEL`, `LEXICAL_COSINE`, `LEXICAL_AGREEMENT`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`,
+`HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
 `--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
 must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
 """
