@@ -47,7 +47,7 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchBackend, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +305,7 @@ def agreement(dense: Sequence[Chunk], lexical: Sequence[Chunk]) -> float:
 
 
 def passage_agreement(
-    backend: SearchBackend, index: str, question: str, vector: object, documents: Sequence[str]
+    backend: SearchBackend, index: str, question: str, vector: Vector | None, documents: Sequence[str]
 ) -> float | None:
     """`agreement` of the dense and the BM25 passage rankings of `question` within `documents`
     (the evidence's): None without a query vector or documents, or when the backend cannot
