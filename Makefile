@@ -114,7 +114,7 @@ eval: $(STAMP)
 # answer_min_grounding in config.py), then check bench/answerability.py. REFUSAL_STORE keeps the
 # suite's indexes and embedding cache (a second run re-embeds nothing).
 REFUSAL_STORE ?= build/refusal
-REFUSAL_FEATURES ?= grounding,cosine,typed_key
+REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement
 refusal-fit: $(STAMP)
 	mkdir -p $(REFUSAL_STORE)
 	nice -n 10 $(VENV)/bin/python bench/refusal_rows.py bench/qa --store $(REFUSAL_STORE) > $(REFUSAL_STORE)/rows.json

@@ -2,19 +2,20 @@
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
-           [--default-cap 0.30] [--features grounding,cosine,typed_key] [--label found] [--json]
+           [--default-cap 0.30] [--features grounding,cosine,typed_key,agreement] [--label found] [--json]
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
 with every refusal floor off: the evidence texts and their bodies, the concepts they carry by
-construction, the question's concepts and the cosine; whether the evidence held an expected
-answer (`found`: within 600 characters for verbatim, 2,000 for default), whether the question is
-answerable, and whether the default profile's cosine/coverage answerability refused it anyway.
+construction, the question's concepts, the cosine and the dense/BM25 agreement; whether the
+evidence held an expected answer (`found`: within 600 characters for verbatim, 2,000 for
+default), whether the question is answerable, and whether the default profile's cosine/coverage
+answerability refused it anyway.
 
-The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, and the
-cosine) are recomputed here with the shipped code, so a change to the weights, the answer-type
-lexicon or a feature is measured without asking the service again. For each held-out family, on
-the other four:
+The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, the cosine
+and the agreement as recorded) are recomputed here with the shipped code, so a change to the
+weights, the answer-type lexicon or a feature is measured without asking the service again. For
+each held-out family, on the other four:
 
 1. a logistic model over `--features` is fitted with Newton's method on both profiles' rows
    pooled (one signal): positive = the evidence holds an answer, negative = it does not
@@ -25,15 +26,15 @@ the other four:
    questions; or `found`, the recall kept, against evidence without an answer); in `default` the
    cosine/coverage signal's own refusals count against the same budget;
 3. for indexes without a fitted embedder (lexical-only, other embedders), the same model and
-   floors with the cosine fixed: the value (grid of 0.025) at which those floors refuse the most
-   within the budget (the "lexical" run);
+   floors with the agreement fixed at its mean over the training rows and the cosine at the value
+   (grid of 0.025) at which those floors refuse the most within the budget (the "lexical" run);
 
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
 the model and floors fitted on all five families, scored in-sample too: what ships
-(`DENSE_MODEL`, `LEXICAL_COSINE`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`, `HITS_REFUSAL_FLOOR` =
-`EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
+(`DENSE_MODEL`, `LEXICAL_COSINE`, `LEXICAL_AGREEMENT`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`,
+`HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
 `--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
 must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
 """
@@ -58,6 +59,8 @@ PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
+#: What only a dense index reads: the lexical model fixes them (`LEXICAL_COSINE`, `LEXICAL_AGREEMENT`).
+DENSE_ONLY = ("cosine", "agreement")
 
 
 def features(row: dict[str, Any]) -> dict[str, float]:
@@ -72,7 +75,9 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    return read_evidence(row["question"], texts, groups, given, bodies).features(judged["cosine"])
+    return read_evidence(row["question"], texts, groups, given, bodies).features(
+        judged["cosine"], judged.get("agreement")
+    )
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
@@ -92,15 +97,22 @@ def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-(np.c_[x, np.ones(len(x))] @ w)))
 
 
+#: How far below the lowest kept probability a floor sits: more than rounding the coefficients moves it.
+ROUNDING_MARGIN = 5e-4
+
+
 def pick_floor(p: np.ndarray, kept: np.ndarray, max_loss: float, already: np.ndarray | None = None) -> float:
     """The highest floor refusing at most `max_loss` of the rows to keep (see `BUDGETS`), counting
-    the rows `already` refused by another signal."""
+    the rows `already` refused by another signal: just below the lowest probability it keeps
+    (by `ROUNDING_MARGIN`, at most halfway down to the highest it refuses), so that the shipped
+    model's coefficients, rounded to 4 decimals, keep and refuse the same rows."""
     already = np.zeros(len(p), dtype=bool) if already is None else already
     best = 0.0
     for t in np.unique(p):
         if np.mean(((p < t) | already)[kept]) <= max_loss:
             best = max(best, float(t))
-    return round(best, 4)
+    below = p[p < best]
+    return round(max(best - ROUNDING_MARGIN, (best + float(below.max())) / 2) if below.size else best, 4)
 
 
 def score(p: np.ndarray, floor: float, answerable: np.ndarray, found: np.ndarray) -> dict[str, Any]:
@@ -178,6 +190,11 @@ def run(
 
     kept = found if budget == "found" else answerable
 
+    def agreement_mean(train: np.ndarray) -> float:
+        """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
+        values = [f["agreement"] for f, t in zip(read, train, strict=True) if t and "agreement" in f]
+        return round(float(np.mean(values)), 4) if values else 0.0
+
     def fit(train: np.ndarray, key: str) -> tuple[np.ndarray, dict[str, float], float | None]:
         """The model and floors fitted on `train` (`key`: the held-out family, or `final`), and the
         cosine fixed for the lexical model (None for the dense one)."""
@@ -199,14 +216,16 @@ def run(
         )
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
-        """The dense model `m` over `columns` with its cosine fixed, and that cosine: the one (grid
-        of 0.025) at which `floors` refuse the most training rows not to keep, each profile within
-        the budget; ties: the most rows without an answer refused, then the lowest cosine. None
-        within the budget: 1 (the fewest refusals)."""
+        """The dense model `m` over `columns` with its agreement fixed at its mean over the training
+        rows (`agreement_mean`) and its cosine fixed, and that cosine: the one (grid of 0.025) at
+        which `floors` refuse the most training rows not to keep, each profile within the budget;
+        ties: the most rows without an answer refused, then the lowest cosine. None within the
+        budget: 1 (the fewest refusals)."""
         coef = m["coefficients"]
+        fixed = m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train)
 
         def at(cosine: float) -> np.ndarray:
-            return np.array([*(coef[c] for c in columns), m["bias"] + coef.get("cosine", 0.0) * cosine])
+            return np.array([*(coef[c] for c in columns), fixed + coef.get("cosine", 0.0) * cosine])
 
         best: tuple[int, int, float] = (-1, -1, 1.0)
         for cosine in np.arange(0.0, 1.0001, 0.025):
@@ -229,6 +248,7 @@ def run(
         out["families"][f] = {"model": model(columns, w), "floors": floors}
         if cosine is not None:
             out["families"][f]["cosine"] = cosine
+            out["families"][f]["agreement"] = agreement_mean(train)
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
@@ -241,6 +261,7 @@ def run(
     out["final"] = {"model": model(columns, w), "floors": floors}
     if cosine is not None:
         out["final"]["cosine"] = cosine
+        out["final"]["agreement"] = agreement_mean(train)
     refused = (probability(x_all, w) < bars(floors)) | already
     out["in_sample"] = {
         pr: score(np.where(refused[prof == pr], 0.0, 1.0), 0.5, answerable[prof == pr], found[prof == pr])
@@ -300,7 +321,7 @@ def main() -> int:
         "lexical": run(
             rows,
             args.max_loss,
-            [c for c in dense if c != "cosine"],
+            [c for c in dense if c not in DENSE_ONLY],
             args.default_cap,
             budget=args.budget,
             label=args.label,
@@ -323,6 +344,7 @@ def main() -> int:
     m = report["dense"]["final"]["model"]
     print(f"DENSE_MODEL = RefusalModel({m['coefficients']}, bias={m['bias']})")
     print(f"LEXICAL_COSINE = {report['lexical']['final']['cosine']}")
+    print(f"LEXICAL_AGREEMENT = {report['lexical']['final']['agreement']}")
     floors = report["dense"]["final"]["floors"]
     print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
     print(f"HITS_REFUSAL_FLOOR = {floors['default']}")

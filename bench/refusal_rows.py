@@ -8,7 +8,7 @@ cascade's grounding floors 0, `EVIDENCE_ANSWER_MIN_GROUNDING` 0). A row holds th
 whether it is answerable, whether an expected answer is within the evidence (600 characters for
 verbatim, 2,000 for default: what the suite's recall counts), the path, and what the refusal
 signal read (`verbatim.grounding.judge`: evidence texts, their bodies without headings, the concepts
-they carry by construction, the question's concepts, the cosine).
+they carry by construction, the question's concepts, the cosine, the dense/BM25 agreement).
 `bench/refusal_fit.py` fits and measures the signal on them,
 leave-one-family-out, without asking the service again.
 """
@@ -55,7 +55,8 @@ SEEN: list[dict[str, Any]] = []
 
 def record_judgements() -> None:
     """Keep what the refusal signal read (`verbatim.grounding.judge`: the evidence texts and their
-    bodies, the concepts they carry by construction, the question's concepts, the cosine), so
+    bodies, the concepts they carry by construction, the question's concepts, the cosine, the
+    agreement), so
     that `bench/refusal_fit.py` can refit it offline."""
     import evidence.verbatim.cascade as vc
     import evidence.verbatim.grounding as rg
@@ -71,6 +72,7 @@ def record_judgements() -> None:
         groups: Any = None,
         given: Any = (),
         bodies: Any = None,
+        agreement: Any = None,
     ) -> Any:
         if groups is None:
             groups = vc.question_groups(question)
@@ -81,9 +83,12 @@ def record_judgements() -> None:
                 "cosine": cosine,
                 "given": list(given),
                 "bodies": None if bodies is None else list(bodies),
+                "agreement": agreement,
             }
         )
-        return judge(question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies)
+        return judge(
+            question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies, agreement=agreement
+        )
 
     rg.judge = recorded
     rs.judge = recorded  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ A profile registered as a bare `rank.pipeline.Profile` (`register_profile`) gets
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -155,7 +155,14 @@ class PipelinePlugin:
             from evidence.verbatim.grounding import apply_grounding
 
             floor = env.settings.answer_min_grounding
-            signal = apply_grounding(query, outcome.hits, signal, floor, question_groups(query))
+            signal = apply_grounding(
+                query,
+                outcome.hits,
+                signal,
+                floor,
+                question_groups(query),
+                ranker=agreement_ranker(env, query),
+            )
         return signal
 
     def bundle(self, kept: Sequence[Candidate], followups: Sequence[Candidate]) -> EvidenceDocument:
@@ -165,6 +172,17 @@ class PipelinePlugin:
 
     def extras(self, outcome: RankOutcome) -> Extras:
         return Extras(path_used=outcome.path_used)
+
+
+def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], float | None] | None:
+    """The refusal signal's `agreement` over given documents, bound to the index and the query
+    (`verbatim.grounding.passage_agreement`); None without an index or a query vector."""
+    if env.index is None or env.query_vector is None:
+        return None
+    from evidence.verbatim.grounding import passage_agreement
+
+    index, vector = env.index, env.query_vector
+    return lambda documents: passage_agreement(env.backend, index, query, vector, documents)
 
 
 def head_cosines(env: ProfileEnv, hits: Sequence[Candidate]) -> list[float]:

@@ -16,7 +16,13 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   plan cost";
 - `cosine`: the best cosine between the question and the passages the evidence comes from
   (MiniLM: the calibration is the embedder's own; other embedders and lexical-only indexes use
-  the model without it).
+  the model without it);
+- `agreement`: whether the dense and the lexical retrieval agree on where the answer is, inside
+  the evidence's documents: the reciprocal rank, in the BM25 ranking of those documents'
+  passages, of the passage the embedder ranks first (0 when it is not in the first
+  `AGREEMENT_DEPTH`). An answerable question points both at its answer; an unanswerable one
+  scatters them over loosely related passages (`passage_agreement`; dense indexes only, like the
+  cosine).
 
 `Verdict.probability` is the model's probability that the evidence answers; evidence is refused
 below a floor (`EVIDENCE_ANSWER_MIN_GROUNDING` for `default`/`vrm`, `CascadeConfig.min_grounding`
@@ -28,14 +34,20 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
+from evidence.errors import EvidenceError
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import HEAD, AnswerSignal
+from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
+
+if TYPE_CHECKING:
+    from evidence.search.base import SearchBackend, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,26 +73,31 @@ class RefusalModel:
 
 #: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
-#: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key`, `final`).
-DENSE_MODEL = RefusalModel({"grounding": 1.5571, "cosine": 2.9733, "typed_key": 1.2045}, bias=-3.2034)
-#: Lexical-only indexes and embedders without a fitted model read no cosine: the same model with
-#: the cosine fixed at the value where the shipped floors refuse the most training questions within
-#: the budget (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve
-#: every index.
-LEXICAL_COSINE = 0.55
-LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE)
+#: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key,agreement`, `final`).
+DENSE_MODEL = RefusalModel(
+    {"grounding": 1.3204, "cosine": 2.79, "typed_key": 1.1352, "agreement": 1.1542}, bias=-3.3841
+)
+#: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
+#: the same model with the agreement fixed at its mean over the training rows and the cosine at the
+#: value where the shipped floors then refuse the most training questions within the budget
+#: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
+LEXICAL_COSINE = 0.475
+LEXICAL_AGREEMENT = 0.4887
+LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
+#: `agreement` reads this many of the BM25 ranking's passages.
+AGREEMENT_DEPTH = 20
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
-#: budget, `bench/refusal_fit.py`): the rule paths' 0.0 (no floor refused more than it cost), the
-#: safety net's (HYBRID_FACTSPAN, no bar of its own) 0.40.
-REFUSAL_FLOOR = 0.0
-SAFETY_NET_FLOOR = 0.4
+#: budget, `bench/refusal_fit.py`): the rule paths' 0.33, the safety net's (HYBRID_FACTSPAN, no
+#: bar of its own) 0.41.
+REFUSAL_FLOOR = 0.33
+SAFETY_NET_FLOOR = 0.41
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2802
+HITS_REFUSAL_FLOOR = 0.2923
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -157,7 +174,7 @@ class Reading:
     rare_missing: float = 0.0
     rare_cover: float = 1.0
 
-    def features(self, cosine: float | None) -> dict[str, float]:
+    def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
             "grounding": self.grounding,
             "best_span": self.best_span,
@@ -167,6 +184,7 @@ class Reading:
             "rare_missing": self.rare_missing,
             "rare_cover": self.rare_cover,
             "cosine": cosine or 0.0,
+            "agreement": agreement or 0.0,
         }
 
 
@@ -232,13 +250,17 @@ class Verdict:
     grounding: float
     cosine: float | None
     missing: tuple[str, ...]
+    agreement: float | None = None
 
     def refused(self, floor: float) -> bool:
         return bool(floor) and self.probability < floor
 
     def features(self) -> dict[str, float]:
         """For telemetry (the cosine is the answerability signal's own `cosine` already)."""
-        return {"grounding": round(self.grounding, 6), "answer_probability": round(self.probability, 6)}
+        out = {"grounding": round(self.grounding, 6), "answer_probability": round(self.probability, 6)}
+        if self.agreement is not None:
+            out["agreement"] = round(self.agreement, 6)
+        return out
 
 
 def judge(
@@ -249,16 +271,56 @@ def judge(
     groups: Sequence[Sequence[str]],
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
+    agreement: float | None = None,
 ) -> Verdict:
     """The one refusal signal: does evidence (`texts`: spans or hits with their headings) carry
     what `question` asks? `groups`: the question's concepts (`verbatim.cascade.question_groups`,
     passed in so that this module sits below the cascade); `cosine`: the question's best cosine
     with the evidence's passages, None when the index has no fitted embedder (then the
-    grounding-only model); `given`, `bodies`: see `read_evidence`."""
+    grounding-only model); `agreement`: `passage_agreement` over the evidence's documents, None
+    when it could not be read (then fixed at `LEXICAL_AGREEMENT`; without a cosine it is not
+    read); `given`, `bodies`: see `read_evidence`."""
     reading = read_evidence(question, texts, groups, given, bodies)
-    model = DENSE_MODEL if cosine is not None else LEXICAL_MODEL
-    p = model.probability(reading.features(cosine))
-    return Verdict(p, reading.grounding, cosine, reading.missing)
+    if cosine is None:
+        model, agreement = LEXICAL_MODEL, None
+    elif agreement is None:
+        model = DENSE_MODEL.given("agreement", LEXICAL_AGREEMENT)
+    else:
+        model = DENSE_MODEL
+    p = model.probability(reading.features(cosine, agreement))
+    return Verdict(p, reading.grounding, cosine, reading.missing, agreement)
+
+
+def agreement(dense: Sequence[Chunk], lexical: Sequence[Chunk]) -> float:
+    """The reciprocal rank, in `lexical` (the BM25 ranking), of the first passage that overlaps
+    `dense`'s first (the same document, overlapping characters: overlapping windows count as one
+    place); 0 when none does or either ranking is empty."""
+    if not dense:
+        return 0.0
+    top = dense[0]
+    for rank, c in enumerate(lexical[:AGREEMENT_DEPTH]):
+        if c.document_id == top.document_id and c.char_start < top.char_end and c.char_end > top.char_start:
+            return 1.0 / (1 + rank)
+    return 0.0
+
+
+def passage_agreement(
+    backend: SearchBackend, index: str, question: str, vector: Vector | None, documents: Sequence[str]
+) -> float | None:
+    """`agreement` of the dense and the BM25 passage rankings of `question` within `documents`
+    (the evidence's): None without a query vector or documents, or when the backend cannot
+    rank (the signal then reads the model with the agreement fixed)."""
+    if vector is None or not documents:
+        return None
+    filters = {"document_id": sorted(set(documents))}
+    try:
+        dense = backend.dense(index, vector, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE)
+        lexical = backend.lexical(index, question, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE)
+    except EvidenceError:
+        return None
+    if not dense:
+        return None
+    return agreement([h.chunk for h in dense], [h.chunk for h in lexical])
 
 
 def grounding_confidence(p: float, floor: float) -> float:
@@ -317,16 +379,23 @@ def apply_grounding(
     signal: AnswerSignal,
     floor: float,
     groups: Sequence[Sequence[str]],
+    *,
+    ranker: Callable[[Sequence[str]], float | None] | None = None,
 ) -> AnswerSignal:
     """`signal` (the cosine/coverage answerability of `default`/`vrm`) with the refusal signal's
     features added, refused when the answer probability falls below `floor` (0 switches the
     refusal off; the features are still reported). The cosine is the one `signal` read (the
     first hits' best cosine with the query), used only when `signal` read it on a calibrated
-    embedder (`basis` dense)."""
+    embedder (`basis` dense); then `ranker` reads the agreement over the first hits' documents
+    (`passage_agreement` bound to the index and the query)."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
     groups = unnamed_groups(query, groups, hits[:HEAD])
-    verdict = judge(query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits))
+    documents = list(dict.fromkeys(c.chunk.document_id for c in hits[:HEAD]))
+    agreed = ranker(documents) if cosine is not None and ranker is not None else None
+    verdict = judge(
+        query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits), agreement=agreed
+    )
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):
         return replace(signal, features=features)

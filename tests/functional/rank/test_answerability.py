@@ -65,7 +65,13 @@ def test_in_domain_is_answered_and_unrelated_is_not(
     for r in (yes, no) if profile == "default" else (yes,):
         answer = r["telemetry"]["answer"]
         assert answer["basis"] == "dense"
-        assert set(answer["features"]) == {"cosine", "coverage", "grounding", "answer_probability"}
+        assert set(answer["features"]) == {
+            "cosine",
+            "coverage",
+            "grounding",
+            "answer_probability",
+            "agreement",
+        }
         assert not answer["withheld"]
     if profile == "default":
         # The default policy flags: the hits stay, the verdict says what they are worth.

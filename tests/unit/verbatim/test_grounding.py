@@ -4,31 +4,40 @@ question's asked-about content, answers when it is there, and keeps `can_answer`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from evidence.ingest.sections import NAME_TERMS_KEY
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
+from evidence.records import Chunk
 from evidence.verbatim.answer_types import answer_types
 from evidence.verbatim.cascade import question_groups
 from evidence.verbatim.grounding import (
+    AGREEMENT_DEPTH,
     DENSE_MODEL,
     HITS_REFUSAL_FLOOR,
+    LEXICAL_AGREEMENT,
     LEXICAL_COSINE,
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
     SAFETY_NET_FLOOR,
     Verdict,
+    agreement,
     apply_grounding,
     concept_weights,
     expected_answer_types,
     grounding_confidence,
     judge,
+    passage_agreement,
     read_evidence,
     unnamed_groups,
     word_rarity,
 )
-from tests.unit.rank.rankkit import cand, chunk
+from tests.unit.rank.rankkit import INDEX, cand, chunk, new_backend, vec
 
 DISPUTE = "Do disputes go to binding arbitration?"
 COURTS = "Any dispute shall be heard by the courts of the State of New York; the parties waive a jury."
@@ -72,9 +81,26 @@ def test_the_cosine_moves_the_probability_only_on_a_fitted_embedder() -> None:
     far = _judge(TERM, [PK_HALF], cosine=0.0)
     reading = read_evidence(TERM, [PK_HALF], question_groups(TERM))
     assert lexical.probability == pytest.approx(LEXICAL_MODEL.probability(reading.features(None)))
-    assert close.probability == pytest.approx(DENSE_MODEL.probability(reading.features(0.8)))
+    # No agreement read (the backend could not rank): the dense model with it fixed.
+    unread = {**reading.features(0.8), "agreement": LEXICAL_AGREEMENT}
+    assert close.probability == pytest.approx(DENSE_MODEL.probability(unread))
     assert far.probability < close.probability
     assert set(close.features()) == {"grounding", "answer_probability"}
+    # A lexical index reads no agreement even when one is given: the lexical model.
+    assert judge(
+        TERM, [PK_HALF], cosine=None, groups=question_groups(TERM), agreement=1.0
+    ).probability == pytest.approx(lexical.probability)
+
+
+def test_the_rankings_agreeing_on_the_evidence_raise_the_probability() -> None:
+    # The dense and BM25 rankings put the same passage first: more likely an answer than when the
+    # embedder's first passage is not among BM25's (unanswerable questions scatter them).
+    groups = question_groups(TERM)
+    agree = judge(TERM, [PK_HALF], cosine=0.5, groups=groups, agreement=1.0)
+    scatter = judge(TERM, [PK_HALF], cosine=0.5, groups=groups, agreement=0.0)
+    assert agree.probability > scatter.probability
+    assert agree.features()["agreement"] == 1.0
+    assert DENSE_MODEL.coefficients["agreement"] > 0
 
 
 def test_a_floor_of_zero_refuses_nothing() -> None:
@@ -139,12 +165,51 @@ def test_the_hits_shared_document_name_is_no_concept() -> None:
     assert ("zentrix",) in unnamed_groups(NAMED, question_groups(NAMED), mixed)
 
 
-def test_the_lexical_model_is_the_dense_one_at_a_fixed_cosine() -> None:
+def test_the_lexical_model_is_the_dense_one_at_a_fixed_cosine_and_agreement() -> None:
     features = {"grounding": 0.4, "typed_key": 1.0}
-    assert "cosine" not in LEXICAL_MODEL.coefficients
+    assert "cosine" not in LEXICAL_MODEL.coefficients and "agreement" not in LEXICAL_MODEL.coefficients
     assert LEXICAL_MODEL.probability(features) == pytest.approx(
-        DENSE_MODEL.probability({**features, "cosine": LEXICAL_COSINE})
+        DENSE_MODEL.probability({**features, "cosine": LEXICAL_COSINE, "agreement": LEXICAL_AGREEMENT})
     )
+
+
+def _at(cid: str, text: str, start: int, doc: str = "d") -> Chunk:
+    return replace(chunk(cid, text, doc=doc), char_start=start, char_end=start + len(text))
+
+
+def test_agreement_is_the_bm25_rank_of_the_embedders_first_passage() -> None:
+    first = _at("a", "dose and half-life", 0)
+    window = _at("a2", "half-life and the next window", 10)  # overlaps `first`: the same place
+    other = _at("b", "storage", 200)
+    elsewhere = _at("c", "dose and half-life", 0, doc="e")  # same offsets, another document
+    assert agreement([first], [first, other]) == 1.0
+    assert agreement([first], [other, window]) == pytest.approx(0.5)
+    assert agreement([first], [elsewhere, other]) == 0.0
+    assert agreement([], [first]) == 0.0
+    assert agreement([first], [other] * AGREEMENT_DEPTH + [first]) == 0.0  # past the depth
+
+
+def test_passage_agreement_reads_both_rankings_within_the_documents(tmp_path: Path) -> None:
+    passages = [
+        _at("p1", "The elimination half-life is about 9 hours.", 0),
+        _at("p2", "Store below 25 degrees in the original package.", 100),
+        _at("p3", "Peak plasma levels come after 2 hours.", 200),
+        _at("q1", "The elimination half-life of another product.", 0, doc="other"),
+    ]
+    backend = new_backend(tmp_path / "s", passages)
+    try:
+        # The embedder's first passage (the query vector is p1's) is BM25's first too: 1.
+        assert passage_agreement(backend, INDEX, TERM, vec(passages[0].text), ["d"]) == 1.0
+        # The embedder points at the storage passage, BM25 at the half-life one: they disagree.
+        assert passage_agreement(backend, INDEX, TERM, vec(passages[1].text), ["d"]) == 0.0
+        # Another document only: its own passages, not `d`'s.
+        assert passage_agreement(backend, INDEX, TERM, vec(passages[0].text), ["other"]) == 1.0
+        # Nothing to rank: not read.
+        assert passage_agreement(backend, INDEX, TERM, None, ["d"]) is None
+        assert passage_agreement(backend, INDEX, TERM, vec(passages[0].text), []) is None
+        assert passage_agreement(backend, "no-such-index", TERM, vec(passages[0].text), ["d"]) is None
+    finally:
+        backend.close()
 
 
 # The expected answer type (the lexicon, data/answer_types.json): general examples, none from the
@@ -295,3 +360,23 @@ def test_the_word_asking_for_the_kind_is_not_the_key_concept() -> None:
     reading = read_evidence(q, ["Each unit sold pays $2."], question_groups(q))
     assert reading.missing == ("royalti",) and reading.typed_key == 1.0
     assert read_evidence(q, ["Each unit sold is shipped."], question_groups(q)).typed_key == 0.0
+
+
+def test_apply_grounding_reads_the_agreement_over_the_first_hits_documents() -> None:
+    hits = [cand(chunk(f"c{i}", ARBITRATED, doc=f"d{i % 2}"), 1.0) for i in range(5)]
+    asked: list[list[str]] = []
+
+    def ranker(documents: Sequence[str]) -> float:
+        asked.append(list(documents))
+        return 0.0
+
+    dense = AnswerSignal(0.9, True, "dense", {"cosine": 0.5, "coverage": 0.8})
+    scattered = apply_grounding(DISPUTE, hits, dense, 0.0, question_groups(DISPUTE), ranker=ranker)
+    agreed = apply_grounding(DISPUTE, hits, dense, 0.0, question_groups(DISPUTE), ranker=lambda _: 1.0)
+    assert asked == [["d0", "d1"]]  # the first HEAD hits' documents, once each
+    assert scattered.features["agreement"] == 0.0 and agreed.features["agreement"] == 1.0
+    assert agreed.features["answer_probability"] > scattered.features["answer_probability"]
+    # No calibrated cosine (a lexical basis): the agreement is not read.
+    lexical = AnswerSignal(0.9, True, "lexical", {"coverage": 0.8})
+    apply_grounding(DISPUTE, hits, lexical, 0.0, question_groups(DISPUTE), ranker=ranker)
+    assert len(asked) == 1

@@ -1,0 +1,76 @@
+"""The refusal fit (`bench/refusal_fit.py`): its default floor keeps the rows it counts as kept
+once the coefficients are rounded, and its lexical model reads neither the cosine nor the
+dense/BM25 agreement (both fixed, so that one model and one set of floors ship)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "refusal_fit.py"
+
+
+@pytest.fixture(scope="module")
+def fit() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("refusal_fit", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["refusal_fit"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_floor_sits_just_below_the_lowest_probability_it_keeps(fit: ModuleType) -> None:
+    p = np.array([0.10, 0.20, 0.30, 0.31, 0.50, 0.60, 0.70, 0.80, 0.90, 0.95])
+    kept = np.array([False, False, False, True, True, True, True, True, True, True])
+    floor = fit.pick_floor(p, kept, max_loss=0.0)
+    # Every kept row stays kept with room for rounding; the unkept rows below are refused.
+    assert 0.30 < floor < 0.31 and floor == pytest.approx(0.31 - fit.ROUNDING_MARGIN)
+    assert not (p[kept] < floor).any() and (p[~kept] < floor).all()
+    # Two rows closer than the margin: halfway between them, never past the refused one.
+    close = np.array([0.3, 0.3002, 0.9])
+    assert fit.pick_floor(close, np.array([False, True, True]), max_loss=0.0) == pytest.approx(0.3001)
+
+
+def _row(family: str, answerable: bool, profile: str, agreement: float, cosine: float) -> dict[str, Any]:
+    text = "Disputes go to binding arbitration." if answerable else "Notices are sent by email."
+    return {
+        "family": family,
+        "question": "Do disputes go to binding arbitration?",
+        "answerable": answerable,
+        "found": answerable,
+        "profile": profile,
+        "path": "HYBRID_FACTSPAN" if profile == "verbatim" else "hybrid",
+        "can_answer": True,
+        "judged": {
+            "texts": [text],
+            "groups": [["disput"], ["bind"], ["arbitr"]],
+            "cosine": cosine,
+            "given": [],
+            "bodies": [text],
+            "agreement": agreement,
+        },
+    }
+
+
+def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -> None:
+    rows = [
+        _row(f"f{k}", answerable, profile, agreement=a, cosine=c)
+        for k in range(3)
+        for profile in ("verbatim", "default")
+        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
+    ]
+    columns = ["grounding", "cosine", "typed_key", "agreement"]
+    dense = fit.run(rows, 0.0, columns, budget="answerable")
+    assert set(dense["final"]["model"]["coefficients"]) == set(columns)
+    lexical = fit.run(rows, 0.0, ["grounding", "typed_key"], budget="answerable", dense=dense)
+    assert set(lexical["final"]["model"]["coefficients"]) == {"grounding", "typed_key"}
+    # The agreement is fixed at its mean over the training rows: (1 + 0.5 + 0 + 0.25) / 4.
+    assert lexical["final"]["agreement"] == pytest.approx(0.4375)
+    assert 0.0 <= lexical["final"]["cosine"] <= 1.0
