@@ -7,6 +7,7 @@ They keep the order they are given (the convention of `rank/stages.py`, which re
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -219,6 +220,11 @@ SECOND_WINDOW: int | None = 400
 #: question term of middling rarity weighs ~1-2); the kinds come from `FocusHits(expected=…)`, the
 #: answer-type lexicon in the `default` profile (`profiles.default`; ranking sits below it).
 TYPE_WEIGHT = 1.5
+#: Whether run sizes (`window`, `second_window`, `first_window`, `lead`) count a whitespace run as
+#: one character, as a reader and the QA suite's 2,000-character budget do: plain text indented
+#: line by line (licences, policies) spends a fifth or more of its raw characters on indentation,
+#: so a raw-character run held less text there than in prose. Fitted with the sizes (issue 22).
+COLLAPSE_SPACE = True
 
 
 class FocusHits:
@@ -259,6 +265,7 @@ class FocusHits:
         second_window: int | None = SECOND_WINDOW,
         type_weight: float = TYPE_WEIGHT,
         expected: Callable[[str], Sequence[ValueKind]] | None = None,
+        collapse_space: bool = COLLAPSE_SPACE,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -273,6 +280,7 @@ class FocusHits:
         self.second_window = second
         self.type_weight = type_weight
         self.expected = expected
+        self.collapse_space = collapse_space
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -313,9 +321,10 @@ class FocusHits:
                 else None
             )
             size = self.second_window if i == 1 else self.window
-            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating)
+            at = _reading(ch.text) if self.collapse_space else None
+            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at)
             if i == 0:
-                start, end = _widen(sents[i], start, end, self.lead, self.first_window)
+                start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
             if start == 0 and end == len(ch.text):
                 out.append(c)
                 continue
@@ -341,6 +350,8 @@ def _best_run(
     weight: dict[str, float],
     size: int,
     stating: Sequence[float] | None = None,
+    *,
+    at: Sequence[int] | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
     alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
@@ -353,7 +364,7 @@ def _best_run(
         end, seen = first_end, set(bags[i])
         bonus = stating[i] if stating else 0.0
         for j in range(i + 1, len(sents)):
-            if sents[j][1] - start > size:
+            if _span(at, start, sents[j][1]) > size:
                 break
             end = sents[j][1]
             seen |= bags[j]
@@ -365,7 +376,34 @@ def _best_run(
     return best[1], best[2]
 
 
-def _widen(sents: Sequence[tuple[int, int]], start: int, end: int, lead: int, size: int) -> tuple[int, int]:
+def _span(at: Sequence[int] | None, a: int, b: int) -> int:
+    """Characters of `[a, b)` as a reader counts them: raw, or (`at`: each offset's count of
+    characters before it, whitespace runs counted once) whitespace-collapsed."""
+    return b - a if at is None else at[b] - at[a]
+
+
+def _reading(text: str) -> list[int]:
+    """For each offset of `text` (and its end), the characters before it with whitespace runs
+    counted as one, as a reader (and the QA suite's evidence budget) counts them: indented plain
+    text costs no more than prose."""
+    prev = ("x" + text)[: len(text)]
+    return [
+        0,
+        *itertools.accumulate(
+            0 if c.isspace() and p.isspace() else 1 for c, p in zip(text, prev, strict=True)
+        ),
+    ]
+
+
+def _widen(
+    sents: Sequence[tuple[int, int]],
+    start: int,
+    end: int,
+    lead: int,
+    size: int,
+    *,
+    at: Sequence[int] | None = None,
+) -> tuple[int, int]:
     """The run `[start, end)` moved back over the whole sentences within `lead` characters before
     it, then run on over whole sentences to `size` characters from its new start (never shorter
     than the run)."""
@@ -373,13 +411,13 @@ def _widen(sents: Sequence[tuple[int, int]], start: int, end: int, lead: int, si
     for a, _ in reversed(sents):
         if a >= start:
             continue
-        if start - a > lead:
+        if _span(at, a, start) > lead:
             break
         new = a
     for _, b in sents:
         if b <= end:
             continue
-        if b - new > size:
+        if _span(at, new, b) > size:
             break
         end = b
     return new, end
