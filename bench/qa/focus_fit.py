@@ -304,8 +304,8 @@ def _memoise(expected: Callable[[str], Sequence[Any]]) -> Callable[[str], Sequen
             return list(memo(text))
 
     shared = Memo()
-    analysis.get_analyzer = lambda config=None: shared if config is None else real.__class__(config)  # type: ignore[assignment,misc]
-    dedup._sentences = functools.lru_cache(maxsize=None)(dedup._sentences)  # type: ignore[assignment]
+    analysis.get_analyzer = lambda config=None: shared if config is None else real.__class__(config)  # type: ignore[assignment]
+    dedup._sentences = functools.lru_cache(maxsize=None)(dedup._sentences)
 
     class Kind:
         def __init__(self, kind: Any) -> None:
