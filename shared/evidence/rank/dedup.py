@@ -7,7 +7,7 @@ They keep the order they are given (the convention of `rank/stages.py`, which re
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -324,7 +324,7 @@ class FocusHits:
                 else None
             )
             size = self.second_window if i == 1 else self.window
-            at = _reading(ch.text) if self.collapse_space else None
+            at = _Reading(ch.text) if self.collapse_space else None
             start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at)
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
@@ -354,7 +354,7 @@ def _best_run(
     size: int,
     stating: Sequence[float] | None = None,
     *,
-    at: Sequence[int] | None = None,
+    at: _Reading | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
     alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
@@ -379,23 +379,35 @@ def _best_run(
     return best[1], best[2]
 
 
-def _span(at: Sequence[int] | None, a: int, b: int) -> int:
-    """Characters of `[a, b)` as a reader counts them: raw, or (`at`: each offset's count of
-    characters before it, whitespace runs counted once) whitespace-collapsed."""
-    return b - a if at is None else at[b] - at[a]
+_SPACE_RUN = re.compile(r"\s{2,}")
 
 
-def _reading(text: str) -> list[int]:
-    """For each offset of `text` (and its end), the characters before it with whitespace runs
-    counted as one, as a reader (and the QA suite's evidence budget) counts them: indented plain
-    text costs no more than prose."""
-    prev = ("x" + text)[: len(text)]
-    return [
-        0,
-        *itertools.accumulate(
-            0 if c.isspace() and p.isspace() else 1 for c, p in zip(text, prev, strict=True)
-        ),
-    ]
+class _Reading:
+    """Offsets of a text counted as a reader (and the QA suite's evidence budget) counts them,
+    whitespace runs as one character: `count(x)` is the characters before offset `x`."""
+
+    def __init__(self, text: str) -> None:
+        self.ends: list[int] = []  # a run's end, and the surplus characters up to it
+        self.surplus: list[int] = []
+        self.starts: list[int] = []
+        total = 0
+        for m in _SPACE_RUN.finditer(text):
+            self.starts.append(m.start())
+            self.ends.append(m.end())
+            total += m.end() - m.start() - 1
+            self.surplus.append(total)
+
+    def count(self, x: int) -> int:
+        k = bisect.bisect_right(self.ends, x)  # runs wholly before x
+        before = self.surplus[k - 1] if k else 0
+        if k < len(self.starts) and self.starts[k] < x:  # x inside a run: its first char counts
+            before += x - self.starts[k] - 1
+        return x - before
+
+
+def _span(at: _Reading | None, a: int, b: int) -> int:
+    """Characters of `[a, b)`: raw, or as `at` counts them (whitespace runs once)."""
+    return b - a if at is None else at.count(b) - at.count(a)
 
 
 def _widen(
@@ -405,7 +417,7 @@ def _widen(
     lead: int,
     size: int,
     *,
-    at: Sequence[int] | None = None,
+    at: _Reading | None = None,
 ) -> tuple[int, int]:
     """The run `[start, end)` moved back over the whole sentences within `lead` characters before
     it, then run on over whole sentences to `size` characters from its new start (never shorter

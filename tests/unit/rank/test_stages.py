@@ -504,7 +504,7 @@ def test_focus_counts_a_whitespace_run_once_when_sizing_runs() -> None:
     counted that way, so an indented run holds as much text as prose would."""
     import re
 
-    from evidence.rank.dedup import _reading
+    from evidence.rank.dedup import _Reading
     from evidence.rank.stages import FocusHits
 
     gap = "\n" + " " * 40
@@ -521,5 +521,9 @@ def test_focus_counts_a_whitespace_run_once_when_sizing_runs() -> None:
     raw = FocusHits(min_chars=10, window=120, second_window=120, collapse_space=False)
     got = raw.run([first, c], ctx(None, query=query))[1].chunk.text
     assert got.startswith("Backups are kept") and "encrypted" not in got
-    assert _reading(text)[-1] == len(re.sub(r"\s+", " ", text))
-    assert _reading("") == [0]
+    # Every offset counts what a whitespace-collapsing reader has read before it.
+    for sample in (text, "ab  c\n\n d ", "  lead and trail  ", ""):
+        at = _Reading(sample)
+        assert [at.count(x) for x in range(len(sample) + 1)] == [
+            len(re.sub(r"\s+", " ", sample[:x])) for x in range(len(sample) + 1)
+        ]
