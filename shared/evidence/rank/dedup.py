@@ -7,6 +7,7 @@ They keep the order they are given (the convention of `rank/stages.py`, which re
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -219,6 +220,12 @@ SECOND_WINDOW: int | None = 400
 #: question term of middling rarity weighs ~1-2); the kinds come from `FocusHits(expected=…)`, the
 #: answer-type lexicon in the `default` profile (`profiles.default`; ranking sits below it).
 TYPE_WEIGHT = 1.5
+#: Whether run sizes (`window`, `second_window`, `first_window`, `lead`) count a whitespace run as
+#: one character, as a reader and the QA suite's 2,000-character budget do: indented plain text
+#: and PDF line breaks (4.5 % of the contract family's hit characters are surplus whitespace, 2.5 %
+#: of the standard's, 1.5 % of the clinical PDF's) otherwise shorten a run by text the budget does
+#: not count. Fitted with the sizes, leave-one-family-out (issue 22; docs/ranking.md#focus-space).
+COLLAPSE_SPACE = True
 
 
 class FocusHits:
@@ -239,6 +246,8 @@ class FocusHits:
       hits 16 %, 6 %, 5 %…) starts up to `lead` characters earlier, at a sentence start (a
       question's words are often in the sentence before or after its answer), and runs on over
       whole sentences to `first_window` characters from there.
+    - With `collapse_space` (the default) those sizes count a whitespace run as one character,
+      as the reader's budget does, so indented or line-broken text gets as much text as prose.
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -259,6 +268,7 @@ class FocusHits:
         second_window: int | None = SECOND_WINDOW,
         type_weight: float = TYPE_WEIGHT,
         expected: Callable[[str], Sequence[ValueKind]] | None = None,
+        collapse_space: bool = COLLAPSE_SPACE,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -273,6 +283,7 @@ class FocusHits:
         self.second_window = second
         self.type_weight = type_weight
         self.expected = expected
+        self.collapse_space = collapse_space
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -313,9 +324,10 @@ class FocusHits:
                 else None
             )
             size = self.second_window if i == 1 else self.window
-            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating)
+            at = _Reading(ch.text) if self.collapse_space else None
+            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at)
             if i == 0:
-                start, end = _widen(sents[i], start, end, self.lead, self.first_window)
+                start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
             if start == 0 and end == len(ch.text):
                 out.append(c)
                 continue
@@ -341,6 +353,8 @@ def _best_run(
     weight: dict[str, float],
     size: int,
     stating: Sequence[float] | None = None,
+    *,
+    at: _Reading | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
     alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
@@ -353,7 +367,7 @@ def _best_run(
         end, seen = first_end, set(bags[i])
         bonus = stating[i] if stating else 0.0
         for j in range(i + 1, len(sents)):
-            if sents[j][1] - start > size:
+            if _span(at, start, sents[j][1]) > size:
                 break
             end = sents[j][1]
             seen |= bags[j]
@@ -365,7 +379,46 @@ def _best_run(
     return best[1], best[2]
 
 
-def _widen(sents: Sequence[tuple[int, int]], start: int, end: int, lead: int, size: int) -> tuple[int, int]:
+_SPACE_RUN = re.compile(r"\s{2,}")
+
+
+class _Reading:
+    """Offsets of a text counted as a reader (and the QA suite's evidence budget) counts them,
+    whitespace runs as one character: `count(x)` is the characters before offset `x`."""
+
+    def __init__(self, text: str) -> None:
+        self.ends: list[int] = []  # a run's end, and the surplus characters up to it
+        self.surplus: list[int] = []
+        self.starts: list[int] = []
+        total = 0
+        for m in _SPACE_RUN.finditer(text):
+            self.starts.append(m.start())
+            self.ends.append(m.end())
+            total += m.end() - m.start() - 1
+            self.surplus.append(total)
+
+    def count(self, x: int) -> int:
+        k = bisect.bisect_right(self.ends, x)  # runs wholly before x
+        before = self.surplus[k - 1] if k else 0
+        if k < len(self.starts) and self.starts[k] < x:  # x inside a run: its first char counts
+            before += x - self.starts[k] - 1
+        return x - before
+
+
+def _span(at: _Reading | None, a: int, b: int) -> int:
+    """Characters of `[a, b)`: raw, or as `at` counts them (whitespace runs once)."""
+    return b - a if at is None else at.count(b) - at.count(a)
+
+
+def _widen(
+    sents: Sequence[tuple[int, int]],
+    start: int,
+    end: int,
+    lead: int,
+    size: int,
+    *,
+    at: _Reading | None = None,
+) -> tuple[int, int]:
     """The run `[start, end)` moved back over the whole sentences within `lead` characters before
     it, then run on over whole sentences to `size` characters from its new start (never shorter
     than the run)."""
@@ -373,13 +426,13 @@ def _widen(sents: Sequence[tuple[int, int]], start: int, end: int, lead: int, si
     for a, _ in reversed(sents):
         if a >= start:
             continue
-        if start - a > lead:
+        if _span(at, a, start) > lead:
             break
         new = a
     for _, b in sents:
         if b <= end:
             continue
-        if b - new > size:
+        if _span(at, new, b) > size:
             break
         end = b
     return new, end

@@ -496,3 +496,34 @@ def test_focus_second_hit_window_and_answer_type_bonus() -> None:
         FocusHits(second_window=0)
     with pytest.raises(ConfigurationError):
         FocusHits(type_weight=-1.0)
+
+
+def test_focus_counts_a_whitespace_run_once_when_sizing_runs() -> None:
+    """Indented plain text (a licence's clauses) spends characters on indentation that a reader
+    and the QA budget (whitespace collapsed) do not count: with `collapse_space` a run's size is
+    counted that way, so an indented run holds as much text as prose would."""
+    import re
+
+    from evidence.rank.dedup import _Reading
+    from evidence.rank.stages import FocusHits
+
+    gap = "\n" + " " * 40
+    body = gap.join(
+        ["Backups are kept for 35 days.", "Nothing else is said in here.", "Backups are encrypted."]
+    )
+    text = f"{_PAD}{gap}{body}{gap}{_PAD}"
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    c = cand(chunk("p", text), 0.5)
+    query = "Are backups kept and encrypted?"
+    spaced = FocusHits(min_chars=10, window=120, second_window=120, collapse_space=True)
+    out = spaced.run([first, c], ctx(None, query=query))[1]
+    assert out.chunk.text == body and _slice_of(out, c)
+    raw = FocusHits(min_chars=10, window=120, second_window=120, collapse_space=False)
+    got = raw.run([first, c], ctx(None, query=query))[1].chunk.text
+    assert got.startswith("Backups are kept") and "encrypted" not in got
+    # Every offset counts what a whitespace-collapsing reader has read before it.
+    for sample in (text, "ab  c\n\n d ", "  lead and trail  ", ""):
+        at = _Reading(sample)
+        assert [at.count(x) for x in range(len(sample) + 1)] == [
+            len(re.sub(r"\s+", " ", sample[:x])) for x in range(len(sample) + 1)
+        ]
