@@ -370,7 +370,14 @@ def serve(store: Path, workers: int | None = None) -> tuple[subprocess.Popen[str
     """`evidence serve` on `store` with `--workers workers` (None: its default, which it plans
     from the cores and the memory); its `listening` line: the URL, the worker count it chose and why."""
     proc = subprocess.Popen(
-        cli("serve", "--port", "0", "--store", str(store), *([] if workers is None else ["--workers", str(workers)])),
+        cli(
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            *([] if workers is None else ["--workers", str(workers)]),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

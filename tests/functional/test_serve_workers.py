@@ -230,9 +230,12 @@ def test_a_bad_workers_setting_names_the_variable(tmp_path: Path) -> None:
     assert done.returncode == 2 and "EVIDENCE_SERVE_WORKERS" in done.stderr
 
 
-def _two_cores() -> None:
-    """The server's CPU affinity: two cores, so that `auto` means two whatever the machine has."""
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+#: `evidence serve` on two cores (its CPU affinity, inherited by its workers), so that `auto`
+#: means two whatever the machine has.
+ON_TWO_CORES = (
+    "import os, runpy, sys; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2]); "
+    "sys.argv[0] = 'evidence'; runpy.run_module('evidence.cli', run_name='__main__')"
+)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
@@ -253,13 +256,12 @@ def test_the_default_starts_a_worker_per_core_that_fits_in_memory(
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
     env |= {"TMPDIR": str(temp), "EVIDENCE_SERVE_MEMORY_MB": memory_mb}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path / "store")],
+        [sys.executable, "-c", ON_TWO_CORES, "serve", "--port", "0", "--store", str(tmp_path / "store")],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_two_cores,
     )
     try:
         assert proc.stdout is not None
@@ -276,8 +278,10 @@ def test_the_default_starts_a_worker_per_core_that_fits_in_memory(
             # The workers take SIGTERM (the supervisor blocks it for itself), so stopping is prompt.
             until(
                 "two workers that take SIGTERM",
-                lambda: len(workers_of(proc.pid)) == 2
-                and not any(blocked(w) & {signal.SIGTERM, signal.SIGINT} for w in workers_of(proc.pid)),
+                lambda: (
+                    len(workers_of(proc.pid)) == 2
+                    and not any(blocked(w) & {signal.SIGTERM, signal.SIGINT} for w in workers_of(proc.pid))
+                ),
                 lambda: {w: blocked(w) for w in workers_of(proc.pid)},
             )
         descendants = children(proc.pid)

@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
     def announce() -> None:
         print(
-            json.dumps({"listening": url, "store": str(settings.store_dir), "workers": workers, "why": plan.reason}),
+            json.dumps(
+                {"listening": url, "store": str(settings.store_dir), "workers": workers, "why": plan.reason}
+            ),
             flush=True,
         )
         print(

@@ -74,8 +74,8 @@ class WorkerPlan:
 def plan_workers(
     cores: int, footprint: Footprint, available: int | None, headroom: float = HEADROOM
 ) -> WorkerPlan:
-    """One worker per core, as many as fit: N workers need N × `footprint.worker` plus
-    `footprint.shared`, within (1 − `headroom`) of `available` bytes; at least one, at most
+    """One worker per core, as many as fit: N workers need N times `footprint.worker` plus
+    `footprint.shared`, within (1 - `headroom`) of `available` bytes; at least one, at most
     `MAX_WORKERS`. Memory unknown (`available` None): one per core."""
     cores = max(1, min(cores, MAX_WORKERS))
     per = f"{_size(footprint.worker)} per worker" + (
@@ -217,11 +217,11 @@ _NO_LIMIT = 1 << 60
 
 
 def _cgroup_available(proc: Path, cgroup: Path) -> int | None:
-    """limit − (usage − inactive file pages) of this process's memory cgroup, when it has a limit."""
+    """limit - (usage - inactive file pages) of this process's memory cgroup, when it has a limit."""
     v2, v1 = "", ""
     with contextlib.suppress(OSError):
         for line in (proc / "self" / "cgroup").read_text().splitlines():
-            number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+            number, controllers, path = [*line.split(":", 2), "", ""][:3]
             if number == "0" and not controllers:
                 v2 = path.lstrip("/")
             elif "memory" in controllers.split(","):
