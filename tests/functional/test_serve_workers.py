@@ -244,7 +244,7 @@ ON_TWO_CORES = (
     [
         pytest.param("65536", 2, id="fits-every-core"),
         # An empty store: 280 MB a worker + 450 MB of shared embedding process, within 75 % of
-        # 1,000 MB: one worker fits, two do not.
+        # 1,000 MB: one worker fits, two (and their 70 MB supervisor) do not.
         pytest.param("1000", 1, id="fits-one"),
     ],
 )

@@ -34,6 +34,9 @@ QUERY_MODEL_BYTES = 150 * MB
 #: `embed.background.embeds_apart`): 402-442 MB under the mixed load of `make reliability`.
 #: Counted once, whatever the worker count (one process also has one).
 EMBEDDING_PROCESS_BYTES = 450 * MB
+#: What N > 1 workers add besides themselves: the supervisor (56 MB measured) and
+#: multiprocessing's resource tracker (12 MB).
+SUPERVISOR_BYTES = 70 * MB
 #: A decoded chunk in an index's chunk cache (at most `store_records.CHUNK_CACHE_SIZE` per index).
 CACHED_CHUNK_BYTES = 1536
 #: Bytes an ANN vector costs in memory when the index file is not written yet: its 8-bit code
@@ -58,6 +61,8 @@ class Footprint:
     indexes: int
     #: The document-embedding process, one for every worker (0 when documents embed in the worker).
     shared: int = 0
+    #: The supervisor of N > 1 workers (one process has none).
+    supervisor: int = SUPERVISOR_BYTES
 
     @property
     def worker(self) -> int:
@@ -74,24 +79,28 @@ class WorkerPlan:
 def plan_workers(
     cores: int, footprint: Footprint, available: int | None, headroom: float = HEADROOM
 ) -> WorkerPlan:
-    """One worker per core, as many as fit: N workers need N times `footprint.worker` plus
-    `footprint.shared`, within (1 - `headroom`) of `available` bytes; at least one, at most
-    `MAX_WORKERS`. Memory unknown (`available` None): one per core."""
+    """One worker per core, as many as fit: N workers need N times `footprint.worker`, plus
+    `footprint.shared`, plus `footprint.supervisor` when N > 1, within (1 - `headroom`) of
+    `available` bytes; at least one, at most `MAX_WORKERS`. Memory unknown (`available` None):
+    one per core."""
     cores = max(1, min(cores, MAX_WORKERS))
-    per = f"{_size(footprint.worker)} per worker" + (
-        f" (+ {_size(footprint.shared)} shared embedding process)" if footprint.shared else ""
-    )
+    shared = footprint.shared + (footprint.supervisor if cores > 1 else 0)
+    per = f"{_size(footprint.worker)} per worker" + (f" (+ {_size(shared)} shared)" if shared else "")
     if available is None:
         return WorkerPlan(cores, f"{_count(cores)}: {_count(cores, 'core')}, {per}, memory available unknown")
     budget = max(0, int(available * (1 - headroom)))
     within = f"{_size(budget)} ({100 - round(100 * headroom)} % of {_size(available)} available)"
-    fit = (budget - footprint.shared) // max(1, footprint.worker)
-    if fit >= cores:
-        return WorkerPlan(cores, f"{_count(cores)}: {_count(cores, 'core')}, {per} fits in {within}")
-    if fit >= 1:
-        return WorkerPlan(
-            int(fit), f"{_count(int(fit))}: {_count(cores, 'core')}, but {per} fits {int(fit)} in {within}"
-        )
+
+    def needed(n: int) -> int:
+        return n * footprint.worker + footprint.shared + (footprint.supervisor if n > 1 else 0)
+
+    n = cores
+    while n > 1 and needed(n) > budget:
+        n -= 1
+    if n == cores and needed(n) <= budget:
+        return WorkerPlan(n, f"{_count(n)}: {_count(cores, 'core')}, {per} fits in {within}")
+    if needed(n) <= budget:
+        return WorkerPlan(n, f"{_count(n)}: {_count(cores, 'core')}, but {per} fits {n} in {within}")
     return WorkerPlan(1, f"1 worker: {_count(cores, 'core')}, but {per} exceeds {within}; serving with one")
 
 

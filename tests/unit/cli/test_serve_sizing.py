@@ -37,13 +37,13 @@ def test_every_core_when_memory_allows() -> None:
     plan = plan_workers(2, SCIFACT, 22 * GB)
     assert plan.workers == 2
     assert plan.reason == (
-        "2 workers: 2 cores, 366 MB per worker (+ 450 MB shared embedding process) fits in "
-        "16.5 GB (75 % of 22.0 GB available)"
+        "2 workers: 2 cores, 366 MB per worker (+ 520 MB shared) fits in 16.5 GB (75 % of 22.0 GB available)"
     )
 
 
 def test_as_many_as_fit_when_memory_is_short() -> None:
-    # 75 % of 4 GB = 3 GB; less 450 MB shared: 2.56 GB holds two 880 MB workers, not three.
+    # 75 % of 4 GB = 3 GB; less 450 MB of embedding process and 70 MB of supervisor: 2.48 GB
+    # holds two 880 MB workers, not three.
     plan = plan_workers(8, MILLION, 4 * GB)
     assert plan.workers == 2
     assert plan.reason.startswith("2 workers: 8 cores, but 880 MB per worker")
@@ -56,10 +56,19 @@ def test_one_when_not_even_one_fits() -> None:
 
 
 def test_the_headroom_is_kept() -> None:
-    # Two SciFact workers and the shared process are 1,182 MB: they fit in 1,600 MB at 25 %
-    # headroom (1,200 MB), not at 30 % (1,120 MB).
-    assert plan_workers(2, SCIFACT, 1600 * MB).workers == 2
-    assert plan_workers(2, SCIFACT, 1600 * MB, headroom=0.30).workers == 1
+    # Two SciFact workers, the embedding process and the supervisor are 1,252 MB: they fit in
+    # 1,700 MB at 25 % headroom (1,275 MB), not at 30 % (1,190 MB).
+    assert plan_workers(2, SCIFACT, 1700 * MB).workers == 2
+    assert plan_workers(2, SCIFACT, 1700 * MB, headroom=0.30).workers == 1
+
+
+def test_the_supervisor_counts_only_beside_workers() -> None:
+    small = Footprint(process=100 * MB, model=0, indexes=0, shared=0, supervisor=70 * MB)
+    # 75 % of 340 MB = 255 MB: two workers (200 MB) would fit but not with their supervisor;
+    # one process has none.
+    assert plan_workers(2, small, 340 * MB).workers == 1
+    assert plan_workers(2, small, 360 * MB).workers == 2  # 270 MB
+    assert "fits 1 in" in plan_workers(2, small, 340 * MB).reason
 
 
 def test_unknown_memory_takes_every_core_and_64_at_most() -> None:
