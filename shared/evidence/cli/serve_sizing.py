@@ -31,7 +31,7 @@ PROCESS_BYTES = 130 * MB
 #: A remote embedder (Titan) loads none.
 QUERY_MODEL_BYTES = 150 * MB
 #: The one document-embedding process every worker shares (MiniLM with EVIDENCE_WRITE_NICE > 0;
-#: `embed.background.embeds_apart`): 402-442 MB under the mixed load of `make reliability`.
+#: `embed.background.embeds_apart`): 402-443 MB under the mixed load of `make reliability`.
 #: Counted once, whatever the worker count (one process also has one).
 EMBEDDING_PROCESS_BYTES = 450 * MB
 #: What N > 1 workers add besides themselves: the supervisor (56 MB measured) and
