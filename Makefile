@@ -133,7 +133,7 @@ RELIABILITY_TESTS := tests/unit/test_access.py tests/functional/test_access.py \
 	tests/unit/plan/test_llm_planner.py tests/functional/test_fuzz_stateful.py \
 	tests/unit/ingest/test_parser_mutations.py tests/functional/test_fuzz.py \
 	tests/functional/assess/test_launch.py tests/functional/test_serve_connections.py \
-	tests/functional/test_serve_concurrency.py
+	tests/functional/test_serve_concurrency.py tests/functional/test_serve_workers.py
 # Hostile input (issue 26: bounded cost per document, bounded errors, exact filters).
 RELIABILITY_TESTS += tests/unit/ingest/test_linear_cost.py tests/functional/test_hostile_input.py
 LOAD_SECONDS ?= 120

@@ -12,7 +12,10 @@ stage and first-stage leg from the response's telemetry, the time outside the st
 time outside the server: queueing, HTTP, the resolver).
 
     python bench/load.py --dataset ../shared/datasets/scifact [--duration 120] [--clients 8]
-        [--writers] [--base-store build/load-base] [--json]
+        [--writers] [--workers N] [--base-store build/load-base] [--json]
+
+Without `--workers` the server runs its default (one worker per core, as many as fit in memory);
+the report's `workers` and `workers_why` say what it chose.
 
 The base store is built once (`evidence index corpus.jsonl.gz`, minutes on 2 cores; seed it with
 `--embedding-cache FILE` to reuse cached MiniLM vectors) and copied for each run: a run never
@@ -363,9 +366,18 @@ def writer_corpus(path: Path, prefix: str, texts: list[str], n: int) -> set[str]
     return ids
 
 
-def serve(store: Path, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
+def serve(store: Path, workers: int | None = None) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """`evidence serve` on `store` with `--workers workers` (None: its default, which it plans
+    from the cores and the memory); its `listening` line: the URL, the worker count it chose and why."""
     proc = subprocess.Popen(
-        cli("serve", "--port", "0", "--store", str(store), "--workers", str(workers)),
+        cli(
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            *([] if workers is None else ["--workers", str(workers)]),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -375,7 +387,9 @@ def serve(store: Path, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
     line = proc.stdout.readline()
     if not line:
         raise SystemExit("load: evidence serve did not start")
-    return proc, str(json.loads(line)["listening"])
+    started = json.loads(line)
+    started.setdefault("workers", workers or 1)  # a server from before the count was printed
+    return proc, started
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -389,7 +403,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store = Path(tmp) / "store"
         shutil.copytree(args.base_store, store)
         base_docs = documents(store)
-        proc, url = serve(store, args.workers)
+        proc, started = serve(store, args.workers)
+        url, workers = str(started["listening"]), int(started["workers"])
         stats = Stats()
         rss: list[tuple[float, tuple[int, int, int]]] = []
         worker_rss: list[int] = []
@@ -397,18 +412,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # Warm-up: the model loads on the first query; RSS "start" is after it. Every worker
             # of `--workers N` answers one (a connection goes to one worker; tries are bounded).
             warmed: set[int | None] = set()
-            for _ in range(8 * args.workers):
+            for _ in range(8 * workers):
                 warmed.add(
                     answered(f"{url}/v1/indexes/{INDEX}/retrieve", "POST", {"query": queries[0]}, 300)[1]
                 )
-                if len(warmed) >= args.workers:
+                if len(warmed) >= workers:
                     break
             if mix.get("index"):
                 # The document-embedding worker starts with the first upload (seconds, once):
                 # started here, outside the measured window, as it was when it started with the
                 # server. A read-only mix never starts it. The document is gone again before t0.
                 warmed = set()
-                for _ in range(8 * args.workers):
+                for _ in range(8 * workers):
                     doc = {
                         "document_id": "load-warm-up",
                         "filename": "warm.txt",
@@ -416,12 +431,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     }
                     warmed.add(answered(f"{url}/v1/indexes/{INDEX}/documents", "POST", doc, 300)[1])
                     request(f"{url}/v1/indexes/{INDEX}/documents/load-warm-up", "DELETE", timeout=300)
-                    if len(warmed) >= args.workers:
+                    if len(warmed) >= workers:
                         break
             base_generation = generation(store)  # the commits counted are the run's (WAL: a reader is fine)
             cpu_before = (
-                cpu_s(server_pids(proc.pid, args.workers)),
-                cpu_s(helper_pids(proc.pid, args.workers)),
+                cpu_s(server_pids(proc.pid, workers)),
+                cpu_s(helper_pids(proc.pid, workers)),
             )
             t0 = time.monotonic()
             deadline = t0 + args.duration
@@ -429,8 +444,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             def sample() -> None:
                 while not stop.is_set():
-                    rss.append((round(time.monotonic() - t0, 1), server_rss_kb(proc.pid, args.workers)))
-                    worker_rss.append(helpers_rss_kb(proc.pid, args.workers))
+                    rss.append((round(time.monotonic() - t0, 1), server_rss_kb(proc.pid, workers)))
+                    worker_rss.append(helpers_rss_kb(proc.pid, workers))
                     stop.wait(1.0)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -467,8 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = time.monotonic() - t0
             # CPU of the run: the serving processes, and the document-embedding process(es).
             cpu_used = (
-                cpu_s(server_pids(proc.pid, args.workers)) - cpu_before[0],
-                cpu_s(helper_pids(proc.pid, args.workers)) - cpu_before[1],
+                cpu_s(server_pids(proc.pid, workers)) - cpu_before[0],
+                cpu_s(helper_pids(proc.pid, workers)) - cpu_before[1],
             )
             writer_results = []
             for p, _ in writers:
@@ -499,7 +514,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "duration_s": round(elapsed, 1),
         "clients": args.clients,
-        "workers": args.workers,
+        # The worker count the server ran (`--workers`, else the one its default chose) and why.
+        "workers": workers,
+        "workers_why": started.get("why"),
         "mix": args.mix,
         "requests": total,
         "throughput_rps": round(total / elapsed, 1) if elapsed else 0.0,
@@ -556,7 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=1, help="`evidence serve --workers N` (default 1)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="`evidence serve --workers N` (default: the server's own default, reported as `workers`)",
+    )
     parser.add_argument(
         "--mix",
         default=",".join(f"{k}={v}" for k, v in MIX.items()),

@@ -230,9 +230,13 @@ class Settings(BaseSettings):
 
     # `evidence serve` (docs/api.md#evidence-serve): how it holds connections, and uploads.
     #: Worker processes of `evidence serve`, sharing its port and store: the retrieve is mostly
-    #: Python under the GIL, so one process uses one core. 1 = one process, no supervisor;
-    #: "auto" = one per core this process may run on (`serve_worker_count`).
-    serve_workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = 1
+    #: Python under the GIL, so one process uses one core. "auto" (default) = one per core this
+    #: process may run on, as many as fit in memory (`cli/serve_sizing.py`); 1 = one process, no
+    #: supervisor; a number is taken as it is.
+    serve_workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
+    #: Memory (MB) `serve_workers=auto` may plan for; unset = what is available now (the kernel's
+    #: MemAvailable, within the container's cgroup limit).
+    serve_memory_mb: int | None = Field(default=None, ge=1)
     #: Connections served at once per process; past it a new one gets 503 + Retry-After.
     serve_max_connections: int = Field(default=64, ge=1, le=10_000)
     #: A keep-alive connection with no request starting within this is closed.
@@ -251,15 +255,6 @@ class Settings(BaseSettings):
     async_upload_bytes: int = Field(default=64 * 1024, ge=0, le=1024 * 1024 * 1024)
     #: Budget of one background upload (parsing, embedding, writing).
     async_upload_deadline_s: float = Field(default=1800.0, gt=0, le=86_400)
-
-    def serve_worker_count(self, workers: int | str | None = None) -> int:
-        """`evidence serve`'s worker processes: `workers` (its `--workers`) or `serve_workers`,
-        "auto" resolved to the cores this process may run on (its CPU affinity: a container's
-        or taskset's share, not the machine's count), at most 64."""
-        chosen = self.serve_workers if workers is None else workers
-        if chosen == "auto":
-            return min(available_cores(), 64)
-        return int(chosen)
 
     @model_validator(mode="after")
     def _no_misspelt_environment(self) -> Settings:

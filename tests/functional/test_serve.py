@@ -121,9 +121,11 @@ def test_http_to_event_is_an_api_gateway_rest_event() -> None:
 
 @pytest.mark.slow
 def test_evidence_serve_subprocess_with_the_real_embedder(tmp_path: Path) -> None:
-    """End to end: the CLI, the default MiniLM embedder, the embedded store, HTTP."""
+    """End to end: the CLI, the default MiniLM embedder, the embedded store, HTTP (one process:
+    test_serve_workers.py covers the workers)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
     cmd = [sys.executable, "-m", "evidence.cli", "serve", "--port", "0", "--store", str(tmp_path / "store")]
+    cmd += ["--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

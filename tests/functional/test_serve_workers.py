@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,68 @@ def test_workers_must_be_positive(tmp_path: Path) -> None:
 def test_a_bad_workers_setting_names_the_variable(tmp_path: Path) -> None:
     done = _serve_refused(tmp_path, EVIDENCE_SERVE_WORKERS="0")
     assert done.returncode == 2 and "EVIDENCE_SERVE_WORKERS" in done.stderr
+
+
+#: `evidence serve` on two cores (its CPU affinity, inherited by its workers), so that `auto`
+#: means two whatever the machine has.
+ON_TWO_CORES = (
+    "import os, runpy, sys; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2]); "
+    "sys.argv[0] = 'evidence'; runpy.run_module('evidence.cli', run_name='__main__')"
+)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+@pytest.mark.parametrize(
+    ("memory_mb", "expected"),
+    [
+        pytest.param("65536", 2, id="fits-every-core"),
+        # An empty store: 280 MB a worker + 450 MB of shared embedding process, within 75 % of
+        # 1,000 MB: one worker fits, two (and their 70 MB supervisor) do not.
+        pytest.param("1000", 1, id="fits-one"),
+    ],
+)
+def test_the_default_starts_a_worker_per_core_that_fits_in_memory(
+    tmp_path: Path, temp: Path, memory_mb: str, expected: int
+) -> None:
+    """No `--workers`: one per core, as many as fit in the memory (here EVIDENCE_SERVE_MEMORY_MB,
+    in place of the kernel's figure); one is one process, with no supervisor."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    env |= {"TMPDIR": str(temp), "EVIDENCE_SERVE_MEMORY_MB": memory_mb}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ON_TWO_CORES, "serve", "--port", "0", "--store", str(tmp_path / "store")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        started = json.loads(proc.stdout.readline())
+        assert started["workers"] == expected, started
+        assert started["why"].startswith(f"{expected} worker"), started
+        assert "2 cores" in started["why"] and "available" in started["why"], started
+        if expected == 1:
+            # One process serves: it forks no worker.
+            with urllib.request.urlopen(started["listening"] + "/v1/health", timeout=60) as resp:
+                assert resp.status == 200 and resp.headers.get("X-Evidence-Worker") is None
+            assert not workers_of(proc.pid)
+        else:
+            # The workers take SIGTERM (the supervisor blocks it for itself), so stopping is prompt.
+            until(
+                "two workers that take SIGTERM",
+                lambda: (
+                    len(workers_of(proc.pid)) == 2
+                    and not any(blocked(w) & {signal.SIGTERM, signal.SIGINT} for w in workers_of(proc.pid))
+                ),
+                lambda: {w: blocked(w) for w in workers_of(proc.pid)},
+            )
+        descendants = children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        until("every process it started ends", lambda: not [pid for pid in descendants if alive(pid)])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=30)
+        print(err, file=sys.stderr)  # shown when the test fails

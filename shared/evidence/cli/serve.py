@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Command, settings_from_args
 
+#: Seconds a stopping server waits for its warm-up (loading the model) to finish.
+WARM_JOIN_S = 30.0
+
 if TYPE_CHECKING:
+    from evidence.cli.serve_sizing import WorkerPlan
     from evidence.embed.background import SharedEmbedding
 
 
@@ -25,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_workers,
         default=None,
         metavar="N|auto",
-        help="worker processes sharing the port and the store; auto = one per core "
-        "(default EVIDENCE_SERVE_WORKERS, 1)",
+        help="worker processes sharing the port and the store; auto = one per core, as many as "
+        "fit in memory (default EVIDENCE_SERVE_WORKERS, auto)",
     )
 
 
@@ -41,11 +45,15 @@ def _workers(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    workers = settings.serve_worker_count(args.workers)
+    from evidence.cli.serve_sizing import plan_serve_workers
+
+    plan = plan_serve_workers(settings, args.workers)
+    workers = plan.workers
     if workers < 1:
         raise CliError("--workers must be at least 1", EXIT_USAGE)
+    print(f"evidence serve: {plan.reason}", file=sys.stderr, flush=True)
     if workers == 1:
-        return serve_one(args)
+        return serve_one(args, chosen=plan)
     from evidence.cli.serve_workers import Supervisor, listen
     from evidence.embed.background import shared_embedding
     from evidence.server import ConnectionLimits
@@ -56,13 +64,21 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
     host, port = listener.getsockname()[:2]
     url = f"http://{host!s}:{port}"
-    print(json.dumps({"listening": url, "store": str(settings.store_dir), "workers": workers}), flush=True)
-    print(
-        f"evidence: serving {url} with {workers} worker processes (the workbench at {url}/, OpenAPI at "
-        f"{url}/v1/openapi.json); Ctrl-C stops",
-        file=sys.stderr,
-        flush=True,
-    )
+
+    def announce() -> None:
+        print(
+            json.dumps(
+                {"listening": url, "store": str(settings.store_dir), "workers": workers, "why": plan.reason}
+            ),
+            flush=True,
+        )
+        print(
+            f"evidence: serving {url} with {workers} worker processes (the workbench at {url}/, OpenAPI at "
+            f"{url}/v1/openapi.json); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+
     # One document-embedding process for every worker (evidence/embed/background.py).
     embedding = shared_embedding(settings, workers)
     # Each worker's query model gets its share of the cores: with one onnxruntime pool of every
@@ -76,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         lambda sock: serve_one(args, listener=sock, embedding=embedding, query_threads=query_threads),
         listener,
         embedding,
+        announce=announce,
     ).run()
 
 
@@ -84,10 +101,12 @@ def serve_one(
     listener: socket.socket | None = None,
     embedding: SharedEmbedding | None = None,
     query_threads: int = 0,
+    chosen: WorkerPlan | None = None,
 ) -> int:
-    """One server process: the whole of `serve`, or one worker of `serve --workers` on the
-    supervisor's `listener` (then it prints no `listening` line: the supervisor did), embedding
-    documents in the supervisor's shared `embedding` process and queries on `query_threads`."""
+    """One server process: the whole of `serve` (`chosen`: why one, for its `listening` line), or
+    one worker of `serve --workers` on the supervisor's `listener` (then it prints no `listening`
+    line: the supervisor did), embedding documents in the supervisor's shared `embedding` process
+    and queries on `query_threads`."""
     from evidence.api import runtime
     from evidence.api.app import get_app
     from evidence.api.uploads import UploadJobs, configure_uploads
@@ -129,7 +148,8 @@ def serve_one(
         service.close()
         raise CliError(exc.message, EXIT_USAGE) from None
     # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
-    threading.Thread(target=runtime.warm, name="warm", daemon=True).start()
+    warming = threading.Thread(target=runtime.warm, name="warm", daemon=True)
+    warming.start()
     # The document-embedding worker starts with the first upload (BackgroundDocuments), not
     # here: a server that only reads never pays its process and model (250-300 MB).
     get_app()
@@ -161,7 +181,8 @@ def serve_one(
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
     if listener is None:
-        print(json.dumps({"listening": server.url, "store": str(settings.store_dir)}), flush=True)
+        started = {"listening": server.url, "store": str(settings.store_dir), "workers": 1}
+        print(json.dumps(started | ({"why": chosen.reason} if chosen else {})), flush=True)
         print(
             f"evidence: serving {server.url} (the workbench at {server.url}/, OpenAPI at "
             f"{server.url}/v1/openapi.json); Ctrl-C stops",
@@ -181,6 +202,9 @@ def serve_one(
         pass
     finally:
         server.server_close()
+        # A stop during the warm-up waits for it (the model loads in ~1 s): the interpreter ending
+        # while onnxruntime builds its session in that thread aborted the process (SIGABRT).
+        warming.join(timeout=WARM_JOIN_S)
         ThreadLauncher.stop_all()  # reported interrupted now, not left to run on a closed service
         configure_uploads(None)
         service.close()

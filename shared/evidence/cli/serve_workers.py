@@ -68,6 +68,9 @@ class Supervisor:
     serve: Callable[[socket.socket], int]
     listener: socket.socket
     embedding: SharedEmbedding | None = None
+    #: Prints the `listening` line: once SIGTERM is blocked, so that a caller's SIGTERM right
+    #: after it is handled (a clean stop) instead of killing the supervisor.
+    announce: Callable[[], None] = lambda: None
     children: dict[int, int] = field(default_factory=dict)  # pid -> slot (EMBEDDING: the embedder)
     restarts: list[float] = field(default_factory=list)
 
@@ -109,6 +112,7 @@ class Supervisor:
         try:
             if self.embedding is not None:  # before the workers, which connect to it
                 self._start_embedding(self.embedding)
+            self.announce()
             for slot in range(self.workers):
                 self._fork(slot)
             return self._watch()
