@@ -20,6 +20,7 @@ from evidence.verbatim.spans import (
     QUANTITY_BOOST,
     document_order,
     header_rows,
+    heading_echoes,
     scoring_texts,
     span_path,
 )
@@ -141,8 +142,10 @@ class RunState:
 
     @property
     def headers(self) -> set[int]:
+        """Spans that are never an answer on their own: table header rows (context for the rows
+        under them) and the spans that only repeat a heading (a table of contents' entries)."""
         if self._headers is None:
-            self._headers = header_rows(self.spans)
+            self._headers = header_rows(self.spans) | heading_echoes(self.spans)
         return self._headers
 
     def _with_tables(self, hits: list[SpanHit], limit: int = 8) -> list[SpanHit]:
