@@ -54,7 +54,7 @@ def header_rows(spans: Sequence[Chunk]) -> set[int]:
     return out
 
 
-#: A table of contents' page reference: "References ........ 62", "Scope · 4".
+#: A table of contents' page reference: "References ........ 62", "Scope · · · 4".
 _PAGE_REF = re.compile(r"(?:\s*[.\u00b7\u2026_]){3,}\s*\d+\s*$")
 _BULLET = re.compile(r"^[\s\-*+\u2022\u25cf\u25aa\u2013]+")
 _RUNS = re.compile(r"\s+")

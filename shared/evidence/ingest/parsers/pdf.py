@@ -52,7 +52,7 @@ def contents_names(lines: list[str]) -> set[str]:
     """The headings a PDF's own table of contents names. A line that is exactly such a name is a
     heading even when neither its typography nor its form says so: "References" set in the body
     font above a guideline's bibliography."""
-    return {m.group(1).strip() for line in lines if (m := _TOC_ENTRY.match(line))}
+    return {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
 
 
 def is_pdf_heading(line: str) -> bool:
