@@ -106,7 +106,7 @@ DEFAULT_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType(
             "patient medication information", "instructions for use",
         ),
         "abuse_dependence": ("drug abuse and dependence", "abuse and dependence", "dependence"),
-        "references": ("references",),
+        "references": ("references", "bibliography", "literature cited", "works cited"),
     }
 )  # fmt: skip
 

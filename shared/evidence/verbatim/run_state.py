@@ -20,9 +20,13 @@ from evidence.verbatim.spans import (
     QUANTITY_BOOST,
     document_order,
     header_rows,
+    heading_echoes,
     scoring_texts,
     span_path,
 )
+
+#: The canonical section of a bibliography (`ingest.sections`).
+REFERENCES = "references"
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend
@@ -141,8 +145,14 @@ class RunState:
 
     @property
     def headers(self) -> set[int]:
+        """Spans that are never an answer on their own: table header rows (context for the rows
+        under them), the spans that only repeat a heading (a table of contents' entries) and,
+        unless the question asks for that section, a bibliography's entries (a guideline's
+        hundreds of citations share every topic word with the question and state no answer)."""
         if self._headers is None:
-            self._headers = header_rows(self.spans)
+            self._headers = header_rows(self.spans) | heading_echoes(self.spans)
+            if REFERENCES not in self.plan.candidate_sections:
+                self._headers |= {i for i, c in enumerate(self.spans) if REFERENCES in span_path(c)}
         return self._headers
 
     def _with_tables(self, hits: list[SpanHit], limit: int = 8) -> list[SpanHit]:

@@ -54,6 +54,32 @@ def header_rows(spans: Sequence[Chunk]) -> set[int]:
     return out
 
 
+#: A table of contents' page reference: "References ........ 62", "Scope · · · 4".
+_PAGE_REF = re.compile(r"(?:\s*[.\u00b7\u2026_]){3,}\s*\d+\s*$")
+_BULLET = re.compile(r"^[\s\-*+\u2022\u25cf\u25aa\u2013]+")
+_RUNS = re.compile(r"\s+")
+
+
+def _heading_key(text: str) -> str:
+    return _RUNS.sub(" ", _BULLET.sub("", _PAGE_REF.sub("", text))).strip().lower()
+
+
+def heading_echoes(spans: Sequence[Chunk]) -> set[int]:
+    """Positions of spans that only repeat a heading of their document: a table of contents'
+    entries ("* 3.4. The description of a package", an HTML page's list of links to its own
+    sections), a running head. They name where an answer is, never state one, and a few of them
+    take a 600-character budget's room from the spans that do."""
+    headings: dict[str, set[str]] = {}
+    for c in spans:
+        if c.section:
+            headings.setdefault(c.document_id, set()).add(_heading_key(c.section))
+    return {
+        i
+        for i, c in enumerate(spans)
+        if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ())
+    }
+
+
 def scoring_texts(spans: Sequence[Chunk]) -> list[str]:
     """What each span is scored on: its text, and for a table row also its table's caption and
     header row — "| AUC0-inf | 214 (71) |" means nothing without "after a single 20 mg dose"."""

@@ -634,3 +634,23 @@ def test_html_sphinx_headerlinks_and_bare_permalink_marks_stay_out() -> None:
         doc.text == "Install\n\nRun the installer.1\n\nUsage\n\nCall it. A ¶ in prose stays ¶.\n\nSite title"
     )
     assert [s.name for s in doc.sections] == ["Install", "Usage"]
+
+
+def test_pdf_a_line_its_table_of_contents_names_is_a_heading() -> None:
+    """ "References" in the body font names no section by its form; the PDF's own table of
+    contents does, so the bibliography under it is not the conclusion's text."""
+    contents = ["CONTENTS", "Conclusion ........................ 2", "References ........................ 2"]
+    body = [
+        "CONCLUSION",
+        "Clinicians should taper slowly.",
+        "References",
+        "1. Smith AB, Jones CD. Tapering opioids. J Pain 2020;21:1-9.",
+    ]
+    doc = parse_bytes(make_pdf([contents, body]), filename="guideline.pdf")
+    assert [s.name for s in doc.sections][-2:] == ["CONCLUSION", "References"]
+    spans = {s.text: s for s in extract_spans(doc)}
+    assert spans["Clinicians should taper slowly."].section == "CONCLUSION"
+    cited = [s for s in spans.values() if s.text.startswith("1. Smith")]
+    assert [s.section for s in cited] == ["References"]
+    # A line that only resembles a listed name stays text.
+    assert all(s.name != "References to other sites" for s in doc.sections)

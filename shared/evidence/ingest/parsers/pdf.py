@@ -44,6 +44,15 @@ _PDF_LABELLED = re.compile(
     r"(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])\.?(?:\s*[:.\u2013\u2014-]\s*[A-Z][^.!?;]{0,60})?$"
 )
 _NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
+# A table of contents' entry: a name, dot leaders and a page number ("References ........ 62").
+_TOC_ENTRY = re.compile(r"^\s*(\S.{1,98}?)\s*(?:\.\s*){4,}\s*\d{1,4}\s*$")
+
+
+def contents_names(lines: list[str]) -> set[str]:
+    """The headings a PDF's own table of contents names. A line that is exactly such a name is a
+    heading even when neither its typography nor its form says so: "References" set in the body
+    font above a guideline's bibliography."""
+    return {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
 
 
 def is_pdf_heading(line: str) -> bool:
@@ -363,6 +372,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
         return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i)
 
     styled = styled_headings(lines, styles, excluded) if styles is not None else {}
+    listed = contents_names(lines)
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
     breaks: list[int] = []  # line breaks inside a wrapped heading
@@ -379,7 +389,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             numbered = level or numbered
             heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
             skip = count - 1
-        elif is_pdf_heading(line) and not _next_to_code(lines, i):
+        elif (is_pdf_heading(line) or line.strip() in listed) and not _next_to_code(lines, i):
             level = _numbered_level(line.strip())
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))
