@@ -57,13 +57,17 @@ class RunMeter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
     parser.add_argument("--docs", type=int, default=200)
     parser.add_argument("--skip", type=int, default=0, help="corpus documents skipped first")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    corpus = read_jsonl(_find(Path(args.dataset), "corpus.jsonl.gz", "corpus.jsonl"), limit=args.skip + args.docs)
+    corpus = read_jsonl(
+        _find(Path(args.dataset), "corpus.jsonl.gz", "corpus.jsonl"), limit=args.skip + args.docs
+    )
     texts = [f"{d.get('title', '')} {d['text']}".strip() for d in corpus[args.skip :] if d.get("text")]
     with tempfile.TemporaryDirectory(prefix="evidence-upload-") as tmp:
         service = EvidenceService(Settings(store_dir=Path(tmp)))
@@ -86,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
         inner.embed_documents = embed_documents
         # Warm-up upload (first write: index creation, the backend's files), not counted.
-        service.index_document("u", IndexDocumentRequest(document_id="warm", filename="warm.txt", text=texts[0]))
+        service.index_document(
+            "u", IndexDocumentRequest(document_id="warm", filename="warm.txt", text=texts[0])
+        )
         meter.cpu = embed_cpu = 0.0
         meter.runs = meter.rows = meter.real = meter.padded = 0
         calls.clear()
@@ -95,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         cpu_started = time.process_time()
         for i, text in enumerate(texts):
             doc_id = f"load-0-{i}"
-            request = IndexDocumentRequest(document_id=doc_id, filename=f"{doc_id}.txt", text=f"Note {doc_id}. {text}")
+            request = IndexDocumentRequest(
+                document_id=doc_id, filename=f"{doc_id}.txt", text=f"Note {doc_id}. {text}"
+            )
             started = time.process_time()
             response = service.index_document("u", request)
             per.append((time.process_time() - started) * 1000)
