@@ -93,3 +93,14 @@ def test_the_model_reads_every_word_piece_of_a_long_text_once_and_a_query_at_its
     # A query padded (as documents are batched) or not gives the same vector.
     padded = emb.embed_ids(emb.windows([QUESTION], first_only=True)[0], pad_to=32)[0]
     assert float(emb.embed_query(QUESTION) @ padded) > 0.9999
+
+
+def test_an_input_has_the_same_vector_alone_or_batched_with_longer_ones() -> None:
+    # One width per batch changes which inputs share a forward pass, not what a vector is: the
+    # mask keeps padding out of every input's tokens.
+    emb = MiniLMEmbedder()
+    inputs, _ = emb.windows([RAILWAY * 4, OTTERS, QUESTION])
+    together = emb.embed_ids(inputs)
+    alone = [emb.embed_ids([x])[0] for x in inputs]
+    for row, single in zip(together, alone, strict=True):
+        assert float(row @ single) > 0.99999

@@ -105,20 +105,14 @@ class MiniLMEmbedder:
     def embed_ids(self, ids: Sequence[Sequence[int]], *, pad_to: int = 32) -> Matrix:
         """(len(ids), dimension): one unit vector per model input (already [CLS] … [SEP]).
 
-        Inputs are sorted by length and batched so padding stays small (length bucketing);
-        widths are rounded up to a multiple of `pad_to`."""
+        Inputs are sorted by length and widths rounded up to a multiple of `pad_to`; a batch
+        holds inputs of one rounded width only (`width_batches`), so no input is padded past
+        its own rounded width."""
         out = np.empty((len(ids), DIMENSION), dtype=np.float32)
         if not ids:
             return out
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         session = self._get_session()
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            # Widths rounded up to a multiple of 32 for documents: at most 8 distinct shapes, so
-            # onnxruntime's memory arena reuses its blocks instead of growing with every new length
-            # (measured: ~1.5 GB RSS after 400 SciFact documents with exact widths).
-            longest = max(len(ids[i]) for i in batch)
-            width = max(longest, min(-(-longest // pad_to) * pad_to, self.max_tokens))
+        for width, batch in width_batches([len(x) for x in ids], self.batch_size, pad_to, self.max_tokens):
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
@@ -153,3 +147,27 @@ class MiniLMEmbedder:
         inputs, _ = self.windows([text], first_only=True)
         row: Matrix = self.embed_ids(inputs, pad_to=1)[0]
         return row
+
+
+def width_batches(
+    lengths: Sequence[int], batch_size: int, pad_to: int, max_tokens: int
+) -> list[tuple[int, list[int]]]:
+    """(width, input positions) of each forward pass over inputs of `lengths`.
+
+    Sorted by length; each input's width is its length rounded up to a multiple of `pad_to`
+    (at most `max_tokens`, never below its length), and a batch holds inputs of one width only.
+    Widths in steps of 32 give onnxruntime's memory arena at most 8 shapes to reuse instead of
+    one per length (measured: ~1.5 GB RSS after 400 SciFact documents with exact widths). One
+    width per batch because the model's cost is per input cell: a SciFact upload is one 256-piece
+    passage and a shorter tail, and padding the tail to 256 was 20 % of its CPU
+    (`bench/upload_cpu.py`); a batch of 8 rows costs no less per cell than one row.
+    """
+    out: list[tuple[int, list[int]]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        n = lengths[i]
+        width = max(n, min(-(-n // pad_to) * pad_to, max_tokens))
+        if out and out[-1][0] == width and len(out[-1][1]) < batch_size:
+            out[-1][1].append(i)
+        else:
+            out.append((width, [i]))
+    return out
