@@ -205,8 +205,10 @@ class AnnIndex:
         each inverted list; kept for the next queries with the same array."""
         import faiss
 
-        for r in self._selectors:
+        for i, r in enumerate(self._selectors):
             if r.given is wanted:
+                if i:  # least recently used goes first, as in the store's allowed-rowids cache
+                    self._selectors = [r, *self._selectors[:i], *self._selectors[i + 1 :]]
                 return r
         given = wanted
         wanted = np.asarray(wanted, dtype=np.int64)
