@@ -153,7 +153,13 @@ def test_plan_and_eval_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     assert main(["eval", "--qa", str(qa), "--index", "label", "--store", s, "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert result["answer_recall"] >= 0.95 and result["no_result_precision"] == 1.0
+    assert result["answer_recall"] >= 0.95
+    # The refusal is fitted on bench/qa, never on this label: what it may cost here is the issue's
+    # budget, at most 3 % of the answerable questions refused (1 of 75 with the agreement refit).
+    refused_right = round(result["no_result_recall"] * result["unanswerable"])
+    assert refused_right >= 1
+    refused = round(refused_right / result["no_result_precision"])
+    assert (refused - refused_right) / result["answerable"] <= 0.03
     assert main(["eval", "--qa", str(qa), "--store", s]) == 2
     assert "--qa needs --index" in capsys.readouterr().err
     assert main(["eval", "--store", s]) == 2
