@@ -34,8 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import ROOT, _find, cli, percentiles, read_jsonl, request
 
 
-def serve(store: Path, code: Path) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
+def serve(store: Path, code: Path, workers: str = "1") -> tuple[subprocess.Popen[str], str]:
+    # The worker count through the environment, not `--workers`: the code compared may predate it.
+    env = {**os.environ, "PYTHONPATH": str(code), "EVIDENCE_SERVE_WORKERS": workers}
     proc = subprocess.Popen(
         cli("serve", "--port", "0", "--store", str(store)),
         stdout=subprocess.PIPE,
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--upload-kb", type=int, default=750)
     parser.add_argument("--window", type=float, default=30.0, help="seconds of B's traffic during the upload")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="EVIDENCE_SERVE_WORKERS (1: as RELIABILITY.md's figures; auto: serve's default)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     dataset = Path(args.dataset)
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         used += len(t.encode()) + 2
     big = "\n\n".join(upload)
     with tempfile.TemporaryDirectory(prefix="evidence-noisy-") as tmp:
-        proc, url = serve(Path(tmp) / "store", Path(args.code))
+        proc, url = serve(Path(tmp) / "store", Path(args.code), args.workers)
         try:
             for i, text in enumerate(texts[: args.b_docs]):
                 status, body = request(

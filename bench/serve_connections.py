@@ -34,8 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start(code: Path, store: Path, server: str) -> tuple[subprocess.Popen[str], str, int]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
+def start(code: Path, store: Path, server: str, workers: str = "1") -> tuple[subprocess.Popen[str], str, int]:
+    # The worker count through the environment, not `--workers`: the code compared may predate it.
+    env = {**os.environ, "PYTHONPATH": str(code), "EVIDENCE_SERVE_WORKERS": workers}
     if server == "waitress":
         cmd = [sys.executable, __file__, "--run-waitress", str(store)]
     else:
@@ -140,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--server", choices=["evidence", "waitress"], default="evidence")
     parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="EVIDENCE_SERVE_WORKERS (1: as RELIABILITY.md's figures; auto: serve's default)",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--run-waitress", metavar="STORE", help=argparse.SUPPRESS)
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         run_waitress(args.run_waitress)
         return 0
     with tempfile.TemporaryDirectory(prefix="evidence-conn-") as tmp:
-        proc, host, port = start(Path(args.code), Path(tmp) / "store", args.server)
+        proc, host, port = start(Path(args.code), Path(tmp) / "store", args.server, args.workers)
         try:
             sequential(host, port, 20, keep_alive=True)  # warm-up
             bursts = []
