@@ -155,3 +155,43 @@ def test_commits_that_changed_more_rows_than_the_matrix_holds_reload_it_whole(
     assert reloads == [1]
     assert {f"bulk{i}" for i in range(held + 1)} <= {h.chunk.document_id for h in hits}
     _matrix_equals_reload(store)
+
+
+def _recorded_vectors(store: IndexStore) -> dict[str, np.ndarray]:
+    with store._snapshot() as db:
+        rows = db.execute("SELECT chunk_id, vector FROM chunks WHERE vector IS NOT NULL").fetchall()
+    return {str(c): store_dense.decode_vectors([bytes(v)], DIM)[0] for c, v in rows}
+
+
+def _assert_vectors_match_records(store: IndexStore, ids: list[str]) -> None:
+    want = _recorded_vectors(store)
+    got = store.vectors(ids)
+    assert set(got) == {cid for cid in ids if cid in want}  # spans and unknown ids have none
+    for cid, vec in got.items():
+        assert vec.dtype == np.float32 and np.array_equal(vec, want[cid])
+
+
+def test_vectors_come_from_the_held_caches_only_at_the_snapshots_generation(
+    pair: tuple[EmbeddedBackend, EmbeddedBackend],
+) -> None:
+    writer, reader = pair
+    store = reader.index_store(INDEX)
+    with store._snapshot() as db:
+        every = [str(c) for (c,) in db.execute("SELECT chunk_id FROM chunks")]
+    held: dict[str, Any] = {}
+    store._held_vectors(store.generation(), every, held)
+    assert held  # the lexical hits the reader cached: answered without reading their blobs
+    _assert_vectors_match_records(store, [*every, "absent:p0"])
+    # Another process rewrites a document: the reader's caches are a generation behind until its
+    # next search, and its vectors must be the new ones, not the held ones.
+    _write(writer, "d0", "# Doc 0\n\nKeys rotate monthly now. Access is reviewed.\n")
+    with store._snapshot() as db:
+        now = [str(c) for (c,) in db.execute("SELECT chunk_id FROM chunks")]
+    assert store._held_vectors(store.generation(), now, {}) == now  # nothing held at this generation
+    _assert_vectors_match_records(store, [*every, *now])
+    reader.dense(INDEX, QUERY, k=50)
+    reader.lexical(INDEX, "keys rotate", k=50)
+    caught: dict[str, Any] = {}
+    store._held_vectors(store.generation(), now, caught)
+    assert caught
+    _assert_vectors_match_records(store, [*every, *now])
