@@ -186,3 +186,35 @@ def test_described_counts_follow_every_write(backend: EmbeddedBackend, tmp_path:
     gone = other.get_index(INDEX)
     assert backend.get_index(INDEX) == gone and gone.documents == 2
     other.close()
+
+
+@pytest.mark.parametrize("term_query_max", [0, 256])
+def test_lexical_filters_as_term_queries_or_a_term_set_find_the_same_hits(
+    backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch, term_query_max: int
+) -> None:
+    from evidence.search import store_lexical
+
+    every = backend.lexical(INDEX, "keys backups encrypted logged", k=100, kind=None)
+    spans = [h.chunk.chunk_id for h in every if h.chunk.kind is ChunkKind.SPAN]
+    assert len(spans) >= 3
+    cases = [
+        ({"chunk_id": [*spans[:2], "absent:s0"]}, None),
+        ({"document_id": ["b", "absent"]}, ChunkKind.PASSAGE),
+        ({"k": ["v", "w"], "document_id": "a"}, None),
+        ({"chunk_id": []}, None),
+    ]
+    # The term-set path (TERM_QUERY_MAX = 0) is the reference: the same hits, in the same order,
+    # with the same scores, whichever form a filter takes.
+    monkeypatch.setattr(store_lexical, "TERM_QUERY_MAX", 0)
+    want = [
+        backend.lexical(INDEX, "keys backups encrypted logged", k=50, filters=f, kind=kd) for f, kd in cases
+    ]
+    assert want[0] and want[1] and want[2] and not want[3]
+    assert {h.chunk.chunk_id for h in want[0]} <= set(spans)
+    monkeypatch.setattr(store_lexical, "TERM_QUERY_MAX", term_query_max)
+    got = [
+        backend.lexical(INDEX, "keys backups encrypted logged", k=50, filters=f, kind=kd) for f, kd in cases
+    ]
+    assert [[(h.chunk.chunk_id, h.score) for h in hits] for hits in got] == [
+        [(h.chunk.chunk_id, h.score) for h in hits] for hits in want
+    ]
