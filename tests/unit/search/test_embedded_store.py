@@ -12,6 +12,7 @@ import pytest
 from evidence.errors import EmbedderMismatchError, IndexNotFoundError
 from evidence.ingest import chunk_document, parse_text
 from evidence.records import ChunkKind, DocumentChunks
+from evidence.search.base import Filters
 from evidence.search.embedded import EmbeddedBackend, iter_chunks
 
 INDEX = "store"
@@ -197,7 +198,7 @@ def test_lexical_filters_as_term_queries_or_a_term_set_find_the_same_hits(
     every = backend.lexical(INDEX, "keys backups encrypted logged", k=100, kind=None)
     spans = [h.chunk.chunk_id for h in every if h.chunk.kind is ChunkKind.SPAN]
     assert len(spans) >= 3
-    cases = [
+    cases: list[tuple[Filters, ChunkKind | None]] = [
         ({"chunk_id": [*spans[:2], "absent:s0"]}, None),
         ({"document_id": ["b", "absent"]}, ChunkKind.PASSAGE),
         ({"k": ["v", "w"], "document_id": "a"}, None),
