@@ -8,29 +8,19 @@ the other tests feed the checker small broken families, so a checker that passes
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.benchkit import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 QA = ROOT / "bench" / "qa"
 
 
-def _load_checker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("qa_check", QA / "check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["qa_check"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check: Any = _load_checker()
+check: Any = load_bench("qa/check.py", "qa_check")
 FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"

@@ -4,26 +4,18 @@ dense/BM25 agreement (both fixed, so that one model and one set of floors ship).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "refusal_fit.py"
+from tests.benchkit import load_bench
 
 
 @pytest.fixture(scope="module")
 def fit() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("refusal_fit", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refusal_fit"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("refusal_fit.py", "refusal_fit")
 
 
 def test_the_floor_sits_just_below_the_lowest_probability_it_keeps(fit: ModuleType) -> None:

@@ -3,10 +3,7 @@ length weight is lowered only as far as finding answers within 600 characters as
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -14,18 +11,12 @@ import numpy as np
 import pytest
 
 from evidence.verbatim.span_rank import LEXICAL_FEATURES, LinearModel, SpanModel
-
-SCRIPT = Path(__file__).resolve().parents[3] / "bench" / "span_rank_fit.py"
+from tests.benchkit import load_bench
 
 
 @pytest.fixture(scope="module")
 def fit() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("span_rank_fit", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["span_rank_fit"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("span_rank_fit.py", "span_rank_fit")
 
 
 def _row(fit: ModuleType, texts: list[str], cosines: list[float], answer: str) -> Any:
