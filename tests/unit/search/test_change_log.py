@@ -189,6 +189,13 @@ def test_vectors_come_from_the_held_caches_only_at_the_snapshots_generation(
         now = [str(c) for (c,) in db.execute("SELECT chunk_id FROM chunks")]
     assert store._held_vectors(store.generation(), now, {}) == now  # nothing held at this generation
     _assert_vectors_match_records(store, [*every, *now])
+    # A lexical search moves the chunk cache to the new generation, not the dense matrix: the
+    # cache alone must not be trusted (the matrix would lack the rewritten rows' vectors).
+    reader.lexical(INDEX, "keys rotate", k=50)
+    assert store._cache_gen == store.generation() and store._dense is not None
+    assert store._dense.generation != store.generation()
+    assert store._held_vectors(store.generation(), now, {}) == now
+    _assert_vectors_match_records(store, [*every, *now])
     reader.dense(INDEX, QUERY, k=50)
     reader.lexical(INDEX, "keys rotate", k=50)
     caught: dict[str, Any] = {}
