@@ -129,6 +129,32 @@ class MiniLMEmbedder:
             out[batch] = pooled / np.maximum(norms, 1e-12)
         return out
 
+    def embed_tokens(self, texts: Sequence[str]) -> list[Matrix]:
+        """Each text's contextual word-piece vectors, (pieces, dimension), rows L2-normalised.
+
+        [CLS] and [SEP] are dropped and a text is its first window. For token-level matching
+        (the best match of each query piece in a span), which a pooled vector averages away."""
+        inputs, _ = self.windows(texts, first_only=True)
+        out: list[Matrix] = [np.empty((0, DIMENSION), dtype=np.float32) for _ in inputs]
+        if not inputs:
+            return out
+        session = self._get_session()
+        for width, batch in width_batches([len(x) for x in inputs], self.batch_size, 32, self.max_tokens):
+            input_ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                input_ids[row, : len(inputs[i])] = inputs[i]
+                mask[row, : len(inputs[i])] = 1
+            hidden = session.run(
+                ["last_hidden_state"],
+                {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)},
+            )[0]
+            for row, i in enumerate(batch):
+                pieces = np.asarray(hidden[row, 1 : len(inputs[i]) - 1], dtype=np.float32)
+                norms = np.linalg.norm(pieces, axis=1, keepdims=True)
+                out[i] = pieces / np.maximum(norms, 1e-12)
+        return out
+
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.empty((0, DIMENSION), dtype=np.float32)

@@ -1,0 +1,31 @@
+"""Token-level vectors from the real MiniLM model (embed/minilm.py `embed_tokens`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evidence.embed.minilm import DIMENSION, MiniLMEmbedder
+from evidence.embed.tokenizer import get_tokenizer
+
+
+def test_one_unit_vector_per_word_piece_and_pooling_them_gives_the_text_vector() -> None:
+    emb = MiniLMEmbedder()
+    texts = ["Discontinue if creatinine clearance falls below 30 mL/min.", "key rotation", ""]
+    tokens = emb.embed_tokens(texts)
+    pieces = [len(e.ids) for e in get_tokenizer().encode_batch(texts, add_special_tokens=False)]
+    assert [t.shape for t in tokens] == [(n, DIMENSION) for n in pieces]
+    assert np.allclose(np.linalg.norm(tokens[0], axis=1), 1.0, atol=1e-5)
+    # Same forward pass as the pooled vector: the unnormalised pieces and [CLS]/[SEP] pool to it,
+    # so the normalised pieces alone point the same way (not equal: norms and the specials differ).
+    pooled = emb.embed_documents(texts[:1])[0]
+    assert float(tokens[0].mean(axis=0) @ pooled) / float(np.linalg.norm(tokens[0].mean(axis=0))) > 0.9
+
+
+def test_a_word_matches_its_own_piece_in_context_better_than_an_unrelated_one() -> None:
+    emb = MiniLMEmbedder()
+    span_text = "Reduce the dose in renal impairment; avoid in pregnancy."
+    query, span = emb.embed_tokens(["kidney failure", span_text])
+    pieces = get_tokenizer().encode(span_text, add_special_tokens=False).tokens
+    # "kidney" finds "renal": a match by meaning that no lexical signal sees.
+    assert pieces[int((query[0] @ span.T).argmax())] == "renal"
+    assert (query @ span.T).max(axis=1).min() > 0.3
