@@ -3,6 +3,8 @@
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
            [--default-cap 0.30] [--features grounding,cosine,typed_key,agreement] [--label found] [--json]
+(a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
+in token_best.json next to rows.json)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
@@ -53,7 +55,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import read_evidence  # noqa: E402
+from evidence.verbatim.grounding import read_evidence, token_cover  # noqa: E402
 
 PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
@@ -75,9 +77,69 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    return read_evidence(row["question"], texts, groups, given, bodies).features(
+    out = read_evidence(row["question"], texts, groups, given, bodies).features(
         judged["cosine"], judged.get("agreement")
     )
+    if "_best" in row:
+        out.update(token_cover(row["question"], groups, row["_best"], texts, given))
+    return out
+
+
+#: Candidate features read from MiniLM's word-piece vectors (`grounding.token_cover`); measured,
+#: not shipped (docs/verbatim.md#honest-refusal).
+TOKEN_FEATURES = ("tok_mean", "tok_key", "tok_share", "tok_one", "tok_soft")
+#: `embed_tokens` reads a text's first window: a longer evidence text is read in such pieces.
+TOKEN_WINDOW = 254
+
+
+def token_windows(text: str) -> list[str]:
+    """`text` cut at word-piece boundaries into pieces of at most `TOKEN_WINDOW` word pieces."""
+    from evidence.embed.tokenizer import token_offsets
+
+    offsets = token_offsets(text)
+    return [
+        text[offsets[i][0] : offsets[min(i + TOKEN_WINDOW, len(offsets)) - 1][1]]
+        for i in range(0, len(offsets), TOKEN_WINDOW)
+    ]
+
+
+def read_tokens(rows: list[dict[str, Any]], cache: Path) -> None:
+    """Set each row's `_best` (`token_cover`'s input: per evidence text, each question word
+    piece's best cosine with the text's word pieces), from MiniLM's `embed_tokens`. Kept in
+    `cache` by (question, text), so a second fit embeds nothing (the suite's evidence is ~2,000
+    texts, a few minutes on two cores)."""
+    import hashlib
+
+    def key(question: str, text: str) -> str:
+        return hashlib.sha1(json.dumps([question, text]).encode()).hexdigest()
+
+    known: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
+    pairs = {
+        key(r["question"], t): (r["question"], t)
+        for r in rows
+        if r.get("judged")
+        for t in r["judged"]["texts"]
+    }
+    todo = {k: p for k, p in pairs.items() if k not in known}
+    if todo:
+        from evidence.embed.minilm import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder(batch_size=32)
+        texts = list(dict.fromkeys(x for p in todo.values() for x in p))
+        parts = [(t, w) for t in texts for w in token_windows(t)]
+        vectors: dict[str, list[np.ndarray]] = {t: [] for t in texts}
+        for i in range(0, len(parts), 256):
+            batch = parts[i : i + 256]
+            for (t, _), m in zip(batch, embedder.embed_tokens([w for _, w in batch]), strict=True):
+                vectors[t].append(m)
+        for k, (question, text) in todo.items():
+            q = np.concatenate(vectors[question])
+            e = np.concatenate(vectors[text]) if vectors[text] else np.zeros((0, q.shape[1]))
+            known[k] = [round(float(x), 4) for x in (q @ e.T).max(axis=1)] if len(e) else [0.0] * len(q)
+        cache.write_text(json.dumps(known))
+    for r in rows:
+        if r.get("judged") and r["judged"]["texts"]:
+            r["_best"] = [known[key(r["question"], t)] for t in r["judged"]["texts"]]
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
@@ -313,6 +375,8 @@ def main() -> int:
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
     dense = [c for c in args.features.split(",") if c]
+    if any(c in TOKEN_FEATURES for c in dense):
+        read_tokens(rows, args.rows.with_name("token_best.json"))
     fitted = run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label)
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.

@@ -66,3 +66,20 @@ def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -
     # The agreement is fixed at its mean over the training rows: (1 + 0.5 + 0 + 0.25) / 4.
     assert lexical["final"]["agreement"] == pytest.approx(0.4375)
     assert 0.0 <= lexical["final"]["cosine"] <= 1.0
+
+
+def test_token_features_are_read_from_the_rows_word_piece_matches(fit: ModuleType) -> None:
+    from evidence.embed.tokenizer import token_offsets
+
+    row = _row("f0", True, "verbatim", agreement=1.0, cosine=0.7)
+    assert not set(fit.TOKEN_FEATURES) & set(fit.features(row))
+    pieces = len(token_offsets(row["question"]))
+    row["_best"] = [[0.9] * pieces]
+    got = fit.features(row)
+    assert got["tok_share"] == got["tok_one"] == 1.0 and got["tok_mean"] == pytest.approx(0.9)
+    # A long evidence text is read whole, in windows the model takes, cut between word pieces.
+    text = "Disputes go to binding arbitration under the rules of the association. " * 40
+    windows = fit.token_windows(text)
+    assert len(windows) > 1
+    assert all(len(token_offsets(w)) <= fit.TOKEN_WINDOW for w in windows)
+    assert sum(len(token_offsets(w)) for w in windows) == len(token_offsets(text))
