@@ -112,7 +112,8 @@ eval: $(STAMP)
 # after any change to which spans or hits the profiles return; it ends with the "to ship" lines to paste
 # into verbatim/grounding.py (DENSE_MODEL, LEXICAL_COSINE, the floors; HITS_REFUSAL_FLOOR also as
 # answer_min_grounding in config.py), then check bench/answerability.py. REFUSAL_STORE keeps the
-# suite's indexes and embedding cache (a second run re-embeds nothing).
+# suite's indexes and embedding cache (a second run re-embeds nothing). A tok_ feature in
+# REFUSAL_FEATURES (token-level coverage: measured, not shipped) also embeds the evidence's word pieces.
 REFUSAL_STORE ?= build/refusal
 REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement
 refusal-fit: $(STAMP)
