@@ -14,8 +14,10 @@ hits, because the grounding check reads the hits' text.
   rank of the first hit holding an answer (before focus), the answer's offset in that hit, the
   offset of the sentence focus picked, and whether focus cut the answer out; counted by class:
   `not_retrieved` (no hit holds it; `lost_at`: the stage after which no candidate held it,
-  `first_stage` when none ever did), `cut` (focus cut it out of its hit), `late` (kept, but more
-  than 2,000 characters of evidence come before it).
+  `first_stage` when none ever did; `candidate_rank`: its rank in the list `top_k` cut), `cut`
+  (focus cut it out of its hit; `sentences_from_run`: how far the answer's sentence is from the
+  run kept), `late` (kept, but more than 2,000 characters of evidence come before it); `merged`:
+  whether `collapse_overlaps` widened the hit (docs/ranking.md#default-misses).
 - `--fit`: the rule's `window`, `first_window`, `lead`, `second_window`, `type_weight` and
   `collapse_space` (whether sizes count a whitespace run once, as the budget does) chosen on four
   families by pooled recall@2000
@@ -221,6 +223,7 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
         if where is None:
             row["class"] = "not_retrieved"
             row["lost_at"] = _lost_at(a, wanted)
+            row["candidate_rank"] = _candidate_rank(a, wanted)
             rows.append(row)
             continue
         i, hit = where
@@ -234,14 +237,57 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
                 "class": "late" if kept else "cut",
                 "rank": i + 1,
                 "hit_chars": len(flat),
+                "merged": _merged(a, hit),
                 "answer_offset": offset,
                 "focus_start": (mine.chunk.char_start - hit.chunk.char_start) if mine else None,
                 "focus_chars": len(squash(mine.chunk.text)) if mine else None,
+                "sentences_from_run": None if kept or mine is None else _sentences_off(hit, mine, a.answers),
                 "evidence_before": before,
             }
         )
         rows.append(row)
     return rows
+
+
+def _candidate_rank(a: Asked, wanted: Sequence[str]) -> int | None:
+    """1-based rank of the first candidate holding an answer in the list `top_k` cut (None: none)."""
+    names = [n for n, _ in a.stages]
+    if "top_k" not in names or names.index("top_k") == 0:
+        return None
+    before = a.stages[names.index("top_k") - 1][1]
+    return next((k + 1 for k, c in enumerate(before) if any(w in squash(c.chunk.text) for w in wanted)), None)
+
+
+def _merged(a: Asked, hit: Candidate) -> bool | None:
+    """Whether `collapse_overlaps` widened the hit (its offsets differ from the passage's own)."""
+    names = [n for n, _ in a.stages]
+    if "collapse_overlaps" not in names or names.index("collapse_overlaps") == 0:
+        return None
+    own = next(
+        (c for c in a.stages[names.index("collapse_overlaps") - 1][1] if c.chunk_id == hit.chunk_id), None
+    )
+    return (
+        None
+        if own is None
+        else (own.chunk.char_start, own.chunk.char_end) != (hit.chunk.char_start, hit.chunk.char_end)
+    )
+
+
+def _sentences_off(hit: Candidate, kept: Candidate, answers: Sequence[str]) -> int | None:
+    """Sentences between the answer's and the kept run (focus's splitter; + after the run, - before)."""
+    from evidence.rank.dedup import _sentences
+
+    text = hit.chunk.text
+    at = next((text.find(x[:25]) for x in answers if x[:25] in text), -1)
+    if at < 0:
+        return None
+    spans = _sentences(text)
+    answer = next((k for k, (s, e) in enumerate(spans) if s <= at <= e), None)
+    lo, hi = kept.chunk.char_start - hit.chunk.char_start, kept.chunk.char_end - hit.chunk.char_start
+    run = [k for k, (s, e) in enumerate(spans) if s >= lo and e <= hi]
+    if answer is None or not run:
+        return None
+    return answer - run[-1] if answer > run[-1] else answer - run[0]
 
 
 def _lost_at(a: Asked, wanted: Sequence[str]) -> str:
