@@ -55,7 +55,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import read_evidence, token_cover  # noqa: E402
+from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence  # noqa: E402
 
 PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
@@ -85,7 +85,77 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-#: Candidate features read from MiniLM's word-piece vectors (`grounding.token_cover`); measured,
+#: `token_cover`: a question word piece is matched when its best cosine with an evidence word
+#: piece reaches this (contextual MiniLM pieces: the same word in another sentence reads ~0.7-0.9).
+TOKEN_MATCH = 0.7
+
+
+def token_cover(
+    question: str,
+    groups: Sequence[Sequence[str]],
+    best: Sequence[Sequence[float]],
+    texts: Sequence[str],
+    given: Sequence[str] = (),
+) -> dict[str, float]:
+    """Token-level coverage of the question's concepts by the evidence: measured as candidate
+    refusal features (`bench/refusal_fit.py --features …,tok_share`), not read by the shipped
+    model (docs/verbatim.md#honest-refusal says why).
+
+    `best[i][j]`: the best cosine of the question's word piece j (contextual, read in the
+    question: `MiniLMEmbedder.embed_tokens`) with any word piece of `texts[i]`. A concept's score
+    is the mean over its question word's pieces (its best word), 1 for a concept `given`. Each
+    concept is weighted as `grounding` weighs it (`concept_weights`):
+
+    - `tok_mean`: the weighted mean score (a paraphrase, "kidney" / "renal", scores high);
+    - `tok_key`: the lowest score among the heaviest concepts;
+    - `tok_share`: the weighted share of concepts scoring ≥ `TOKEN_MATCH`;
+    - `tok_one`: the same share within the one text that holds the most;
+    - `tok_soft`: the weighted share carried lexically (as `grounding` counts) or scoring ≥
+      `TOKEN_MATCH`.
+    """
+    from evidence.embed.tokenizer import token_offsets
+    from evidence.verbatim.scoring import grounding, terms
+
+    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
+    if not best or not concepts:
+        return {}
+    weights = concept_weights(question, groups)
+    carried = {t for g in given for t in terms(g)}
+    per_text = np.asarray(best, dtype=float)
+    offsets = token_offsets(question)[: per_text.shape[1]]
+    words = []
+    for m in _WORD.finditer(question):
+        pieces = [i for i, (s, e) in enumerate(offsets) if s < m.end() and e > m.start()]
+        if pieces:
+            words.append((terms(m.group()), pieces))
+    read = {t for ts, _ in words for t in ts}
+    # Concepts with no question word behind them (a label word alone) have no pieces to match.
+    scored = [c for c in concepts if set(c) & carried or set(c) & read]
+    if not scored:
+        return {}
+    w = np.array([max(weights.get(t, 1.0) for t in c) for c in scored])
+
+    def scores(b: np.ndarray) -> np.ndarray:
+        word: dict[str, float] = {}
+        for ts, pieces in words:
+            for t in ts:
+                word[t] = max(word.get(t, 0.0), float(np.mean(b[pieces])))
+        return np.array([1.0 if set(c) & carried else max(word.get(t, 0.0) for t in c) for c in scored])
+
+    sc = scores(per_text.max(axis=0))
+    _, missing = grounding(scored, [*texts, *given], weights)
+    lexical = np.array([0.0 if c[0] in set(missing) else 1.0 for c in scored])
+    heavy = w >= w.max() - 1e-9
+    return {
+        "tok_mean": float((sc * w).sum() / w.sum()),
+        "tok_key": float(sc[heavy].min()),
+        "tok_share": float((w * (sc >= TOKEN_MATCH)).sum() / w.sum()),
+        "tok_one": max(float((w * (scores(b) >= TOKEN_MATCH)).sum() / w.sum()) for b in per_text),
+        "tok_soft": float((w * np.maximum(lexical, sc >= TOKEN_MATCH)).sum() / w.sum()),
+    }
+
+
+#: Candidate features read from MiniLM's word-piece vectors (`token_cover`); measured,
 #: not shipped (docs/verbatim.md#honest-refusal).
 TOKEN_FEATURES = ("tok_mean", "tok_key", "tok_share", "tok_one", "tok_soft")
 #: `embed_tokens` reads a text's first window: a longer evidence text is read in such pieces.

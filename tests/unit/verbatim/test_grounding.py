@@ -25,7 +25,6 @@ from evidence.verbatim.grounding import (
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
     SAFETY_NET_FLOOR,
-    TOKEN_MATCH,
     Verdict,
     agreement,
     apply_grounding,
@@ -35,12 +34,9 @@ from evidence.verbatim.grounding import (
     judge,
     passage_agreement,
     read_evidence,
-    token_cover,
     unnamed_groups,
     word_rarity,
 )
-from evidence.verbatim.scoring import grounding as lexical_grounding
-from evidence.verbatim.scoring import terms
 from tests.unit.rank.rankkit import INDEX, cand, chunk, new_backend, vec
 
 DISPUTE = "Do disputes go to binding arbitration?"
@@ -384,42 +380,3 @@ def test_apply_grounding_reads_the_agreement_over_the_first_hits_documents() -> 
     lexical = AnswerSignal(0.9, True, "lexical", {"coverage": 0.8})
     apply_grounding(DISPUTE, hits, lexical, 0.0, question_groups(DISPUTE), ranker=ranker)
     assert len(asked) == 1
-
-
-def _piece_scores(question: str, by_word: dict[str, float]) -> list[float]:
-    """A `best` row for `question`: each word piece scores its word's value (0.2 otherwise)."""
-    from evidence.embed.tokenizer import token_offsets
-
-    out = []
-    for s, _ in token_offsets(question):
-        word = next((w for w in by_word if question.find(w) <= s < question.find(w) + len(w)), None)
-        out.append(by_word[word] if word else 0.2)
-    return out
-
-
-def test_token_cover_credits_a_concept_worded_otherwise_and_reads_each_text_alone() -> None:
-    question = "Does the drug harm the kidney?"
-    groups = [g for w in ("drug", "harm", "kidney") for g in [terms(w)]]
-    texts = ["The drug may harm renal function.", "Store the drug below 25 C."]
-    # "kidney" matches "renal" closely in the first text, not at all in the second.
-    best = [
-        _piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.75}),
-        _piece_scores(question, {"drug": 0.9, "harm": 0.3, "kidney": 0.3}),
-    ]
-    got = token_cover(question, groups, best, texts)
-    lexical, missing = lexical_grounding(groups, texts, concept_weights(question, groups))
-    assert missing == [terms("kidney")[0]] and lexical < 1.0
-    assert got["tok_share"] == got["tok_one"] == got["tok_soft"] == 1.0
-    assert got["tok_key"] == pytest.approx(0.75) and got["tok_mean"] > TOKEN_MATCH
-    # Spread over two texts, the concepts are carried together by neither: tok_one drops.
-    split = [
-        _piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.3}),
-        _piece_scores(question, {"drug": 0.9, "harm": 0.3, "kidney": 0.75}),
-    ]
-    spread = token_cover(question, groups, split, texts)
-    assert spread["tok_share"] == 1.0 and spread["tok_one"] < 1.0
-    # A concept no piece matches is missing in every reading; a concept given counts as carried.
-    absent = [_piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.35})]
-    low = token_cover(question, groups, absent, texts[:1])
-    assert low["tok_share"] < 1.0 and low["tok_soft"] < 1.0 and low["tok_key"] == pytest.approx(0.35)
-    assert token_cover(question, groups, absent, texts[:1], given=["kidney"])["tok_share"] == 1.0

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evidence.verbatim.scoring import grounding as lexical_grounding
+from evidence.verbatim.scoring import terms
 from tests.benchkit import load_bench
 
 
@@ -83,3 +85,42 @@ def test_token_features_are_read_from_the_rows_word_piece_matches(fit: ModuleTyp
     assert len(windows) > 1
     assert all(len(token_offsets(w)) <= fit.TOKEN_WINDOW for w in windows)
     assert sum(len(token_offsets(w)) for w in windows) == len(token_offsets(text))
+
+
+def _piece_scores(question: str, by_word: dict[str, float]) -> list[float]:
+    """A `best` row for `question`: each word piece scores its word's value (0.2 otherwise)."""
+    from evidence.embed.tokenizer import token_offsets
+
+    out = []
+    for s, _ in token_offsets(question):
+        word = next((w for w in by_word if question.find(w) <= s < question.find(w) + len(w)), None)
+        out.append(by_word[word] if word else 0.2)
+    return out
+
+
+def test_token_cover_credits_a_concept_worded_otherwise_and_reads_each_text_alone(fit: ModuleType) -> None:
+    question = "Does the drug harm the kidney?"
+    groups = [g for w in ("drug", "harm", "kidney") for g in [terms(w)]]
+    texts = ["The drug may harm renal function.", "Store the drug below 25 C."]
+    # "kidney" matches "renal" closely in the first text, not at all in the second.
+    best = [
+        _piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.75}),
+        _piece_scores(question, {"drug": 0.9, "harm": 0.3, "kidney": 0.3}),
+    ]
+    got = fit.token_cover(question, groups, best, texts)
+    lexical, missing = lexical_grounding(groups, texts, fit.concept_weights(question, groups))
+    assert missing == [terms("kidney")[0]] and lexical < 1.0
+    assert got["tok_share"] == got["tok_one"] == got["tok_soft"] == 1.0
+    assert got["tok_key"] == pytest.approx(0.75) and got["tok_mean"] > fit.TOKEN_MATCH
+    # Spread over two texts, the concepts are carried together by neither: tok_one drops.
+    split = [
+        _piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.3}),
+        _piece_scores(question, {"drug": 0.9, "harm": 0.3, "kidney": 0.75}),
+    ]
+    spread = fit.token_cover(question, groups, split, texts)
+    assert spread["tok_share"] == 1.0 and spread["tok_one"] < 1.0
+    # A concept no piece matches is missing in every reading; a concept given counts as carried.
+    absent = [_piece_scores(question, {"drug": 0.9, "harm": 0.8, "kidney": 0.35})]
+    low = fit.token_cover(question, groups, absent, texts[:1])
+    assert low["tok_share"] < 1.0 and low["tok_soft"] < 1.0 and low["tok_key"] == pytest.approx(0.35)
+    assert fit.token_cover(question, groups, absent, texts[:1], given=["kidney"])["tok_share"] == 1.0
