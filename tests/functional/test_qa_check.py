@@ -18,10 +18,13 @@ from tests.benchkit import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 QA = ROOT / "bench" / "qa"
+#: The blind families: never tuned on, measured once (bench/qa-blind/README.md); checked the same way.
+BLIND = ROOT / "bench" / "qa-blind"
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
 FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
+BLIND_FAMILIES = sorted(p.name for p in BLIND.iterdir() if (p / "documents").is_dir())
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
 
@@ -58,6 +61,21 @@ def test_every_family_of_the_suite_passes_the_check(family: str) -> None:
     assert report.problems == [], "\n".join(report.problems)
     assert report.answerable >= 30 and report.unanswerable >= 5
     assert report.documents >= 1
+
+
+@pytest.mark.parametrize("family", BLIND_FAMILIES)
+def test_every_blind_family_passes_the_check(family: str) -> None:
+    # HTML and plain text only: cheap enough to run outside the slow tier.
+    (report,) = check.check(BLIND, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_blind_set_is_apart_from_the_suite() -> None:
+    # The fits read bench/qa; a blind family there would be tuned on.
+    assert {"technical-manual-libffi", "licence-plain-text"} <= set(BLIND_FAMILIES)
+    assert not set(BLIND_FAMILIES) & set(FAMILIES)
 
 
 def test_the_suite_has_families() -> None:
