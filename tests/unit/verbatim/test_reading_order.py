@@ -46,6 +46,20 @@ def test_a_neighbour_ranked_far_down_stays_where_it_is() -> None:
     assert reading_order(ranked, 0) == [0, 1, 2]
 
 
+def test_a_lead_in_is_followed_by_its_first_item_from_any_rank() -> None:
+    lead = span("The affinity is determined by the following rules, in the order shown:", 70)
+    first = span(
+        '1. If the declared type contains the string "INT" then it is assigned INTEGER affinity.', 71
+    )
+    second = span("2. Otherwise, if it contains CHAR, CLOB or TEXT, TEXT affinity.", 72)
+    ranked = [lead, LONG, RANGE, ADDUSER, second, first]
+    order = reading_order(ranked, 200)
+    # The first item joins its lead-in across 360 characters; the second follows the first.
+    assert order == [0, 5, 4, 1, 2, 3]
+    texts = [ranked[i].text for i in order]
+    assert answer_found(texts, ["in the order shown: 1. If the declared type contains"])
+
+
 def test_only_the_next_span_of_the_same_document_and_section_joins() -> None:
     earlier = span("An earlier sentence.", 39)
     other_doc = span('The corresponding gid refers to the group "nogroup".', 41, doc="copyright")
