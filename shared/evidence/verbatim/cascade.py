@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
@@ -47,7 +47,7 @@ from evidence.verbatim.cascade_model import (
 from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
-from evidence.verbatim.spans import header_rows, scoring_texts, span_path, trigram_similarity
+from evidence.verbatim.spans import header_rows, reading_order, scoring_texts, span_path, trigram_similarity
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchBackend
@@ -186,7 +186,7 @@ class VerbatimCascade:
         g, missing = state.grounding(bound, used)
         if g < self.floor(used):
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
-        return CascadeResult(bound, used, entity, tried, round(g, 4), missing)
+        return CascadeResult(self._reading_order(bound), used, entity, tried, round(g, 4), missing)
 
     @staticmethod
     def _named_terms(backend: SearchBackend, index: str, question: str, documents: list[str]) -> list[str]:
@@ -269,6 +269,15 @@ class VerbatimCascade:
                 low = min(low, h.score) * 0.999
                 out.append(SpanHit(h.chunk, low, h.path))
         return out
+
+    def _reading_order(self, hits: list[SpanHit]) -> list[SpanHit]:
+        """The evidence with split sentences rejoined (`spans.reading_order`), after the grounding
+        check (which reads the same spans in any order). Scores stay with the positions, so they
+        still fall in the order the hits are returned."""
+        if self.config.join_within_chars <= 0 or len(hits) < 2:
+            return hits
+        order = reading_order([h.chunk for h in hits], self.config.join_within_chars)
+        return [replace(hits[j], score=hits[i].score) for i, j in enumerate(order)]
 
     def _bound(self, hits: Sequence[SpanHit]) -> list[SpanHit]:
         """The first `max_spans` that fit `max_chars` (0: any), as the guardrail counts them."""

@@ -135,6 +135,11 @@ class CascadeConfig:
     #: A rule path's evidence is followed by up to this many of HYBRID_FACTSPAN's spans, within
     #: the bound (0: a rule path's evidence alone). `cascade.VerbatimCascade._fill`.
     fill_spans: int = 8
+    #: A span's document-next span, when it is evidence too and the spans ranked between them
+    #: hold at most this many characters, is moved up to follow it, so a fact the sentence
+    #: splitter cut in two reads whole (`spans.reading_order`; 0: rank order only). About one
+    #: sentence: 100-275 measured alike on the QA suite (docs/verbatim.md).
+    join_within_chars: int = 200
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 
