@@ -38,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
+from evidence.cli.serve_sizing import tree_bytes  # noqa: E402
 from evidence.progress import Progress  # noqa: E402
 
 WORK = ROOT / "build" / "scale"
@@ -130,10 +131,6 @@ def _batch(b: int, texts: list[str], real: np.ndarray) -> tuple[list[Any], list[
     return docs, vecs
 
 
-def _du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 def build(n: int, dataset: Path) -> dict[str, Any]:
     from evidence.embed.minilm import DIMENSION, MODEL_ID
     from evidence.search.embedded import EmbeddedBackend
@@ -182,7 +179,7 @@ def build(n: int, dataset: Path) -> dict[str, Any]:
         "seconds": round(seconds, 1),
         "passages_built": built,
         "passages_per_s": round(built / seconds, 1) if seconds else None,
-        "store_bytes": _du(store),
+        "store_bytes": tree_bytes(store),
     }
     meta_path.write_text(json.dumps(out))
     return out
