@@ -112,3 +112,11 @@ def test_a_bad_setting_in_a_fresh_process_prints_no_traceback(tmp_path: Path) ->
     assert out.stderr.strip() == (
         "evidence query: error: EVIDENCE_BACKEND='elastic': should be 'embedded' or 'opensearch'"
     )
+
+
+def test_the_demo_stops_at_the_first_sample_that_did_not_index(capsys: pytest.CaptureFixture[str]) -> None:
+    from evidence.cli.demo import _stopped_by
+
+    assert not _stopped_by([])
+    assert _stopped_by([("a.pdf", "encrypted"), ("b.pdf", "empty")])
+    assert capsys.readouterr().out == "error: a.pdf: encrypted\n"
