@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,6 +23,10 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
+def _queued(store: IndexStore, n: int) -> bool:
+    return bool(store._group.waiting() == n)
+
+
 @contextmanager
 def grouped(
     store: IndexStore,
@@ -30,7 +35,8 @@ def grouped(
     rest: list[Callable[[], Any]],
 ) -> Iterator[list[Any]]:
     """Run `first` and hold it in its commit (its tantivy sync) until every one of `rest` has
-    queued behind it; then let all run. Yields the outcomes (a result or the exception), in order."""
+    queued behind it, in the order given; then let all run. Yields the outcomes (a result or the
+    exception), in order."""
     held, release = threading.Event(), threading.Event()
     sync = store.sync_pending
 
@@ -56,7 +62,9 @@ def grouped(
         for i, call in enumerate(rest, start=1):
             threads.append(threading.Thread(target=run, args=(i, call)))
             threads[-1].start()
-        wait_for(lambda: store._group.waiting() == len(rest), "the writes to queue")
+            # One at a time: threads started together queue in any order, and the group commits
+            # them in the order they queued (a delete may otherwise run before its upsert).
+            wait_for(partial(_queued, store, i), f"write {i} to queue")
     finally:
         release.set()
         for t in threads:
