@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +28,7 @@ from evidence.evaluation import (  # noqa: E402
 )
 from evidence.rank.first_stage import FirstStage, RetrievalMode  # noqa: E402
 from evidence.rank.fusion import FusionConfig, FusionMethod  # noqa: E402
+from evidence.search.base import SearchBackend, Vector  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
 
 OPTIONS: list[tuple[str, FirstStage]] = [
@@ -55,6 +57,25 @@ OPTIONS: list[tuple[str, FirstStage]] = [
 ]
 
 
+def stage_scores(
+    stage: FirstStage,
+    backend: SearchBackend,
+    index: str,
+    *,
+    queries: Sequence[tuple[str, str]],
+    vectors: Mapping[str, Vector],
+    qrels: Mapping[str, Mapping[str, int]],
+) -> tuple[list[float], list[float]]:
+    """Each query's nDCG@10 and recall@100 of the documents `stage` retrieves (k 100)."""
+    nd, rc = [], []
+    for qid, text in queries:
+        res = stage.retrieve(backend, index, query=text, vector=vectors[qid], k=100)
+        ranked = documents_from_chunks([c.chunk.document_id for c in res.candidates])
+        nd.append(ndcg_at(ranked, qrels[qid], 10))
+        rc.append(recall_at(ranked, qrels[qid], 100))
+    return nd, rc
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
@@ -70,12 +91,7 @@ def main() -> int:
     )
     print(f"{'option':<18} nDCG@10  recall@100")
     for name, stage in OPTIONS:
-        nd, rc = [], []
-        for qid, text in queries:
-            res = stage.retrieve(svc.backend, index, query=text, vector=vectors[qid], k=100)
-            ranked = documents_from_chunks([c.chunk.document_id for c in res.candidates])
-            nd.append(ndcg_at(ranked, qrels[qid], 10))
-            rc.append(recall_at(ranked, qrels[qid], 100))
+        nd, rc = stage_scores(stage, svc.backend, index, queries=queries, vectors=vectors, qrels=qrels)
         print(f"{name:<18} {statistics.fmean(nd):.4f}   {statistics.fmean(rc):.4f}", flush=True)
     return 0
 

@@ -33,6 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
+from fusion_sweep import stage_scores  # noqa: E402
+
 from evidence.config import Settings  # noqa: E402
 from evidence.embed.base import document_key  # noqa: E402
 from evidence.embed.cache import EmbeddingCache  # noqa: E402
@@ -40,13 +42,10 @@ from evidence.embed.minilm import MiniLMEmbedder  # noqa: E402
 from evidence.embed.tokenizer import get_tokenizer  # noqa: E402
 from evidence.embed.windows import LongTextRule, mean_of_windows, split_windows  # noqa: E402
 from evidence.evaluation import (  # noqa: E402
-    documents_from_chunks,
     ensure_indexed,
     find_dataset,
     load_qrels,
     load_queries,
-    ndcg_at,
-    recall_at,
 )
 from evidence.evaluation.beir import _iter_gold  # noqa: E402
 from evidence.evaluation.metrics import span_metrics  # noqa: E402
@@ -248,13 +247,14 @@ def evaluate(
         be = RuleBackend(svc.backend, chunks, windows, owners, rule, weights=weights)
         row = []
         for mode in (RetrievalMode.DENSE, RetrievalMode.HYBRID):
-            stage = FirstStage(mode=mode)
-            nd, rc = [], []
-            for qid, text in queries:
-                res = stage.retrieve(be, index, query=text, vector=qvec[qid], k=100)  # type: ignore[arg-type]
-                ranked = documents_from_chunks([c.chunk.document_id for c in res.candidates])
-                nd.append(ndcg_at(ranked, qrels[qid], 10))
-                rc.append(recall_at(ranked, qrels[qid], 100))
+            nd, rc = stage_scores(
+                FirstStage(mode=mode),
+                be,  # type: ignore[arg-type]
+                index,
+                queries=queries,
+                vectors=qvec,
+                qrels=qrels,
+            )
             halves = f" ({statistics.fmean(nd[0::2]):.4f} / {statistics.fmean(nd[1::2]):.4f})"
             row.append(
                 f"{statistics.fmean(nd):.4f} {statistics.fmean(rc):.4f}"

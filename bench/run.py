@@ -24,10 +24,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
+from synthetic import FILTERED_TYPE, synthetic_document  # noqa: E402
+
 from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import find_dataset, load_qrels, load_queries, percentile  # noqa: E402
 from evidence.model import RetrieveRequest  # noqa: E402
-from evidence.records import Chunk, ChunkKind, DocumentChunks  # noqa: E402
+from evidence.records import ChunkKind, DocumentChunks  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
 
 
@@ -201,23 +203,11 @@ def bench_100k(work: Path, n: int) -> dict[str, Any]:
         for start in range(0, n, 5_000):
             docs, vecs = [], []
             for d in range(start // per_doc, (start + 5_000) // per_doc):
-                chunks = []
-                for j in range(per_doc):
+                texts = []
+                for _ in range(per_doc):
                     words = rng.choice(len(vocab), size=int(rng.integers(80, 200)), p=weights)
-                    text = " ".join(vocab[w] for w in words)
-                    chunks.append(
-                        Chunk(
-                            chunk_id=f"d{d}:{j}",
-                            document_id=f"d{d}",
-                            kind=ChunkKind.PASSAGE,
-                            text=text,
-                            char_start=0,
-                            char_end=len(text),
-                            sequence=j,
-                            metadata={"type": "tc_files" if d % 10 else "followup_document"},
-                        )
-                    )
-                docs.append(DocumentChunks(f"d{d}", f"h{d}", f"d{d}", tuple(chunks), chunks[0].metadata))
+                    texts.append(" ".join(vocab[w] for w in words))
+                docs.append(synthetic_document(d, texts))
                 v = rng.normal(size=(per_doc, embedder.dimension)).astype(np.float32)
                 vecs.append(v / np.linalg.norm(v, axis=1, keepdims=True))
             backend.upsert("big", docs, vecs)
@@ -245,7 +235,7 @@ def lat(filters):
     for q in qs:
         s = time.perf_counter(); one(q, filters); t.append((time.perf_counter() - s) * 1000)
     return {{"p50": round(percentile(t, 50), 2), "p95": round(percentile(t, 95), 2), "n": len(t)}}
-out = {{"hybrid_ms": lat(None), "hybrid_filtered_ms": lat({{"type": "followup_document"}}),
+out = {{"hybrid_ms": lat(None), "hybrid_filtered_ms": lat({{"type": {FILTERED_TYPE!r}}}),
        "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}}
 print(json.dumps(out))
 """

@@ -38,6 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
+from synthetic import FILTERED_TYPE, synthetic_document  # noqa: E402
+
+from evidence.cli.serve_sizing import tree_bytes  # noqa: E402
 from evidence.progress import Progress  # noqa: E402
 
 WORK = ROOT / "build" / "scale"
@@ -95,14 +98,12 @@ def _sources(dataset: Path) -> tuple[list[str], np.ndarray]:
 
 
 def _batch(b: int, texts: list[str], real: np.ndarray) -> tuple[list[Any], list[np.ndarray]]:
-    from evidence.records import Chunk, ChunkKind, DocumentChunks
-
     rng = np.random.default_rng(1000 + b)
     n_real = len(real)
     docs, vecs = [], []
     first = b * BATCH // PER_DOC
     for d in range(first, first + BATCH // PER_DOC):
-        chunks = []
+        passages = []
         own = rng.integers(0, n_real, size=PER_DOC)
         other = rng.integers(0, n_real, size=PER_DOC)
         extra = rng.integers(0, len(texts), size=PER_DOC)
@@ -111,27 +112,11 @@ def _batch(b: int, texts: list[str], real: np.ndarray) -> tuple[list[Any], list[
             start = int(rng.integers(0, max(1, len(sentences) - 2)))
             piece = " ".join(sentences[start : start + int(rng.integers(2, 8))])
             tail = " ".join(texts[int(extra[j])].split()[: int(rng.integers(10, 40))])
-            text = f"{piece} {tail}"
-            chunks.append(
-                Chunk(
-                    chunk_id=f"d{d}:{j}",
-                    document_id=f"d{d}",
-                    kind=ChunkKind.PASSAGE,
-                    text=text,
-                    char_start=0,
-                    char_end=len(text),
-                    sequence=j,
-                    metadata={"type": "followup_document" if d % 10 == 0 else "tc_files"},
-                )
-            )
-        docs.append(DocumentChunks(f"d{d}", f"h{d}", f"d{d}", tuple(chunks), chunks[0].metadata))
+            passages.append(f"{piece} {tail}")
+        docs.append(synthetic_document(d, passages))
         v = 0.8 * real[own] + 0.35 * real[other] + rng.normal(0, 0.02, size=(PER_DOC, real.shape[1]))
         vecs.append((v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32))
     return docs, vecs
-
-
-def _du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def build(n: int, dataset: Path) -> dict[str, Any]:
@@ -182,7 +167,7 @@ def build(n: int, dataset: Path) -> dict[str, Any]:
         "seconds": round(seconds, 1),
         "passages_built": built,
         "passages_per_s": round(built / seconds, 1) if seconds else None,
-        "store_bytes": _du(store),
+        "store_bytes": tree_bytes(store),
     }
     meta_path.write_text(json.dumps(out))
     return out
@@ -217,7 +202,7 @@ store = svc.backend.index_store({index!r})
 out = {{"dense_path": dense_path(svc.backend, {index!r})}}
 if out["dense_path"] == "ann":
     t = time.perf_counter(); store._ann_current(); out["ann_prepare_s"] = round(time.perf_counter() - t, 1)
-FILTER = {{"type": "followup_document"}}
+FILTER = {{"type": {filtered_type!r}}}
 for label, profile in (("bm25", "bench-lexical"), ("dense", "bench-dense"), ("hybrid", "default")):
     for filt in (None, FILTER):
         req = lambda q: RetrieveRequest(query=q, profile=profile, filters=filt)
@@ -272,6 +257,7 @@ def measure(
         nq=queries,
         recall=recall,
         recall_queries=recall_queries,
+        filtered_type=FILTERED_TYPE,
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), check=False

@@ -39,8 +39,9 @@ FOLLOWUP_TEXT = (
     "A: Yes. Customer data at rest is encrypted with AES-256 through AWS KMS managed keys.\n"
 )
 
-#: Top-level modules no bundle may import, and the developer modules of `evidence`.
-FORBIDDEN_IMPORTS = (
+#: The import names of the build, test and CDK tooling (`bundle.FORBIDDEN` names their
+#: distributions): no bundle holds or imports them.
+TOOLING_MODULES = (
     "aws_cdk",
     "constructs",
     "cdk_nag",
@@ -50,8 +51,9 @@ FORBIDDEN_IMPORTS = (
     "_pytest",
     "hypothesis",
     "cfnlint",
-    *(f"evidence.{name}" for name in sorted(bundle.DEV_MODULES)),
 )
+#: Top-level modules no bundle may import, and the developer modules of `evidence`.
+FORBIDDEN_IMPORTS = (*TOOLING_MODULES, *(f"evidence.{name}" for name in sorted(bundle.DEV_MODULES)))
 
 #: function -> [(label, event file or inline event, expectation)]; run in order, one process each.
 Invocation = tuple[str, "str | dict[str, Any]", str]

@@ -20,7 +20,10 @@ ProgressFn = Callable[[int, int | None, str], None]
 _MIN_INTERVAL_S = 0.1
 
 
-class Progress:
+class _Line:
+    """A line redrawn in place on `stream` (stderr by default), drawn only when `enabled` (by
+    default when the stream is a terminal); `close` ends it with a newline if it drew anything."""
+
     def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool | None = None) -> None:
         self.label = label
         self.stream = stream or sys.stderr
@@ -29,6 +32,13 @@ class Progress:
         self._last = 0.0
         self._shown = False
 
+    def close(self) -> None:
+        if self.enabled and self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class Progress(_Line):
     def __call__(self, done: int, total: int | None, unit: str) -> None:
         if not self.enabled:
             return
@@ -44,11 +54,6 @@ class Progress:
         self.stream.write(line)
         self.stream.flush()
         self._shown = True
-
-    def close(self) -> None:
-        if self.enabled and self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 class IndexState(Protocol):
@@ -68,23 +73,9 @@ class IndexState(Protocol):
     def current(self) -> str: ...
 
 
-class FileProgress:
+class FileProgress(_Line):
     """`indexing into NAME [#####---] 7/11 files, 412 passages written, 0.9 files/s, ETA 4s  docs/a.pdf`,
     redrawn in place on a terminal; nothing elsewhere (the command prints its summary itself)."""
-
-    def __init__(
-        self,
-        label: str,
-        *,
-        stream: TextIO | None = None,
-        enabled: bool | None = None,
-    ) -> None:
-        self.label = label
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.start = time.perf_counter()
-        self._last = 0.0
-        self._shown = False
 
     def __call__(self, state: IndexState) -> None:
         if not self.enabled:
@@ -124,11 +115,6 @@ class FileProgress:
             room = width - len(line) - 3
             current = "…" + current[-room:] if room >= 8 else ""
         return f"{line}  {current}".rstrip()
-
-    def close(self) -> None:
-        if self.enabled and self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:

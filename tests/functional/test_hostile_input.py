@@ -138,9 +138,8 @@ def test_the_store_answers_any_number_of_filter_keys_and_values(
     }
 
 
-def test_filter_keys_and_values_match_exactly(service: EvidenceService, context: LambdaContext) -> None:
-    """`{"team=red": "secret"}` is not `{"team": "red=secret"}`: lexically (tantivy's `key=value`
-    terms), in the records (dense, lookup) and through the API (hybrid)."""
+def _post_ambiguous_keys(context: LambdaContext) -> None:
+    """Two documents that unescaped `key=value` terms confuse: `team=red: secret`, `team: red`."""
     for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
         payload = {
             "document_id": doc_id,
@@ -149,6 +148,12 @@ def test_filter_keys_and_values_match_exactly(service: EvidenceService, context:
             "metadata": meta,
         }
         assert call("POST", DOCS, payload, False, context)[0] == 200
+
+
+def test_filter_keys_and_values_match_exactly(service: EvidenceService, context: LambdaContext) -> None:
+    """`{"team=red": "secret"}` is not `{"team": "red=secret"}`: lexically (tantivy's `key=value`
+    terms), in the records (dense, lookup) and through the API (hybrid)."""
+    _post_ambiguous_keys(context)
     backend = service.backend
     vector = service.embedder.embed_query("encryption")
     cases: list[tuple[dict[str, Any], set[str]]] = [
@@ -181,14 +186,7 @@ def test_a_store_written_with_unescaped_terms_matches_exactly_after_an_upgrade(
     from evidence.search.embedded import EmbeddedBackend
 
     monkeypatch.setattr(store_lexical, "meta_term", lambda key, value: f"{key}={value}")  # the old terms
-    for doc_id, meta in [("secret", {"team=red": "secret"}), ("red", {"team": "red"})]:
-        payload = {
-            "document_id": doc_id,
-            "filename": "a.txt",
-            "text": "Encryption at rest.",
-            "metadata": meta,
-        }
-        assert call("POST", DOCS, payload, False, context)[0] == 200
+    _post_ambiguous_keys(context)
     backend = service.backend
     assert isinstance(backend, EmbeddedBackend)
     old = {

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from evidence.server import ApiServer, make_server
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
 from tests.functional.conftest import REGION
+from tests.unit.search.groupkit import grouped
 
 POLICY_TEXT = "Customer data is encrypted at rest with AES-256 and keys rotate every year."
 
@@ -291,16 +293,6 @@ def test_uploads_and_deletes_sent_together_commit_together_each_with_its_own_ans
         insert(document, *args)
 
     monkeypatch.setattr(store, "_insert_chunks", refusing)
-    held, release = threading.Event(), threading.Event()
-    sync = store.sync_pending
-
-    def gated() -> int:
-        if not held.is_set():
-            held.set()
-            assert release.wait(60), "the test never released the first write"
-        return int(sync())
-
-    monkeypatch.setattr(store, "sync_pending", gated)
     generation, batches = store.generation(), store._group.batches
     answers: dict[str, tuple[int, Any]] = {}
     with serving(service) as srv:
@@ -310,11 +302,6 @@ def test_uploads_and_deletes_sent_together_commit_together_each_with_its_own_ans
             status, _, body = call(target, method, payload)
             answers[name] = (status, body)
 
-        first = threading.Thread(
-            target=send, args=("first", "POST", url, doc("first", "Backups run nightly."))
-        )
-        first.start()
-        assert held.wait(30)
         rest = [
             ("a", "POST", url, doc("a", "Keys rotate every ninety days.")),
             ("b", "POST", url, doc("b", "Access reviews happen quarterly.")),
@@ -322,16 +309,9 @@ def test_uploads_and_deletes_sent_together_commit_together_each_with_its_own_ans
             ("gone", "DELETE", f"{url}/never-indexed", None),
             ("old", "DELETE", f"{url}/old", None),
         ]
-        threads = [threading.Thread(target=send, args=args) for args in rest]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while store._group.waiting() < len(rest):
-            assert time.monotonic() < deadline, f"only {store._group.waiting()} writes queued"
-            time.sleep(0.005)
-        release.set()
-        for t in [first, *threads]:
-            t.join(60)
+        first = partial(send, "first", "POST", url, doc("first", "Backups run nightly."))
+        with grouped(store, monkeypatch, first, [partial(send, *args) for args in rest]) as outcomes:
+            assert outcomes == [None] * (1 + len(rest))  # every request was answered
     assert answers["first"][0] == answers["a"][0] == answers["b"][0] == 200
     assert [answers[n][1]["document_id"] for n in ("first", "a", "b")] == ["first", "a", "b"]
     assert answers["bad"][0] == 422 and answers["bad"][1]["error"]["field"] == "text"

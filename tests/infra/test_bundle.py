@@ -14,19 +14,7 @@ from infra import bundle, bundle_check
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
 
-FORBIDDEN_MODULES = (
-    "aws_cdk",
-    "constructs",
-    "cdk_nag",
-    "jsii",
-    "moto",
-    "pytest",
-    "_pytest",
-    "hypothesis",
-    "cfnlint",
-    "torch",
-    "sympy",
-)
+FORBIDDEN_MODULES = (*bundle_check.TOOLING_MODULES, "torch", "sympy")
 
 
 @pytest.fixture(scope="module")

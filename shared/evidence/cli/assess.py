@@ -121,8 +121,7 @@ def run(args: argparse.Namespace) -> int:
             principal=args.principal,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CliError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise common.request_error(exc) from None
     service = common.service_from_args(args)
     bar = Progress(f"assessing {batch.index}")
     try:

@@ -8,9 +8,7 @@ response of `POST /v1/indexes/{index}/coach` as one line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,8 +55,7 @@ def request_from_args(args: argparse.Namespace) -> CoachRequest:
     try:
         return CoachRequest.model_validate(fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CliError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise common.request_error(exc) from None
 
 
 def _request_file(path: Path) -> dict[str, Any]:
@@ -76,13 +73,8 @@ def _request_file(path: Path) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
-    service = common.service_from_args(args)
-    try:
-        # stdout carries only the answer; anything logged on the way goes to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
-            response = service.coach(args.index, request)
-    finally:
-        service.close()
+    with common.quiet_service(args) as service:
+        response = service.coach(args.index, request)
     if args.json:
         print(response.model_dump_json())
     else:

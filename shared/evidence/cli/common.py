@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,6 +100,27 @@ def service_from_args(args: argparse.Namespace) -> EvidenceService:
     from evidence.service import EvidenceService
 
     return EvidenceService(settings_from_args(args))
+
+
+def request_error(exc: ValidationError) -> CliError:
+    """The usage error for a request the options made invalid: its first refused field and why
+    (`top_k: Input should be greater than or equal to 1`)."""
+    err = exc.errors()[0]
+    return CliError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}")
+
+
+@contextlib.contextmanager
+def quiet_service(args: argparse.Namespace) -> Iterator[EvidenceService]:
+    """The subcommand's service (`service_from_args`), closed after the block. Within it stdout
+    goes to stderr: stdout carries only the answer printed after the block (`--json` its last
+    line, `--format xml` bare XML), whatever the pipeline logs or prints on the way (a Powertools
+    logger set up in this process, say)."""
+    service = service_from_args(args)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield service
+    finally:
+        service.close()
 
 
 def key_values(pairs: Sequence[str], option: str) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ The samples and their requests live in `evidence.demo` (data only); this module 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from evidence.cli import common
@@ -44,6 +45,13 @@ def print_workbench(store: object) -> None:
 WORKBENCH_URL = "http://127.0.0.1:8080/"
 
 
+def _stopped_by(failed: Sequence[tuple[str, str]]) -> bool:
+    """The demo stops at a sample that did not index: the first (source, reason) is printed."""
+    for source, reason in failed[:1]:
+        print(f"error: {source}: {reason}")
+    return bool(failed)
+
+
 def run_demo(service: EvidenceService) -> int:
     from evidence.demo import GENERIC, INDEX, SAMPLES, VENDOR_STEPS
     from evidence.model import RetrieveRequest
@@ -52,8 +60,7 @@ def run_demo(service: EvidenceService) -> int:
     print(f"== indexing the sample into index {INDEX!r} (store: {service.settings.store_dir})")
     for paths, doc_type in VENDOR_STEPS:
         report = service.index_paths(INDEX, list(paths), doc_type=doc_type)
-        for source, reason in report.failed:
-            print(f"error: {source}: {reason}")
+        if _stopped_by(report.failed):
             return EXIT_FAILED
         for r in report.indexed:
             label = doc_type or "follow-up responses"
@@ -78,8 +85,7 @@ def label_demo(service: EvidenceService) -> int:
 
     print(f"\n== verbatim answers from a drug label: indexing {LABEL.name} into index {LABEL_INDEX!r}")
     report = service.index_paths(LABEL_INDEX, [LABEL])
-    for source, reason in report.failed:
-        print(f"error: {source}: {reason}")
+    if _stopped_by(report.failed):
         return EXIT_FAILED
     for question in LABEL_QUESTIONS:
         response = service.retrieve(LABEL_INDEX, RetrieveRequest(query=question, profile="verbatim"))
@@ -100,8 +106,7 @@ def coach_demo(service: EvidenceService) -> int:
 
     print(f"\n== coach: indexing the knowledge graph {COACH_GRAPH.name} into index {COACH_INDEX!r}")
     report = service.index_graph_paths(COACH_INDEX, [COACH_GRAPH])
-    for source, reason in report.failed:
-        print(f"error: {source}: {reason}")
+    if _stopped_by(report.failed):
         return EXIT_FAILED
     for r in report.indexed:
         print(f"   {r.document_id}: {r.status}, {r.chunks} nodes, {r.spans} sentences")

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import sys
 from pathlib import Path
 
 from evidence.cli import common
@@ -38,16 +36,14 @@ def run(args: argparse.Namespace) -> int:
     from evidence.evaluation import run_eval
     from evidence.progress import Progress
 
-    service = common.service_from_args(args)
-    bar = Progress(f"eval {args.mode}")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+    with common.quiet_service(args) as service:  # `--json` must be the last line on stdout
+        bar = Progress(f"eval {args.mode}")
+        try:
             result = run_eval(
                 service, Path(args.dataset), mode=args.mode, spans=args.spans, limit=args.limit, progress=bar
             )
-    finally:
-        bar.close()
-        service.close()
+        finally:
+            bar.close()
     print_eval_result(result, as_json=args.json)
     return EXIT_OK
 
@@ -62,14 +58,12 @@ def _run_qa(args: argparse.Namespace) -> int:
         raise CliError("--families needs --qa DIR (a QA suite folder)")
     if not args.index:
         raise CliError("--qa needs --index NAME (the index holding the documents asked about)")
-    service = common.service_from_args(args)
-    bar = Progress("eval qa")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+    with common.quiet_service(args) as service:  # `--json` must be the last line on stdout
+        bar = Progress("eval qa")
+        try:
             result = run_qa(service, Path(args.qa), index=args.index, profile=args.profile, progress=bar)
-    finally:
-        bar.close()
-        service.close()
+        finally:
+            bar.close()
     print_qa_result(result, as_json=args.json)
     return EXIT_OK
 
@@ -81,16 +75,14 @@ def _run_qa_suite(args: argparse.Namespace) -> int:
     if args.index:
         raise CliError("--qa DIR indexes each family itself (qa-<family>); drop --index")
     families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
-    service = common.service_from_args(args)
-    bar = Progress("eval qa suite")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # `--json` must be the last line on stdout
+    with common.quiet_service(args) as service:  # `--json` must be the last line on stdout
+        bar = Progress("eval qa suite")
+        try:
             result = run_qa_suite(
                 service, Path(args.qa), profile=args.profile, families=families, progress=bar
             )
-    finally:
-        bar.close()
-        service.close()
+        finally:
+            bar.close()
     print_qa_suite_result(result, as_json=args.json)
     return EXIT_OK
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from evidence.cli import common
-from evidence.cli.common import EXIT_OK, CliError, Command
+from evidence.cli.common import EXIT_OK, Command
 from evidence.cli.output import print_plan
 
 
@@ -31,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         request = PlanRequest(query=args.text, criterion_question=args.criterion, profile=args.profile)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CliError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise common.request_error(exc) from None
     service = common.service_from_args(args)
     try:
         if args.index:

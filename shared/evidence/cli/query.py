@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 from evidence.cli import common
@@ -58,20 +56,13 @@ def request_from_args(args: argparse.Namespace) -> RetrieveRequest:
     try:
         return RetrieveRequest(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CliError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise common.request_error(exc) from None
 
 
 def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
-    service = common.service_from_args(args)
-    try:
-        # stdout carries only the answer (`--format xml` is bare XML): anything the pipeline logs or
-        # prints on the way, e.g. through a Powertools logger set up in this process, goes to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
-            resp = service.retrieve(args.index, request)
-    finally:
-        service.close()
+    with common.quiet_service(args) as service:
+        resp = service.retrieve(args.index, request)
     print_response(resp, args.format)
     return EXIT_OK
 

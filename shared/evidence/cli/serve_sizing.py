@@ -154,7 +154,7 @@ def index_bytes(root: Path, ann_min_vectors: int) -> int:
     from evidence.search.ann import available as ann_available
     from evidence.search.store_records import CHUNK_CACHE_SIZE
 
-    lexical = _tree_bytes(root / "lexical")
+    lexical = tree_bytes(root / "lexical")
     records = root / "records.sqlite3"
     try:
         passages, chunks, dim = _counts(records)
@@ -196,7 +196,8 @@ def _file_bytes(path: Path) -> int:
         return 0
 
 
-def _tree_bytes(root: Path) -> int:
+def tree_bytes(root: Path) -> int:
+    """The bytes of every file under `root` (0 when it cannot be read, or is not there)."""
     try:
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     except OSError:

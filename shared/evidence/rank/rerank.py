@@ -55,6 +55,14 @@ class Reranker(Protocol):
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult: ...
 
 
+def _results_asked(texts: Sequence[str], top_n: int | None) -> int:
+    """How many results one rerank call asks the service for: `top_n` within [1, len(texts)], all
+    by default; more than `MAX_DOCUMENTS` texts is refused before any call."""
+    if len(texts) > MAX_DOCUMENTS:
+        raise RerankError(f"at most {MAX_DOCUMENTS} documents per rerank call", reason="error")
+    return len(texts) if top_n is None else max(1, min(top_n, len(texts)))
+
+
 def _excerpt(body: Any, limit: int = 160) -> str:
     """The provider's own words from an error body (`{"message": ...}` or text), shortened."""
     text = body.get("message", body) if isinstance(body, dict) else body
@@ -141,9 +149,7 @@ class CohereReranker:
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
         if not texts:
             return []
-        if len(texts) > MAX_DOCUMENTS:
-            raise RerankError(f"at most {MAX_DOCUMENTS} documents per rerank call", reason="error")
-        n = len(texts) if top_n is None else max(1, min(top_n, len(texts)))
+        n = _results_asked(texts, top_n)
         import httpx
         from cohere.core.api_error import ApiError
 
@@ -275,9 +281,7 @@ class BedrockReranker:
     def rerank(self, query: str, texts: Sequence[str], top_n: int | None = None) -> RerankResult:
         if not texts:
             return []
-        if len(texts) > MAX_DOCUMENTS:
-            raise RerankError(f"at most {MAX_DOCUMENTS} documents per rerank call", reason="error")
-        n = len(texts) if top_n is None else max(1, min(top_n, len(texts)))
+        n = _results_asked(texts, top_n)
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -323,6 +323,17 @@ def passage_agreement(
     return agreement([h.chunk for h in dense], [h.chunk for h in lexical])
 
 
+def evidence_agreement(
+    cosine: float | None, documents: Iterable[str], ranker: Callable[[Sequence[str]], float | None] | None
+) -> float | None:
+    """The agreement `judge` reads for evidence from `documents` (each once, in order): read by
+    `ranker` (`passage_agreement` bound to the index and the query) only with a cosine, since
+    without one `judge` takes the lexical model, which reads no agreement; None otherwise."""
+    if cosine is None or ranker is None:
+        return None
+    return ranker(list(dict.fromkeys(documents)))
+
+
 def grounding_confidence(p: float, floor: float) -> float:
     """The answer probability on the confidence scale every profile shares (`can_answer` at 0.5):
     piecewise linear, 0.5 exactly at the refusal floor, so `confidence`, `can_answer` and
@@ -391,8 +402,7 @@ def apply_grounding(
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
     groups = unnamed_groups(query, groups, hits[:HEAD])
-    documents = list(dict.fromkeys(c.chunk.document_id for c in hits[:HEAD]))
-    agreed = ranker(documents) if cosine is not None and ranker is not None else None
+    agreed = evidence_agreement(cosine, (c.chunk.document_id for c in hits[:HEAD]), ranker)
     verdict = judge(
         query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits), agreement=agreed
     )

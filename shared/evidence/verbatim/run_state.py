@@ -11,7 +11,7 @@ from evidence.errors import EvidenceError
 from evidence.ingest.sections import SECTION_PARENT_KEY
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade_model import ATTRIBUTE_LOOKUP, CascadeLike, PlanLike, SpanHit
-from evidence.verbatim.grounding import DENSE_EMBEDDERS, judge, passage_agreement
+from evidence.verbatim.grounding import DENSE_EMBEDDERS, evidence_agreement, judge, passage_agreement
 from evidence.verbatim.scoring import SpanStats, terms
 from evidence.verbatim.spans import (
     _DIGIT,
@@ -271,11 +271,10 @@ class RunState:
             groups.append(concept)
             given.append(" ".join(concept))
         cosine = self.evidence_cosine(hits)
-        documents = list(dict.fromkeys(h.chunk.document_id for h in hits))
-        agreed = (
-            passage_agreement(self.backend, self.index, self.question, self.vector, documents)
-            if cosine is not None
-            else None
+        agreed = evidence_agreement(
+            cosine,
+            (h.chunk.document_id for h in hits),
+            lambda docs: passage_agreement(self.backend, self.index, self.question, self.vector, docs),
         )
         verdict = judge(
             self.question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies, agreement=agreed

@@ -54,7 +54,10 @@ def header_rows(spans: Sequence[Chunk]) -> set[int]:
     return out
 
 
-#: A table of contents' page reference: "References ........ 62", "Scope · · · 4".
+#: A table of contents' page reference: "References ........ 62", "Scope · · · 4". Looser than
+#: the PDF parser's `_TOC_ENTRY` on purpose: this one only trims a span before it is compared with
+#: its document's own headings (a trimmed span counts only if it then equals one), and spans come
+#: from every format, whose leaders may be middle dots, ellipses or underscores.
 _PAGE_REF = re.compile(r"(?:\s*[.\u00b7\u2026_]){3,}\s*\d+\s*$")
 _BULLET = re.compile(r"^[\s\-*+\u2022\u25cf\u25aa\u2013]+")
 _RUNS = re.compile(r"\s+")

@@ -11,7 +11,7 @@ from evidence.testing import LambdaContext, load_event
 from functions.retriever.handler import handler
 from tests.functional.conftest import body
 from tests.functional.test_indexer import BUCKET, uploads  # noqa: F401 - the moto S3/SQS fixture
-from tests.unit.coach.coachkit import check_invariants
+from tests.unit.coach.coachkit import bedrock_client, check_invariants, converse_answer
 from tests.unit.graph.graphkit import edge, small_obj
 
 
@@ -186,7 +186,6 @@ def test_a_query_of_unicode_spaces_is_refused_by_name(
 def test_bedrock_intent_and_hyde_from_settings(tmp_path: Any) -> None:
     """EVIDENCE_COACH_INTENT=bedrock and EVIDENCE_COACH_HYDE=true, end to end through the service
     (Bedrock answered by botocore's Stubber)."""
-    import boto3
     from botocore.stub import Stubber
 
     from evidence.coach.contract import CoachRequest
@@ -200,23 +199,12 @@ def test_bedrock_intent_and_hyde_from_settings(tmp_path: Any) -> None:
     svc.coach_runtime.index_graph("tutor", json.dumps(small_obj()).encode(), filename="g.json", graph_id="g")
     intent, hyde = svc.coach_runtime._llm()
     assert intent is not None and hyde is not None
-    client = boto3.client(
-        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
-    )
+    client = bedrock_client()
     intent.client.use_client(client)  # type: ignore[attr-defined]
     hyde.client.use_client(client)
-
-    def answer(text: str) -> dict[str, Any]:
-        return {
-            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-            "stopReason": "end_turn",
-            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
-            "metrics": {"latencyMs": 1},
-        }
-
     with Stubber(client) as stub:
-        stub.add_response("converse", answer('{"intent": "practice", "explicit": true}'))
-        stub.add_response("converse", answer("To solve ax + b = c, subtract b and divide by a."))
+        stub.add_response("converse", converse_answer('{"intent": "practice", "explicit": true}'))
+        stub.add_response("converse", converse_answer("To solve ax + b = c, subtract b and divide by a."))
         r = svc.coach("tutor", CoachRequest(query="linear equations", constraints={"timeout_ms": 5000}))
         stub.assert_no_pending_responses()
     assert r.intent == "practice" and r.telemetry.intent_source == "bedrock"

@@ -82,6 +82,23 @@ def test_a_bad_setting_is_one_error_line_and_exit_2(
     assert captured.out == ""
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["query", "x", "--index", "i", "--top-k", "0"], "evidence query: error: top_k: Input should be"),
+        (["plan", ""], "evidence plan: error: query: String should have at least 1 character"),
+    ],
+)
+def test_a_refused_request_field_is_one_error_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *, argv: list[str], expected: str
+) -> None:
+    assert main([*argv, "--store", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [captured.err.strip()], captured.err
+    assert captured.err.startswith(expected), captured.err
+    assert captured.out == ""
+
+
 def test_a_bad_setting_in_a_fresh_process_prints_no_traceback(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "EVIDENCE_BACKEND": "elastic", "HOME": str(tmp_path)}
     out = subprocess.run(
@@ -95,3 +112,11 @@ def test_a_bad_setting_in_a_fresh_process_prints_no_traceback(tmp_path: Path) ->
     assert out.stderr.strip() == (
         "evidence query: error: EVIDENCE_BACKEND='elastic': should be 'embedded' or 'opensearch'"
     )
+
+
+def test_the_demo_stops_at_the_first_sample_that_did_not_index(capsys: pytest.CaptureFixture[str]) -> None:
+    from evidence.cli.demo import _stopped_by
+
+    assert not _stopped_by([])
+    assert _stopped_by([("a.pdf", "encrypted"), ("b.pdf", "empty")])
+    assert capsys.readouterr().out == "error: a.pdf: encrypted\n"

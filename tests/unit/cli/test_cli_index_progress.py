@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evidence.cli import main
-from evidence.progress import FileProgress
+from evidence.progress import FileProgress, Progress
 
 
 class Tty(io.StringIO):
@@ -61,6 +61,25 @@ def test_redraws_in_place_on_a_terminal_and_stays_silent_elsewhere() -> None:
     pipe = io.StringIO()
     quiet = FileProgress("indexing into t", stream=pipe)
     quiet(State(1, 1))
+    quiet.close()
+    assert pipe.getvalue() == ""
+
+
+def test_the_count_bar_draws_on_a_terminal_ends_its_line_and_stays_silent_elsewhere() -> None:
+    tty = Tty()
+    bar = Progress("eval qa", stream=tty)
+    bar(2, 4, "questions")
+    bar(4, 4, "questions")  # the last one is always drawn, however soon
+    bar.close()
+    out = tty.getvalue()
+    assert out.count("\r") == 2 and out.endswith("/s)\n")
+    assert out.split("\r")[-1].startswith("eval qa [########################] 4/4 questions (")
+    unused = Tty()
+    Progress("eval qa", stream=unused).close()  # nothing drawn: no newline either
+    assert unused.getvalue() == ""
+    pipe = io.StringIO()
+    quiet = Progress("eval qa", stream=pipe)
+    quiet(1, 1, "questions")
     quiet.close()
     assert pipe.getvalue() == ""
 

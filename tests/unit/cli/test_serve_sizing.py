@@ -19,6 +19,7 @@ from evidence.cli.serve_sizing import (
     index_bytes,
     plan_serve_workers,
     plan_workers,
+    tree_bytes,
     worker_footprint,
 )
 from evidence.config import Settings
@@ -128,6 +129,15 @@ def test_an_unreadable_index_counts_its_records_file(tmp_path: Path) -> None:
     root.mkdir(parents=True)
     (root / "records.sqlite3").write_bytes(b"not a database" * 1000)
     assert index_bytes(root, ann_min_vectors=100_000) == 14_000
+
+
+def test_a_tree_is_the_bytes_of_every_file_under_it(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "top").write_bytes(b"x" * 3)
+    (tmp_path / "a" / "b" / "deep").write_bytes(b"x" * 5)
+    assert tree_bytes(tmp_path) == 8
+    assert tree_bytes(tmp_path / "a") == 5
+    assert tree_bytes(tmp_path / "absent") == 0
 
 
 def test_a_worker_is_the_process_the_model_and_every_index(tmp_path: Path) -> None:

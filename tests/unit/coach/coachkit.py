@@ -1,9 +1,14 @@
-"""The coach's invariants, checked on any response (unit and functional tests share them).
+"""The coach's invariants, checked on any response, and a Bedrock client with Converse answers for
+botocore's Stubber (unit and functional tests share them).
 
 Imported by name in this folder, as `tests.unit.coach.coachkit` elsewhere.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import boto3
 
 from evidence.coach.budget import TokenCounter
 from evidence.coach.contract import MAX_CONTENT_ITEMS, CoachRequest, CoachResponse
@@ -11,6 +16,23 @@ from evidence.graph import GraphReader, NodeView
 from evidence.graph.documents import KG_ID
 from evidence.records import ChunkKind
 from evidence.search.base import SearchBackend
+
+
+def bedrock_client() -> Any:
+    """A bedrock-runtime client with dummy credentials, for botocore's Stubber."""
+    return boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+
+
+def converse_answer(text: str) -> dict[str, Any]:
+    """Converse's response carrying the model's answer `text`."""
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+        "metrics": {"latencyMs": 12},
+    }
 
 
 def nodes_of(backend: SearchBackend, index: str, ids: list[str]) -> dict[str, NodeView]:

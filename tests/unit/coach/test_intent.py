@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
@@ -18,6 +16,7 @@ from evidence.coach.intent import (
 )
 from evidence.coach.llm import ConverseClient
 from evidence.plan.conversation import content_words, has_reference
+from tests.unit.coach.coachkit import bedrock_client, converse_answer
 
 
 @pytest.mark.parametrize(
@@ -62,28 +61,13 @@ def test_the_requests_intent_wins() -> None:
     assert (got.intent, got.source, got.explicit) == (Intent.TUTORING, "request", True)
 
 
-def _client() -> Any:
-    return boto3.client(
-        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
-    )
-
-
-def _answer(text: str) -> dict[str, Any]:
-    return {
-        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
-        "metrics": {"latencyMs": 12},
-    }
-
-
 def test_bedrock_classifier_reads_a_json_answer() -> None:
-    client = _client()
+    client = bedrock_client()
     converse = ConverseClient(region="us-east-1", model_id="anthropic.test", client=client, timeout_s=2.0)
     with Stubber(client) as stub:
         stub.add_response(
             "converse",
-            _answer('Sure: {"intent": "practice", "explicit": true}'),
+            converse_answer('Sure: {"intent": "practice", "explicit": true}'),
             {
                 "modelId": "anthropic.test",
                 "system": ANY,
@@ -110,12 +94,12 @@ def test_bedrock_classifier_reads_a_json_answer() -> None:
 def test_bedrock_classifier_failures_fall_back_to_the_rules(
     answer: str | None, error: str | None, marker: str
 ) -> None:
-    client = _client()
+    client = bedrock_client()
     converse = ConverseClient(region="us-east-1", model_id="anthropic.test", client=client, timeout_s=2.0)
     degraded: list[str] = []
     with Stubber(client) as stub:
         if answer is not None:
-            stub.add_response("converse", _answer(answer))
+            stub.add_response("converse", converse_answer(answer))
         else:
             assert error is not None
             stub.add_client_error("converse", service_error_code=error, http_status_code=400)

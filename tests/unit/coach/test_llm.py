@@ -6,38 +6,23 @@ import threading
 import time
 from typing import Any
 
-import boto3
 import numpy as np
 import pytest
 from botocore.stub import Stubber
 
 from evidence.coach.hyde import HydeGenerator, blend
 from evidence.coach.llm import ConverseClient, LLMError
-
-
-def _client() -> Any:
-    return boto3.client(
-        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
-    )
-
-
-def _answer(text: str) -> dict[str, Any]:
-    return {
-        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
-        "stopReason": "end_turn",
-        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
-        "metrics": {"latencyMs": 12},
-    }
+from tests.unit.coach.coachkit import bedrock_client, converse_answer
 
 
 def test_hyde_passage_through_converse() -> None:
-    client = _client()
+    client = bedrock_client()
     converse = ConverseClient(region="us-east-1", model_id="m", client=client, timeout_s=2.0)
     hyde = HydeGenerator(converse, max_tokens=80)
     with Stubber(client) as stub:
         stub.add_response(
             "converse",
-            _answer("The chain rule differentiates composite functions."),
+            converse_answer("The chain rule differentiates composite functions."),
             {
                 "modelId": "m",
                 "system": [{"text": hyde_system()}],
@@ -66,7 +51,7 @@ def hyde_system() -> str:
     ],
 )
 def test_errors_map_to_reasons(code: str, reason: str) -> None:
-    client = _client()
+    client = bedrock_client()
     converse = ConverseClient(region="us-east-1", model_id="m", client=client)
     with Stubber(client) as stub:
         stub.add_client_error("converse", service_error_code=code, http_status_code=400)
@@ -76,10 +61,10 @@ def test_errors_map_to_reasons(code: str, reason: str) -> None:
 
 
 def test_empty_answer_is_a_bad_response() -> None:
-    client = _client()
+    client = bedrock_client()
     converse = ConverseClient(region="us-east-1", model_id="m", client=client)
     with Stubber(client) as stub:
-        stub.add_response("converse", _answer("   "))
+        stub.add_response("converse", converse_answer("   "))
         with pytest.raises(LLMError) as info:
             converse.complete("s", "u")
     assert info.value.reason == "bad_response"
@@ -94,7 +79,7 @@ class _SlowClient:
     def converse(self, **_: Any) -> dict[str, Any]:
         self.release.wait(self.delay)
         self.done.set()
-        return _answer("late")
+        return converse_answer("late")
 
 
 def test_the_time_budget_is_hard() -> None:

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evidence.ids import content_hash
 from evidence.rank.context import ProfileParams, RankContext
 from evidence.rank.first_stage import FirstStage, HybridRecall, RetrievalMode
 from evidence.rank.fusion import FusionConfig, FusionMethod
-from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend
+from tests.unit.search.storekit import one_passage
 
 TEXTS = {
     "lex": "encryption keys rotate yearly",  # lexical match, vector far from the query
@@ -37,17 +36,7 @@ def backend(tmp_path: Path) -> EmbeddedBackend:
     b.create_index("fs", embedder_id="fake", dimension=4)
     docs, vecs = [], []
     for i, (did, text) in enumerate(TEXTS.items()):
-        chunk = Chunk(
-            chunk_id=did,
-            document_id=did,
-            kind=ChunkKind.PASSAGE,
-            text=text,
-            char_start=0,
-            char_end=len(text),
-            sequence=0,
-            content_hash=content_hash(text),
-        )
-        docs.append(DocumentChunks(did, content_hash(text), did, (chunk,)))
+        docs.append(one_passage(did, text))
         vecs.append(_vec(AXIS[did], tilt=0.1 * i)[None, :])
     b.upsert("fs", docs, vecs)
     return b

@@ -138,6 +138,19 @@ def test_cohere_empty_input_makes_no_call(cohere_server: tuple[str, CohereFake])
     assert fake.requests == []
 
 
+def test_cohere_asks_top_n_within_the_texts_and_refuses_too_many_without_a_call(
+    cohere_server: tuple[str, CohereFake],
+) -> None:
+    url, fake = cohere_server
+    cohere(url).rerank("q", DOCS, top_n=99)
+    cohere(url).rerank("q", DOCS, top_n=0)
+    cohere(url).rerank("q", DOCS)
+    assert [b["top_n"] for b in fake.requests] == [3, 1, 3]
+    with pytest.raises(RerankError, match="at most 1000 documents"):
+        cohere(url).rerank("q", ["x"] * 1001)
+    assert len(fake.requests) == 3
+
+
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_cohere_retries_then_succeeds(cohere_server: tuple[str, CohereFake], status: int) -> None:
     url, fake = cohere_server

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evidence.ids import content_hash
-from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.analysis import get_analyzer
 from evidence.search.embedded import EmbeddedBackend
+from tests.unit.search.storekit import one_passage
 
 K1, B = 1.2, 0.75
 _NUM_FREE = 24  # 255 - longToInt4(Integer.MAX_VALUE)
@@ -95,17 +94,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedBackend, 
     texts = _fixture_docs()
     docs = []
     for did, text in texts.items():
-        chunk = Chunk(
-            chunk_id=did,
-            document_id=did,
-            kind=ChunkKind.PASSAGE,
-            text=text,
-            char_start=0,
-            char_end=len(text),
-            sequence=0,
-            content_hash=content_hash(text),
-        )
-        docs.append(DocumentChunks(did, content_hash(text), did, (chunk,)))
+        docs.append(one_passage(did, text))
     backend.upsert("parity", docs, [None] * len(docs))
     return backend, {did: analyzer.analyze(t) for did, t in texts.items()}
 

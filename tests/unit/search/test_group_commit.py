@@ -8,9 +8,7 @@ waits until the store has queued them all, so the grouping does not depend on ti
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from evidence.errors import RequestValidationError
 from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.embedded import EmbeddedBackend, IndexStore
 from evidence.search.group_commit import GroupCommit
+from tests.unit.search.groupkit import grouped, wait_for
 from tests.unit.search.storekit import DIM, doc, vectors
 
 INDEX = "store"
@@ -46,55 +45,6 @@ def backend(tmp_path: Path) -> Iterator[EmbeddedBackend]:
 
 def _upsert(backend: EmbeddedBackend, doc: DocumentChunks) -> Callable[[], Any]:
     return lambda: backend.upsert(INDEX, [doc], [vectors(doc)])
-
-
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
-
-
-@contextmanager
-def grouped(
-    store: IndexStore,
-    monkeypatch: pytest.MonkeyPatch,
-    first: Callable[[], Any],
-    rest: list[Callable[[], Any]],
-) -> Iterator[list[Any]]:
-    """Run `first` and hold it in its commit (its tantivy sync) until every one of `rest` has
-    queued behind it; then let all run. Yields the outcomes (a result or the exception), in order."""
-    held, release = threading.Event(), threading.Event()
-    sync = store.sync_pending
-
-    def gated() -> int:
-        if not held.is_set():
-            held.set()
-            assert release.wait(60), "the test never released the first write"
-        return sync()
-
-    monkeypatch.setattr(store, "sync_pending", gated)
-    outcomes: list[Any] = [None] * (1 + len(rest))
-
-    def run(i: int, call: Callable[[], Any]) -> None:
-        try:
-            outcomes[i] = call()
-        except Exception as exc:
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=run, args=(0, first))]
-    threads[0].start()
-    try:
-        assert held.wait(30)
-        for i, call in enumerate(rest, start=1):
-            threads.append(threading.Thread(target=run, args=(i, call)))
-            threads[-1].start()
-        _wait_for(lambda: store._group.waiting() == len(rest), "the writes to queue")
-    finally:
-        release.set()
-        for t in threads:
-            t.join(60)
-    yield outcomes
 
 
 def _carried_equals_reload(store: IndexStore) -> None:
@@ -220,7 +170,7 @@ def test_a_batch_that_fails_whole_fails_every_caller() -> None:
     others = [threading.Thread(target=run, args=(i,)) for i in (1, 99)]
     for t in others:
         t.start()
-    _wait_for(lambda: group.waiting() == 2, "two items to queue")
+    wait_for(lambda: group.waiting() == 2, "two items to queue")
     release.set()
     for t in [first, *others]:
         t.join(30)

@@ -29,6 +29,7 @@ from evidence.verbatim.grounding import (
     agreement,
     apply_grounding,
     concept_weights,
+    evidence_agreement,
     expected_answer_types,
     grounding_confidence,
     judge,
@@ -210,6 +211,21 @@ def test_passage_agreement_reads_both_rankings_within_the_documents(tmp_path: Pa
         assert passage_agreement(backend, "no-such-index", TERM, vec(passages[0].text), ["d"]) is None
     finally:
         backend.close()
+
+
+def test_evidence_agreement_is_read_only_with_a_cosine_once_per_document() -> None:
+    asked: list[list[str]] = []
+
+    def ranker(documents: Sequence[str]) -> float:
+        asked.append(list(documents))
+        return 0.5
+
+    assert evidence_agreement(0.4, ["b", "a", "b"], ranker) == 0.5
+    assert asked == [["b", "a"]]
+    # Without a cosine the lexical model reads no agreement: the rankings are not even run.
+    assert evidence_agreement(None, ["a"], ranker) is None
+    assert evidence_agreement(0.4, ["a"], None) is None
+    assert asked == [["b", "a"]]
 
 
 # The expected answer type (the lexicon, data/answer_types.json): general examples, none from the

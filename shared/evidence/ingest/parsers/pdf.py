@@ -45,6 +45,9 @@ _PDF_LABELLED = re.compile(
 )
 _NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
 # A table of contents' entry: a name, dot leaders and a page number ("References ........ 62").
+# Stricter than the page reference `verbatim.spans` strips (`_PAGE_REF`: three leaders of any
+# kind, any number) on purpose: a match here makes a body line a heading, which drops it from the
+# fact spans, so only a whole line of four or more dots and a page number counts.
 _TOC_ENTRY = re.compile(r"^\s*(\S.{1,98}?)\s*(?:\.\s*){4,}\s*\d{1,4}\s*$")
 
 
