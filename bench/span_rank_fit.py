@@ -406,7 +406,8 @@ def fit_model(
     return replace(
         model,
         tokens=with_tokens.dense,
-        fitted_on=f"{model.fitted_on}; with token features:{with_tokens.fitted_on}",
+        fitted_on=f"{model.fitted_on}; tokens model (+{','.join(TOKEN_FEATURES)}):"
+        + with_tokens.fitted_on.removeprefix(";").replace("dense length", "length"),
     )
 
 

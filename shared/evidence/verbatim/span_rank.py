@@ -380,7 +380,11 @@ class TokenCache:
                 if k in self._held:
                     self._held.move_to_end(k)
                     out[k] = self._held[k]
-        todo = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in out))
+        first: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in out:
+                first.setdefault(k, i)  # a text asked twice is embedded once
+        todo = list(first.values())
         if todo:
             fresh = self.embed_tokens([texts[i] for i in todo])
             with self._lock:
