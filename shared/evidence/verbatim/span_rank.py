@@ -26,8 +26,17 @@ what does, each measured leave-one-family-out by the fitting script before it ea
   query time for the best `top_n` spans of the lexical model only, through the store's
   embedding cache (a span embedded once is never embedded again).
 
-Two models, one file: `lexical` (no cosine features) ranks every span of the scope and is the
-whole ranking when the index has no vectors; `dense` re-ranks the lexical model's `top_n`.
+- `token_paraphrase`: the question's content words the span (with its heading) does not hold,
+  read in the span's own contextual word pieces: each missing word's pieces' best cosine among
+  the span's pieces (MaxSim over `MiniLMEmbedder.embed_tokens`), rarity-weighted, 1 when no word
+  is missing ("breaches" read in "violation", "kidney" in "renal"). Only the `tokens` model has
+  it; the word pieces of the `top_n` spans are embedded at query time, held in process by content
+  hash (`TokenCache`: the store's cache holds pooled vectors only).
+
+Three models, one file: `lexical` (no cosine features) ranks every span of the scope and is the
+whole ranking when the index has no vectors; `dense` re-ranks the lexical model's `top_n`;
+`tokens` (optional) is `dense` plus `token_paraphrase`, used instead of it when the index's
+embedder has word pieces (a local MiniLM: `token_source`), else `dense` ranks.
 """
 
 from __future__ import annotations
