@@ -313,7 +313,8 @@ class CascadePaths(RunState):
             # alone means nothing.
             embed_texts=self.stats.texts,
             question=self.question,
-            embed_tokens=tokens_of(self.embed),
+            # Looked up only when it can be used: a lexical-only index builds no embedder.
+            embed_tokens=tokens_of(self.embed) if self.vector is not None and model.tokens else None,
         )
         hits: list[SpanHit] = []
         seen: set[str] = set()
