@@ -46,7 +46,8 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -332,7 +333,7 @@ def piece_maxsim(q: QuestionPieces, matrix: Any) -> np.ndarray:
     return np.asarray((q.vectors @ m.T).max(axis=1), dtype=np.float64)
 
 
-def token_match(q: QuestionPieces, sims: np.ndarray, words: Collection[str]) -> dict[str, float]:
+def token_match(q: QuestionPieces, sims: np.ndarray, words: AbstractSet[str]) -> dict[str, float]:
     """`token_paraphrase` of a span: over the question's content words the span (with its
     heading: `words`, their analysed terms) does not hold, the rarity-weighted mean of their
     pieces' best cosine among the span's pieces (`sims`, from `piece_maxsim`); 1 when it holds
@@ -341,7 +342,7 @@ def token_match(q: QuestionPieces, sims: np.ndarray, words: Collection[str]) -> 
     over the missing ones it is the paraphrase ("cancel" read in "terminate")."""
     if not len(sims):
         return dict.fromkeys(TOKEN_FEATURES, 0.0)
-    missing = np.asarray([not (t & words) for t in q.terms], dtype=bool)
+    missing = np.asarray([t.isdisjoint(words) for t in q.terms], dtype=np.bool_)
     if not missing.any():
         return dict.fromkeys(TOKEN_FEATURES, 1.0)
     w = q.weights[missing]

@@ -17,6 +17,7 @@ from evidence.verbatim.span_rank import (
     DENSE_FEATURES,
     LEXICAL_FEATURES,
     TOKEN_FEATURES,
+    EmbedTokens,
     IndexEmbed,
     LinearModel,
     QuestionPieces,
@@ -87,22 +88,32 @@ def test_a_paraphrasing_span_ranks_above_a_word_sharing_one_with_the_real_model(
         tokens=LinearModel({"bm25": 1.0, "token_paraphrase": 10.0}),
     )
     tokens = TokenCache(MiniLMEmbedder().embed_tokens)
-    common = {"candidates": [0, 1], "model": model, "query_vector": np.asarray([1.0, 0.0])}
 
     def embed(texts: Sequence[str]) -> Any:
         return np.tile([1.0, 0.0], (len(texts), 1))
 
-    with_tokens = rank_spans(spans, lexical, **common, embed=embed, question=question, embed_tokens=tokens)
-    assert [i for _, i in with_tokens] == [1, 0]
+    def order(embed_tokens: EmbedTokens | None) -> list[int]:
+        out = rank_spans(
+            spans,
+            lexical,
+            candidates=[0, 1],
+            model=model,
+            query_vector=np.asarray([1.0, 0.0]),
+            embed=embed,
+            question=question,
+            embed_tokens=embed_tokens,
+        )
+        return [i for _, i in out]
+
+    assert order(tokens) == [1, 0]
     # without word-piece vectors the model without the feature ranks: the shared words win
-    assert [i for _, i in rank_spans(spans, lexical, **common, embed=embed, question=question)] == [0, 1]
+    assert order(None) == [0, 1]
 
     # a token embedder that fails leaves the model without the feature, not an error
     def failing(texts: Sequence[str]) -> list[Any]:
         raise ServiceUnavailableError("down")
 
-    out = rank_spans(spans, lexical, **common, embed=embed, question=question, embed_tokens=failing)
-    assert [i for _, i in out] == [0, 1]
+    assert order(failing) == [0, 1]
 
 
 def test_the_token_cache_embeds_a_text_once_and_stays_within_its_bound() -> None:
@@ -136,7 +147,7 @@ def test_the_word_piece_embedder_is_found_behind_the_index_s_wrappers() -> None:
     assert isinstance(found, TokenCache) and found is token_source(model)
     assert token_source(Wrapper(object())) is None  # a remote model: no pieces
     assert tokens_of(IndexEmbed(lambda: Wrapper(model))) is found
-    assert tokens_of(IndexEmbed(lambda: object())) is None
+    assert tokens_of(IndexEmbed(object)) is None
     assert tokens_of(lambda texts: texts) is None  # a bare embed callable offers none
 
 
