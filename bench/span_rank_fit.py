@@ -3,6 +3,7 @@
 Usage:
     python bench/span_rank_fit.py rows  [ROOT] --store DIR --out build/span_rows.pkl
     python bench/span_rank_fit.py relex build/span_rows.pkl --out build/span_rows_relex.pkl
+    python bench/span_rank_fit.py retok build/span_rows.pkl --out build/span_rows_tok.pkl
     python bench/span_rank_fit.py fit   build/span_rows.pkl [--features a,b,...] [--top-n N]
                                         [--write shared/evidence/verbatim/data/span_rank.json]
     python bench/span_rank_fit.py ablate build/span_rows.pkl
@@ -21,6 +22,13 @@ embedding every span at indexing time.
 exactly as `span_rank.lexical_columns` computes them) with the lexicon as it is now. Nothing else
 in a row depends on the lexicon (the scope, the spans, the candidates, BM25, coverage and the
 cosines do not), so after a lexicon change this stands for `rows` without asking the suite again.
+
+`rows` also keeps, for the shipped lexical model's best `TOKEN_HEAD` spans of each question, every
+question content piece's best cosine among the span's word pieces (`span_rank.piece_maxsim`) and
+the token features computed from them; `retok` recomputes the token features from those MaxSims
+(no model run) after a change to how they are read. A token feature in `--dense` makes the fit
+write a third model, `tokens` (`SpanModel.tokens`), the dense model without it kept as the
+fallback.
 
 `fit` fits, for each held-out family, a pairwise logistic model (a positive span against every
 other candidate of its question; each question weighs the same; L2 0.01) on the other families,
