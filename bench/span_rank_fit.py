@@ -3,6 +3,7 @@
 Usage:
     python bench/span_rank_fit.py rows  [ROOT] --store DIR --out build/span_rows.pkl
     python bench/span_rank_fit.py relex build/span_rows.pkl --out build/span_rows_relex.pkl
+    python bench/span_rank_fit.py retok build/span_rows.pkl --out build/span_rows_tok.pkl
     python bench/span_rank_fit.py fit   build/span_rows.pkl [--features a,b,...] [--top-n N]
                                         [--write shared/evidence/verbatim/data/span_rank.json]
     python bench/span_rank_fit.py ablate build/span_rows.pkl
@@ -21,6 +22,13 @@ embedding every span at indexing time.
 exactly as `span_rank.lexical_columns` computes them) with the lexicon as it is now. Nothing else
 in a row depends on the lexicon (the scope, the spans, the candidates, BM25, coverage and the
 cosines do not), so after a lexicon change this stands for `rows` without asking the suite again.
+
+`rows` also keeps, for the shipped lexical model's best `TOKEN_HEAD` spans of each question, every
+question content piece's best cosine among the span's word pieces (`span_rank.piece_maxsim`) and
+the token features computed from them; `retok` recomputes the token features from those MaxSims
+(no model run) after a change to how they are read. A token feature in `--dense` makes the fit
+write a third model, `tokens` (`SpanModel.tokens`), the dense model without it kept as the
+fallback.
 
 `fit` fits, for each held-out family, a pairwise logistic model (a positive span against every
 other candidate of its question; each question weighs the same; L2 0.01) on the other families,
@@ -70,11 +78,15 @@ from evidence.verbatim.hybrid import same_text  # noqa: E402
 from evidence.verbatim.span_rank import (  # noqa: E402
     DENSE_FEATURES,
     LEXICAL_FEATURES,
+    TOKEN_FEATURES,
     LinearModel,
     SpanModel,
 )
 
 MAX_SPANS, MAX_CHARS, LIMIT = 8, 1500, 600
+#: Spans of the shipped lexical model's ranking whose token-match features `rows` computes: more
+#: than `top_n`, so the head of every fold's lexical model is covered.
+TOKEN_HEAD = 120
 
 
 @dataclass
@@ -94,6 +106,12 @@ class Row:
     #: Per span: its section heading and document (neighbour features; empty in old rows).
     sections: tuple[str, ...] = ()
     documents: tuple[str, ...] = ()
+    #: Token-match features (`span_rank.TOKEN_FEATURES`) per span, NaN where not computed (only
+    #: the best `TOKEN_HEAD` spans of the shipped lexical model are; empty in old rows).
+    tokens: dict[str, np.ndarray] | None = None
+    #: Per computed span: each question content piece's best cosine among its pieces
+    #: (`span_rank.piece_maxsim`), so `retok` can recompute the token features without the model.
+    piece_sims: dict[int, np.ndarray] | None = None
 
 
 # --- rows -----------------------------------------------------------------------------------------
@@ -112,9 +130,17 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
             captured.append(self)
         return original(self, path)
 
+    from evidence.verbatim.span_rank import load_model, piece_maxsim, question_pieces
+
     settings = Settings(store_dir=store) if store else Settings()
     service = EvidenceService(settings)
     inner = getattr(service.embedder, "inner", service.embedder)
+    tokener = inner
+    while not hasattr(tokener, "embed_tokens") and hasattr(tokener, "inner"):
+        tokener = tokener.inner
+    shipped = load_model().lexical
+    token_cache: dict[str, np.ndarray] = {}
+    token_seconds = 0.0
     rows: list[Row] = []
     embed_seconds = 0.0
     embedded: dict[str, np.ndarray] = {}
@@ -158,6 +184,21 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                     v = embedded[t]
                     return float(v @ q / (np.linalg.norm(v) or 1.0))
 
+                # Token-match features of the shipped lexical model's best TOKEN_HEAD spans.
+                t0 = time.perf_counter()
+                qp = question_pieces(rec["question"], tokener.embed_tokens([rec["question"]])[0])
+                cand = np.asarray(candidates, dtype=np.int64)
+                zl = np.full(len(cand), shipped.bias)
+                for f, w in shipped.weights.items():
+                    zl += w * lexical[f][cand]
+                head = [int(cand[j]) for j in sorted(range(len(cand)), key=lambda j: (-zl[j], int(cand[j])))]
+                head = head[:TOKEN_HEAD]
+                need = [t for t in dict.fromkeys(scoring[i] for i in head) if t not in token_cache]
+                for t, m in zip(need, tokener.embed_tokens(need), strict=True):
+                    token_cache[t] = np.asarray(m, dtype=np.float16)
+                sims = {i: piece_maxsim(qp, token_cache[scoring[i]]) for i in head}
+                tok = token_values(qp, sims, spans)
+                token_seconds += time.perf_counter() - t0
                 wanted = [squash(a) for a in rec["answers"]]
                 rows.append(
                     Row(
@@ -173,6 +214,8 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                         heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
                         sections=tuple(c.section or "" for c in spans),
                         documents=tuple(c.document_id for c in spans),
+                        tokens=tok,
+                        piece_sims=sims,
                     )
                 )
                 print(f"{family.name}: {len(rows)} rows", file=sys.stderr, end="\r")
@@ -183,8 +226,43 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
         "rows": rows,
         "embedded_texts": len(embedded),
         "embed_seconds": round(embed_seconds, 1),
+        "token_seconds": round(token_seconds, 1),
+        "token_texts": len(token_cache),
         "spans_per_family": span_counts,
     }
+
+
+def token_values(q: Any, sims: dict[int, np.ndarray], spans: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The token features (`span_rank.TOKEN_FEATURES`) of the spans in `sims`, NaN elsewhere,
+    exactly as `span_rank.token_columns` computes them at query time."""
+    from evidence.verbatim.scoring import terms
+    from evidence.verbatim.span_rank import TOKEN_FEATURES, token_match
+
+    out = {f: np.full(len(spans), np.nan) for f in TOKEN_FEATURES}
+    for i, sim in sims.items():
+        c = spans[i]
+        words = set(terms(c.text)) | set(terms(c.section or ""))
+        for f, v in token_match(q, sim, words).items():
+            out[f][i] = v
+    return out
+
+
+def retok(rows: Sequence[Row]) -> list[Row]:
+    """`rows` with the token features recomputed from their stored per-piece MaxSims (the
+    question's pieces re-read with the tokenizer; no model run)."""
+    from types import SimpleNamespace
+
+    from evidence.verbatim.span_rank import question_pieces
+
+    out = []
+    for row in rows:
+        assert row.piece_sims is not None, "rows without token MaxSims: collect them again"
+        # The vectors are not needed here, only the pieces' weights and words.
+        q = question_pieces(row.question, np.zeros((512, 1), dtype=np.float32))
+        spans = [SimpleNamespace(text=t, section=sec) for t, sec in zip(row.texts, row.sections, strict=True)]
+        sims = {i: (v[0] if isinstance(v, tuple) else v) for i, v in row.piece_sims.items()}
+        out.append(replace(row, tokens=token_values(q, sims, spans), piece_sims=sims))
+    return out
 
 
 def relex(rows: Sequence[Row]) -> list[Row]:
@@ -215,6 +293,9 @@ def columns(row: Row, features: Sequence[str], idx: np.ndarray) -> np.ndarray:
             cols.append(row.span_cosine[idx])
         elif f == "heading_cosine":
             cols.append(row.heading_cosine[idx])
+        elif f in TOKEN_FEATURES:
+            assert row.tokens is not None, "rows without token features: collect them again"
+            cols.append(np.nan_to_num(row.tokens[f][idx], nan=0.0))
         else:
             cols.append(row.lexical[f][idx])
     return np.stack(cols, axis=1) if cols else np.zeros((len(idx), 0))
@@ -268,9 +349,10 @@ def ranked(row: Row, model: SpanModel) -> list[int]:
     if model.top_n <= 0:
         return [int(i) for i in order]
     head = order[: model.top_n]
-    feats = list(model.dense.weights)
+    scorer = model.tokens if model.tokens is not None else model.dense
+    feats = list(scorer.weights)
     x = columns(row, feats, head)
-    z = model.dense.bias + x @ np.asarray([model.dense.weights[f] for f in feats])
+    z = scorer.bias + x @ np.asarray([scorer.weights[f] for f in feats])
     top = sorted(range(len(head)), key=lambda j: (-z[j], int(head[j])))
     return [int(head[j]) for j in top] + [int(i) for i in order[model.top_n :]]
 
@@ -310,12 +392,31 @@ def fit_model(
     if top_n <= 0 or not dense:
         return SpanModel(lex, lex, top_n=0, fitted_on=note)
     heads = [lexical_order(r, lex)[:top_n] for r in train]
-    d, w = pairs(train, dense, heads)
-    dw = fit_pairwise(d, w) if len(d) else np.zeros(len(dense))
-    model = SpanModel(
-        lex, LinearModel({f: round(float(x), 4) for f, x in zip(dense, dw, strict=True)}), top_n, note
+
+    def dense_fit(features: Sequence[str], fitted_on: str) -> SpanModel:
+        d, w = pairs(train, features, heads)
+        dw = fit_pairwise(d, w) if len(d) else np.zeros(len(features))
+        model = SpanModel(
+            lex,
+            LinearModel({f: round(float(x), 4) for f, x in zip(features, dw, strict=True)}),
+            top_n,
+            fitted_on,
+        )
+        return budgeted(model, train) if budget and "length" in features else model
+
+    # The token-match features make a second dense model (`SpanModel.tokens`): the one without
+    # them still ranks where no word-piece vectors can be had.
+    plain = [f for f in dense if f not in TOKEN_FEATURES]
+    model = dense_fit(plain, note)
+    if len(plain) == len(dense):
+        return model
+    with_tokens = dense_fit(dense, "")
+    return replace(
+        model,
+        tokens=with_tokens.dense,
+        fitted_on=f"{model.fitted_on}; tokens model (+{','.join(TOKEN_FEATURES)}):"
+        + with_tokens.fitted_on.removeprefix(";").replace("dense length", "length"),
     )
-    return budgeted(model, train) if budget and "length" in dense else model
 
 
 #: How much the dense model's `length` weight may be lowered (`budgeted`).
@@ -440,6 +541,9 @@ def main() -> int:
     x = sub.add_parser("relex")
     x.add_argument("rows")
     x.add_argument("--out", required=True)
+    t = sub.add_parser("retok")
+    t.add_argument("rows")
+    t.add_argument("--out", required=True)
     for name in ("fit", "ablate", "eval"):
         f = sub.add_parser(name)
         if name == "eval":
@@ -473,6 +577,12 @@ def main() -> int:
         }
         Path(args.out).write_bytes(pickle.dumps(data))
         print(json.dumps({"rows": len(data["rows"]), "questions_changed": changed}))
+        return 0
+    if args.cmd == "retok":
+        data = pickle.loads(Path(args.rows).read_bytes())
+        data["rows"] = retok(data["rows"])
+        Path(args.out).write_bytes(pickle.dumps(data))
+        print(json.dumps({"rows": len(data["rows"])}))
         return 0
     rows: list[Row] = []
     for part in args.rows.split(","):

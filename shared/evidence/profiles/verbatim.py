@@ -39,16 +39,14 @@ class VerbatimPlugin(PipelinePlugin):
         from dataclasses import replace
 
         from evidence.verbatim.profile import VerbatimCascadeStage
+        from evidence.verbatim.span_rank import IndexEmbed
 
         first, *rest = base.stages
         if not isinstance(first, VerbatimCascadeStage):
             return base
         index = env.index
-
-        def embed(texts: Sequence[str]) -> Any:
-            # Built on first use only: a lexical-only index never loads the model.
-            return services.document_embedder(index).embed_documents(texts)
-
+        # Built on first use only: a lexical-only index never loads the model.
+        embed = IndexEmbed(lambda: services.document_embedder(index))
         return replace(base, stages=(replace(first, embed=embed), *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:

@@ -23,7 +23,7 @@ from evidence.verbatim.cascade_model import (
 from evidence.verbatim.hybrid import passage_scores, same_text
 from evidence.verbatim.run_state import RunState
 from evidence.verbatim.scoring import SpanStats, terms
-from evidence.verbatim.span_rank import lexical_columns, load_model, rank_spans
+from evidence.verbatim.span_rank import lexical_columns, load_model, rank_spans, tokens_of
 from evidence.verbatim.spans import scoring_texts, span_path, trigram_similarity
 
 
@@ -312,6 +312,9 @@ class CascadePaths(RunState):
             # A table row is embedded as it is scored, with its caption and header: "| 14 days |"
             # alone means nothing.
             embed_texts=self.stats.texts,
+            question=self.question,
+            # Looked up only when it can be used: a lexical-only index builds no embedder.
+            embed_tokens=tokens_of(self.embed) if self.vector is not None and model.tokens else None,
         )
         hits: list[SpanHit] = []
         seen: set[str] = set()

@@ -26,15 +26,28 @@ what does, each measured leave-one-family-out by the fitting script before it ea
   query time for the best `top_n` spans of the lexical model only, through the store's
   embedding cache (a span embedded once is never embedded again).
 
-Two models, one file: `lexical` (no cosine features) ranks every span of the scope and is the
-whole ranking when the index has no vectors; `dense` re-ranks the lexical model's `top_n`.
+- `token_paraphrase`: the question's content words the span (with its heading) does not hold,
+  read in the span's own contextual word pieces: each missing word's pieces' best cosine among
+  the span's pieces (MaxSim over `MiniLMEmbedder.embed_tokens`), rarity-weighted, 1 when no word
+  is missing ("breaches" read in "violation", "kidney" in "renal"). Only the `tokens` model has
+  it; the word pieces of the `top_n` spans are embedded at query time, held in process by content
+  hash (`TokenCache`: the store's cache holds pooled vectors only).
+
+Three models, one file: `lexical` (no cosine features) ranks every span of the scope and is the
+whole ranking when the index has no vectors; `dense` re-ranks the lexical model's `top_n`;
+`tokens` (optional) is `dense` plus `token_paraphrase`, used instead of it when the index's
+embedder has word pieces (a local MiniLM: `token_source`), else `dense` ranks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -101,6 +114,9 @@ class SpanModel:
     top_n: int = 40
     #: Where the weights came from (the fitting script's summary), for docs and telemetry.
     fitted_on: str = ""
+    #: The dense model with the token-match features, used instead of `dense` when word-piece
+    #: vectors can be had (a local MiniLM); None: `dense` always.
+    tokens: LinearModel | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SpanModel:
@@ -112,15 +128,19 @@ class SpanModel:
             dense=linear(raw["dense"]),
             top_n=int(raw.get("top_n", 40)),
             fitted_on=str(raw.get("fitted_on", "")),
+            tokens=linear(raw["tokens"]) if raw.get("tokens") else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "fitted_on": self.fitted_on,
             "top_n": self.top_n,
             "lexical": {"bias": self.lexical.bias, "weights": dict(self.lexical.weights)},
             "dense": {"bias": self.dense.bias, "weights": dict(self.dense.weights)},
         }
+        if self.tokens is not None:
+            out["tokens"] = {"bias": self.tokens.bias, "weights": dict(self.tokens.weights)}
+        return out
 
 
 def load_model(path: Path | None = None) -> SpanModel:
@@ -200,10 +220,13 @@ def rank_spans(
     query_vector: Any = None,
     embed: Embed | None = None,
     embed_texts: Sequence[str] | None = None,
+    question: str = "",
+    embed_tokens: EmbedTokens | None = None,
 ) -> list[tuple[float, int]]:
     """(score, position) of the candidate spans, best first: every candidate by the lexical
     model; with a query vector and an embedder, its `top_n` re-ranked by the dense model (above
-    the rest, which keep their lexical order)."""
+    the rest, which keep their lexical order); with word-piece vectors too (`embed_tokens`) and a
+    model that has them, by its `tokens` model."""
     if not candidates:
         return []
     idx = np.asarray(candidates, dtype=np.int64)
@@ -228,10 +251,198 @@ def rank_spans(
         # answers; the cosines only refine its head.
         return ranked
     cols.update(cosines)
-    dense = model.dense.score(cols)
+    scorer = model.dense
+    if model.tokens is not None and embed_tokens is not None and question:
+        texts = [embed_texts[i] if embed_texts is not None else spans[i].text for i in head]
+        try:
+            cols.update(token_columns(question, texts, [spans[i] for i in head], embed_tokens))
+            scorer = model.tokens
+        except DeadlineExceededError:
+            raise
+        except EvidenceError:
+            pass  # the model without the token features still ranks
+    dense = scorer.score(cols)
     top = sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))
     # The re-ranked head stays above the tail: its dense probabilities and the tail's lexical
     # ones are on different scales, so the tail is kept below the head's lowest score.
     floor = float(min(dense, default=0.0))
     tail = [(min(sc, floor) * 0.999, i) for sc, i in ranked[model.top_n :]]
     return [(float(dense[j]), head[j]) for j in top] + tail
+
+
+# --- token-level match (MaxSim) ---------------------------------------------------------------
+
+#: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`).
+EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
+
+#: The token-match feature of the `tokens` model (`token_match`).
+TOKEN_FEATURES = ("token_paraphrase",)
+
+
+@dataclass(frozen=True)
+class QuestionPieces:
+    """The question's content word pieces (stop words and punctuation dropped): their contextual
+    vectors, weights (the rarity of their word, as the refusal signal weighs concepts) and their
+    word's analysed terms."""
+
+    vectors: np.ndarray
+    weights: np.ndarray
+    terms: tuple[frozenset[str], ...]
+
+
+def question_pieces(question: str, matrix: Any) -> QuestionPieces:
+    """`matrix`: the question's piece vectors (`embed_tokens([question])[0]`, first window)."""
+    from evidence.embed.tokenizer import get_tokenizer
+    from evidence.verbatim.grounding import word_rarity
+    from evidence.verbatim.scoring import terms
+
+    m = np.asarray(matrix, dtype=np.float32)
+    enc = get_tokenizer().encode(question, add_special_tokens=False)
+    keep: list[int] = []
+    weights: list[float] = []
+    word_terms: list[frozenset[str]] = []
+    for i, (a, b) in enumerate(enc.offsets):
+        if i >= len(m):
+            break
+        # The piece's whole word ("##pha" of "levorphanol"): BERT splits words on spaces and
+        # punctuation, so the word runs on over letters and digits.
+        start, end = a, b
+        while start > 0 and question[start - 1].isalnum():
+            start -= 1
+        while end < len(question) and question[end].isalnum():
+            end += 1
+        word = question[start:end]
+        analysed = terms(word)
+        if not analysed:
+            continue
+        keep.append(i)
+        weights.append(_PIECE_BASE_WEIGHT + word_rarity(word))
+        word_terms.append(frozenset(analysed))
+    return QuestionPieces(m[keep], np.asarray(weights, dtype=np.float64), tuple(word_terms))
+
+
+#: Even the commonest content word counts a little (as `grounding.concept_weights` does).
+_PIECE_BASE_WEIGHT = 0.1
+
+
+def piece_maxsim(q: QuestionPieces, matrix: Any) -> np.ndarray:
+    """Per question piece, its best cosine among a text's pieces (0 for an empty text)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if not len(m) or not len(q.vectors):
+        return np.zeros(len(q.vectors))
+    return np.asarray((q.vectors @ m.T).max(axis=1), dtype=np.float64)
+
+
+def token_match(q: QuestionPieces, sims: np.ndarray, words: AbstractSet[str]) -> dict[str, float]:
+    """`token_paraphrase` of a span: over the question's content words the span (with its
+    heading: `words`, their analysed terms) does not hold, the rarity-weighted mean of their
+    pieces' best cosine among the span's pieces (`sims`, from `piece_maxsim`); 1 when it holds
+    them all. The words it holds BM25 and coverage already count; a token cosine over them too
+    mostly re-counts shared words (measured: the plain MaxSim mean adds nothing held out), while
+    over the missing ones it is the paraphrase ("cancel" read in "terminate")."""
+    if not len(sims):
+        return dict.fromkeys(TOKEN_FEATURES, 0.0)
+    missing = np.asarray([t.isdisjoint(words) for t in q.terms], dtype=np.bool_)
+    if not missing.any():
+        return dict.fromkeys(TOKEN_FEATURES, 1.0)
+    w = q.weights[missing]
+    return {"token_paraphrase": float((sims[missing] * w).sum() / w.sum())}
+
+
+def token_columns(
+    question: str,
+    texts: Sequence[str],
+    spans: Sequence[Chunk],
+    embed_tokens: EmbedTokens,
+) -> dict[str, np.ndarray]:
+    """The token-match features of some spans (`texts`: what is embedded of each, a table row
+    with its caption and header), the question and every distinct text embedded in one call."""
+    from evidence.verbatim.scoring import terms
+
+    distinct = list(dict.fromkeys([question, *texts]))
+    matrices = dict(zip(distinct, embed_tokens(distinct), strict=True))
+    q = question_pieces(question, matrices[question])
+    out = {f: np.zeros(len(texts)) for f in TOKEN_FEATURES}
+    for i, (t, c) in enumerate(zip(texts, spans, strict=True)):
+        words = set(terms(c.text)) | set(terms(c.section or ""))
+        for f, v in token_match(q, piece_maxsim(q, matrices[t]), words).items():
+            out[f][i] = v
+    return out
+
+
+class TokenCache:
+    """Word-piece matrices of texts, in process, by content hash; the least recently used are
+    dropped past `max_bytes`. The store's embedding cache holds one pooled vector per text, not
+    its pieces, and the head spans of a scope recur across the questions asked of it."""
+
+    def __init__(self, embed_tokens: EmbedTokens, *, max_bytes: int = 32 << 20) -> None:
+        self.embed_tokens = embed_tokens
+        self.max_bytes = max_bytes
+        self._held: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> list[np.ndarray]:
+        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+        out: dict[bytes, np.ndarray] = {}
+        with self._lock:
+            for k in keys:
+                if k in self._held:
+                    self._held.move_to_end(k)
+                    out[k] = self._held[k]
+        first: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in out:
+                first.setdefault(k, i)  # a text asked twice is embedded once
+        todo = list(first.values())
+        if todo:
+            fresh = self.embed_tokens([texts[i] for i in todo])
+            with self._lock:
+                for i, m in zip(todo, fresh, strict=True):
+                    # float16 halves the memory; a cosine needs no more (rows are unit vectors).
+                    held = np.asarray(m, dtype=np.float16)
+                    out[keys[i]] = held
+                    if keys[i] not in self._held:
+                        self._held[keys[i]] = held
+                        self._bytes += held.nbytes
+                while self._bytes > self.max_bytes and self._held:
+                    _, dropped = self._held.popitem(last=False)
+                    self._bytes -= dropped.nbytes
+        return [out[k] for k in keys]
+
+
+@lru_cache(maxsize=4)
+def _token_cache(model: Any) -> TokenCache:
+    return TokenCache(model.embed_tokens)
+
+
+def token_source(embedder: Any) -> EmbedTokens | None:
+    """The word-piece embedder behind `embedder` (through its cache and background wrappers, to
+    the in-process model), cached; None when it has none (a remote model, a lexical index)."""
+    seen = 0
+    while embedder is not None and seen < 8:
+        if callable(getattr(embedder, "embed_tokens", None)):
+            return _token_cache(embedder)
+        embedder = getattr(embedder, "inner", None)
+        seen += 1
+    return None
+
+
+@dataclass(frozen=True)
+class IndexEmbed:
+    """Embeds span texts with an index's document embedder (built on first use: a lexical-only
+    index never loads a model); `tokens()` gives its word-piece embedder, if it has one."""
+
+    build: Callable[[], Any]
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        return self.build().embed_documents(texts)
+
+    def tokens(self) -> EmbedTokens | None:
+        return token_source(self.build())
+
+
+def tokens_of(embed: Any) -> EmbedTokens | None:
+    """The word-piece embedder an `embed` callable offers (`IndexEmbed.tokens`), else None."""
+    tokens = getattr(embed, "tokens", None)
+    return tokens() if callable(tokens) else None

@@ -239,6 +239,8 @@ def test_the_verbatim_profile_hands_its_cascade_the_index_s_embedder(schedule: E
     assert not asked  # nothing built or embedded until a span needs it
     assert stage.embed(["the answer"]).shape == (1, 2)
     assert asked == [("sched", ["the answer"])]
+    # an embedder without word pieces: the span scorer's tokens model is not used
+    assert span_rank.tokens_of(stage.embed) is None
     # no index (tools listing the profile): no embedder
     bare = VerbatimPlugin().pipeline(None).stages[0]
     assert isinstance(bare, VerbatimCascadeStage) and bare.embed is None
