@@ -313,7 +313,7 @@ SECTION_CANONICAL_KEY = "section_canonical"
 SECTION_PATH_KEY = "section_path"
 SECTION_PARENT_KEY = "section_parent"
 #: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): the words of its
-#: title, subject names, first headings and file name, and the acronyms of its title; document
+#: title, subject names, first headings and file name, and the acronyms of its name; document
 #: metadata, so a filter on one word finds the documents it names (`verbatim.scope`).
 NAME_TERMS_KEY = "name_terms"
 #: The versions the document's name carries ("Version 2, June 1991" under the title, "GPL-2.0.txt"),
