@@ -56,11 +56,11 @@ MAX_PASSAGES = 2000
 _NUMBER = r"(\d+(?:\.\d+)*)"
 #: A version standing on its own: "version 2", "ver. 3", "v2", "v 2.1".
 _FREE_VERSION = re.compile(rf"\b(?:version|ver\.?|v)\s?{_NUMBER}\b", re.IGNORECASE)
-#: A version after a word, which counts when that word names a document: "GPLv2", "GPL-2.0",
+#: A version after a word, which counts when that word names a document: "GPLv2", "GPL3", "GPL-2.0",
 #: "MPL 2.0", "GPL 3:" (an integer after a space only before punctuation or the end, so that
 #: "Lipitor 10 mg" gives no version).
 _NAMED_VERSION = (
-    re.compile(rf"\b([a-z]{{3,}}?)v{_NUMBER}\b", re.IGNORECASE),
+    re.compile(rf"\b([a-z]{{3,}}?)v?{_NUMBER}\b", re.IGNORECASE),
     re.compile(rf"\b([a-z]{{3,}})-{_NUMBER}\b", re.IGNORECASE),
     re.compile(r"\b([a-z]{3,})\s(\d+\.\d+(?:\.\d+)*)\b", re.IGNORECASE),
     re.compile(r"\b([a-z]{3,})\s(\d+)(?=\s*(?:[:;,?!)]|$))", re.IGNORECASE),
@@ -137,9 +137,10 @@ def closest(
 
 
 def _question_words(question: str) -> list[str]:
-    words = name_words(question)
-    # "GPLv3" is the name "gpl" with a version: its letters are a term too.
-    for w in list(words):
+    words: list[str] = []
+    for w in name_words(question):
+        words.append(w)
+        # "GPL3" is the name "gpl" with a version: its letters are a term too.
         if m := re.fullmatch(r"([a-z]{3,}?)v?\d+", w):
             words.append(m.group(1))
     return list(dict.fromkeys(words))[:MAX_TERMS]

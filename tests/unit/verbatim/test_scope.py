@@ -141,3 +141,7 @@ def test_every_profile_answers_from_the_version_named(widgets: EvidenceService, 
     )
     assert resp.plan.filters.get("document_id")
     assert resp.hits and {Path(h.document_id).name for h in resp.hits} == {"widget-a.txt"}
+
+
+def test_a_name_run_into_its_version_is_the_name(widgets: EvidenceService) -> None:
+    assert names(widgets, "Under WPL3, when are my rights restored?") == ["widget-c.txt"]
