@@ -313,11 +313,22 @@ SECTION_CANONICAL_KEY = "section_canonical"
 SECTION_PATH_KEY = "section_path"
 SECTION_PARENT_KEY = "section_parent"
 #: What a user may call the document ("my Apache licence", "the MPL", "Lipitor"): the words of its
-#: title, subject names, first headings and file name, and the acronyms of its title; document
+#: title, subject names, first headings and file name, and the acronyms of its name; document
 #: metadata, so a filter on one word finds the documents it names (`verbatim.scope`).
 NAME_TERMS_KEY = "name_terms"
+#: The versions the document's name carries ("Version 2, June 1991" under the title, "GPL-2.0.txt"),
+#: normalised ("2.0" → "2"): a question that names a version names only documents whose version
+#: agrees (`verbatim.scope`).
+NAME_VERSIONS_KEY = "name_versions"
+#: The words of the document's own name, in order (its title, else its first heading, else its file
+#: name), as `name_words` gives them: what tells two documents that share a name apart ("GNU Lesser
+#: General Public License" has a word "GPL" does not account for).
+NAME_TITLE_KEY = "name_title"
 #: Headings read for the name: the first names the document ("Mozilla Public License Version 2.0").
 NAME_HEADINGS = 1
+#: Characters of the text read for the title block (the title and the line under it, up to the
+#: first blank line): "Version 2.1, February 1999".
+TITLE_BLOCK_CHARS = 300
 #: Words kept: every chunk carries them (OpenSearch filters on chunk fields), so few.
 MAX_NAME_TERMS = 24
 
@@ -339,13 +350,19 @@ _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9]*")
 _NAME_WORD = re.compile(r"[a-z][a-z0-9]*")
 #: Words too common to name anything (a question's scaffolding, a heading's filler).
 _NAME_STOP = frozenset("the of and for to in on a an or by with version".split())
+#: A name's parts: "Size and Alignment (libffi: the … library)" is three names, not one.
+_NAME_PARTS = re.compile(r"[:;,()\[\]]| - ")
+#: Words of a name whose initials a question may use for it ("Lesser Widget Public License").
+MAX_ACRONYM_WORDS = 4
+_NAME_VERSIONED = re.compile(r"^([a-z]{3,}?)v\d+$")
 
 
 def name_words(text: str) -> list[str]:
     """Lower-cased words of a name or question as `NAME_TERMS_KEY` holds them (no stemming:
     names are matched as written; a final "s" is dropped so "licences" meets "licence")."""
     out = []
-    for w in _NAME_WORD.findall(text.lower()):
+    for found in _NAME_WORD.findall(text.lower()):
+        w = _NAME_VERSIONED.sub(r"\1", found)  # "gplv3" is the name "gpl"
         if len(w) < 3 or w in _NAME_STOP:  # "ii", "v2", "d0": too short to name a document
             continue
         out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
@@ -366,7 +383,56 @@ def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[s
         caps = _CAPITALISED.findall(t or "")
         for i in range(len(caps) - 2):
             out.setdefault("".join(w[0] for w in caps[i:]).lower(), None)
+    # The initials of a short name's own words, the first heading's too (a title-less text's
+    # name): "Widget Public License Version 3" → "wpl", as a question says it ("version" and
+    # numbers are no part of it); runs of three words or more, in a name of at most four.
+    for t in (doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS])):
+        for part in _NAME_PARTS.split(t or ""):
+            words = name_words(part)
+            if len(words) <= MAX_ACRONYM_WORDS:
+                for i in range(len(words) - 2):
+                    out.setdefault("".join(w[0] for w in words[i:]), None)
     return list(out)[:MAX_NAME_TERMS]
+
+
+_VERSION_PHRASE = re.compile(r"\b(?:version|ver\.?|v)\s?(\d+(?:\.\d+)*)\b", re.IGNORECASE)
+#: A file name's trailing number after a separator ("GPL-2.0", "policy-4.6.2.0", "guide_v3").
+_STEM_VERSION = re.compile(r"[-_ ]v?(\d+(?:\.\d+)*)$", re.IGNORECASE)
+
+
+def normal_version(v: str) -> str:
+    """ "2.0" and "2" are the same version; "2.1" is not."""
+    parts = v.split(".")
+    while len(parts) > 1 and parts[-1].strip("0") == "":
+        parts.pop()
+    return ".".join(str(int(p)) for p in parts)
+
+
+def _title_block(text: str) -> str:
+    block = text.lstrip()[:TITLE_BLOCK_CHARS]
+    return re.split(r"\n\s*\n", block, maxsplit=1)[0]
+
+
+def document_name_versions(document_id: str, doc: ParsedDocument, names: Sequence[str]) -> list[str]:
+    """The versions the document's name carries (`NAME_VERSIONS_KEY`): "version N" or "vN" in its
+    title, subject names, first heading or title block, and its file name's trailing number. A
+    heading's own numbering ("2.3.3 Size and Alignment") is not a version."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    texts = [doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS]), _title_block(doc.text)]
+    found = [m.group(1) for t in texts for m in _VERSION_PHRASE.finditer(t or "")]
+    if m := _STEM_VERSION.search(stem):
+        found.append(m.group(1))
+    return list(dict.fromkeys(normal_version(v) for v in found))
+
+
+def document_name_title(document_id: str, doc: ParsedDocument) -> list[str]:
+    """The words of the document's own name (`NAME_TITLE_KEY`): its title, else its first heading,
+    else its file name."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    for t in (doc.title, *(s.name for s in doc.sections[:NAME_HEADINGS]), stem.replace("_", " ")):
+        if words := name_words(t or ""):
+            return list(dict.fromkeys(words))[:MAX_NAME_TERMS]
+    return []
 
 
 def annotate_chunks(
@@ -388,6 +454,10 @@ def annotate_chunks(
     name_terms = document_name_terms(chunks.document_id, doc, names)
     if name_terms:
         doc_meta[NAME_TERMS_KEY] = name_terms
+    if title_words := document_name_title(chunks.document_id, doc):
+        doc_meta[NAME_TITLE_KEY] = title_words
+    if versions := document_name_versions(chunks.document_id, doc, names):
+        doc_meta[NAME_VERSIONS_KEY] = versions
     out = []
     for c in chunks.chunks:
         meta = dict(doc_meta)
@@ -400,7 +470,14 @@ def annotate_chunks(
                 meta[SECTION_PARENT_KEY] = lab.parent
         out.append(replace(c, metadata=meta))
     fingerprint = json.dumps(
-        [names, name_terms, sorted(vocab.alias_table().items()), sorted(vocab.codes.items())]
+        [
+            names,
+            name_terms,
+            doc_meta.get(NAME_TITLE_KEY),
+            doc_meta.get(NAME_VERSIONS_KEY),
+            sorted(vocab.alias_table().items()),
+            sorted(vocab.codes.items()),
+        ]
     )
     return replace(
         chunks,
