@@ -335,12 +335,12 @@ class FocusHits:
         return out
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)
 def _sentence_terms(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, ...], ...]]:
     """A passage's sentences and each one's analysed terms: a function of its text alone, and
     the same passages come back query after query (the stage's largest cost under load was
-    re-reading them: docs/scale.md#serving-cpu). Bounded: ~2 kB a SciFact passage, so at most
-    ~16 MB; tuples, so no caller can change what the next one reads."""
+    re-reading them: docs/scale.md#serving-cpu). Bounded: ~2.5 kB a SciFact passage with its
+    text, so at most ~10 MB; tuples, so no caller can change what the next one reads."""
     from evidence.search.analysis import get_analyzer
 
     analyzer = get_analyzer()
