@@ -65,6 +65,10 @@ def decode_vectors(blobs: Sequence[bytes], dim: int | None, dtype: type = np.flo
     return out
 
 
+#: Past this many dropped rows a patch gathers the kept rows instead of copying the runs between.
+_SPLICE_RUNS = 256
+
+
 def _spliced(matrix: np.ndarray, keep: np.ndarray | None, new: np.ndarray | None) -> np.ndarray:
     """`matrix`'s rows where `keep` (all without it), then `new`'s, in one new array, the kept
     rows copied as runs between the dropped ones. After another process's commit (a few rows
@@ -74,6 +78,9 @@ def _spliced(matrix: np.ndarray, keep: np.ndarray | None, new: np.ndarray | None
     dim = new.shape[1] if new is not None else matrix.shape[1]
     old = matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim)
     drop = np.flatnonzero(~keep) if keep is not None else np.empty(0, dtype=np.int64)
+    if len(drop) > _SPLICE_RUNS:  # many runs (a bulk delete): one gather beats a loop over them
+        kept = old[keep]
+        return kept if new is None else np.concatenate([kept, new])
     extra = len(new) if new is not None else 0
     dtype = np.result_type(old, new) if new is not None else old.dtype
     out = np.empty((len(old) - len(drop) + extra, dim), dtype=dtype)

@@ -226,3 +226,9 @@ def test_the_spliced_matrix_is_the_kept_rows_then_the_new_ones() -> None:
             assert got.dtype == want.dtype and np.array_equal(got, want)
     empty = np.empty((0, 0), dtype=np.float32)
     assert np.array_equal(_spliced(empty, None, new), new)
+    # Past `_SPLICE_RUNS` dropped rows it gathers instead: the same matrix.
+    big = rng.standard_normal((2000, 4)).astype(np.float32)
+    keep = np.arange(2000) % 3 != 0
+    for extra in (None, new):
+        want = big[keep] if extra is None else np.concatenate([big[keep], extra])
+        assert np.array_equal(_spliced(big, keep, extra), want)
