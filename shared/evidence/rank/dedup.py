@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Protocol
 
@@ -293,12 +294,9 @@ class FocusHits:
         if not q:
             return list(candidates)
         cut = [c.chunk.kind is ChunkKind.PASSAGE and len(c.chunk.text) >= self.min_chars for c in candidates]
-        sents = {i: _sentences(c.chunk.text) for i, c in enumerate(candidates) if cut[i]}
-        bags = {
-            i: [set(analyzer.analyze(c.chunk.text[a:b])) for a, b in sents[i]]
-            for i, c in enumerate(candidates)
-            if cut[i]
-        }
+        read = {i: _sentence_terms(c.chunk.text) for i, c in enumerate(candidates) if cut[i]}
+        sents = {i: list(spans) for i, (spans, _) in read.items()}
+        bags = {i: [set(ts) for ts in terms] for i, (_, terms) in read.items()}
         weight = _idf([bag & q for listed in bags.values() for bag in listed])
         kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
         out: list[Candidate] = []
@@ -335,6 +333,19 @@ class FocusHits:
             out.append(_slice(c, ch.char_start + start, ch.char_start + end))
         ctx.trace.detail["focused"] = focused
         return out
+
+
+@lru_cache(maxsize=4096)
+def _sentence_terms(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[str, ...], ...]]:
+    """A passage's sentences and each one's analysed terms: a function of its text alone, and
+    the same passages come back query after query (the stage's largest cost under load was
+    re-reading them: docs/scale.md#serving-cpu). Bounded: ~2.5 kB a SciFact passage with its
+    text, so at most ~10 MB; tuples, so no caller can change what the next one reads."""
+    from evidence.search.analysis import get_analyzer
+
+    analyzer = get_analyzer()
+    spans = tuple(_sentences(text))
+    return spans, tuple(tuple(analyzer.analyze(text[a:b])) for a, b in spans)
 
 
 def _idf(bags: Sequence[set[str]]) -> dict[str, float]:

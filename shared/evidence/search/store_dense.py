@@ -65,6 +65,35 @@ def decode_vectors(blobs: Sequence[bytes], dim: int | None, dtype: type = np.flo
     return out
 
 
+#: Past this many dropped rows a patch gathers the kept rows instead of copying the runs between.
+_SPLICE_RUNS = 256
+
+
+def _spliced(matrix: np.ndarray, keep: np.ndarray | None, new: np.ndarray | None) -> np.ndarray:
+    """`matrix`'s rows where `keep` (all without it), then `new`'s, in one new array, the kept
+    rows copied as runs between the dropped ones. After another process's commit (a few rows
+    out, a few in) filtering and then concatenating copied the whole matrix twice, by a gather:
+    ~1.1-1.5 ms of CPU at SciFact's 5,183 x 384 against ~0.3 ms for this, on every commit of
+    the mixed load in every worker (docs/scale.md#serving-cpu)."""
+    dim = new.shape[1] if new is not None else matrix.shape[1]
+    old = matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim)
+    drop = np.flatnonzero(~keep) if keep is not None else np.empty(0, dtype=np.int64)
+    if len(drop) > _SPLICE_RUNS:  # many runs (a bulk delete): one gather beats a loop over them
+        kept = old[keep]
+        return kept if new is None else np.concatenate([kept, new])
+    extra = len(new) if new is not None else 0
+    dtype = np.result_type(old, new) if new is not None else old.dtype
+    out = np.empty((len(old) - len(drop) + extra, dim), dtype=dtype)
+    at = prev = 0
+    for cut in [*drop.tolist(), len(old)]:
+        out[at : at + cut - prev] = old[prev:cut]
+        at += cut - prev
+        prev = cut + 1
+    if new is not None:
+        out[at:] = new
+    return out
+
+
 @dataclass
 class _DenseCache:
     generation: int
@@ -188,18 +217,18 @@ class DenseStore(RecordStore):
         (None when the vectors' dimension changed: the caller reloads whole)."""
         keep = ~np.isin(cache.rowids, np.asarray(removed, dtype=np.int64)) if removed else None
         rowids, kinds, matrix = cache.rowids, cache.kinds, cache.matrix
-        if keep is not None:
-            rowids, kinds, matrix = rowids[keep], kinds[keep], matrix[keep]
+        new: np.ndarray | None = None
         if added:
             new = decode_vectors([v for _, _, v in added], self.dimension())
-            dim = new.shape[1]
-            if matrix.shape[1] not in (0, dim):
+            if matrix.shape[1] not in (0, new.shape[1]):
                 return None
             rowids = np.concatenate([rowids, np.asarray([r for r, _, _ in added], dtype=np.int64)])
             kinds = np.concatenate([kinds, np.asarray([k == "passage" for _, k, _ in added], dtype=bool)])
-            matrix = np.concatenate(
-                [matrix.reshape(len(matrix), -1) if len(matrix) else matrix.reshape(0, dim), new]
-            )
+        if keep is not None:
+            kept = np.concatenate([keep, np.ones(len(added), dtype=bool)])
+            rowids, kinds = rowids[kept], kinds[kept]
+        if keep is not None or new is not None:
+            matrix = _spliced(matrix, keep, new)
         self._vector_count = (after, len(rowids))
         return _DenseCache(after, rowids, kinds, matrix)
 

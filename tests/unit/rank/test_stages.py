@@ -527,3 +527,26 @@ def test_focus_counts_a_whitespace_run_once_when_sizing_runs() -> None:
         assert [at.count(x) for x in range(len(sample) + 1)] == [
             len(re.sub(r"\s+", " ", sample[:x])) for x in range(len(sample) + 1)
         ]
+
+
+def test_focus_reads_a_passage_once_and_its_cached_reading_changes_nothing() -> None:
+    """A passage's sentences and terms are kept by its text (`_sentence_terms`): a second run over
+    the same hits reads them from the cache and cuts them exactly as the first, and what is kept
+    is what the analyzer reads in each sentence."""
+    from evidence.rank.dedup import _sentence_terms, _sentences
+    from evidence.rank.stages import FocusHits
+    from evidence.search.analysis import get_analyzer
+
+    text = f"The service stores data in three regions. {_PAD} Backups are kept for 35 days. {_PAD}"
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    c = cand(chunk("p", text), 0.5)
+    query = "How long are backups kept?"
+    _sentence_terms.cache_clear()
+    once = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    misses = _sentence_terms.cache_info().misses
+    again = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    assert _sentence_terms.cache_info().misses == misses and _sentence_terms.cache_info().hits >= 2
+    assert again == once
+    spans, terms = _sentence_terms(text)
+    assert list(spans) == _sentences(text)
+    assert terms == tuple(tuple(get_analyzer().analyze(text[a:b])) for a, b in spans)

@@ -202,3 +202,33 @@ def test_vectors_come_from_the_held_caches_only_at_the_snapshots_generation(
     store._held_vectors(store.generation(), now, caught)
     assert caught
     _assert_vectors_match_records(store, [*every, *now])
+
+
+def test_the_spliced_matrix_is_the_kept_rows_then_the_new_ones() -> None:
+    """`_spliced` (a patch copies the kept rows once, in runs) gives what filtering then
+    concatenating gave: first and last rows dropped, neighbours dropped, nothing dropped,
+    nothing added, an empty matrix, float16 rows widened."""
+    import numpy as np
+
+    from evidence.search.store_dense import _spliced
+
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((9, 4)).astype(np.float32)
+    new = rng.standard_normal((2, 4)).astype(np.float32)
+    for dropped in ([], [0], [8], [0, 8], [3, 4, 5], list(range(9))):
+        keep = np.ones(9, dtype=bool)
+        keep[dropped] = False
+        for extra in (None, new, new.astype(np.float16)):
+            want = matrix[keep] if extra is None else np.concatenate([matrix[keep], extra])
+            got = _spliced(matrix, keep if dropped else None, extra) if dropped or extra is not None else None
+            if got is None:
+                continue
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    empty = np.empty((0, 0), dtype=np.float32)
+    assert np.array_equal(_spliced(empty, None, new), new)
+    # Past `_SPLICE_RUNS` dropped rows it gathers instead: the same matrix.
+    big = rng.standard_normal((2000, 4)).astype(np.float32)
+    keep = np.arange(2000) % 3 != 0
+    for extra in (None, new):
+        want = big[keep] if extra is None else np.concatenate([big[keep], extra])
+        assert np.array_equal(_spliced(big, keep, extra), want)

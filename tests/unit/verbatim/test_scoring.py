@@ -1,0 +1,68 @@
+"""`verbatim.scoring.grounding`: reading only the evidence words that share a question term's
+first three letters gives what reading every word gives."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+from evidence.verbatim.scoring import grounding, spelling_variant, terms
+
+
+def _reference(
+    groups: Sequence[Sequence[str]], bag: Counter[str], weights: dict[str, float]
+) -> tuple[float, list[str]]:
+    """The rule as written before the prefix index: every evidence word against every term."""
+
+    def extends(term: str) -> bool:
+        return len(term) >= 4 and any(
+            ((w.startswith(term) or (term.startswith(w) and len(term) - len(w) <= 2)) and len(w) >= 4)
+            or spelling_variant(term, w)
+            for w in bag
+        )
+
+    total = got = 0.0
+    missing: list[str] = []
+    for g in dict.fromkeys(tuple(x) for x in groups if x):
+        w = max(weights.get(t, 1.0) for t in g)
+        total += w
+        if any(t in bag or extends(t) for t in g):
+            got += w
+        else:
+            missing.append(g[0])
+    return (got / total if total else 1.0), missing
+
+
+def test_grounding_equals_reading_every_word() -> None:
+    rng = random.Random(23)
+    # Words crowded on a few prefixes, so extensions, truncations and one-letter variants (at the
+    # fourth letter too, where a four-letter index would miss them) all occur.
+    stems = ["lic", "org", "mut", "who", "ab", "x"]
+    alphabet = "aeinrsz"
+
+    def word() -> str:
+        return rng.choice(stems) + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+
+    checked = 0
+    for _ in range(400):
+        evidence = [" ".join(word() for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 3))]
+        groups = [tuple(word() for _ in range(rng.randint(1, 2))) for _ in range(rng.randint(0, 5))]
+        weights = {t: rng.choice([1.0, 2.5]) for g in groups for t in g}
+        bag: Counter[str] = Counter(itertools.chain.from_iterable(terms(t) for t in evidence))
+        assert grounding(groups, evidence, weights) == _reference(groups, bag, weights)
+        checked += 1
+    assert checked == 400
+
+
+def test_grounding_finds_a_spelling_variant_at_the_fourth_letter_and_an_extension() -> None:
+    """Variants and extensions sharing only the first three letters are still found."""
+    evidence = ["lizens licenc mutagenic wholesale"]
+    bag = Counter(terms(evidence[0]))
+    assert set(bag) == {"lizen", "licenc", "mutagen", "wholesal"}  # the analyzer's stems
+    for term in ("licanc", "licens", "mutag", "whole", "wholesale", "abcdef"):
+        assert grounding([(term,)], evidence) == _reference([(term,)], bag, {})
+    # "licanc": one letter apart at the fourth; "mutag": extended by "mutagen".
+    assert grounding([("licanc",), ("mutag",)], evidence) == (1.0, [])
+    assert grounding([("abcdef",)], evidence) == (0.0, ["abcdef"])
