@@ -3,8 +3,8 @@
 A retrieve's parts wait on native code that releases the GIL: onnxruntime embedding the query,
 tantivy's BM25 search, faiss's IVF scan, SQLite reads. Run one after another they add up; the
 first stage overlaps them instead (docs/scale.md, "Overlapping the legs"): the lexical leg runs
-while the query is embedded, and the stored vectors of the lexical hits are read while the dense
-leg searches.
+while the query is embedded, the dense leg does not wait for it, and the stored vectors of the
+lexical hits are read as soon as it ends, while the dense leg searches.
 
 `Ahead(fn)` submits `fn` to the pool; `result()` returns what it returned or raises what it
 raised (the same exception object, so an error surfaces as it did when the work ran inline). When
@@ -57,15 +57,17 @@ class Ahead(Generic[T]):
 
     def __init__(self, fn: Callable[[], T], key: object = None) -> None:
         self.key = key
-        self._fn = fn
+        self._fn = _Once(fn)
         # The caller's context (a deadline scope, a request id) holds on the pool thread too.
-        self._future: Future[T] = pool().submit(contextvars.copy_context().run, fn)
+        self._future: Future[T] = pool().submit(contextvars.copy_context().run, self._fn)
 
     def matches(self, key: object) -> bool:
         return bool(self.key == key)
 
     def result(self) -> T:
-        """What `fn` returned, or the exception it raised; run here if no thread had started it."""
+        """What `fn` returned, or the exception it raised; run here if no thread had started it.
+        Any number of threads may ask: `fn` runs once, and each gets its outcome (work chained
+        on another `Ahead` asks for that one's result on a pool thread, its consumer too)."""
         if self._future.cancel():
             return self._fn()
         try:
@@ -79,6 +81,30 @@ class Ahead(Generic[T]):
         if not self._future.cancel():
             with contextlib.suppress(CancelledError):
                 self._future.exception()
+
+
+class _Once(Generic[T]):
+    """`fn` run at most once, by whichever thread calls first; later callers wait for it and get
+    the same value or the same exception object."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def __call__(self) -> T:
+        with self._lock:
+            if not self._done:
+                try:
+                    self._value = self._fn()
+                except BaseException as exc:
+                    self._error = exc
+                self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
 
 
 @runtime_checkable

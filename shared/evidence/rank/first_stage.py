@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -57,6 +58,14 @@ def default_fusion() -> FusionConfig:
     return FusionConfig(method=FusionMethod.ZSCORE)
 
 
+def _vectors_of_hits(
+    backend: SearchBackend, index: str, lexical: Ahead[list[SearchHit]]
+) -> dict[str, Vector]:
+    """The stored vectors of the lexical leg's hits, once it has them (none read for no hits)."""
+    ids = [h.chunk.chunk_id for h in lexical.result()]
+    return backend.vectors(index, ids) if ids else {}
+
+
 @dataclass(frozen=True, slots=True)
 class FirstStage:
     """Runs each leg for `max(k, leg_depth)` results and fuses them.
@@ -68,8 +77,10 @@ class FirstStage:
     above both legs on SciFact (0.7331 → 0.7412 nDCG@10 with z-scores).
 
     The legs overlap where they wait on native code (`rank/ahead.py`): the lexical leg starts
-    before the query is embedded (`start`), and the stored vectors of the lexical hits are read
-    while the dense leg searches. The result is the same as running them one after another.
+    before the query is embedded (`start`), the dense leg starts when the query vector is there
+    (the lexical leg may still be running), and the stored vectors of the lexical hits are read
+    as soon as it ends, while the dense leg searches. The result is the same as running them one
+    after another.
     """
 
     mode: RetrievalMode = RetrievalMode.HYBRID
@@ -170,7 +181,11 @@ class FirstStage:
         legs: dict[str, Sequence[SearchHit]] = {}
         leg_ms: dict[str, float] = {}
         early = ahead is not None and ahead.matches(self._lexical_key(index, query, k, filters, kind))
-        if self.mode in (RetrievalMode.LEXICAL, RetrievalMode.HYBRID):
+        runs_dense = self.mode in (RetrievalMode.DENSE, RetrievalMode.HYBRID) and vector is not None
+        # A lexical leg started early may outlast the embedding (at 1M passages it did, by 2 ms
+        # on average and 7 at p95): the dense leg does not wait for it, and is joined after.
+        pending = ahead if early and runs_dense and self.mode is RetrievalMode.HYBRID else None
+        if self.mode in (RetrievalMode.LEXICAL, RetrievalMode.HYBRID) and pending is None:
             t = time.perf_counter()
             if early:
                 assert ahead is not None
@@ -179,18 +194,26 @@ class FirstStage:
                 legs["lexical"] = backend.lexical(index, query, k=depth, filters=filters, kind=kind)
             leg_ms["lexical_ms"] = (time.perf_counter() - t) * 1000
         stored: Ahead[dict[str, Vector]] | None = None
-        if self.mode in (RetrievalMode.DENSE, RetrievalMode.HYBRID) and vector is not None:
-            if self.complete and legs.get("lexical"):
+        if runs_dense:
+            assert vector is not None
+            if self.complete and pending is not None:
+                # Read as soon as the lexical leg ends, on the pool, while dense searches.
+                stored = Ahead(partial(_vectors_of_hits, backend, index, pending))
+            elif self.complete and legs.get("lexical"):
                 ids = [h.chunk.chunk_id for h in legs["lexical"]]
                 stored = Ahead(lambda: backend.vectors(index, ids))
             t = time.perf_counter()
             try:
                 legs["dense"] = backend.dense(index, vector, k=depth, filters=filters, kind=kind)
+                leg_ms["dense_ms"] = (time.perf_counter() - t) * 1000
+                if pending is not None:
+                    t = time.perf_counter()
+                    legs = {"lexical": pending.result(), **legs}  # the legs' order as ever: fusion's too
+                    leg_ms["lexical_ms"] = (time.perf_counter() - t) * 1000
             except BaseException:
                 if stored is not None:
                     stored.abandon()
                 raise
-            leg_ms["dense_ms"] = (time.perf_counter() - t) * 1000
         result = self.fuse_legs(
             backend,
             index,
