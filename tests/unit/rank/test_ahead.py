@@ -237,3 +237,72 @@ def test_a_forked_child_builds_its_own_pool(monkeypatch: pytest.MonkeyPatch) -> 
     child = pool()
     assert child is not parent and pool() is child
     assert Ahead(lambda: np.float32(1.5)).result() == 1.5
+
+
+def test_work_asked_for_by_several_threads_runs_once_and_each_gets_its_outcome() -> None:
+    """A chained `Ahead` (the lexical hits' vectors) asks for the lexical leg on a pool thread
+    while the caller asks for it too: one run, one result, the same error object for each."""
+    runs: list[int] = []
+    gate = threading.Event()
+
+    def work() -> list[int]:
+        gate.wait(WAIT_S)
+        runs.append(threading.get_ident())
+        return [7]
+
+    first = Ahead(work)
+    chained = Ahead(lambda: [*first.result(), 8])
+    gate.set()
+    assert chained.result() == [7, 8] and first.result() == [7] and first.result() is first.result()
+    assert len(runs) == 1
+    error = ValueError("once")
+    calls: list[int] = []
+
+    def fail() -> None:
+        calls.append(1)
+        raise error
+
+    failing = Ahead(fail)
+    chained_failing = Ahead(failing.result)
+    for a in (failing, chained_failing, failing):
+        with pytest.raises(ValueError) as raised:
+            a.result()
+        assert raised.value is error
+    assert calls == [1]
+
+
+class _LexicalAfterDense(_Watched):
+    """A lexical leg that can only end once the dense leg has started: a first stage that waits
+    for it before searching densely would wait out `WAIT_S` and see `dense_first` False."""
+
+    def __init__(self, inner: EmbeddedBackend) -> None:
+        super().__init__(inner)
+        self.dense_started = threading.Event()
+        self.dense_first: list[bool] = []
+
+    def lexical(self, *args: Any, **kw: Any) -> Any:
+        if kw.get("filters") is None or "chunk_id" not in kw["filters"]:  # not score completion's
+            self.dense_first.append(self.dense_started.wait(WAIT_S))
+        return super().lexical(*args, **kw)
+
+    def dense(self, *args: Any, **kw: Any) -> Any:
+        self.dense_started.set()
+        return super().dense(*args, **kw)
+
+
+def test_the_dense_leg_does_not_wait_for_a_lexical_leg_started_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = _LexicalAfterDense(new_backend(tmp_path, _corpus()))
+    service = _service(tmp_path, backend)
+    resp = service.retrieve(INDEX, RetrieveRequest(query="encryption keys rotation"))
+    first = resp.telemetry.stages[0]
+    assert backend.dense_first[:1] == [True]
+    assert first.detail is not None and first.detail.get("lexical_ahead") is True
+    assert {"lexical_ms", "dense_ms", "complete_ms"} <= set(first.detail)
+    overlapped = [(h.chunk_id, h.score) for h in resp.hits]
+    with monkeypatch.context() as m:
+        _sequential(m)
+        backend.dense_started.set()  # run one after another, the lexical leg need not wait
+        assert _hits(service) == overlapped and overlapped
+    assert backend.in_flight == 0
