@@ -314,26 +314,15 @@ def passage_agreement(
     rank (the signal then reads the model with the agreement fixed)."""
     if vector is None or not documents:
         return None
-    from evidence.rank.ahead import Ahead
-
     filters = {"document_id": sorted(set(documents))}
-    # The two rankings overlap (`rank/ahead.py`): each waits on SQLite or tantivy, the same
-    # rankings as one after the other (1.6 ms of a 1M-passage retrieve's critical path, run so).
-    lexical = Ahead(
-        lambda: backend.lexical(index, question, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE)
-    )
     try:
         dense = backend.dense(index, vector, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE)
-        lexical_hits = lexical.result()
+        lexical = backend.lexical(index, question, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE)
     except EvidenceError:
-        lexical.abandon()
         return None
-    except BaseException:
-        lexical.abandon()
-        raise
     if not dense:
         return None
-    return agreement([h.chunk for h in dense], [h.chunk for h in lexical_hits])
+    return agreement([h.chunk for h in dense], [h.chunk for h in lexical])
 
 
 def evidence_agreement(
