@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from evidence.embed.base import Matrix
 from evidence.embed.tokenizer import get_tokenizer
@@ -102,15 +103,13 @@ class MiniLMEmbedder:
                 owners.append(i)
         return inputs, owners
 
-    def embed_ids(self, ids: Sequence[Sequence[int]], *, pad_to: int = 32) -> Matrix:
-        """(len(ids), dimension): one unit vector per model input (already [CLS] … [SEP]).
-
-        Inputs are sorted by length and widths rounded up to a multiple of `pad_to`; a batch
-        holds inputs of one rounded width only (`width_batches`), so no input is padded past
-        its own rounded width."""
-        out = np.empty((len(ids), DIMENSION), dtype=np.float32)
-        if not ids:
-            return out
+    def _hidden(
+        self, ids: Sequence[Sequence[int]], pad_to: int
+    ) -> Iterator[tuple[list[int], npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """The model's forward passes over `ids`: (input positions, attention mask, last hidden
+        state) per batch. Inputs are sorted by length and widths rounded up to a multiple of
+        `pad_to`; a batch holds inputs of one rounded width only (`width_batches`), so no input
+        is padded past its own rounded width."""
         session = self._get_session()
         for width, batch in width_batches([len(x) for x in ids], self.batch_size, pad_to, self.max_tokens):
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
@@ -123,6 +122,15 @@ class MiniLMEmbedder:
                 ["last_hidden_state"],
                 {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)},
             )[0]
+            yield batch, mask, hidden
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], *, pad_to: int = 32) -> Matrix:
+        """(len(ids), dimension): one unit vector per model input (already [CLS] … [SEP]), its
+        pieces' mean (`_hidden` says how inputs are batched)."""
+        out = np.empty((len(ids), DIMENSION), dtype=np.float32)
+        if not ids:
+            return out
+        for batch, mask, hidden in self._hidden(ids, pad_to):
             m = mask[..., None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -138,17 +146,7 @@ class MiniLMEmbedder:
         out: list[Matrix] = [np.empty((0, DIMENSION), dtype=np.float32) for _ in inputs]
         if not inputs:
             return out
-        session = self._get_session()
-        for width, batch in width_batches([len(x) for x in inputs], self.batch_size, 32, self.max_tokens):
-            input_ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                input_ids[row, : len(inputs[i])] = inputs[i]
-                mask[row, : len(inputs[i])] = 1
-            hidden = session.run(
-                ["last_hidden_state"],
-                {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)},
-            )[0]
+        for batch, _, hidden in self._hidden(inputs, 32):
             for row, i in enumerate(batch):
                 pieces = np.asarray(hidden[row, 1 : len(inputs[i]) - 1], dtype=np.float32)
                 norms = np.linalg.norm(pieces, axis=1, keepdims=True)
