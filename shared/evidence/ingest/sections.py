@@ -369,11 +369,17 @@ def name_words(text: str) -> list[str]:
     return out
 
 
+def _file_stem(document_id: str) -> str:
+    """The document's file name without its folders and extension ("licences/GPL-3.0.txt" →
+    "GPL-3.0"): part of what a user may call it."""
+    return re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+
+
 def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[str]) -> list[str]:
     """The words a question may name this document by (`NAME_TERMS_KEY`): those of its title,
     subject names, first headings and file name ("GPL-3.0.txt" → "gpl"), plus the acronyms of its
     title's capitalised words ("Mozilla Public License" → "mpl")."""
-    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    stem = _file_stem(document_id)
     texts = [doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS]), stem.replace("_", " ")]
     out: dict[str, None] = {}
     for t in texts:
@@ -395,7 +401,8 @@ def document_name_terms(document_id: str, doc: ParsedDocument, names: Sequence[s
     return list(out)[:MAX_NAME_TERMS]
 
 
-_VERSION_PHRASE = re.compile(r"\b(?:version|ver\.?|v)\s?(\d+(?:\.\d+)*)\b", re.IGNORECASE)
+#: A version standing on its own: "version 2", "ver. 3", "v2", "v 2.1" (in a name or a question).
+VERSION_PHRASE = re.compile(r"\b(?:version|ver\.?|v)\s?(\d+(?:\.\d+)*)\b", re.IGNORECASE)
 #: A file name's trailing number after a separator ("GPL-2.0", "policy-4.6.2.0", "guide_v3").
 _STEM_VERSION = re.compile(r"[-_ ]v?(\d+(?:\.\d+)*)$", re.IGNORECASE)
 
@@ -417,9 +424,9 @@ def document_name_versions(document_id: str, doc: ParsedDocument, names: Sequenc
     """The versions the document's name carries (`NAME_VERSIONS_KEY`): "version N" or "vN" in its
     title, subject names, first heading or title block, and its file name's trailing number. A
     heading's own numbering ("2.3.3 Size and Alignment") is not a version."""
-    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    stem = _file_stem(document_id)
     texts = [doc.title, *names, *(s.name for s in doc.sections[:NAME_HEADINGS]), _title_block(doc.text)]
-    found = [m.group(1) for t in texts for m in _VERSION_PHRASE.finditer(t or "")]
+    found = [m.group(1) for t in texts for m in VERSION_PHRASE.finditer(t or "")]
     if m := _STEM_VERSION.search(stem):
         found.append(m.group(1))
     return list(dict.fromkeys(normal_version(v) for v in found))
@@ -428,7 +435,7 @@ def document_name_versions(document_id: str, doc: ParsedDocument, names: Sequenc
 def document_name_title(document_id: str, doc: ParsedDocument) -> list[str]:
     """The words of the document's own name (`NAME_TITLE_KEY`): its title, else its first heading,
     else its file name."""
-    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", document_id.rsplit("/", 1)[-1])
+    stem = _file_stem(document_id)
     for t in (doc.title, *(s.name for s in doc.sections[:NAME_HEADINGS]), stem.replace("_", " ")):
         if words := name_words(t or ""):
             return list(dict.fromkeys(words))[:MAX_NAME_TERMS]

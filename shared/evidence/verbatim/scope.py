@@ -39,6 +39,7 @@ from evidence.ingest.sections import (
     NAME_TERMS_KEY,
     NAME_TITLE_KEY,
     NAME_VERSIONS_KEY,
+    VERSION_PHRASE,
     name_words,
     normal_version,
 )
@@ -54,8 +55,6 @@ MAX_TERMS = 12
 MAX_PASSAGES = 2000
 
 _NUMBER = r"(\d+(?:\.\d+)*)"
-#: A version standing on its own: "version 2", "ver. 3", "v2", "v 2.1".
-_FREE_VERSION = re.compile(rf"\b(?:version|ver\.?|v)\s?{_NUMBER}\b", re.IGNORECASE)
 #: A version after a word, which counts when that word names a document: "GPLv2", "GPL3", "GPL-2.0",
 #: "MPL 2.0", "GPL 3:" (an integer after a space only before punctuation or the end, so that
 #: "Lipitor 10 mg" gives no version).
@@ -69,7 +68,7 @@ _NAMED_VERSION = (
 
 def question_versions(question: str) -> tuple[list[str], list[tuple[str, str]]]:
     """The versions a question gives: those standing on their own, and (word, version) pairs."""
-    free = [normal_version(m.group(1)) for m in _FREE_VERSION.finditer(question)]
+    free = [normal_version(m.group(1)) for m in VERSION_PHRASE.finditer(question)]
     pairs = [
         (w, normal_version(m.group(2)))
         for rx in _NAMED_VERSION
