@@ -292,16 +292,15 @@ class QuestionPieces:
 
 def question_pieces(question: str, matrix: Any) -> QuestionPieces:
     """`matrix`: the question's piece vectors (`embed_tokens([question])[0]`, first window)."""
-    from evidence.embed.tokenizer import get_tokenizer
+    from evidence.embed.tokenizer import token_offsets
     from evidence.verbatim.grounding import word_rarity
     from evidence.verbatim.scoring import terms
 
     m = np.asarray(matrix, dtype=np.float32)
-    enc = get_tokenizer().encode(question, add_special_tokens=False)
     keep: list[int] = []
     weights: list[float] = []
     word_terms: list[frozenset[str]] = []
-    for i, (a, b) in enumerate(enc.offsets):
+    for i, (a, b) in enumerate(token_offsets(question)):
         if i >= len(m):
             break
         # The piece's whole word ("##pha" of "levorphanol"): BERT splits words on spaces and
