@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from evidence.config import Settings
 from evidence.ingest.parsers import parse_text
 from evidence.ingest.sections import document_name_title, document_name_versions, name_words
 from evidence.model import RetrieveRequest
@@ -20,6 +19,7 @@ from evidence.verbatim.scope import (
     question_versions,
     version_agreement,
 )
+from tests.unit.verbatim.verbatimkit import text_service
 
 BODY = """
 1. Definitions. "Program" means any work distributed under this License.
@@ -46,13 +46,7 @@ WIDGETS = {
 
 @pytest.fixture(scope="module")
 def widgets(tmp_path_factory: pytest.TempPathFactory) -> EvidenceService:
-    root = tmp_path_factory.mktemp("widgets")
-    (root / "docs").mkdir()
-    for name, text in WIDGETS.items():
-        (root / "docs" / name).write_text(text)
-    service = EvidenceService(Settings(store_dir=root / "store"))
-    assert not service.index_paths("w", [root / "docs"], embed=False).failed
-    return service
+    return text_service(tmp_path_factory, "w", WIDGETS)
 
 
 def names(service: EvidenceService, question: str) -> list[str] | None:

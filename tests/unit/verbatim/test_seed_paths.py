@@ -21,6 +21,7 @@ from evidence.verbatim.cascade import (
     VerbatimCascade,
 )
 from evidence.verbatim.scope import named_documents
+from tests.unit.verbatim.verbatimkit import text_service
 
 KNOWN = ["lipravex", "ferlostatin calcium", "ferlostatin", "zorvex", "talmopril maleate", "talmopril"]
 
@@ -111,13 +112,7 @@ Software infringes a patent; the patent grant then terminates immediately.
 
 @pytest.fixture(scope="module")
 def licences(tmp_path_factory: pytest.TempPathFactory) -> EvidenceService:
-    root = tmp_path_factory.mktemp("licences")
-    (root / "docs").mkdir()
-    for name, text in LICENCES.items():
-        (root / "docs" / name).write_text(text)
-    service = EvidenceService(Settings(store_dir=root / "store"))
-    assert not service.index_paths("lic", [root / "docs"], embed=False).failed
-    return service
+    return text_service(tmp_path_factory, "lic", LICENCES)
 
 
 @pytest.mark.parametrize("profile", ["verbatim", "default"])

@@ -16,7 +16,7 @@ import pytest
 from evidence.config import Settings
 from evidence.errors import ServiceUnavailableError
 from evidence.plan.verbatim import plan_question
-from evidence.records import Chunk, ChunkKind, SpanType
+from evidence.records import SpanType
 from evidence.service import EvidenceService
 from evidence.verbatim import span_rank
 from evidence.verbatim.cascade import HYBRID_FACTSPAN, CascadeConfig, VerbatimCascade
@@ -32,20 +32,7 @@ from evidence.verbatim.span_rank import (
     load_model,
     rank_spans,
 )
-
-
-def span(i: int, text: str, kind: SpanType = SpanType.SENTENCE, section: str = "Dosage") -> Chunk:
-    return Chunk(
-        chunk_id=f"s{i}",
-        document_id="d",
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=100 * i,
-        char_end=100 * i + len(text),
-        sequence=i,
-        section=section,
-        span_type=kind,
-    )
+from tests.unit.verbatim.verbatimkit import span
 
 
 @pytest.mark.parametrize(

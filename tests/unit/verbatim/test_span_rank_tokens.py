@@ -12,7 +12,6 @@ import pytest
 
 from evidence.embed.minilm import MiniLMEmbedder
 from evidence.errors import ServiceUnavailableError
-from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.span_rank import (
     DENSE_FEATURES,
     LEXICAL_FEATURES,
@@ -29,20 +28,7 @@ from evidence.verbatim.span_rank import (
     token_source,
     tokens_of,
 )
-
-
-def span(i: int, text: str, section: str = "Terms") -> Chunk:
-    return Chunk(
-        chunk_id=f"s{i}",
-        document_id="d",
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=100 * i,
-        char_end=100 * i + len(text),
-        sequence=i,
-        section=section,
-        span_type=SpanType.SENTENCE,
-    )
+from tests.unit.verbatim.verbatimkit import span
 
 
 def test_only_the_words_a_span_lacks_are_read_in_its_pieces() -> None:
@@ -78,7 +64,7 @@ PARAPHRASES = [
 def test_a_paraphrasing_span_ranks_above_a_word_sharing_one_with_the_real_model(
     question: str, paraphrase: str, distractor: str
 ) -> None:
-    spans = [span(0, distractor), span(1, paraphrase)]
+    spans = [span(0, distractor, section="Terms"), span(1, paraphrase, section="Terms")]
     lexical = {f: np.zeros(2) for f in LEXICAL_FEATURES}
     lexical["bm25"] = np.asarray([1.0, 0.2])  # the distractor shares the question's words
     model = SpanModel(

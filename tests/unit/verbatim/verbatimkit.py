@@ -1,0 +1,39 @@
+"""Builders the verbatim tests share: a span chunk, and a lexical-only service over texts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from evidence.config import Settings
+from evidence.records import Chunk, ChunkKind, SpanType
+from evidence.service import EvidenceService
+
+
+def span(i: int, text: str, kind: SpanType = SpanType.SENTENCE, section: str = "Dosage") -> Chunk:
+    """The `i`-th span of document "d", 100 characters after the one before."""
+    return Chunk(
+        chunk_id=f"s{i}",
+        document_id="d",
+        kind=ChunkKind.SPAN,
+        text=text,
+        char_start=100 * i,
+        char_end=100 * i + len(text),
+        sequence=i,
+        section=section,
+        span_type=kind,
+    )
+
+
+def text_service(
+    tmp_path_factory: pytest.TempPathFactory, index: str, documents: Mapping[str, str]
+) -> EvidenceService:
+    """A service whose index `index` holds `documents` (file name → text), indexed without vectors."""
+    root = tmp_path_factory.mktemp(index)
+    (root / "docs").mkdir()
+    for name, text in documents.items():
+        (root / "docs" / name).write_text(text)
+    service = EvidenceService(Settings(store_dir=root / "store"))
+    assert not service.index_paths(index, [root / "docs"], embed=False).failed
+    return service
