@@ -100,6 +100,9 @@ def test_closest_prefers_the_name_with_every_telling_word_accounted_for() -> Non
     # One generic word accounts for too little of either name to choose.
     other = {"a": {"name_title": ["gadget", "font", "license"]}, "b": {"name_title": ["font", "data"]}}
     assert closest(other, ["font"], []) == ["a", "b"]
+    # A word every candidate shares leaves nothing of "plain" unsaid, but one word of its three is
+    # less than half its name: that chooses neither.
+    assert closest(docs, ["widget"], []) == ["lesser", "plain"]
 
 
 @pytest.mark.parametrize(
