@@ -18,13 +18,14 @@ from tests.benchkit import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 QA = ROOT / "bench" / "qa"
-#: The blind families: never tuned on, measured once (bench/qa-blind/README.md); checked the same way.
+#: The blind families: never tuned on (bench/qa-blind/README.md); checked the same way. The first
+#: blind set (libffi, four licences) was retired into the suite once design choices had read it.
 BLIND = ROOT / "bench" / "qa-blind"
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
 FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
-BLIND_FAMILIES = sorted(p.name for p in BLIND.iterdir() if (p / "documents").is_dir())
+BLIND_FAMILIES = sorted(p.name for p in BLIND.iterdir() if (p / "documents").is_dir()) if BLIND.is_dir() else []
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
 
@@ -74,12 +75,11 @@ def test_every_blind_family_passes_the_check(family: str) -> None:
 
 def test_the_blind_set_is_apart_from_the_suite() -> None:
     # The fits read bench/qa; a blind family there would be tuned on.
-    assert {"technical-manual-libffi", "licence-plain-text"} <= set(BLIND_FAMILIES)
     assert not set(BLIND_FAMILIES) & set(FAMILIES)
 
 
 def test_the_suite_has_families() -> None:
-    assert {"drug-labels", "clinical-guideline"} <= set(FAMILIES)
+    assert {"drug-labels", "clinical-guideline", "technical-manual-libffi", "licence-plain-text"} <= set(FAMILIES)
 
 
 def test_a_clean_family_passes(tmp_path: Path) -> None:
