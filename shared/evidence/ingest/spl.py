@@ -37,6 +37,7 @@ _SKIP_CODES = frozenset({"48780-1"})
 #: Nested list items indent two spaces per level up to this depth (deeper ones stay at it), so
 #: the text grows linearly with the nesting.
 _MAX_INDENT_LEVELS = 8
+_BULLET_GLYPH = re.compile(r"[\u2022\u2023\u2043\u2219\u25aa\u25ab\u25cf\u25e6\u00b7*\-\u2013\u2014]?")
 _INLINE_SKIP = frozenset({f"{_V3}footnote", f"{_V3}renderMultiMedia", f"{_V3}observationMedia"})
 
 
@@ -123,17 +124,35 @@ def _table(b: _Builder, table: ElementTree.Element) -> None:
             first = False
 
 
+def _detach(parent: ElementTree.Element, child: ElementTree.Element) -> None:
+    """Remove `child` but keep its tail: in ElementTree the text after an element is that element's
+    tail, so `<item><caption>•</caption>Take with food.</item>` loses the item's words with a
+    plain `remove`."""
+    if child.tail:
+        siblings = list(parent)
+        at = siblings.index(child)
+        if at:
+            prev = siblings[at - 1]
+            prev.tail = (prev.tail or "") + child.tail
+        else:
+            parent.text = (parent.text or "") + child.tail
+    parent.remove(child)
+
+
 def _list(b: _Builder, lst: ElementTree.Element, depth: int = 0) -> None:
     ordered = lst.get("listType") == "ordered"
     first = True
     for n, item in enumerate(lst.findall(f"{_V3}item"), start=1):
         nested = [c for c in item if c.tag == f"{_V3}list"]
         for c in nested:
-            item.remove(c)
+            _detach(item, c)
         caption = item.find(f"{_V3}caption")
         label = _inline(caption) if caption is not None else ""
         if caption is not None:
-            item.remove(caption)
+            _detach(item, caption)
+        if _BULLET_GLYPH.fullmatch(label):
+            # a caption that only draws the bullet is the list marker, not a label
+            label = ""
         text = _inline(item)
         marker = f"{n}. " if ordered else "- "
         body = f"{label} {text}".strip() if label and not ordered else text

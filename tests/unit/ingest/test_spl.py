@@ -98,3 +98,21 @@ def test_parse_bytes_recognises_spl_by_extension_content_type_and_content() -> N
         assert doc.fmt == "spl" and doc.subject == ("Lipravex", "ferlostatin calcium")
     with pytest.raises(DocumentParseError, match="not FDA Structured Product Labeling"):
         parse_bytes(b"<?xml version='1.0'?><catalog><book/></catalog>", filename="books.xml")
+
+
+_BULLETS = b"""<document xmlns="urn:hl7-org:v3"><component><structuredBody><component><section>
+<code code="34071-1"/><title>5 WARNINGS</title><text><list listType="unordered">
+<item><caption>\xe2\x80\xa2</caption>Take with food.</item>
+<item><caption>a)</caption>Avoid alcohol.</item>
+<item>Stop if a rash appears<list><item>including a mild one</item></list> and call your doctor.</item>
+</list></text></section></component></structuredBody></component></document>"""
+
+
+def test_list_items_keep_the_text_after_a_caption_or_a_nested_list() -> None:
+    # ElementTree keeps the words after an element in its tail: removing the caption (a drawn
+    # bullet) or a nested list must not take the item's own text with it.
+    text = parse_spl(_BULLETS, "bullets.xml").text
+    assert "- Take with food." in text  # a bullet glyph caption is the marker, not a label
+    assert "- a) Avoid alcohol." in text
+    assert "- Stop if a rash appears and call your doctor." in text
+    assert "  - including a mild one" in text
