@@ -77,7 +77,7 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    out = read_evidence(row["question"], texts, groups, given, bodies).features(
+    out = read_evidence(row["question"], texts, groups, given, bodies, judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
     if "_best" in row:
@@ -269,6 +269,8 @@ SAFETY_NET = "HYBRID_FACTSPAN"
 #: evidence answering means); or `answerable`, the question has an answer (what the budget counts).
 LABELS = ("found", "answerable")
 GRID = [i / 100 for i in range(81)]
+#: `--nested`: the training budgets tried, tightest last.
+INNER_BUDGETS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03)
 #: What `--max-loss` bounds and what the floors then refuse the most of: `found`, the rows whose
 #: evidence held an answer (the recall given up) against those whose evidence did not; or
 #: `answerable`, answerable questions (the issue's false refusals) against unanswerable ones.
@@ -304,6 +306,7 @@ def run(
     budget: str = "found",
     label: str = "found",
     dense: dict[str, Any] | None = None,
+    nested: bool = False,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
@@ -334,13 +337,43 @@ def run(
             fold = dense["final"] if key == "final" else dense["families"][key]
             w, cosine = imputed(fold["model"], train, fold["floors"])
             return w, fold["floors"], cosine
+        losses = inner_budgets(train) if nested else dict.fromkeys(PROFILES, max_loss)
+        w, floors = fit_at(train, losses)
+        if nested:
+            floors = {**floors, "budgets": losses}  # type: ignore[dict-item]
+        return w, floors, None
+
+    def fit_at(train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+        """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
         w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
         p = probability(x_all, w)
         v = train & (prof == "verbatim")
-        floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
+        floor, net_floor = pick_floors(p[v], kept[v], net[v], losses["verbatim"], found[v])
         d = train & (prof == "default")
-        default = min(pick_floor(p[d], kept[d], max_loss, already[d]), default_cap)
-        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}, None
+        default = min(pick_floor(p[d], kept[d], losses["default"], already[d]), default_cap)
+        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
+
+    def inner_budgets(train: np.ndarray) -> dict[str, float]:
+        """`--nested`: each profile's training budget, learned from held-out folds inside `train`:
+        the largest of `INNER_BUDGETS` (at most `max_loss`) at which leaving each of `train`'s
+        families out in turn refuses at most `max_loss` of its answerable questions, pooled. A
+        budget met in-sample is exceeded on families the fit has not seen (the margin this buys)."""
+        inner_fams = sorted(set(fam[train]))
+        out: dict[str, float] = {}
+        for pr in PROFILES:
+            chosen = min(INNER_BUDGETS)
+            for b in sorted((x for x in INNER_BUDGETS if x <= max_loss + 1e-9), reverse=True):
+                refused = np.zeros(len(rows), dtype=bool)
+                for g in inner_fams:
+                    w, floors = fit_at(train & (fam != g), dict.fromkeys(PROFILES, b))
+                    sel = fam == g
+                    refused[sel] = ((probability(x_all, w) < bars(floors)) | already)[sel]
+                sel = train & (prof == pr) & kept
+                if np.mean(refused[sel]) <= max_loss:
+                    chosen = b
+                    break
+            out[pr] = chosen
+        return out
 
     def bars(floors: dict[str, float]) -> np.ndarray:
         return np.where(
@@ -434,6 +467,12 @@ def main() -> int:
         help="what --max-loss bounds: the rows whose evidence held an answer (found), or answerable "
         "questions (answerable: the issue's false refusals)",
     )
+    ap.add_argument(
+        "--nested",
+        action="store_true",
+        help="learn each profile's training budget from held-out folds inside the training families "
+        "(the largest at which their pooled held-out false refusals stay within --max-loss)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--label",
@@ -447,7 +486,9 @@ def main() -> int:
     dense = [c for c in args.features.split(",") if c]
     if any(c in TOKEN_FEATURES for c in dense):
         read_tokens(rows, args.rows.with_name("token_best.json"))
-    fitted = run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label)
+    fitted = run(
+        rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label, nested=args.nested
+    )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.
     report = {

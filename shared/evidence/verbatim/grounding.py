@@ -175,9 +175,17 @@ class Reading:
     missing: tuple[str, ...]
     rare_missing: float = 0.0
     rare_cover: float = 1.0
+    index_grounding: float = 1.0
+    index_absent: float = 0.0
+    rarest_carried: float = 1.0
+    typed_rarest: float = 1.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
+            "index_grounding": self.index_grounding,
+            "index_absent": self.index_absent,
+            "rarest_carried": self.rarest_carried,
+            "typed_rarest": self.typed_rarest,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -196,12 +204,15 @@ def read_evidence(
     groups: Sequence[Sequence[str]],
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
+    df: Mapping[str, int] | None = None,
 ) -> Reading:
     """Read `texts` (spans or hits, each with its headings) against `question`'s concepts
     (`groups`). `given`: concepts every text carries by construction (the attribute whose pattern
     the verbatim `ATTRIBUTE_LOOKUP` matched), counted in each text but read as no answer.
     `bodies`: each text without its headings, where an answer of the expected kind is looked for
-    (a heading's "4.2.2." is no count, no size); by default the texts themselves."""
+    (a heading's "4.2.2." is no count, no size); by default the texts themselves. `df`: how many
+    of the index's passages use each concept term (`index_df`), for the index features
+    (`index_reading`); None when not read."""
     from evidence.verbatim.scoring import grounding, terms
 
     weights = concept_weights(question, groups)
@@ -234,7 +245,23 @@ def read_evidence(
     ) / (1 + _BASE_WEIGHT)
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
+    by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
+    if df is not None and types:
+        # The typed key read with the index's rarity: the text stating the kind asked must carry
+        # the subject concept the documents use least (the qualifier), not just a word of the
+        # subject they all talk about.
+        top = max((index_rarity(c, df) for c in subject), default=0.0)
+        rarest = [c for c in subject if index_rarity(c, df) >= top - 1e-9]
+        by_index["typed_rarest"] = (
+            1.0
+            if any(
+                any(a.reads_in(body) for a in types) and (not rarest or grounding(rarest, [t, *given])[0] > 0)
+                for t, body in zip(texts, bodies if bodies is not None else texts, strict=True)
+            )
+            else 0.0
+        )
     return Reading(
+        **by_index,
         rare_missing=rare_missing,
         rare_cover=rare_cover,
         grounding=g,
@@ -244,6 +271,47 @@ def read_evidence(
         typed_key=1.0 if typed_key or not types else 0.0,
         missing=tuple(missing),
     )
+
+
+def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
+    """How rare a concept is in the index, in [0, 1]: 1 when no passage uses any of its terms,
+    0 when one of them is in `DF_CAP` passages or more (linear between). Unlike `word_rarity`
+    (rare in English), this reads the documents asked: "maximum" or "release" is common English
+    but rare in a manual that states no limits and no versions, while its subject ("ffi_call")
+    is everywhere in it."""
+    used = max((df.get(t, 0) for t in concept), default=0)
+    return 1.0 - min(used, DF_CAP) / DF_CAP
+
+
+def index_reading(
+    concepts: Sequence[Sequence[str]], evidence: Sequence[str], df: Mapping[str, int]
+) -> dict[str, float]:
+    """The index features of `Reading`, from the concepts' passage counts in the index (`df`):
+
+    - `index_grounding`: the share of the concepts some evidence text carries, each weighted by
+      `_BASE_WEIGHT` + its `index_rarity`: the question's qualifier, rare in the documents,
+      weighs more than the subject they all talk about;
+    - `index_absent`: 1 when the index uses some concept nowhere (no passage holds any of its
+      terms): no retrieval could find evidence for it;
+    - `rarest_carried`: 1 when the evidence carries the concept the index uses least (ties: all
+      of the rarest), else 0.
+    """
+    from evidence.verbatim.scoring import grounding
+
+    concepts = [tuple(c) for c in dict.fromkeys(tuple(x) for x in concepts if x)]
+    if not concepts:
+        return {"index_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
+    rarity = {c: index_rarity(c, df) for c in concepts}
+    weights = {t: _BASE_WEIGHT + rarity[c] for c in concepts for t in c}
+    share, missing = grounding(concepts, evidence, weights)
+    absent = set(missing)
+    top = max(rarity.values())
+    rarest = [c for c in concepts if rarity[c] >= top - 1e-9]
+    return {
+        "index_grounding": share,
+        "index_absent": 1.0 if any(max(df.get(t, 0) for t in c) == 0 for c in concepts) else 0.0,
+        "rarest_carried": 0.0 if any(c[0] in absent for c in rarest) else 1.0,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +342,7 @@ def judge(
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
     agreement: float | None = None,
+    df: Mapping[str, int] | None = None,
 ) -> Verdict:
     """The one refusal signal: does evidence (`texts`: spans or hits with their headings) carry
     what `question` asks? `groups`: the question's concepts (`verbatim.cascade.question_groups`,
@@ -281,8 +350,8 @@ def judge(
     with the evidence's passages, None when the index has no fitted embedder (then the
     grounding-only model); `agreement`: `passage_agreement` over the evidence's documents, None
     when it could not be read (then fixed at `LEXICAL_AGREEMENT`; without a cosine it is not
-    read); `given`, `bodies`: see `read_evidence`."""
-    reading = read_evidence(question, texts, groups, given, bodies)
+    read); `given`, `bodies`, `df`: see `read_evidence`."""
+    reading = read_evidence(question, texts, groups, given, bodies, df)
     if cosine is None:
         model, agreement = LEXICAL_MODEL, None
     elif agreement is None:
@@ -334,6 +403,24 @@ def evidence_agreement(
     if cosine is None or ranker is None:
         return None
     return ranker(list(dict.fromkeys(documents)))
+
+
+#: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
+DF_CAP = 50
+
+
+def index_df(backend: SearchBackend, index: str, words: Iterable[str]) -> dict[str, int] | None:
+    """How many of the index's passages use each term of `words` (analysed terms, as
+    `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend: a question term the
+    whole index never or rarely uses is a qualifier the documents cannot answer ("RISC-V" in a
+    manual that names no platform). None when the backend cannot rank."""
+    out: dict[str, int] = {}
+    try:
+        for t in dict.fromkeys(words):
+            out[t] = len(backend.lexical(index, t, k=DF_CAP, kind=ChunkKind.PASSAGE))
+    except EvidenceError:
+        return None
+    return out
 
 
 def grounding_confidence(p: float, floor: float) -> float:
@@ -394,19 +481,28 @@ def apply_grounding(
     groups: Sequence[Sequence[str]],
     *,
     ranker: Callable[[Sequence[str]], float | None] | None = None,
+    counter: Callable[[Sequence[str]], Mapping[str, int] | None] | None = None,
 ) -> AnswerSignal:
     """`signal` (the cosine/coverage answerability of `default`/`vrm`) with the refusal signal's
     features added, refused when the answer probability falls below `floor` (0 switches the
     refusal off; the features are still reported). The cosine is the one `signal` read (the
     first hits' best cosine with the query), used only when `signal` read it on a calibrated
     embedder (`basis` dense); then `ranker` reads the agreement over the first hits' documents
-    (`passage_agreement` bound to the index and the query)."""
+    (`passage_agreement` bound to the index and the query). `counter` reads the concepts' passage
+    counts in the index (`index_df` bound to the index), for the index features."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
     groups = unnamed_groups(query, groups, hits[:HEAD])
     agreed = evidence_agreement(cosine, (c.chunk.document_id for c in hits[:HEAD]), ranker)
+    df = counter([t for g in groups for t in g]) if counter is not None else None
     verdict = judge(
-        query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits), agreement=agreed
+        query,
+        hit_texts(hits),
+        cosine=cosine,
+        groups=groups,
+        bodies=hit_bodies(hits),
+        agreement=agreed,
+        df=df,
     )
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):
