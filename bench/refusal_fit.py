@@ -77,7 +77,7 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    out = read_evidence(row["question"], texts, groups, given, bodies, judged.get("df")).features(
+    out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
     if "_best" in row:
@@ -473,6 +473,13 @@ def main() -> int:
         help="learn each profile's training budget from held-out folds inside the training families "
         "(the largest at which their pooled held-out false refusals stay within --max-loss)",
     )
+    ap.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="the default profile's cosine/coverage bar (`answer_min_confidence`) to fit with: its "
+        "refusals are re-read from each row's recorded confidence (default: as recorded)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--label",
@@ -483,6 +490,12 @@ def main() -> int:
     )
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
+    if args.min_confidence is not None:
+        # With every grounding floor off, a default row's confidence is the cosine/coverage
+        # signal's own probability: its refusals at another bar are read from it.
+        for r in rows:
+            if r["profile"] == "default":
+                r["can_answer"] = r["confidence"] >= args.min_confidence
     dense = [c for c in args.features.split(",") if c]
     if any(c in TOKEN_FEATURES for c in dense):
         read_tokens(rows, args.rows.with_name("token_best.json"))

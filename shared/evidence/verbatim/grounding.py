@@ -75,17 +75,30 @@ class RefusalModel:
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key,agreement`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.5424, "cosine": 2.7083, "typed_key": 1.3007, "agreement": 1.1863}, bias=-3.5869
+    {
+        "grounding": 1.6707,
+        "cosine": 1.7349,
+        "typed_key": 1.0992,
+        "agreement": 1.0179,
+        "index_absent": -0.3105,
+        "typed_rarest": 0.1974,
+    },
+    bias=-2.9393,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.475
-LEXICAL_AGREEMENT = 0.4934
+LEXICAL_COSINE = 0.425
+LEXICAL_AGREEMENT = 0.563
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
+#: `relative_grounding`: a question whose most used concept is in fewer passages reads every
+#: concept's rarity against this many.
+_MIN_COMMON = 5
+#: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
+DF_CAP = 50
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
@@ -94,12 +107,12 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: most unanswerable training questions within the budget is kept: on the current ranking none
 #: for the rule paths (0.0: the budget goes to the safety net), 0.41 for the safety net
 #: (HYBRID_FACTSPAN, no bar of its own).
-REFUSAL_FLOOR = 0.0
-SAFETY_NET_FLOOR = 0.41
+REFUSAL_FLOOR = 0.33
+SAFETY_NET_FLOOR = 0.34
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own against the same budget; capped
 #: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2679
+HITS_REFUSAL_FLOOR = 0.29
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -179,6 +192,8 @@ class Reading:
     index_absent: float = 0.0
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
+    relative_grounding: float = 1.0
+    absent_weight: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -186,6 +201,8 @@ class Reading:
             "index_absent": self.index_absent,
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
+            "relative_grounding": self.relative_grounding,
+            "absent_weight": self.absent_weight,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -204,6 +221,7 @@ def read_evidence(
     groups: Sequence[Sequence[str]],
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
+    *,
     df: Mapping[str, int] | None = None,
 ) -> Reading:
     """Read `texts` (spans or hits, each with its headings) against `question`'s concepts
@@ -246,6 +264,12 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
+    if df is not None:
+        # The English weight of the most specific concept the index never uses.
+        by_index["absent_weight"] = max(
+            (max(weights.get(t, 1.0) for t in c) for c in concepts if max(df.get(t, 0) for t in c) == 0),
+            default=0.0,
+        ) / (1 + _BASE_WEIGHT)
     if df is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -270,17 +294,19 @@ def read_evidence(
         answer_type=1.0 if typed or not types else 0.0,
         typed_key=1.0 if typed_key or not types else 0.0,
         missing=tuple(missing),
+        # Without passage counts the rarest concept is unknown: the typed key is read as it is.
+        **({} if df is not None else {"typed_rarest": 1.0 if typed_key or not types else 0.0}),
     )
 
 
-def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
+def index_rarity(concept: Sequence[str], df: Mapping[str, int], common: int = DF_CAP) -> float:
     """How rare a concept is in the index, in [0, 1]: 1 when no passage uses any of its terms,
     0 when one of them is in `DF_CAP` passages or more (linear between). Unlike `word_rarity`
     (rare in English), this reads the documents asked: "maximum" or "release" is common English
     but rare in a manual that states no limits and no versions, while its subject ("ffi_call")
     is everywhere in it."""
     used = max((df.get(t, 0) for t in concept), default=0)
-    return 1.0 - min(used, DF_CAP) / DF_CAP
+    return 1.0 - min(used, common) / max(common, 1)
 
 
 def index_reading(
@@ -300,14 +326,18 @@ def index_reading(
 
     concepts = [tuple(c) for c in dict.fromkeys(tuple(x) for x in concepts if x)]
     if not concepts:
-        return {"index_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
+        return {"index_grounding": 1.0, "relative_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
     rarity = {c: index_rarity(c, df) for c in concepts}
     weights = {t: _BASE_WEIGHT + rarity[c] for c in concepts for t in c}
     share, missing = grounding(concepts, evidence, weights)
+    common = max(_MIN_COMMON, max(max(df.get(t, 0) for t in c) for c in concepts))
+    rel = {c: index_rarity(c, df, min(common, DF_CAP)) for c in concepts}
+    rel_share, _ = grounding(concepts, evidence, {t: _BASE_WEIGHT + rel[c] for c in concepts for t in c})
     absent = set(missing)
     top = max(rarity.values())
     rarest = [c for c in concepts if rarity[c] >= top - 1e-9]
     return {
+        "relative_grounding": rel_share,
         "index_grounding": share,
         "index_absent": 1.0 if any(max(df.get(t, 0) for t in c) == 0 for c in concepts) else 0.0,
         "rarest_carried": 0.0 if any(c[0] in absent for c in rarest) else 1.0,
@@ -351,7 +381,7 @@ def judge(
     grounding-only model); `agreement`: `passage_agreement` over the evidence's documents, None
     when it could not be read (then fixed at `LEXICAL_AGREEMENT`; without a cosine it is not
     read); `given`, `bodies`, `df`: see `read_evidence`."""
-    reading = read_evidence(question, texts, groups, given, bodies, df)
+    reading = read_evidence(question, texts, groups, given, bodies, df=df)
     if cosine is None:
         model, agreement = LEXICAL_MODEL, None
     elif agreement is None:
@@ -403,10 +433,6 @@ def evidence_agreement(
     if cosine is None or ranker is None:
         return None
     return ranker(list(dict.fromkeys(documents)))
-
-
-#: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
-DF_CAP = 50
 
 
 def index_df(backend: SearchBackend, index: str, words: Iterable[str]) -> dict[str, int] | None:

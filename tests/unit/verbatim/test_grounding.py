@@ -70,12 +70,13 @@ def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answere
 
 def test_a_missing_specific_word_weighs_more_than_a_missing_common_one() -> None:
     # "arbitration" missing (the subject of disputes is there): refused as the safety net's evidence
-    # far from the question (cosine 0.1); the same evidence with the word present is answered.
-    missing = _judge(DISPUTE, [COURTS], cosine=0.1)
+    # far from the question (cosine 0.1, the rankings disagreeing); the same evidence with the
+    # word present is answered.
+    missing = _judge(DISPUTE, [COURTS], cosine=0.1, agreement=0.0)
     assert "arbitr" in missing.missing and missing.refused(SAFETY_NET_FLOOR)
-    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.1).refused(SAFETY_NET_FLOOR)
+    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.1, agreement=0.0).refused(SAFETY_NET_FLOOR)
     # Only the common words missing: a much smaller loss than the specific one.
-    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.1)
+    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.1, agreement=0.0)
     assert common.probability > missing.probability
 
 
@@ -126,14 +127,17 @@ def test_confidence_lands_on_half_exactly_at_the_floor() -> None:
         assert grounding_confidence(1.0, floor) == pytest.approx(1.0)
 
 
-def _judge(question: str, texts: list[str], cosine: float | None = None) -> Verdict:
-    return judge(question, texts, cosine=cosine, groups=question_groups(question))
+def _judge(
+    question: str, texts: list[str], cosine: float | None = None, agreement: float | None = None
+) -> Verdict:
+    return judge(question, texts, cosine=cosine, groups=question_groups(question), agreement=agreement)
 
 
 def _apply(text: str, floor: float = HITS_REFUSAL_FLOOR) -> AnswerSignal:
     hits = [cand(chunk("c0", text), 1.0)]
     before = AnswerSignal(0.9, True, "dense", {"cosine": 0.1, "coverage": 0.8})
-    return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE))
+    # The rankings disagree on where the answer is (a ranker reading agreement 0).
+    return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE), ranker=lambda _: 0.0)
 
 
 def test_apply_grounding_refuses_hits_without_the_slot_and_the_verdicts_agree() -> None:
@@ -325,7 +329,8 @@ TOGETHER = [
 def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> None:
     # Every concept of the question is carried, and a currency amount is there: but for another
     # thing. Refused; the same evidence with the plan's own price answers.
-    elsewhere, together = _judge(PRICE, ELSEWHERE, cosine=0.3), _judge(PRICE, TOGETHER, cosine=0.3)
+    elsewhere = _judge(PRICE, ELSEWHERE, cosine=0.3, agreement=0.0)
+    together = _judge(PRICE, TOGETHER, cosine=0.3, agreement=0.0)
     groups = question_groups(PRICE)
     assert read_evidence(PRICE, ELSEWHERE, groups).grounding == 1.0
     assert read_evidence(PRICE, ELSEWHERE, groups).typed_key == 0.0
@@ -334,7 +339,8 @@ def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> N
     # The first hits' floor is lower (fitted with the cosine/coverage signal's refusals counted):
     # it refuses the price elsewhere once the hits read further from the question, never the
     # plan's own price.
-    far, far_together = _judge(PRICE, ELSEWHERE, cosine=0.1), _judge(PRICE, TOGETHER, cosine=0.1)
+    far = _judge(PRICE, ELSEWHERE, cosine=0.1, agreement=0.0)
+    far_together = _judge(PRICE, TOGETHER, cosine=0.1, agreement=0.0)
     assert far.refused(HITS_REFUSAL_FLOOR) and not far_together.refused(HITS_REFUSAL_FLOOR)
     assert not together.refused(HITS_REFUSAL_FLOOR) and elsewhere.probability < together.probability - 0.2
     assert "typed_key" in DENSE_MODEL.coefficients and "typed_key" in LEXICAL_MODEL.coefficients
@@ -438,7 +444,9 @@ def test_the_qualifier_rare_in_the_index_weighs_more_than_the_subject() -> None:
 
 def test_without_passage_counts_the_index_features_read_nothing_missing() -> None:
     r = read_evidence(LIMIT_Q, [ABOUT], LIMIT_GROUPS)
-    assert (r.index_grounding, r.index_absent, r.rarest_carried, r.typed_rarest) == (1.0, 0.0, 1.0, 1.0)
+    # Without counts the typed key is read as it is (the English-heaviest key concept).
+    assert (r.index_grounding, r.index_absent, r.rarest_carried) == (1.0, 0.0, 1.0)
+    assert r.typed_rarest == r.typed_key
     used = {t: DF_CAP for g in LIMIT_GROUPS for t in g}
     r = read_evidence(LIMIT_Q, [ABOUT], LIMIT_GROUPS, df=used)
     assert r.index_absent == 0.0
@@ -484,4 +492,9 @@ def test_apply_grounding_counts_the_questions_terms_in_the_index() -> None:
     signal = AnswerSignal(0.9, True, "lexical", {})
     out = apply_grounding(TERM, hits, signal, 0.0, question_groups(TERM), counter=counter)
     assert asked and set(asked[0]) == {t for g in question_groups(TERM) for t in g}
-    assert "answer_probability" in out.features
+    # The counts reach the model: a concept the index never uses lowers the probability.
+    common = apply_grounding(
+        TERM, hits, signal, 0.0, question_groups(TERM), counter=lambda ws: dict.fromkeys(ws, DF_CAP)
+    )
+    assert DENSE_MODEL.coefficients["index_absent"] < 0
+    assert out.features["answer_probability"] < common.features["answer_probability"]
