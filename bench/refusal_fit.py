@@ -46,7 +46,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,71 @@ def pick_floors(
     return best[2], best[3]
 
 
+@dataclass(frozen=True)
+class Fitter:
+    """One fit's rows: the features (`x`), what the model learns as positive (`target`), and what
+    the floors read (see `run`)."""
+
+    x: np.ndarray
+    target: np.ndarray
+    prof: np.ndarray
+    kept: np.ndarray
+    net: np.ndarray
+    found: np.ndarray
+    already: np.ndarray
+    default_cap: float
+
+    def fit_at(self, train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+        """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
+        w = fit_logistic(self.x[train], self.target[train].astype(float))
+        p = probability(self.x, w)
+        v = train & (self.prof == "verbatim")
+        floor, net_floor = pick_floors(p[v], self.kept[v], self.net[v], losses["verbatim"], self.found[v])
+        d = train & (self.prof == "default")
+        default = min(pick_floor(p[d], self.kept[d], losses["default"], self.already[d]), self.default_cap)
+        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
+
+    def bars(self, floors: dict[str, float]) -> np.ndarray:
+        """Each row's floor."""
+        return np.where(
+            self.prof == "default",
+            floors["default"],
+            np.where(self.net, floors["safety_net"], floors["verbatim"]),
+        )
+
+    def refuse_at(self, train: np.ndarray, losses: dict[str, float]) -> np.ndarray:
+        """Every row refused by the model and floors fitted on `train` within `losses`."""
+        w, floors = self.fit_at(train, losses)
+        return (probability(self.x, w) < self.bars(floors)) | self.already
+
+
+def inner_budgets(
+    train: np.ndarray,
+    fam: np.ndarray,
+    verbatim: np.ndarray,
+    kept: np.ndarray,
+    max_loss: float,
+    *,
+    refuse_at: Callable[[np.ndarray, dict[str, float]], np.ndarray],
+) -> dict[str, float]:
+    """`--nested`: each profile's training budget, learned from held-out folds inside `train`: the
+    largest of `INNER_BUDGETS` (at most `max_loss`) at which leaving each of `train`'s families out
+    in turn (`refuse_at`: the rows refused by what the others fit) refuses at most `max_loss` of
+    its rows to keep, pooled. A budget met in-sample is exceeded on families the fit has not seen;
+    this is the margin that buys."""
+    out: dict[str, float] = {}
+    for pr, mine in (("verbatim", verbatim), ("default", ~verbatim)):
+        out[pr] = min(INNER_BUDGETS)
+        for b in sorted((x for x in INNER_BUDGETS if x <= max_loss + 1e-9), reverse=True):
+            refused = np.zeros(len(fam), dtype=bool)
+            for g in sorted(set(fam[train])):
+                refused[fam == g] = refuse_at(train & (fam != g), dict.fromkeys(PROFILES, b))[fam == g]
+            if np.mean(refused[train & mine & kept]) <= max_loss:
+                out[pr] = b
+                break
+    return out
+
+
 def run(
     rows: list[dict[str, Any]],
     max_loss: float,
@@ -324,6 +390,9 @@ def run(
     already = np.array([r["profile"] == "default" and not r.get("can_answer", True) for r in rows])
 
     kept = found if budget == "found" else answerable
+    target = answerable if label == "answerable" else found
+    fitter = Fitter(x_all, target, prof, kept, net, found, already, default_cap)
+    bars = fitter.bars
 
     def agreement_mean(train: np.ndarray) -> float:
         """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
@@ -337,48 +406,13 @@ def run(
             fold = dense["final"] if key == "final" else dense["families"][key]
             w, cosine = imputed(fold["model"], train, fold["floors"])
             return w, fold["floors"], cosine
-        losses = inner_budgets(train) if nested else dict.fromkeys(PROFILES, max_loss)
-        w, floors = fit_at(train, losses)
-        if nested:
-            floors = {**floors, "budgets": losses}  # type: ignore[dict-item]
-        return w, floors, None
-
-    def fit_at(train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
-        """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
-        w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
-        p = probability(x_all, w)
-        v = train & (prof == "verbatim")
-        floor, net_floor = pick_floors(p[v], kept[v], net[v], losses["verbatim"], found[v])
-        d = train & (prof == "default")
-        default = min(pick_floor(p[d], kept[d], losses["default"], already[d]), default_cap)
-        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
-
-    def inner_budgets(train: np.ndarray) -> dict[str, float]:
-        """`--nested`: each profile's training budget, learned from held-out folds inside `train`:
-        the largest of `INNER_BUDGETS` (at most `max_loss`) at which leaving each of `train`'s
-        families out in turn refuses at most `max_loss` of its answerable questions, pooled. A
-        budget met in-sample is exceeded on families the fit has not seen (the margin this buys)."""
-        inner_fams = sorted(set(fam[train]))
-        out: dict[str, float] = {}
-        for pr in PROFILES:
-            chosen = min(INNER_BUDGETS)
-            for b in sorted((x for x in INNER_BUDGETS if x <= max_loss + 1e-9), reverse=True):
-                refused = np.zeros(len(rows), dtype=bool)
-                for g in inner_fams:
-                    w, floors = fit_at(train & (fam != g), dict.fromkeys(PROFILES, b))
-                    sel = fam == g
-                    refused[sel] = ((probability(x_all, w) < bars(floors)) | already)[sel]
-                sel = train & (prof == pr) & kept
-                if np.mean(refused[sel]) <= max_loss:
-                    chosen = b
-                    break
-            out[pr] = chosen
-        return out
-
-    def bars(floors: dict[str, float]) -> np.ndarray:
-        return np.where(
-            prof == "default", floors["default"], np.where(net, floors["safety_net"], floors["verbatim"])
+        losses = (
+            inner_budgets(train, fam, prof == "verbatim", kept, max_loss, refuse_at=fitter.refuse_at)
+            if nested
+            else dict.fromkeys(PROFILES, max_loss)
         )
+        w, floors = fitter.fit_at(train, losses)
+        return w, {**floors, "budgets": losses}, None  # type: ignore[dict-item]
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
         """The dense model `m` over `columns` with its agreement fixed at its mean over the training

@@ -115,7 +115,11 @@ def main() -> int:
     args = ap.parse_args()
     floors_off()
     record_judgements()
-    settings = Settings(store_dir=args.store).model_copy(update={"answer_min_grounding": 0.0})
+    # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py
+    # --min-confidence` re-reads its refusals at the bar being fitted.
+    settings = Settings(store_dir=args.store).model_copy(
+        update={"answer_min_grounding": 0.0, "answer_min_confidence": 0.5}
+    )
     service = EvidenceService(settings)
     wanted = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []

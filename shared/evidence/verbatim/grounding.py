@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from evidence.errors import EvidenceError
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
-from evidence.rank.confidence import HEAD, AnswerSignal
+from evidence.rank.confidence import HEAD, AnswerSignal, on_bar
 from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
@@ -94,9 +94,6 @@ LEXICAL_AGREEMENT = 0.563
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
-#: `relative_grounding`: a question whose most used concept is in fewer passages reads every
-#: concept's rarity against this many.
-_MIN_COMMON = 5
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
 DF_CAP = 50
 #: The embedders whose cosines the dense model was fitted on.
@@ -192,8 +189,6 @@ class Reading:
     index_absent: float = 0.0
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
-    relative_grounding: float = 1.0
-    absent_weight: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -201,8 +196,6 @@ class Reading:
             "index_absent": self.index_absent,
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
-            "relative_grounding": self.relative_grounding,
-            "absent_weight": self.absent_weight,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -264,12 +257,6 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
-    if df is not None:
-        # The English weight of the most specific concept the index never uses.
-        by_index["absent_weight"] = max(
-            (max(weights.get(t, 1.0) for t in c) for c in concepts if max(df.get(t, 0) for t in c) == 0),
-            default=0.0,
-        ) / (1 + _BASE_WEIGHT)
     if df is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -299,14 +286,14 @@ def read_evidence(
     )
 
 
-def index_rarity(concept: Sequence[str], df: Mapping[str, int], common: int = DF_CAP) -> float:
+def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
     """How rare a concept is in the index, in [0, 1]: 1 when no passage uses any of its terms,
     0 when one of them is in `DF_CAP` passages or more (linear between). Unlike `word_rarity`
     (rare in English), this reads the documents asked: "maximum" or "release" is common English
     but rare in a manual that states no limits and no versions, while its subject ("ffi_call")
     is everywhere in it."""
     used = max((df.get(t, 0) for t in concept), default=0)
-    return 1.0 - min(used, common) / max(common, 1)
+    return 1.0 - min(used, DF_CAP) / DF_CAP
 
 
 def index_reading(
@@ -326,18 +313,14 @@ def index_reading(
 
     concepts = [tuple(c) for c in dict.fromkeys(tuple(x) for x in concepts if x)]
     if not concepts:
-        return {"index_grounding": 1.0, "relative_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
+        return {"index_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
     rarity = {c: index_rarity(c, df) for c in concepts}
     weights = {t: _BASE_WEIGHT + rarity[c] for c in concepts for t in c}
     share, missing = grounding(concepts, evidence, weights)
-    common = max(_MIN_COMMON, max(max(df.get(t, 0) for t in c) for c in concepts))
-    rel = {c: index_rarity(c, df, min(common, DF_CAP)) for c in concepts}
-    rel_share, _ = grounding(concepts, evidence, {t: _BASE_WEIGHT + rel[c] for c in concepts for t in c})
     absent = set(missing)
     top = max(rarity.values())
     rarest = [c for c in concepts if rarity[c] >= top - 1e-9]
     return {
-        "relative_grounding": rel_share,
         "index_grounding": share,
         "index_absent": 1.0 if any(max(df.get(t, 0) for t in c) == 0 for c in concepts) else 0.0,
         "rarest_carried": 0.0 if any(c[0] in absent for c in rarest) else 1.0,
@@ -452,12 +435,8 @@ def index_df(backend: SearchBackend, index: str, words: Iterable[str]) -> dict[s
 def grounding_confidence(p: float, floor: float) -> float:
     """The answer probability on the confidence scale every profile shares (`can_answer` at 0.5):
     piecewise linear, 0.5 exactly at the refusal floor, so `confidence`, `can_answer` and
-    NO_RESULT agree."""
-    if floor <= 0:
-        return 0.5 + 0.5 * p
-    if p < floor:
-        return 0.5 * p / floor
-    return 0.5 + 0.5 * (p - floor) / (1 - floor) if floor < 1 else 1.0
+    NO_RESULT agree (`rank.confidence.on_bar`, which the cosine/coverage signal reads too)."""
+    return on_bar(p, floor)
 
 
 def unnamed_groups(
