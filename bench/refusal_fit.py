@@ -2,7 +2,9 @@
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
-           [--default-cap 0.30] [--features grounding,cosine,typed_key,agreement] [--label found] [--json]
+           [--default-cap 0.30] [--min-confidence 0.3] [--nested]
+           [--features grounding,cosine,typed_key,agreement,index_absent,typed_rarest]
+           [--label found] [--json]
 (a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
 in token_best.json next to rows.json)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
@@ -34,11 +36,16 @@ each held-out family, on the other four:
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
-the model and floors fitted on all five families, scored in-sample too: what ships
+the model and floors fitted on every family, scored in-sample too: what ships
 (`DENSE_MODEL`, `LEXICAL_COSINE`, `LEXICAL_AGREEMENT`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`,
 `HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
 `--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
 must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
+`--min-confidence` re-reads the default profile's cosine/coverage refusals at another bar
+(`answer_min_confidence`; the rows record them at 0.5, where the confidence is the probability).
+`--nested` learns each profile's training budget from folds inside the training families (the
+largest budget whose inner held-out false refusals stay within `--max-loss`): a margin for
+families the fit has not seen (measured, not the shipped setting: docs/verbatim.md#honest-refusal).
 """
 
 from __future__ import annotations
@@ -554,7 +561,7 @@ def main() -> int:
         print(json.dumps(report, indent=1))
         return 0
     for name, r in report.items():
-        print(f"== {name} model (final, fitted on all five: {r['final']})")
+        print(f"== {name} model (final, fitted on every family: {r['final']})")
         for f, m in r["families"].items():
             for pr in PROFILES:
                 print(f"{f:<20} {pr:<9} floors {m['floors']} {m[pr]}")
@@ -570,6 +577,8 @@ def main() -> int:
     floors = report["dense"]["final"]["floors"]
     print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
     print(f"HITS_REFUSAL_FLOOR = {floors['default']}")
+    if args.min_confidence is not None:
+        print(f"answer_min_confidence = {args.min_confidence}  (config.py, fitted with it)")
     return 0
 
 
