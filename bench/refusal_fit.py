@@ -19,7 +19,7 @@ answerability refused it anyway.
 The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, the cosine
 and the agreement as recorded) are recomputed here with the shipped code, so a change to the
 weights, the answer-type lexicon or a feature is measured without asking the service again. For
-each held-out family, on the other four:
+each held-out family, on the others:
 
 1. a logistic model over `--features` is fitted with Newton's method on both profiles' rows
    pooled (one signal): positive = the evidence holds an answer, negative = it does not
@@ -460,7 +460,7 @@ def run(
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     for pr in PROFILES:
         sel = prof == pr
-        # pooled held-out: each family scored with what the other four fitted
+        # pooled held-out: each family scored with what the others fitted
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     train = np.ones(len(rows), dtype=bool)
     w, floors, cosine = fit(train, "final")
