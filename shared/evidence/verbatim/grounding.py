@@ -1,6 +1,6 @@
 """The refusal signal every profile shares (docs/verbatim.md, Honest refusal).
 
-Evidence answers a question only if it carries what the question asks about. Three readings of
+Evidence answers a question only if it carries what the question asks about. Several readings of
 the evidence, combined by a logistic model fitted leave-one-family-out on the QA suite
 (`bench/refusal_fit.py`, `make refusal-fit`):
 
@@ -23,6 +23,10 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   `AGREEMENT_DEPTH`). An answerable question points both at its answer; an unanswerable one
   scatters them over loosely related passages (`passage_agreement`; dense indexes only, like the
   cosine).
+- `index_absent` and `typed_rarest`: what the index's documents use of the question's concepts
+  (`index_df`: passage counts from the BM25 backend): 1 when a concept is used by no passage at
+  all; the typed key with the concept the index uses least (the qualifier, "autoremoved", not
+  the subject every passage names) next to the value.
 
 `Verdict.probability` is the model's probability that the evidence answers; evidence is refused
 below a floor (`EVIDENCE_ANSWER_MIN_GROUNDING` for `default`/`vrm`, `CascadeConfig.min_grounding`
@@ -71,9 +75,10 @@ class RefusalModel:
         return RefusalModel(rest, self.bias + self.coefficients.get(feature, 0.0) * value)
 
 
-#: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
+#: Fitted on the seven QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
-#: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key,agreement`, `final`).
+#: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
+#: --features grounding,cosine,typed_key,agreement,index_absent,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
     {
         "grounding": 1.6707,
@@ -101,14 +106,14 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
-#: most unanswerable training questions within the budget is kept: on the current ranking none
-#: for the rule paths (0.0: the budget goes to the safety net), 0.41 for the safety net
-#: (HYBRID_FACTSPAN, no bar of its own).
+#: most unanswerable training questions within the budget is kept: on the current ranking 0.33
+#: for the rule paths and 0.34 for the safety net (HYBRID_FACTSPAN, no bar of its own).
 REFUSAL_FLOOR = 0.33
 SAFETY_NET_FLOOR = 0.34
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
-#: questions the cosine/coverage answerability refuses on its own against the same budget; capped
-#: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
+#: questions the cosine/coverage answerability refuses on its own (below its bar
+#: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
+#: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
 HITS_REFUSAL_FLOOR = 0.29
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
@@ -173,8 +178,13 @@ class Reading:
     - `rare_cover`: the weighted share of the question's rare concepts (rarity ≥ `_RARE`) that
       some text holds, 1 when it has none.
 
-    The fit keeps `grounding`, `typed_key` and the cosine; the others are read so that
-    `bench/refusal_fit.py --features` measures them (docs/verbatim.md#honest-refusal).
+    With passage counts (`index_df`; `index_reading`): `index_grounding`, `index_absent`,
+    `rarest_carried`, and `typed_rarest` (the typed key with the subject concept the index uses
+    least; without counts, `typed_key`).
+
+    The fit keeps `grounding`, `typed_key`, `index_absent`, `typed_rarest`, the cosine and the
+    agreement; the others are read so that `bench/refusal_fit.py --features` measures them
+    (docs/verbatim.md#honest-refusal).
     """
 
     grounding: float
