@@ -80,7 +80,9 @@ def record_judgements() -> None:
         if groups is None:
             groups = vc.question_groups(question)
         if df is None and CURRENT:
-            df = rg.index_df(CURRENT["service"].backend, CURRENT["index"], [t for g in groups for t in g])
+            df = rg.index_df(
+                CURRENT["service"].backend, CURRENT["index"], [t for g in groups for t in g], question
+            )
         SEEN.append(
             {
                 "texts": list(texts),

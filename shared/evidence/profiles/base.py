@@ -162,7 +162,7 @@ class PipelinePlugin:
                 floor,
                 question_groups(query),
                 ranker=agreement_ranker(env, query),
-                counter=index_counter(env),
+                counter=index_counter(env, query),
             )
         return signal
 
@@ -186,15 +186,15 @@ def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], f
     return lambda documents: passage_agreement(env.backend, index, query, vector, documents)
 
 
-def index_counter(env: ProfileEnv) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:
+def index_counter(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:
     """The refusal signal's passage counts of the question's terms in the index
-    (`verbatim.grounding.index_df`), bound to the index; None without an index."""
+    (`verbatim.grounding.index_df`), bound to the index and the query; None without an index."""
     if env.index is None:
         return None
     from evidence.verbatim.grounding import index_df
 
     index = env.index
-    return lambda words: index_df(env.backend, index, words)
+    return lambda words: index_df(env.backend, index, words, query)
 
 
 def head_cosines(env: ProfileEnv, hits: Sequence[Candidate]) -> list[float]:

@@ -428,15 +428,26 @@ def evidence_agreement(
     return ranker(list(dict.fromkeys(documents)))
 
 
-def index_df(backend: SearchBackend, index: str, words: Iterable[str]) -> dict[str, int] | None:
+def index_df(
+    backend: SearchBackend, index: str, words: Iterable[str], question: str = ""
+) -> dict[str, int] | None:
     """How many of the index's passages use each term of `words` (analysed terms, as
     `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend: a question term the
     whole index never or rarely uses is a qualifier the documents cannot answer ("RISC-V" in a
-    manual that names no platform). None when the backend cannot rank."""
+    manual that names no platform). A term is asked for as a word that analyses to it alone: the
+    `question`'s own word when the term is its only one (the stemmer turns "embed" into "emb", so
+    the stem itself may not find "embedded"), else the term. None when the backend cannot rank."""
+    from evidence.verbatim.scoring import terms
+
+    surface: dict[str, str] = {}
+    for w in _WORD.findall(question):
+        if len(ts := terms(w)) == 1:
+            surface.setdefault(ts[0], w)
     out: dict[str, int] = {}
     try:
         for t in dict.fromkeys(words):
-            out[t] = len(backend.lexical(index, t, k=DF_CAP, kind=ChunkKind.PASSAGE))
+            asked = t if terms(t) == (t,) else surface.get(t, t)
+            out[t] = len(backend.lexical(index, asked, k=DF_CAP, kind=ChunkKind.PASSAGE))
     except EvidenceError:
         return None
     return out

@@ -300,7 +300,7 @@ class RunState:
         counted once per question (the cascade judges several paths' evidence)."""
         todo = [w for w in dict.fromkeys(words) if w not in self._df]
         if todo:
-            read = index_df(self.backend, self.index, todo)
+            read = index_df(self.backend, self.index, todo, self.question)
             if read is None:
                 return None
             self._df.update(read)

@@ -476,6 +476,9 @@ def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
     try:
         df = index_df(backend, INDEX, ["elimin", "store", "ketamin"])
         assert df == {"elimin": 3, "store": 1, "ketamin": 0}
+        # A stem the analyser would cut again ("hour" is fine, "degre" → "degr") is asked as the
+        # question's word that analyses to it.
+        assert index_df(backend, INDEX, ["degre"], "Keep below 25 degrees?") == {"degre": 1}
         assert index_df(backend, "no-such-index", ["store"]) is None
     finally:
         backend.close()
