@@ -23,10 +23,9 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   `AGREEMENT_DEPTH`). An answerable question points both at its answer; an unanswerable one
   scatters them over loosely related passages (`passage_agreement`; dense indexes only, like the
   cosine).
-- `index_absent` and `typed_rarest`: what the index's documents use of the question's concepts
-  (`index_df`: passage counts from the BM25 backend): 1 when a concept is used by no passage at
-  all; the typed key with the concept the index uses least (the qualifier, "autoremoved", not
-  the subject every passage names) next to the value.
+- `typed_rarest`: the typed key read with the index's passage counts (`index_df`, from the BM25
+  backend): the value must stand next to the subject concept the index uses least (the
+  qualifier, "autoremoved", not the subject every passage names).
 
 `Verdict.probability` is the model's probability that the evidence answers; evidence is refused
 below a floor (`EVIDENCE_ANSWER_MIN_GROUNDING` for `default`/`vrm`, `CascadeConfig.min_grounding`
@@ -78,23 +77,16 @@ class RefusalModel:
 #: Fitted on the seven QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
-#: --features grounding,cosine,typed_key,agreement,index_absent,typed_rarest`, `final`).
+#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {
-        "grounding": 1.6707,
-        "cosine": 1.7349,
-        "typed_key": 1.0992,
-        "agreement": 1.0179,
-        "index_absent": -0.3105,
-        "typed_rarest": 0.1974,
-    },
-    bias=-2.9393,
+    {"grounding": 1.8855, "cosine": 1.9457, "typed_key": 1.0278, "agreement": 0.9508, "typed_rarest": 0.257},
+    bias=-3.3258,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.425
+LEXICAL_COSINE = 0.475
 LEXICAL_AGREEMENT = 0.563
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
@@ -106,15 +98,15 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
-#: most unanswerable training questions within the budget is kept: on the current ranking 0.33
-#: for the rule paths and 0.34 for the safety net (HYBRID_FACTSPAN, no bar of its own).
-REFUSAL_FLOOR = 0.33
-SAFETY_NET_FLOOR = 0.34
+#: most unanswerable training questions within the budget is kept: on the current ranking 0.04
+#: for the rule paths and 0.35 for the safety net (HYBRID_FACTSPAN, no bar of its own).
+REFUSAL_FLOOR = 0.04
+SAFETY_NET_FLOOR = 0.35
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.29
+HITS_REFUSAL_FLOOR = 0.2766
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -182,8 +174,8 @@ class Reading:
     `rarest_carried`, and `typed_rarest` (the typed key with the subject concept the index uses
     least; without counts, `typed_key`).
 
-    The fit keeps `grounding`, `typed_key`, `index_absent`, `typed_rarest`, the cosine and the
-    agreement; the others are read so that `bench/refusal_fit.py --features` measures them
+    The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
+    others are read so that `bench/refusal_fit.py --features` measures them
     (docs/verbatim.md#honest-refusal).
     """
 

@@ -486,18 +486,19 @@ def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
 
 def test_apply_grounding_counts_the_questions_terms_in_the_index() -> None:
     asked: list[list[str]] = []
+    q = "How many days does a package with a release-critical bug have before it is autoremoved?"
+    groups = question_groups(q)
 
-    def counter(words: Sequence[str]) -> dict[str, int]:
+    def rare(words: Sequence[str]) -> dict[str, int]:
         asked.append(list(words))
-        return dict.fromkeys(words, 0)
+        return {w: 1 if w == "autoremov" else DF_CAP for w in words}
 
-    hits = [cand(chunk("a", PK), 1.0)]
+    hits = [cand(chunk("a", "A package with a release-critical bug is reviewed within 10 days."), 1.0)]
     signal = AnswerSignal(0.9, True, "lexical", {})
-    out = apply_grounding(TERM, hits, signal, 0.0, question_groups(TERM), counter=counter)
-    assert asked and set(asked[0]) == {t for g in question_groups(TERM) for t in g}
-    # The counts reach the model: a concept the index never uses lowers the probability.
-    common = apply_grounding(
-        TERM, hits, signal, 0.0, question_groups(TERM), counter=lambda ws: dict.fromkeys(ws, DF_CAP)
-    )
-    assert DENSE_MODEL.coefficients["index_absent"] < 0
+    out = apply_grounding(q, hits, signal, 0.0, groups, counter=rare)
+    assert asked and set(asked[0]) == {t for g in groups for t in g}
+    # The counts reach the model: the figure stands next to the subject, not next to the word
+    # the index uses least, so the typed key read with the index's rarity fails.
+    common = apply_grounding(q, hits, signal, 0.0, groups, counter=lambda ws: dict.fromkeys(ws, DF_CAP))
+    assert DENSE_MODEL.coefficients["typed_rarest"] > 0
     assert out.features["answer_probability"] < common.features["answer_probability"]
