@@ -111,16 +111,18 @@ eval: $(STAMP)
 # docs/verbatim.md#honest-refusal: refit the refusal signal on bench/qa, leave-one-family-out. Re-run
 # after any change to which spans or hits the profiles return; it ends with the "to ship" lines to paste
 # into verbatim/grounding.py (DENSE_MODEL, LEXICAL_COSINE, the floors; HITS_REFUSAL_FLOOR also as
-# answer_min_grounding in config.py), then check bench/answerability.py. REFUSAL_STORE keeps the
+# answer_min_grounding in config.py, fitted with answer_min_confidence = REFUSAL_MIN_CONFIDENCE),
+# then check bench/answerability.py. REFUSAL_STORE keeps the
 # suite's indexes and embedding cache (a second run re-embeds nothing). A tok_ feature in
 # REFUSAL_FEATURES (token-level coverage: measured, not shipped) also embeds the evidence's word pieces.
 REFUSAL_STORE ?= build/refusal
-REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement
+REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement,typed_rarest
+REFUSAL_MIN_CONFIDENCE ?= 0.3
 refusal-fit: $(STAMP)
 	mkdir -p $(REFUSAL_STORE)
 	nice -n 10 $(VENV)/bin/python bench/refusal_rows.py bench/qa --store $(REFUSAL_STORE) > $(REFUSAL_STORE)/rows.json
 	$(VENV)/bin/python bench/refusal_fit.py $(REFUSAL_STORE)/rows.json --budget answerable --max-loss 0.03 \
-		--default-cap 0.30 --features $(REFUSAL_FEATURES) | tee $(REFUSAL_STORE)/fit.txt
+		--default-cap 0.30 --min-confidence $(REFUSAL_MIN_CONFIDENCE) --features $(REFUSAL_FEATURES) | tee $(REFUSAL_STORE)/fit.txt
 
 # RELIABILITY.md, reproduced: access control, the bad-input catalogue, faults (tmpfs/rlimit full
 # disk, SIGKILL, Bedrock/Cohere/OpenSearch failures through stubs and a fault proxy), fuzzing,

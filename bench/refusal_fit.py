@@ -2,7 +2,9 @@
 
 Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
        python bench/refusal_fit.py rows.json [--budget answerable] [--max-loss 0.03]
-           [--default-cap 0.30] [--features grounding,cosine,typed_key,agreement] [--label found] [--json]
+           [--default-cap 0.30] [--min-confidence 0.3] [--nested]
+           [--features grounding,cosine,typed_key,agreement,index_absent,typed_rarest]
+           [--label found] [--json]
 (a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
 in token_best.json next to rows.json)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
@@ -17,7 +19,7 @@ answerability refused it anyway.
 The signal's features (`verbatim.grounding.read_evidence`: grounding, typed_key, …, the cosine
 and the agreement as recorded) are recomputed here with the shipped code, so a change to the
 weights, the answer-type lexicon or a feature is measured without asking the service again. For
-each held-out family, on the other four:
+each held-out family, on the others:
 
 1. a logistic model over `--features` is fitted with Newton's method on both profiles' rows
    pooled (one signal): positive = the evidence holds an answer, negative = it does not
@@ -34,11 +36,16 @@ each held-out family, on the other four:
 then the held-out family is scored with them: unanswerable questions refused (NO_RESULT recall),
 answerable questions refused (false refusals, the issue's measure, which counts answerable
 questions whose evidence missed the answer too), and answers lost (recall given up). `final` is
-the model and floors fitted on all five families, scored in-sample too: what ships
+the model and floors fitted on every family, scored in-sample too: what ships
 (`DENSE_MODEL`, `LEXICAL_COSINE`, `LEXICAL_AGREEMENT`, `REFUSAL_FLOOR`, `SAFETY_NET_FLOOR`,
 `HITS_REFUSAL_FLOOR` = `EVIDENCE_ANSWER_MIN_GROUNDING`), printed last as lines to paste.
 `--default-cap` bounds the default profile's floor in every fold: SciFact's in-domain questions
 must stay answered (`bench/answerability.py`, ≥ 0.95), which holds up to 0.30.
+`--min-confidence` re-reads the default profile's cosine/coverage refusals at another bar
+(`answer_min_confidence`; the rows record them at 0.5, where the confidence is the probability).
+`--nested` learns each profile's training budget from folds inside the training families (the
+largest budget whose inner held-out false refusals stay within `--max-loss`): a margin for
+families the fit has not seen (measured, not the shipped setting: docs/verbatim.md#honest-refusal).
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +85,7 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    out = read_evidence(row["question"], texts, groups, given, bodies).features(
+    out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
     if "_best" in row:
@@ -269,6 +277,8 @@ SAFETY_NET = "HYBRID_FACTSPAN"
 #: evidence answering means); or `answerable`, the question has an answer (what the budget counts).
 LABELS = ("found", "answerable")
 GRID = [i / 100 for i in range(81)]
+#: `--nested`: the training budgets tried, tightest last.
+INNER_BUDGETS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03)
 #: What `--max-loss` bounds and what the floors then refuse the most of: `found`, the rows whose
 #: evidence held an answer (the recall given up) against those whose evidence did not; or
 #: `answerable`, answerable questions (the issue's false refusals) against unanswerable ones.
@@ -295,6 +305,71 @@ def pick_floors(
     return best[2], best[3]
 
 
+@dataclass(frozen=True)
+class Fitter:
+    """One fit's rows: the features (`x`), what the model learns as positive (`target`), and what
+    the floors read (see `run`)."""
+
+    x: np.ndarray
+    target: np.ndarray
+    prof: np.ndarray
+    kept: np.ndarray
+    net: np.ndarray
+    found: np.ndarray
+    already: np.ndarray
+    default_cap: float
+
+    def fit_at(self, train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
+        """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
+        w = fit_logistic(self.x[train], self.target[train].astype(float))
+        p = probability(self.x, w)
+        v = train & (self.prof == "verbatim")
+        floor, net_floor = pick_floors(p[v], self.kept[v], self.net[v], losses["verbatim"], self.found[v])
+        d = train & (self.prof == "default")
+        default = min(pick_floor(p[d], self.kept[d], losses["default"], self.already[d]), self.default_cap)
+        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}
+
+    def bars(self, floors: dict[str, float]) -> np.ndarray:
+        """Each row's floor."""
+        return np.where(
+            self.prof == "default",
+            floors["default"],
+            np.where(self.net, floors["safety_net"], floors["verbatim"]),
+        )
+
+    def refuse_at(self, train: np.ndarray, losses: dict[str, float]) -> np.ndarray:
+        """Every row refused by the model and floors fitted on `train` within `losses`."""
+        w, floors = self.fit_at(train, losses)
+        return (probability(self.x, w) < self.bars(floors)) | self.already
+
+
+def inner_budgets(
+    train: np.ndarray,
+    fam: np.ndarray,
+    verbatim: np.ndarray,
+    kept: np.ndarray,
+    max_loss: float,
+    *,
+    refuse_at: Callable[[np.ndarray, dict[str, float]], np.ndarray],
+) -> dict[str, float]:
+    """`--nested`: each profile's training budget, learned from held-out folds inside `train`: the
+    largest of `INNER_BUDGETS` (at most `max_loss`) at which leaving each of `train`'s families out
+    in turn (`refuse_at`: the rows refused by what the others fit) refuses at most `max_loss` of
+    its rows to keep, pooled. A budget met in-sample is exceeded on families the fit has not seen;
+    this is the margin that buys."""
+    out: dict[str, float] = {}
+    for pr, mine in (("verbatim", verbatim), ("default", ~verbatim)):
+        out[pr] = min(INNER_BUDGETS)
+        for b in sorted((x for x in INNER_BUDGETS if x <= max_loss + 1e-9), reverse=True):
+            refused = np.zeros(len(fam), dtype=bool)
+            for g in sorted(set(fam[train])):
+                refused[fam == g] = refuse_at(train & (fam != g), dict.fromkeys(PROFILES, b))[fam == g]
+            if np.mean(refused[train & mine & kept]) <= max_loss:
+                out[pr] = b
+                break
+    return out
+
+
 def run(
     rows: list[dict[str, Any]],
     max_loss: float,
@@ -304,6 +379,7 @@ def run(
     budget: str = "found",
     label: str = "found",
     dense: dict[str, Any] | None = None,
+    nested: bool = False,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
@@ -321,6 +397,9 @@ def run(
     already = np.array([r["profile"] == "default" and not r.get("can_answer", True) for r in rows])
 
     kept = found if budget == "found" else answerable
+    target = answerable if label == "answerable" else found
+    fitter = Fitter(x_all, target, prof, kept, net, found, already, default_cap)
+    bars = fitter.bars
 
     def agreement_mean(train: np.ndarray) -> float:
         """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
@@ -334,18 +413,13 @@ def run(
             fold = dense["final"] if key == "final" else dense["families"][key]
             w, cosine = imputed(fold["model"], train, fold["floors"])
             return w, fold["floors"], cosine
-        w = fit_logistic(x_all[train], (answerable if label == "answerable" else found)[train].astype(float))
-        p = probability(x_all, w)
-        v = train & (prof == "verbatim")
-        floor, net_floor = pick_floors(p[v], kept[v], net[v], max_loss, found[v])
-        d = train & (prof == "default")
-        default = min(pick_floor(p[d], kept[d], max_loss, already[d]), default_cap)
-        return w, {"verbatim": floor, "safety_net": net_floor, "default": default}, None
-
-    def bars(floors: dict[str, float]) -> np.ndarray:
-        return np.where(
-            prof == "default", floors["default"], np.where(net, floors["safety_net"], floors["verbatim"])
+        losses = (
+            inner_budgets(train, fam, prof == "verbatim", kept, max_loss, refuse_at=fitter.refuse_at)
+            if nested
+            else dict.fromkeys(PROFILES, max_loss)
         )
+        w, floors = fitter.fit_at(train, losses)
+        return w, {**floors, "budgets": losses}, None  # type: ignore[dict-item]
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
         """The dense model `m` over `columns` with its agreement fixed at its mean over the training
@@ -386,7 +460,7 @@ def run(
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     for pr in PROFILES:
         sel = prof == pr
-        # pooled held-out: each family scored with what the other four fitted
+        # pooled held-out: each family scored with what the others fitted
         out["held_out"][pr] = score(np.where(held_refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
     train = np.ones(len(rows), dtype=bool)
     w, floors, cosine = fit(train, "final")
@@ -434,6 +508,19 @@ def main() -> int:
         help="what --max-loss bounds: the rows whose evidence held an answer (found), or answerable "
         "questions (answerable: the issue's false refusals)",
     )
+    ap.add_argument(
+        "--nested",
+        action="store_true",
+        help="learn each profile's training budget from held-out folds inside the training families "
+        "(the largest at which their pooled held-out false refusals stay within --max-loss)",
+    )
+    ap.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="the default profile's cosine/coverage bar (`answer_min_confidence`) to fit with: its "
+        "refusals are re-read from each row's recorded confidence (default: as recorded)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--label",
@@ -444,10 +531,18 @@ def main() -> int:
     )
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
+    if args.min_confidence is not None:
+        # With every grounding floor off, a default row's confidence is the cosine/coverage
+        # signal's own probability: its refusals at another bar are read from it.
+        for r in rows:
+            if r["profile"] == "default":
+                r["can_answer"] = r["confidence"] >= args.min_confidence
     dense = [c for c in args.features.split(",") if c]
     if any(c in TOKEN_FEATURES for c in dense):
         read_tokens(rows, args.rows.with_name("token_best.json"))
-    fitted = run(rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label)
+    fitted = run(
+        rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label, nested=args.nested
+    )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.
     report = {
@@ -466,7 +561,7 @@ def main() -> int:
         print(json.dumps(report, indent=1))
         return 0
     for name, r in report.items():
-        print(f"== {name} model (final, fitted on all five: {r['final']})")
+        print(f"== {name} model (final, fitted on every family: {r['final']})")
         for f, m in r["families"].items():
             for pr in PROFILES:
                 print(f"{f:<20} {pr:<9} floors {m['floors']} {m[pr]}")
@@ -482,6 +577,8 @@ def main() -> int:
     floors = report["dense"]["final"]["floors"]
     print(f"REFUSAL_FLOOR = {floors['verbatim']}\nSAFETY_NET_FLOOR = {floors['safety_net']}")
     print(f"HITS_REFUSAL_FLOOR = {floors['default']}")
+    if args.min_confidence is not None:
+        print(f"answer_min_confidence = {args.min_confidence}  (config.py, fitted with it)")
     return 0
 
 

@@ -51,6 +51,8 @@ def floors_off() -> None:
 
 
 SEEN: list[dict[str, Any]] = []
+#: The service and index the questions run against, for `index_df` (set per family).
+CURRENT: dict[str, Any] = {}
 
 
 def record_judgements() -> None:
@@ -73,9 +75,14 @@ def record_judgements() -> None:
         given: Any = (),
         bodies: Any = None,
         agreement: Any = None,
+        df: Any = None,
     ) -> Any:
         if groups is None:
             groups = vc.question_groups(question)
+        if df is None and CURRENT:
+            df = rg.index_df(
+                CURRENT["service"].backend, CURRENT["index"], [t for g in groups for t in g], question
+            )
         SEEN.append(
             {
                 "texts": list(texts),
@@ -84,10 +91,18 @@ def record_judgements() -> None:
                 "given": list(given),
                 "bodies": None if bodies is None else list(bodies),
                 "agreement": agreement,
+                "df": df,
             }
         )
         return judge(
-            question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies, agreement=agreement
+            question,
+            texts,
+            cosine=cosine,
+            groups=groups,
+            given=given,
+            bodies=bodies,
+            agreement=agreement,
+            df=df,
         )
 
     rg.judge = recorded
@@ -102,13 +117,18 @@ def main() -> int:
     args = ap.parse_args()
     floors_off()
     record_judgements()
-    settings = Settings(store_dir=args.store).model_copy(update={"answer_min_grounding": 0.0})
+    # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py
+    # --min-confidence` re-reads its refusals at the bar being fitted.
+    settings = Settings(store_dir=args.store).model_copy(
+        update={"answer_min_grounding": 0.0, "answer_min_confidence": 0.5}
+    )
     service = EvidenceService(settings)
     wanted = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
     try:
         for family in find_qa_families(args.root, wanted):
             index, _ = ensure_qa_index(service, family)
+            CURRENT.update(service=service, index=index)
             for rec in load_qa(family.questions):
                 for profile, limit in PROFILES.items():
                     SEEN.clear()

@@ -177,13 +177,17 @@ class Settings(BaseSettings):
     #: ranges as for a request's overrides (checked on the first request of that profile).
     profile_defaults: dict[str, dict[str, float | int | None]] = Field(default_factory=dict)
     #: The answerability bar (docs/ranking.md, Answerability): can_answer when the calibrated
-    #: probability reaches it. 0.5 is where the fitted model is as likely right as wrong.
-    answer_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: probability reaches it (`confidence` maps it to 0.5). Fitted with the refusal signal on
+    #: bench/qa (`bench/refusal_fit.py --min-confidence`): at 0.5 it alone refused 4.2 % of the
+    #: answerable questions of seven families, more than the whole false-refusal budget; at 0.3 the
+    #: refusal signal's floor takes over, and SciFact's out-of-domain refusal holds
+    #: (bench/answerability.py, docs/ranking.md#answerability).
+    answer_min_confidence: float = Field(default=0.3, ge=0.0, le=1.0)
     #: The refusal signal of the default and vrm profiles (docs/verbatim.md, Honest refusal): the
     #: least answer probability (`verbatim.grounding.judge`) the first hits must reach; 0 = off.
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
-    #: questions: bench/answerability.py).
-    answer_min_grounding: float = Field(default=0.2679, ge=0.0, le=1.0)
+    #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
+    answer_min_grounding: float = Field(default=0.2766, ge=0.0, le=1.0)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES

@@ -16,7 +16,7 @@ A profile registered as a bare `rank.pipeline.Profile` (`register_profile`) gets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,6 +162,7 @@ class PipelinePlugin:
                 floor,
                 question_groups(query),
                 ranker=agreement_ranker(env, query),
+                counter=index_counter(env, query),
             )
         return signal
 
@@ -183,6 +184,17 @@ def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], f
 
     index, vector = env.index, env.query_vector
     return lambda documents: passage_agreement(env.backend, index, query, vector, documents)
+
+
+def index_counter(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:
+    """The refusal signal's passage counts of the question's terms in the index
+    (`verbatim.grounding.index_df`), bound to the index and the query; None without an index."""
+    if env.index is None:
+        return None
+    from evidence.verbatim.grounding import index_df
+
+    index = env.index
+    return lambda words: index_df(env.backend, index, words, query)
 
 
 def head_cosines(env: ProfileEnv, hits: Sequence[Candidate]) -> list[float]:

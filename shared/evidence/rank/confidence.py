@@ -141,7 +141,18 @@ def answer_signal(
     else:
         p = LEXICAL_CALIBRATION.probability(0.0, coverage)
         basis = "lexical"
-    return AnswerSignal(round(p, 4), p >= min_confidence, basis, features)
+    return AnswerSignal(round(on_bar(p, min_confidence), 4), p >= min_confidence, basis, features)
+
+
+def on_bar(p: float, bar: float) -> float:
+    """A probability on the confidence scale every profile shares, whose `can_answer` bar is 0.5:
+    piecewise linear, exactly 0.5 at `bar` (the identity when the bar is 0.5), so `can_answer`
+    and `confidence` agree whatever bar a setting or a fit chose."""
+    if bar <= 0:
+        return 0.5 + 0.5 * p
+    if p < bar:
+        return 0.5 * p / bar
+    return 0.5 + 0.5 * (p - bar) / (1 - bar) if bar < 1 else 1.0
 
 
 def hit_relevance(

@@ -1,6 +1,6 @@
 """The refusal signal every profile shares (docs/verbatim.md, Honest refusal).
 
-Evidence answers a question only if it carries what the question asks about. Three readings of
+Evidence answers a question only if it carries what the question asks about. Several readings of
 the evidence, combined by a logistic model fitted leave-one-family-out on the QA suite
 (`bench/refusal_fit.py`, `make refusal-fit`):
 
@@ -23,6 +23,9 @@ the evidence, combined by a logistic model fitted leave-one-family-out on the QA
   `AGREEMENT_DEPTH`). An answerable question points both at its answer; an unanswerable one
   scatters them over loosely related passages (`passage_agreement`; dense indexes only, like the
   cosine).
+- `typed_rarest`: the typed key read with the index's passage counts (`index_df`, from the BM25
+  backend): the value must stand next to the subject concept the index uses least (the
+  qualifier, "autoremoved", not the subject every passage names).
 
 `Verdict.probability` is the model's probability that the evidence answers; evidence is refused
 below a floor (`EVIDENCE_ANSWER_MIN_GROUNDING` for `default`/`vrm`, `CascadeConfig.min_grounding`
@@ -42,7 +45,7 @@ from typing import TYPE_CHECKING
 from evidence.errors import EvidenceError
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
-from evidence.rank.confidence import HEAD, AnswerSignal
+from evidence.rank.confidence import HEAD, AnswerSignal, on_bar
 from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
@@ -71,35 +74,39 @@ class RefusalModel:
         return RefusalModel(rest, self.bias + self.coefficients.get(feature, 0.0) * value)
 
 
-#: Fitted on the five QA families of bench/qa, both profiles' evidence pooled, positive = the
+#: Fitted on the seven QA families of bench/qa, both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
-#: --max-loss 0.03 --default-cap 0.30 --features grounding,cosine,typed_key,agreement`, `final`).
+#: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
+#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.5424, "cosine": 2.7083, "typed_key": 1.3007, "agreement": 1.1863}, bias=-3.5869
+    {"grounding": 1.8855, "cosine": 1.9457, "typed_key": 1.0278, "agreement": 0.9508, "typed_rarest": 0.257},
+    bias=-3.3258,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
 LEXICAL_COSINE = 0.475
-LEXICAL_AGREEMENT = 0.4934
+LEXICAL_AGREEMENT = 0.563
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
+#: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
+DF_CAP = 50
 #: The embedders whose cosines the dense model was fitted on.
 DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
-#: most unanswerable training questions within the budget is kept: on the current ranking none
-#: for the rule paths (0.0: the budget goes to the safety net), 0.41 for the safety net
-#: (HYBRID_FACTSPAN, no bar of its own).
-REFUSAL_FLOOR = 0.0
-SAFETY_NET_FLOOR = 0.41
+#: most unanswerable training questions within the budget is kept: on the current ranking 0.04
+#: for the rule paths and 0.35 for the safety net (HYBRID_FACTSPAN, no bar of its own).
+REFUSAL_FLOOR = 0.04
+SAFETY_NET_FLOOR = 0.35
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
-#: questions the cosine/coverage answerability refuses on its own against the same budget; capped
-#: at 0.30 so that SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2679
+#: questions the cosine/coverage answerability refuses on its own (below its bar
+#: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
+#: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
+HITS_REFUSAL_FLOOR = 0.2766
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -163,8 +170,13 @@ class Reading:
     - `rare_cover`: the weighted share of the question's rare concepts (rarity ≥ `_RARE`) that
       some text holds, 1 when it has none.
 
-    The fit keeps `grounding`, `typed_key` and the cosine; the others are read so that
-    `bench/refusal_fit.py --features` measures them (docs/verbatim.md#honest-refusal).
+    With passage counts (`index_df`; `index_reading`): `index_grounding`, `index_absent`,
+    `rarest_carried`, and `typed_rarest` (the typed key with the subject concept the index uses
+    least; without counts, `typed_key`).
+
+    The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
+    others are read so that `bench/refusal_fit.py --features` measures them
+    (docs/verbatim.md#honest-refusal).
     """
 
     grounding: float
@@ -175,9 +187,17 @@ class Reading:
     missing: tuple[str, ...]
     rare_missing: float = 0.0
     rare_cover: float = 1.0
+    index_grounding: float = 1.0
+    index_absent: float = 0.0
+    rarest_carried: float = 1.0
+    typed_rarest: float = 1.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
+            "index_grounding": self.index_grounding,
+            "index_absent": self.index_absent,
+            "rarest_carried": self.rarest_carried,
+            "typed_rarest": self.typed_rarest,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -196,12 +216,16 @@ def read_evidence(
     groups: Sequence[Sequence[str]],
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
+    *,
+    df: Mapping[str, int] | None = None,
 ) -> Reading:
     """Read `texts` (spans or hits, each with its headings) against `question`'s concepts
     (`groups`). `given`: concepts every text carries by construction (the attribute whose pattern
     the verbatim `ATTRIBUTE_LOOKUP` matched), counted in each text but read as no answer.
     `bodies`: each text without its headings, where an answer of the expected kind is looked for
-    (a heading's "4.2.2." is no count, no size); by default the texts themselves."""
+    (a heading's "4.2.2." is no count, no size); by default the texts themselves. `df`: how many
+    of the index's passages use each concept term (`index_df`), for the index features
+    (`index_reading`); None when not read."""
     from evidence.verbatim.scoring import grounding, terms
 
     weights = concept_weights(question, groups)
@@ -234,7 +258,23 @@ def read_evidence(
     ) / (1 + _BASE_WEIGHT)
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
+    by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
+    if df is not None and types:
+        # The typed key read with the index's rarity: the text stating the kind asked must carry
+        # the subject concept the documents use least (the qualifier), not just a word of the
+        # subject they all talk about.
+        top = max((index_rarity(c, df) for c in subject), default=0.0)
+        rarest = [c for c in subject if index_rarity(c, df) >= top - 1e-9]
+        by_index["typed_rarest"] = (
+            1.0
+            if any(
+                any(a.reads_in(body) for a in types) and (not rarest or grounding(rarest, [t, *given])[0] > 0)
+                for t, body in zip(texts, bodies if bodies is not None else texts, strict=True)
+            )
+            else 0.0
+        )
     return Reading(
+        **by_index,
         rare_missing=rare_missing,
         rare_cover=rare_cover,
         grounding=g,
@@ -243,7 +283,50 @@ def read_evidence(
         answer_type=1.0 if typed or not types else 0.0,
         typed_key=1.0 if typed_key or not types else 0.0,
         missing=tuple(missing),
+        # Without passage counts the rarest concept is unknown: the typed key is read as it is.
+        **({} if df is not None else {"typed_rarest": 1.0 if typed_key or not types else 0.0}),
     )
+
+
+def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
+    """How rare a concept is in the index, in [0, 1]: 1 when no passage uses any of its terms,
+    0 when one of them is in `DF_CAP` passages or more (linear between). Unlike `word_rarity`
+    (rare in English), this reads the documents asked: "maximum" or "release" is common English
+    but rare in a manual that states no limits and no versions, while its subject ("ffi_call")
+    is everywhere in it."""
+    used = max((df.get(t, 0) for t in concept), default=0)
+    return 1.0 - min(used, DF_CAP) / DF_CAP
+
+
+def index_reading(
+    concepts: Sequence[Sequence[str]], evidence: Sequence[str], df: Mapping[str, int]
+) -> dict[str, float]:
+    """The index features of `Reading`, from the concepts' passage counts in the index (`df`):
+
+    - `index_grounding`: the share of the concepts some evidence text carries, each weighted by
+      `_BASE_WEIGHT` + its `index_rarity`: the question's qualifier, rare in the documents,
+      weighs more than the subject they all talk about;
+    - `index_absent`: 1 when the index uses some concept nowhere (no passage holds any of its
+      terms): no retrieval could find evidence for it;
+    - `rarest_carried`: 1 when the evidence carries the concept the index uses least (ties: all
+      of the rarest), else 0.
+    """
+    from evidence.verbatim.scoring import grounding
+
+    concepts = [tuple(c) for c in dict.fromkeys(tuple(x) for x in concepts if x)]
+    if not concepts:
+        return {"index_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
+    rarity = {c: index_rarity(c, df) for c in concepts}
+    weights = {t: _BASE_WEIGHT + rarity[c] for c in concepts for t in c}
+    share, missing = grounding(concepts, evidence, weights)
+    absent = set(missing)
+    top = max(rarity.values())
+    rarest = [c for c in concepts if rarity[c] >= top - 1e-9]
+    return {
+        "index_grounding": share,
+        "index_absent": 1.0 if any(max(df.get(t, 0) for t in c) == 0 for c in concepts) else 0.0,
+        "rarest_carried": 0.0 if any(c[0] in absent for c in rarest) else 1.0,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +357,7 @@ def judge(
     given: Sequence[str] = (),
     bodies: Sequence[str] | None = None,
     agreement: float | None = None,
+    df: Mapping[str, int] | None = None,
 ) -> Verdict:
     """The one refusal signal: does evidence (`texts`: spans or hits with their headings) carry
     what `question` asks? `groups`: the question's concepts (`verbatim.cascade.question_groups`,
@@ -281,8 +365,8 @@ def judge(
     with the evidence's passages, None when the index has no fitted embedder (then the
     grounding-only model); `agreement`: `passage_agreement` over the evidence's documents, None
     when it could not be read (then fixed at `LEXICAL_AGREEMENT`; without a cosine it is not
-    read); `given`, `bodies`: see `read_evidence`."""
-    reading = read_evidence(question, texts, groups, given, bodies)
+    read); `given`, `bodies`, `df`: see `read_evidence`."""
+    reading = read_evidence(question, texts, groups, given, bodies, df=df)
     if cosine is None:
         model, agreement = LEXICAL_MODEL, None
     elif agreement is None:
@@ -336,15 +420,36 @@ def evidence_agreement(
     return ranker(list(dict.fromkeys(documents)))
 
 
+def index_df(
+    backend: SearchBackend, index: str, words: Iterable[str], question: str = ""
+) -> dict[str, int] | None:
+    """How many of the index's passages use each term of `words` (analysed terms, as
+    `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend: a question term the
+    whole index never or rarely uses is a qualifier the documents cannot answer ("RISC-V" in a
+    manual that names no platform). A term is asked for as a word that analyses to it alone: the
+    `question`'s own word when the term is its only one (the stemmer turns "embed" into "emb", so
+    the stem itself may not find "embedded"), else the term. None when the backend cannot rank."""
+    from evidence.verbatim.scoring import terms
+
+    surface: dict[str, str] = {}
+    for w in _WORD.findall(question):
+        if len(ts := terms(w)) == 1:
+            surface.setdefault(ts[0], w)
+    out: dict[str, int] = {}
+    try:
+        for t in dict.fromkeys(words):
+            asked = t if terms(t) == (t,) else surface.get(t, t)
+            out[t] = len(backend.lexical(index, asked, k=DF_CAP, kind=ChunkKind.PASSAGE))
+    except EvidenceError:
+        return None
+    return out
+
+
 def grounding_confidence(p: float, floor: float) -> float:
     """The answer probability on the confidence scale every profile shares (`can_answer` at 0.5):
     piecewise linear, 0.5 exactly at the refusal floor, so `confidence`, `can_answer` and
-    NO_RESULT agree."""
-    if floor <= 0:
-        return 0.5 + 0.5 * p
-    if p < floor:
-        return 0.5 * p / floor
-    return 0.5 + 0.5 * (p - floor) / (1 - floor) if floor < 1 else 1.0
+    NO_RESULT agree (`rank.confidence.on_bar`, which the cosine/coverage signal reads too)."""
+    return on_bar(p, floor)
 
 
 def unnamed_groups(
@@ -394,19 +499,28 @@ def apply_grounding(
     groups: Sequence[Sequence[str]],
     *,
     ranker: Callable[[Sequence[str]], float | None] | None = None,
+    counter: Callable[[Sequence[str]], Mapping[str, int] | None] | None = None,
 ) -> AnswerSignal:
     """`signal` (the cosine/coverage answerability of `default`/`vrm`) with the refusal signal's
     features added, refused when the answer probability falls below `floor` (0 switches the
     refusal off; the features are still reported). The cosine is the one `signal` read (the
     first hits' best cosine with the query), used only when `signal` read it on a calibrated
     embedder (`basis` dense); then `ranker` reads the agreement over the first hits' documents
-    (`passage_agreement` bound to the index and the query)."""
+    (`passage_agreement` bound to the index and the query). `counter` reads the concepts' passage
+    counts in the index (`index_df` bound to the index), for the index features."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
     groups = unnamed_groups(query, groups, hits[:HEAD])
     agreed = evidence_agreement(cosine, (c.chunk.document_id for c in hits[:HEAD]), ranker)
+    df = counter([t for g in groups for t in g]) if counter is not None else None
     verdict = judge(
-        query, hit_texts(hits), cosine=cosine, groups=groups, bodies=hit_bodies(hits), agreement=agreed
+        query,
+        hit_texts(hits),
+        cosine=cosine,
+        groups=groups,
+        bodies=hit_bodies(hits),
+        agreement=agreed,
+        df=df,
     )
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):

@@ -11,7 +11,13 @@ from evidence.errors import EvidenceError
 from evidence.ingest.sections import SECTION_PARENT_KEY
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade_model import ATTRIBUTE_LOOKUP, CascadeLike, PlanLike, SpanHit
-from evidence.verbatim.grounding import DENSE_EMBEDDERS, evidence_agreement, judge, passage_agreement
+from evidence.verbatim.grounding import (
+    DENSE_EMBEDDERS,
+    evidence_agreement,
+    index_df,
+    judge,
+    passage_agreement,
+)
 from evidence.verbatim.scoring import SpanStats, terms
 from evidence.verbatim.spans import (
     _DIGIT,
@@ -68,6 +74,7 @@ class RunState:
         self._headers: set[int] | None = None
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None
+        self._df: dict[str, int] = {}
 
     @property
     def spans(self) -> list[Chunk]:
@@ -277,9 +284,27 @@ class RunState:
             lambda docs: passage_agreement(self.backend, self.index, self.question, self.vector, docs),
         )
         verdict = judge(
-            self.question, texts, cosine=cosine, groups=groups, given=given, bodies=bodies, agreement=agreed
+            self.question,
+            texts,
+            cosine=cosine,
+            groups=groups,
+            given=given,
+            bodies=bodies,
+            agreement=agreed,
+            df=self.index_df([t for g in groups for t in g]),
         )
         return verdict.probability, list(verdict.missing)
+
+    def index_df(self, words: Sequence[str]) -> dict[str, int] | None:
+        """The refusal signal's passage counts of `words` in the index (`index_df`), each term
+        counted once per question (the cascade judges several paths' evidence)."""
+        todo = [w for w in dict.fromkeys(words) if w not in self._df]
+        if todo:
+            read = index_df(self.backend, self.index, todo, self.question)
+            if read is None:
+                return None
+            self._df.update(read)
+        return {w: self._df[w] for w in words}
 
     def evidence_cosine(self, hits: Sequence[SpanHit]) -> float | None:
         """The question's best cosine with the passages the evidence spans sit in (spans have no

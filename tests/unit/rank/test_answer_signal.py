@@ -22,6 +22,7 @@ from evidence.rank.confidence import (
     answer_signal,
     head_cosines,
     missing_cosines,
+    on_bar,
     term_coverage,
 )
 from tests.unit.rank.rankkit import cand, chunk, new_backend, vec
@@ -149,3 +150,25 @@ def test_service_looks_up_the_vectors_fused_only_hits_lack(tmp_path: Path) -> No
     assert env.degraded == []
     # The store keeps float16 vectors: a cosine read back is within ~1e-3 of the float32 one.
     assert got == pytest.approx([float(np.dot(q, vec(ON_TOPIC))), float(np.dot(q, vec(OFF_TOPIC)))], abs=1e-3)
+
+
+@pytest.mark.parametrize("bar", [0.0, 0.2, 0.3, 0.5, 0.7])
+def test_confidence_and_can_answer_agree_at_any_bar(bar: float) -> None:
+    # `confidence` is mapped so that the bar lands on 0.5: whatever bar, can_answer is
+    # confidence >= 0.5, and a higher probability never reads as a lower confidence.
+    seen = []
+    for cosine in (0.1, 0.3, 0.35, 0.4, 0.45, 0.6, 0.9):
+        s = signal([cosine], [ON_TOPIC], min_confidence=bar)
+        p = signal([cosine], [ON_TOPIC]).confidence  # at the bar 0.5 the confidence is the probability
+        assert s.can_answer == (p >= bar)
+        assert s.can_answer == (s.confidence >= 0.5) or s.confidence == pytest.approx(0.5, abs=1e-4)
+        seen.append(s.confidence)
+    assert seen == sorted(seen)
+
+
+def test_on_bar_puts_the_bar_at_one_half() -> None:
+    assert on_bar(0.3, 0.3) == 0.5
+    assert on_bar(0.15, 0.3) == pytest.approx(0.25)
+    assert on_bar(0.65, 0.3) == pytest.approx(0.75)
+    assert on_bar(0.42, 0.5) == pytest.approx(0.42)  # the identity at 0.5
+    assert on_bar(0.0, 0.0) == 0.5 and on_bar(1.0, 1.0) == 1.0

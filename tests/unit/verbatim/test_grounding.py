@@ -19,6 +19,7 @@ from evidence.verbatim.cascade import question_groups
 from evidence.verbatim.grounding import (
     AGREEMENT_DEPTH,
     DENSE_MODEL,
+    DF_CAP,
     HITS_REFUSAL_FLOOR,
     LEXICAL_AGREEMENT,
     LEXICAL_COSINE,
@@ -32,6 +33,8 @@ from evidence.verbatim.grounding import (
     evidence_agreement,
     expected_answer_types,
     grounding_confidence,
+    index_df,
+    index_rarity,
     judge,
     passage_agreement,
     read_evidence,
@@ -67,12 +70,13 @@ def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answere
 
 def test_a_missing_specific_word_weighs_more_than_a_missing_common_one() -> None:
     # "arbitration" missing (the subject of disputes is there): refused as the safety net's evidence
-    # far from the question (cosine 0.1); the same evidence with the word present is answered.
-    missing = _judge(DISPUTE, [COURTS], cosine=0.1)
+    # far from the question (cosine 0.1, the rankings disagreeing); the same evidence with the
+    # word present is answered.
+    missing = _judge(DISPUTE, [COURTS], cosine=0.1, agreement=0.0)
     assert "arbitr" in missing.missing and missing.refused(SAFETY_NET_FLOOR)
-    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.1).refused(SAFETY_NET_FLOOR)
+    assert not _judge(DISPUTE, [ARBITRATED], cosine=0.1, agreement=0.0).refused(SAFETY_NET_FLOOR)
     # Only the common words missing: a much smaller loss than the specific one.
-    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.1)
+    common = _judge("Do disputes go to the courts?", [COURTS], cosine=0.1, agreement=0.0)
     assert common.probability > missing.probability
 
 
@@ -123,14 +127,17 @@ def test_confidence_lands_on_half_exactly_at_the_floor() -> None:
         assert grounding_confidence(1.0, floor) == pytest.approx(1.0)
 
 
-def _judge(question: str, texts: list[str], cosine: float | None = None) -> Verdict:
-    return judge(question, texts, cosine=cosine, groups=question_groups(question))
+def _judge(
+    question: str, texts: list[str], cosine: float | None = None, agreement: float | None = None
+) -> Verdict:
+    return judge(question, texts, cosine=cosine, groups=question_groups(question), agreement=agreement)
 
 
 def _apply(text: str, floor: float = HITS_REFUSAL_FLOOR) -> AnswerSignal:
     hits = [cand(chunk("c0", text), 1.0)]
     before = AnswerSignal(0.9, True, "dense", {"cosine": 0.1, "coverage": 0.8})
-    return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE))
+    # The rankings disagree on where the answer is (a ranker reading agreement 0).
+    return apply_grounding(DISPUTE, hits, before, floor, question_groups(DISPUTE), ranker=lambda _: 0.0)
 
 
 def test_apply_grounding_refuses_hits_without_the_slot_and_the_verdicts_agree() -> None:
@@ -322,7 +329,8 @@ TOGETHER = [
 def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> None:
     # Every concept of the question is carried, and a currency amount is there: but for another
     # thing. Refused; the same evidence with the plan's own price answers.
-    elsewhere, together = _judge(PRICE, ELSEWHERE, cosine=0.3), _judge(PRICE, TOGETHER, cosine=0.3)
+    elsewhere = _judge(PRICE, ELSEWHERE, cosine=0.3, agreement=0.0)
+    together = _judge(PRICE, TOGETHER, cosine=0.3, agreement=0.0)
     groups = question_groups(PRICE)
     assert read_evidence(PRICE, ELSEWHERE, groups).grounding == 1.0
     assert read_evidence(PRICE, ELSEWHERE, groups).typed_key == 0.0
@@ -331,7 +339,8 @@ def test_a_price_is_an_answer_only_in_the_span_that_holds_the_key_concept() -> N
     # The first hits' floor is lower (fitted with the cosine/coverage signal's refusals counted):
     # it refuses the price elsewhere once the hits read further from the question, never the
     # plan's own price.
-    far, far_together = _judge(PRICE, ELSEWHERE, cosine=0.1), _judge(PRICE, TOGETHER, cosine=0.1)
+    far = _judge(PRICE, ELSEWHERE, cosine=0.1, agreement=0.0)
+    far_together = _judge(PRICE, TOGETHER, cosine=0.1, agreement=0.0)
     assert far.refused(HITS_REFUSAL_FLOOR) and not far_together.refused(HITS_REFUSAL_FLOOR)
     assert not together.refused(HITS_REFUSAL_FLOOR) and elsewhere.probability < together.probability - 0.2
     assert "typed_key" in DENSE_MODEL.coefficients and "typed_key" in LEXICAL_MODEL.coefficients
@@ -396,3 +405,100 @@ def test_apply_grounding_reads_the_agreement_over_the_first_hits_documents() -> 
     lexical = AnswerSignal(0.9, True, "lexical", {"coverage": 0.8})
     apply_grounding(DISPUTE, hits, lexical, 0.0, question_groups(DISPUTE), ranker=ranker)
     assert len(asked) == 1
+
+
+# The index features: what the documents asked use of the question's words (`index_df`).
+LIMIT_Q = "What is the maximum number of arguments ffi_call can pass?"
+LIMIT_GROUPS = [("maximum",), ("number",), ("argument",), ("ffi_call",), ("pass",)]
+#: ffi_call and arguments are everywhere in the manual; "maximum" nowhere, "number" rarely.
+LIMIT_DF = {"maximum": 0, "number": 5, "argument": 60, "ffi_call": 50, "pass": 30}
+ABOUT = "Use ffi_call to call a function; it passes the arguments you prepared."
+
+
+def test_index_rarity_reads_how_few_passages_use_a_concept() -> None:
+    assert index_rarity(("maximum",), LIMIT_DF) == 1.0  # no passage uses it
+    assert index_rarity(("ffi_call",), LIMIT_DF) == 0.0  # DF_CAP passages or more
+    assert index_rarity(("argument",), LIMIT_DF) == 0.0
+    assert index_rarity(("number",), LIMIT_DF) == pytest.approx(1 - 5 / DF_CAP)
+    # A concept of alternatives is as common as its most used term; an unknown term is unused.
+    assert index_rarity(("number", "pass"), LIMIT_DF) == pytest.approx(1 - 30 / DF_CAP)
+    assert index_rarity(("unseen",), LIMIT_DF) == 1.0
+
+
+def test_the_qualifier_rare_in_the_index_weighs_more_than_the_subject() -> None:
+    # The evidence carries the subject (ffi_call, arguments, pass) but not the qualifier.
+    r = read_evidence(LIMIT_Q, [ABOUT], LIMIT_GROUPS, df=LIMIT_DF)
+    # English rarity: ffi_call is the heaviest word and it is carried, so grounding stays high;
+    # index rarity: "maximum" and "number" are the heavy ones and neither is carried.
+    assert r.grounding > 0.6
+    weights = {"maximum": 1.1, "number": 0.1 + 0.9, "argument": 0.1, "ffi_call": 0.1, "pass": 0.1 + 0.4}
+    assert r.index_grounding == pytest.approx((0.1 + 0.1 + 0.5) / sum(weights.values()))
+    assert r.index_absent == 1.0  # "maximum": no passage of the index uses it
+    assert r.rarest_carried == 0.0
+    # The same evidence stating the limit next to the word: every index feature reads it carried.
+    stated = read_evidence(LIMIT_Q, [ABOUT + " The maximum number is 64."], LIMIT_GROUPS, df=LIMIT_DF)
+    assert stated.index_grounding == 1.0
+    assert stated.rarest_carried == 1.0
+    assert stated.index_absent == 1.0  # the index still has no such passage: read from df alone
+
+
+def test_without_passage_counts_the_index_features_read_nothing_missing() -> None:
+    r = read_evidence(LIMIT_Q, [ABOUT], LIMIT_GROUPS)
+    # Without counts the typed key is read as it is (the English-heaviest key concept).
+    assert (r.index_grounding, r.index_absent, r.rarest_carried) == (1.0, 0.0, 1.0)
+    assert r.typed_rarest == r.typed_key
+    used = {t: DF_CAP for g in LIMIT_GROUPS for t in g}
+    r = read_evidence(LIMIT_Q, [ABOUT], LIMIT_GROUPS, df=used)
+    assert r.index_absent == 0.0
+
+
+def test_the_typed_key_read_with_index_rarity_wants_the_qualifier_next_to_the_value() -> None:
+    q = "How many days does a package with a release-critical bug have before it is autoremoved?"
+    groups = question_groups(q)
+    df = {t: DF_CAP for g in groups for t in g} | {"autoremov": 1}
+    # A number next to the subject ("package", "bug"), none next to the rare "autoremoved".
+    elsewhere = "A package with a release-critical bug is reviewed within 10 days."
+    r = read_evidence(q, [elsewhere, "Packages are autoremoved from testing."], groups, df=df)
+    assert r.typed_key == 1.0  # the English-heaviest subject word stands next to a figure
+    assert r.typed_rarest == 0.0  # the index-rarest one does not
+    r = read_evidence(q, ["Packages are autoremoved after 30 days."], groups, df=df)
+    assert r.typed_rarest == 1.0
+    # A question expecting no kind of value is not held to one.
+    yes_no = "Is a package with a release-critical bug autoremoved?"
+    g2 = question_groups(yes_no)
+    assert read_evidence(yes_no, [elsewhere], g2, df={t: 1 for g in g2 for t in g}).typed_rarest == 1.0
+
+
+def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
+    passages = [_at(f"p{i}", f"The elimination half-life is {i} hours.", 100 * i) for i in range(3)]
+    passages.append(_at("s", "Store below 25 degrees.", 900))
+    backend = new_backend(tmp_path / "s", passages)
+    try:
+        df = index_df(backend, INDEX, ["elimin", "store", "ketamin"])
+        assert df == {"elimin": 3, "store": 1, "ketamin": 0}
+        # A stem the analyser would cut again ("hour" is fine, "degre" → "degr") is asked as the
+        # question's word that analyses to it.
+        assert index_df(backend, INDEX, ["degre"], "Keep below 25 degrees?") == {"degre": 1}
+        assert index_df(backend, "no-such-index", ["store"]) is None
+    finally:
+        backend.close()
+
+
+def test_apply_grounding_counts_the_questions_terms_in_the_index() -> None:
+    asked: list[list[str]] = []
+    q = "How many days does a package with a release-critical bug have before it is autoremoved?"
+    groups = question_groups(q)
+
+    def rare(words: Sequence[str]) -> dict[str, int]:
+        asked.append(list(words))
+        return {w: 1 if w == "autoremov" else DF_CAP for w in words}
+
+    hits = [cand(chunk("a", "A package with a release-critical bug is reviewed within 10 days."), 1.0)]
+    signal = AnswerSignal(0.9, True, "lexical", {})
+    out = apply_grounding(q, hits, signal, 0.0, groups, counter=rare)
+    assert asked and set(asked[0]) == {t for g in groups for t in g}
+    # The counts reach the model: the figure stands next to the subject, not next to the word
+    # the index uses least, so the typed key read with the index's rarity fails.
+    common = apply_grounding(q, hits, signal, 0.0, groups, counter=lambda ws: dict.fromkeys(ws, DF_CAP))
+    assert DENSE_MODEL.coefficients["typed_rarest"] > 0
+    assert out.features["answer_probability"] < common.features["answer_probability"]

@@ -3,7 +3,9 @@ safety net (issue 22 item 4). Each test fails on the code before them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +205,28 @@ def test_no_result_can_answer_and_confidence_come_from_the_one_shared_signal(
     assert (res.telemetry.path_used == NO_RESULT) is refused
     assert res.can_answer is (not refused) is bool(res.hits)
     assert (res.confidence >= 0.5) is res.can_answer
+
+
+@pytest.mark.parametrize("profile", ["verbatim", "default"])
+def test_the_refusal_reads_how_many_passages_use_each_concept(
+    licences: EvidenceService, profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both profiles hand the shared signal the index's passage counts of the question's terms:
+    # "embedded" is in a passage (counted by the question's word: its stem "embed" analyses to
+    # "emb" and would find nothing), "spaceships" in none (`index_absent`).
+    import evidence.verbatim.grounding as rg
+    import evidence.verbatim.run_state as rs
+
+    seen: list[Mapping[str, int] | None] = []
+    judge = rg.judge
+
+    def recorded(*args: Any, **kwargs: Any) -> rg.Verdict:
+        seen.append(kwargs.get("df"))
+        return judge(*args, **kwargs)
+
+    monkeypatch.setattr(rg, "judge", recorded)
+    monkeypatch.setattr(rs, "judge", recorded)
+    question = "May fonts be embedded in spaceships?"
+    licences.retrieve("lic", RetrieveRequest(query=question, profile=profile))
+    assert seen and seen[-1] is not None
+    assert seen[-1].get("embed", 0) >= 1 and seen[-1].get("spaceship") == 0
