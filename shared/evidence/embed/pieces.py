@@ -216,15 +216,16 @@ class PieceCache:
         (total,) = self._db.execute("SELECT bytes FROM pieces_total WHERE id = 0").fetchone()
         if total <= self.max_bytes:
             return
-        target = int(self.max_bytes * EVICT_TO)
-        while total > target:
-            # Oldest first, a batch at a time (a few MB), until under the target.
-            cur = self._db.execute(
-                "DELETE FROM pieces WHERE rowid IN (SELECT rowid FROM pieces ORDER BY used, rowid LIMIT 64)"
-            )
-            if not cur.rowcount:
+        excess = total - int(self.max_bytes * EVICT_TO)
+        doomed: list[int] = []
+        for rowid, size in self._db.execute("SELECT rowid, bytes FROM pieces ORDER BY used, rowid"):
+            if excess <= 0:
                 break
-            (total,) = self._db.execute("SELECT bytes FROM pieces_total WHERE id = 0").fetchone()
+            doomed.append(rowid)
+            excess -= size
+        for start in range(0, len(doomed), _CHUNK):
+            part = doomed[start : start + _CHUNK]
+            self._db.execute(f"DELETE FROM pieces WHERE rowid IN ({','.join('?' * len(part))})", part)
 
     def drop_scope(self, scope: str) -> None:
         """Forget a scope's pieces (its index was deleted)."""
