@@ -11,8 +11,10 @@ indexes), so any process on the same store reads what another computed.
 
 Stored as float16, the dtype the in-process cache already holds them in, so a vector read here is
 the vector the process would have computed and kept (the model's pieces do not depend on what
-else is in the batch: tests/unit/embed/test_pieces.py). About 23 KB a span (the suite's ranked
-spans average ~30 pieces x 384 x 2 bytes; docs/verbatim.md#token-match).
+else is in the batch: tests/unit/embed/test_pieces.py). About 26 KB a span (the QA suite's 4,734
+ranked spans average 34 pieces x 384 dimensions x 2 bytes; docs/verbatim.md#token-match). int8
+with a per-row scale would halve that, but it reordered the evidence of 4 of the suite's 353
+questions (`bench/token_cache.py answers --quantise int8`); float16 changes none.
 
 Bounded: past `max_bytes` of vectors, the least recently used rows are deleted down to 90 % of
 it. "Used" is the time a row was written or last read; a read refreshes it at most once per
@@ -68,6 +70,16 @@ _SCHEMA = (
 )
 
 
+def _damaged(exc: sqlite3.Error) -> bool:
+    """The file itself is bad (not a busy or full disk): SQLite's own words for it."""
+    text = str(exc)
+    return isinstance(exc, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _valid(m: Pieces) -> bool:
     """A text's piece vectors as `embed_tokens` makes them: finite unit rows (float16 keeps a
     unit vector's norm within ~1e-3). Anything else is a damaged row."""
@@ -93,7 +105,10 @@ class PieceCache:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
-            self._set_aside(exc)
+            if _damaged(exc):
+                self._set_aside(exc)
+            else:  # busy past the wait (another process creating it): this process goes without
+                log.warning("word-piece cache %s not opened: %s", path, exc)
 
     # --- the file -------------------------------------------------------------------------
 
@@ -105,17 +120,19 @@ class PieceCache:
             enable_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA recursive_triggers=ON")
-            db.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                db.execute(statement)
-            db.execute("COMMIT")
+            made = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'pieces_removed'").fetchone()
+            if not made:  # the schema, once per file (an opener of a made file takes no write lock)
+                db.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                db.execute("COMMIT")
         except BaseException:
             db.close()
             raise
         self._db = db
         self._inode = os.stat(self.path).st_ino
 
-    def _set_aside(self, exc: sqlite3.DatabaseError) -> None:
+    def _set_aside(self, exc: sqlite3.Error) -> None:
         """The file is damaged: move it aside (once per file: another process that found the same
         damage may have replaced it already) and start a new one; failing that, no disk cache in
         this process (the pieces are computed, as without it)."""
@@ -137,9 +154,7 @@ class PieceCache:
         if self._db is not None and self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.rollback()
-        if isinstance(exc, sqlite3.DatabaseError) and (
-            "malformed" in str(exc) or "not a database" in str(exc)
-        ):
+        if _damaged(exc):
             self._set_aside(exc)
         else:
             log.warning("word-piece cache not %s: %s", doing, exc)
@@ -179,16 +194,27 @@ class PieceCache:
         return out
 
     def _touch(self, scope: str, model: str, hashes: Sequence[bytes], now: int) -> None:
+        """Refresh rows' use, if the file is free right now: a read never waits for a writer
+        (an hour's LRU granularity does not need this one)."""
         assert self._db is not None
         try:
+            self._db.execute("PRAGMA busy_timeout = 0")
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany(
                 "UPDATE pieces SET used = ? WHERE scope = ? AND model = ? AND hash = ?",
                 [(now, scope, model, h) for h in hashes],
             )
             self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if self._db.in_transaction:
+                self._db.rollback()
+            if not _busy(exc):
+                self._failed(exc, "refreshed")
         except sqlite3.Error as exc:
             self._failed(exc, "refreshed")
+        finally:
+            if self._db is not None:
+                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
 
     def put_many(self, scope: str, model: str, items: Sequence[tuple[bytes, npt.ArrayLike]]) -> None:
         """Store matrices (as float16), then evict past the bound. Best effort."""

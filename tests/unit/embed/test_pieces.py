@@ -132,6 +132,27 @@ def test_a_damaged_row_is_ignored_and_recomputed_and_a_deleted_file_is_refilled(
     assert len(asked) == 5
 
 
+def test_a_file_another_process_is_writing_is_read_and_never_set_aside(tmp_path: Path) -> None:
+    path = tmp_path / "pieces.sqlite3"
+    clock = Clock()
+    PieceCache(path, max_bytes=1 << 20, clock=clock).put_many("s", "m", [(key(1), unit_rows(2))])
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    try:
+        clock.now += TOUCH_S + 1  # the read would refresh the row's use: it cannot, and still answers
+        reader = PieceCache(path, max_bytes=1 << 20, clock=clock)
+        assert np.array_equal(reader.get_many("s", "m", [key(1)])[key(1)], unit_rows(2))
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert not (tmp_path / "pieces.sqlite3.corrupt").exists()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT used FROM pieces").fetchone()[0] == 1_000_000  # not refreshed
+    db.close()
+    reader.put_many("s", "m", [(key(2), unit_rows(2, seed=2))])  # free again: written
+    assert set(reader.get_many("s", "m", [key(1), key(2)])) == {key(1), key(2)}
+
+
 def _writer(path: str, worker: int, rounds: int) -> None:
     cache = PieceCache(Path(path), max_bytes=40 * unit_rows(6).nbytes)
     for r in range(rounds):
