@@ -1,5 +1,5 @@
 """The span scorer's word pieces on disk (`embed/pieces.py`): what a new process saves, what it
-costs, and that it changes no answer (docs/verbatim.md#token-match).
+costs, and that it changes no answer (docs/verbatim.md, "The token-level match").
 
     # every question of the QA suite in this (fresh) process: path, refusal, hit ids, latency
     python bench/token_cache.py answers bench/qa --store DIR --out A.json [--quantise int8]

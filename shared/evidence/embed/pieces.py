@@ -11,10 +11,10 @@ indexes), so any process on the same store reads what another computed.
 
 Stored as float16, the dtype the in-process cache already holds them in, so a vector read here is
 the vector the process would have computed and kept (the model's pieces do not depend on what
-else is in the batch: tests/unit/embed/test_pieces.py). About 26 KB a span (the QA suite's 4,734
-ranked spans average 34 pieces x 384 dimensions x 2 bytes; docs/verbatim.md#token-match). int8
-with a per-row scale would halve that, but it reordered the evidence of 4 of the suite's 353
-questions (`bench/token_cache.py answers --quantise int8`); float16 changes none.
+else is in the batch: tests/unit/embed/test_pieces.py). About 26 KB a span: the QA suite's 4,734
+ranked spans average 34 pieces x 384 dimensions x 2 bytes (docs/verbatim.md, "The token-level
+match"). int8 with a per-row scale would halve that, but it reordered the evidence of 4 of the
+suite's 353 questions (`bench/token_cache.py answers --quantise int8`); float16 changes none.
 
 Bounded: past `max_bytes` of vectors, the least recently used rows are deleted down to 90 % of
 it. "Used" is the time a row was written or last read; a read refreshes it at most once per
