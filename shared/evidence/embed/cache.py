@@ -52,6 +52,7 @@ class EmbeddingCache:
             " (scope TEXT, model TEXT, hash TEXT, vector BLOB, PRIMARY KEY(scope, model, hash))"
         )
         self._lock = threading.Lock()
+        self._pieces_lock = threading.Lock()
 
     def get_many(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> dict[str, Matrix]:
         out: dict[str, Matrix] = {}
@@ -91,7 +92,7 @@ class EmbeddingCache:
         """The word-piece cache next to this one, opened on first use; None when it is off."""
         if self.pieces_max_bytes <= 0:
             return None
-        with self._lock:
+        with self._pieces_lock:  # not the vectors' lock: opening may wait on another process
             if self._pieces is None:
                 self._pieces = PieceCache(self.pieces_path, max_bytes=self.pieces_max_bytes)
             return self._pieces
