@@ -121,6 +121,11 @@ class Settings(BaseSettings):
     #: other indexes. `shared`: every index's, for a store with one owner (re-indexing the same
     #: text into another index then costs no inference).
     embedding_cache_scope: EmbeddingCacheScope = EmbeddingCacheScope.INDEX
+    #: The verbatim span scorer's word-piece vectors kept on disk next to the embedding cache
+    #: (embedded store, `<store>/pieces.sqlite3`, in the same scopes), so a new process does not
+    #: embed its ranked spans' pieces again: the bound in MB (least recently used rows evicted past
+    #: it; ~26 KB a span); 0 = kept in process only (docs/verbatim.md, "The token-level match").
+    token_cache_mb: int = Field(default=256, ge=0, le=1_000_000)
 
     # Chunking
     passage_tokens: int = Field(default=256, ge=32, le=2048)

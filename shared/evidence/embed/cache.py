@@ -6,6 +6,9 @@ shared by every index answered a tenant's upload of text that another tenant alr
 (issue 26.5). `EVIDENCE_EMBEDDING_CACHE_SCOPE=shared` shares one scope across indexes again, for
 a store whose indexes all belong to one owner. SQLite in WAL mode: safe for concurrent readers
 and one writer.
+
+The same store keeps texts' word-piece vectors apart (`embed.pieces`, `<store>/pieces.sqlite3`,
+in the same scopes), for the verbatim span scorer's token-level match.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from evidence.embed.base import Embedder, Matrix, document_key
+from evidence.embed.pieces import PieceCache, ScopedPieces
 from evidence.retry import check_deadline
 
 #: Passages embedded between two looks at the request's deadline (~1-2 s of MiniLM on 2 cores).
@@ -30,8 +34,12 @@ SHARED_SCOPE = "*"
 
 
 class EmbeddingCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, pieces_max_bytes: int = 0) -> None:
+        """`pieces_max_bytes`: the bound of the word-piece cache next to it (0: none)."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.pieces_max_bytes = pieces_max_bytes
+        self._pieces: PieceCache | None = None
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
         from evidence.sqlite_wal import enable_wal
 
@@ -44,6 +52,7 @@ class EmbeddingCache:
             " (scope TEXT, model TEXT, hash TEXT, vector BLOB, PRIMARY KEY(scope, model, hash))"
         )
         self._lock = threading.Lock()
+        self._pieces_lock = threading.Lock()
 
     def get_many(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> dict[str, Matrix]:
         out: dict[str, Matrix] = {}
@@ -75,16 +84,35 @@ class EmbeddingCache:
                     self._db.rollback()
                 logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
 
+    @property
+    def pieces_path(self) -> Path:
+        return self.path.with_name("pieces.sqlite3")
+
+    def pieces(self) -> PieceCache | None:
+        """The word-piece cache next to this one, opened on first use; None when it is off."""
+        if self.pieces_max_bytes <= 0:
+            return None
+        with self._pieces_lock:  # not the vectors' lock: opening may wait on another process
+            if self._pieces is None:
+                self._pieces = PieceCache(self.pieces_path, max_bytes=self.pieces_max_bytes)
+            return self._pieces
+
     def drop_scope(self, scope: str) -> None:
-        """Forget a scope's vectors (its index was deleted)."""
+        """Forget a scope's vectors and word pieces (its index was deleted)."""
         with self._lock:
             try:
                 self._db.execute("DELETE FROM scoped_embeddings WHERE scope = ?", (scope,))
             except sqlite3.Error as exc:
                 logging.getLogger(__name__).warning("embedding cache not cleared: %s", exc)
+        # Also when this process never opened it (the pieces were written by another one).
+        pieces = self.pieces() if self.pieces_path.exists() else None
+        if pieces is not None:
+            pieces.drop_scope(scope)
 
     def close(self) -> None:
         self._db.close()
+        if self._pieces is not None:
+            self._pieces.close()
 
 
 class CachedEmbedder:
@@ -129,3 +157,9 @@ class CachedEmbedder:
 
     def embed_query(self, text: str) -> Matrix:
         return self.inner.embed_query(text)
+
+    def pieces(self, model: str) -> ScopedPieces | None:
+        """The store's word-piece cache in this embedder's scope, for pieces made by `model` (a
+        word-piece model's `piece_key`); None when it is off."""
+        cache = self.cache.pieces()
+        return ScopedPieces(cache, scope=self.scope, model=model) if cache is not None else None

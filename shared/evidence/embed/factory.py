@@ -32,9 +32,13 @@ def build_embedder(settings: Settings) -> Embedder:
 
 def with_store_cache(settings: Settings, inner: Embedder) -> Embedder:
     """`inner` behind the store's embedding cache on the embedded backend (re-indexing an
-    unchanged text embeds nothing); as it is elsewhere."""
+    unchanged text embeds nothing; the word-piece cache next to it, `token_cache_mb`, keeps the
+    span scorer's pieces across processes); as it is elsewhere."""
     if settings.backend is not BackendKind.EMBEDDED:
         return inner
     from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 
-    return CachedEmbedder(inner, EmbeddingCache(settings.store_dir / "embeddings.sqlite3"))
+    cache = EmbeddingCache(
+        settings.store_dir / "embeddings.sqlite3", pieces_max_bytes=settings.token_cache_mb << 20
+    )
+    return CachedEmbedder(inner, cache)

@@ -56,6 +56,12 @@ class MiniLMEmbedder:
             return ""
         return f"windows{self.max_tokens - 2}-weighted-mean"
 
+    @property
+    def piece_key(self) -> str:
+        """What a text's word-piece vectors (`embed_tokens`) depend on besides its text: the model
+        and the window read (a text is its first `max_tokens - 2` pieces). Their cache's key."""
+        return f"{self.model_id}+pieces{self.max_tokens - 2}"
+
     def _get_session(self) -> onnxruntime.InferenceSession:
         if self._session is None:
             with self._lock:

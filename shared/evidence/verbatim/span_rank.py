@@ -31,7 +31,8 @@ what does, each measured leave-one-family-out by the fitting script before it ea
   the span's pieces (MaxSim over `MiniLMEmbedder.embed_tokens`), rarity-weighted, 1 when no word
   is missing ("breaches" read in "violation", "kidney" in "renal"). Only the `tokens` model has
   it; the word pieces of the `top_n` spans are embedded at query time, held in process by content
-  hash (`TokenCache`: the store's cache holds pooled vectors only).
+  hash (`TokenCache`) and, on the embedded store, on disk next to its embedding cache
+  (`embed.pieces`), so a new process reads them instead of embedding them again.
 
 Three models, one file: `lexical` (no cosine features) ranks every span of the scope and is the
 whole ranking when the index has no vectors; `dense` re-ranks the lexical model's `top_n`;
@@ -49,9 +50,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -359,7 +360,9 @@ def token_columns(
     from evidence.verbatim.scoring import terms
 
     distinct = list(dict.fromkeys([question, *texts]))
-    matrices = dict(zip(distinct, embed_tokens(distinct), strict=True))
+    asking = getattr(embed_tokens, "asking", None)  # a store-backed cache keeps spans, not questions
+    embed = asking(question) if callable(asking) else embed_tokens
+    matrices = dict(zip(distinct, embed(distinct), strict=True))
     q = question_pieces(question, matrices[question])
     out = {f: np.zeros(len(texts)) for f in TOKEN_FEATURES}
     for i, (t, c) in enumerate(zip(texts, spans, strict=True)):
@@ -369,10 +372,19 @@ def token_columns(
     return out
 
 
+class PieceStore(Protocol):
+    """Word-piece matrices kept outside the process by content hash (`embed.pieces.ScopedPieces`:
+    the store's `pieces.sqlite3`, in the index's scope)."""
+
+    def get_many(self, hashes: Sequence[bytes]) -> Mapping[bytes, np.ndarray]: ...
+
+    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None: ...
+
+
 class TokenCache:
     """Word-piece matrices of texts, in process, by content hash; the least recently used are
-    dropped past `max_bytes`. The store's embedding cache holds one pooled vector per text, not
-    its pieces, and the head spans of a scope recur across the questions asked of it."""
+    dropped past `max_bytes`. Behind it (`through`), the store's word-piece cache, read by every
+    process on the store: a text is embedded once per store, not once per process."""
 
     def __init__(self, embed_tokens: EmbedTokens, *, max_bytes: int = 32 << 20) -> None:
         self.embed_tokens = embed_tokens
@@ -382,6 +394,21 @@ class TokenCache:
         self._lock = threading.Lock()
 
     def __call__(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self.lookup(texts)
+
+    def through(self, store: PieceStore) -> StoredTokens:
+        """This cache with `store` behind it."""
+        return StoredTokens(self, store)
+
+    def lookup(
+        self,
+        texts: Sequence[str],
+        store: PieceStore | None = None,
+        *,
+        unsaved: AbstractSet[str] = frozenset(),
+    ) -> list[np.ndarray]:
+        """Each text's matrix: held, else read from `store`, else embedded (and written to
+        `store`, but for the `unsaved` texts: a question is not kept on disk)."""
         keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
         out: dict[bytes, np.ndarray] = {}
         with self._lock:
@@ -393,21 +420,54 @@ class TokenCache:
         for i, k in enumerate(keys):
             if k not in out:
                 first.setdefault(k, i)  # a text asked twice is embedded once
+        if first and store is not None:
+            found = store.get_many(list(first))
+            if found:
+                with self._lock:
+                    for k, m in found.items():
+                        if k in first:
+                            out[k] = m
+                            self._hold(k, m)
+                first = {k: i for k, i in first.items() if k not in found}
         todo = list(first.values())
         if todo:
             fresh = self.embed_tokens([texts[i] for i in todo])
+            made: list[tuple[bytes, np.ndarray]] = []
             with self._lock:
                 for i, m in zip(todo, fresh, strict=True):
                     # float16 halves the memory; a cosine needs no more (rows are unit vectors).
                     held = np.asarray(m, dtype=np.float16)
                     out[keys[i]] = held
-                    if keys[i] not in self._held:
-                        self._held[keys[i]] = held
-                        self._bytes += held.nbytes
-                while self._bytes > self.max_bytes and self._held:
-                    _, dropped = self._held.popitem(last=False)
-                    self._bytes -= dropped.nbytes
+                    self._hold(keys[i], held)
+                    if texts[i] not in unsaved:
+                        made.append((keys[i], held))
+            if store is not None and made:
+                store.put_many(made)
         return [out[k] for k in keys]
+
+    def _hold(self, key: bytes, m: np.ndarray) -> None:
+        if key not in self._held:
+            self._held[key] = m
+            self._bytes += m.nbytes
+        while self._bytes > self.max_bytes and self._held:
+            _, dropped = self._held.popitem(last=False)
+            self._bytes -= dropped.nbytes
+
+
+@dataclass(frozen=True)
+class StoredTokens:
+    """A `TokenCache` with the store's word-piece cache behind it (`token_source`)."""
+
+    cache: TokenCache
+    store: PieceStore
+
+    def __call__(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self.cache.lookup(texts, self.store)
+
+    def asking(self, question: str) -> EmbedTokens:
+        """The same, for a call that embeds `question` with its spans: the question's pieces are
+        held in process, never written to the store (spans recur, questions rarely do)."""
+        return partial(self.cache.lookup, store=self.store, unsaved=frozenset({question}))
 
 
 @lru_cache(maxsize=4)
@@ -417,11 +477,18 @@ def _token_cache(model: Any) -> TokenCache:
 
 def token_source(embedder: Any) -> EmbedTokens | None:
     """The word-piece embedder behind `embedder` (through its cache and background wrappers, to
-    the in-process model), cached; None when it has none (a remote model, a lexical index)."""
+    the in-process model), cached in process, and in the store's word-piece cache when a wrapper
+    offers one (`CachedEmbedder.pieces`); None when it has none (a remote model, a lexical index)."""
+    stored: Callable[[str], PieceStore | None] | None = None
     seen = 0
     while embedder is not None and seen < 8:
         if callable(getattr(embedder, "embed_tokens", None)):
-            return _token_cache(embedder)
+            cache = _token_cache(embedder)
+            key = getattr(embedder, "piece_key", None) or getattr(embedder, "model_id", "")
+            store = stored(str(key)) if stored is not None else None
+            return cache if store is None else cache.through(store)
+        if stored is None and callable(getattr(embedder, "pieces", None)):
+            stored = embedder.pieces
         embedder = getattr(embedder, "inner", None)
         seen += 1
     return None
