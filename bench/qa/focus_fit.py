@@ -337,8 +337,18 @@ def leave_one_family_out(
     report["held_out"] = figures(held)
     key = keys(None)
     every = max(range(len(grid)), key=lambda k: key[k])
-    report["fitted_on_all"] = {"parameter": grid[every], **ties(key, every), **figures(rows_by_point[every])}
+    report["fitted_on_all"] = {
+        "parameter": grid[every],
+        **ties(key, every),
+        **figures(rows_by_point[every]),
+        "families": by_family(rows_by_point[every]),
+    }
     return report
+
+
+def by_family(rows: Sequence[Scored]) -> dict[str, Any]:
+    """`figures` per family (in-sample figures of one rule, to compare with the shipped one)."""
+    return {n: figures([r for r in rows if r.family == n]) for n in dict.fromkeys(r.family for r in rows)}
 
 
 def _memoise(expected: Callable[[str], Sequence[Any]]) -> Callable[[str], Sequence[Any]]:
@@ -373,7 +383,8 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     expected = answer_types().expected  # as the `default` plug-in builds its focus
     shipped = FocusHits(expected=expected)
     report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
-    report["shipped"] = figures(score(asked, shipped.run, refusals=True))
+    kept = score(asked, shipped.run, refusals=True)
+    report["shipped"] = {**figures(kept), "families": by_family(kept)}
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
     if args.fit:
