@@ -41,6 +41,8 @@ Every fit then lowers the dense model's `length` weight by the step (`BUDGET_STE
 the most answers within 600 characters on its own training families (`budgeted`): the pairwise
 fit puts the answering span first, but the evidence is read to a character budget, where one long
 span first pushes the spans after it out. `fit --no-budget` leaves it as fitted.
+Of the steps tied for the most answers the smallest is taken (`--budget-tie middle`: the middle
+one); the tied steps are named in the model's `fitted_on`.
 
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
 
