@@ -41,6 +41,8 @@ Every fit then lowers the dense model's `length` weight by the step (`BUDGET_STE
 the most answers within 600 characters on its own training families (`budgeted`): the pairwise
 fit puts the answering span first, but the evidence is read to a character budget, where one long
 span first pushes the spans after it out. `fit --no-budget` leaves it as fitted.
+Of the steps tied for the most answers the smallest is taken (`--budget-tie middle`: the middle
+one); the tied steps are named in the model's `fitted_on`.
 
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
 
@@ -385,6 +387,7 @@ def fit_model(
     note: str,
     *,
     budget: bool = True,
+    tie: str = "smallest",
 ) -> SpanModel:
     d, w = pairs(train, lexical, [r.candidates for r in train])
     lw = fit_pairwise(d, w) if len(d) else np.zeros(len(lexical))
@@ -402,7 +405,7 @@ def fit_model(
             top_n,
             fitted_on,
         )
-        return budgeted(model, train) if budget and "length" in features else model
+        return budgeted(model, train, tie) if budget and "length" in features else model
 
     # The token-match features make a second dense model (`SpanModel.tokens`): the one without
     # them still ranks where no word-piece vectors can be had.
@@ -421,32 +424,45 @@ def fit_model(
 
 #: How much the dense model's `length` weight may be lowered (`budgeted`).
 BUDGET_STEPS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+#: Which of the steps tied for the most answers `budgeted` takes: the smallest (the shipped rule)
+#: or the middle one (the lower of two middles), `--budget-tie`.
+BUDGET_TIES = ("smallest", "middle")
 
 
-def budgeted(model: SpanModel, train: Sequence[Row]) -> SpanModel:
+def budgeted(model: SpanModel, train: Sequence[Row], tie: str = "smallest") -> SpanModel:
     """The model with its dense `length` weight lowered by the step of `BUDGET_STEPS` that finds
-    the most answers within 600 characters on `train` (the smallest step of the best).
+    the most answers within 600 characters on `train` (of the steps tied for the best, the
+    smallest, or with `tie="middle"` the middle one; the tied steps are named in `fitted_on`).
 
     The pairwise fit orders the answering span first; the evidence is read to a character budget,
     so a long span first costs the spans after it their place. Lowering the length weight is the
     same as ranking by the dense logit minus `step * log(length)`: short spans first when the
     model is unsure. One scalar, chosen on the training families only."""
     weights = dict(model.dense.weights)
-    best: tuple[int, float] = (-1, 0.0)
+    counts: dict[float, int] = {}
     for step in BUDGET_STEPS:
         trial = replace(
             model, dense=LinearModel(weights | {"length": weights["length"] - step}, model.dense.bias)
         )
-        got = sum(found(r, trial) for r in train)
-        if got > best[0]:
-            best = (got, step)
-    weights["length"] = round(weights["length"] - best[1], 4)
-    note = f"{model.fitted_on}; dense length weight lowered by {best[1]} for the 600-character budget"
+        counts[step] = sum(found(r, trial) for r in train)
+    top = max(counts.values())
+    tied = [s for s in BUDGET_STEPS if counts[s] == top]
+    step = tied[0] if tie == "smallest" else tied[(len(tied) - 1) // 2]
+    weights["length"] = round(weights["length"] - step, 4)
+    note = f"{model.fitted_on}; dense length weight lowered by {step} for the 600-character budget"
+    if len(tied) > 1:
+        note += f" (tied steps {', '.join(map(str, tied))}: {top} answers each; the {tie} taken)"
     return replace(model, dense=LinearModel(weights, model.dense.bias), fitted_on=note)
 
 
 def lofo(
-    rows: Sequence[Row], lexical: Sequence[str], dense: Sequence[str], top_n: int, *, budget: bool = True
+    rows: Sequence[Row],
+    lexical: Sequence[str],
+    dense: Sequence[str],
+    top_n: int,
+    *,
+    budget: bool = True,
+    tie: str = "smallest",
 ) -> dict[str, Any]:
     families = list(dict.fromkeys(r.family for r in rows))
     out: dict[str, Any] = {}
@@ -454,7 +470,7 @@ def lofo(
     for fam in families:
         train = [r for r in rows if r.family != fam]
         test = [r for r in rows if r.family == fam]
-        model = fit_model(train, lexical, dense, top_n, f"all but {fam}", budget=budget)
+        model = fit_model(train, lexical, dense, top_n, f"all but {fam}", budget=budget, tie=tie)
         got = sum(found(r, model) for r in test)
         hits += got
         total += len(test)
@@ -489,6 +505,7 @@ def end_to_end(
     model_dir: Path,
     fixed_model: Path | None = None,
     budget: bool = True,
+    tie: str = "smallest",
 ) -> dict[str, Any]:
     from evidence.evaluation import ask_family, qa_metrics
     from evidence.service import EvidenceService
@@ -510,7 +527,9 @@ def end_to_end(
                     path = fixed_model
                 else:
                     train = [r for r in rows if r.family != family.name]
-                    model = fit_model(train, lexical, dense, top_n, f"all but {family.name}", budget=budget)
+                    model = fit_model(
+                        train, lexical, dense, top_n, f"all but {family.name}", budget=budget, tie=tie
+                    )
                     path = model_dir / f"span_rank_without_{family.name}.json"
                     path.write_text(json.dumps(model.to_dict(), indent=2) + "\n")
                 span_rank.MODEL_FILE = path
@@ -557,6 +576,9 @@ def main() -> int:
         f.add_argument("--dense", default=",".join(DENSE_FEATURES))
         f.add_argument("--top-n", type=int, default=40)
         f.add_argument("--no-budget", action="store_true", help="keep the fitted length weight")
+        f.add_argument(
+            "--budget-tie", choices=BUDGET_TIES, default="smallest", help="step taken among tied ones"
+        )
         f.add_argument("--write")
     args = ap.parse_args()
     if args.cmd == "rows":
@@ -602,11 +624,12 @@ def main() -> int:
             model_dir=Path(args.model_dir),
             fixed_model=Path(args.fixed) if args.fixed else None,
             budget=not args.no_budget,
+            tie=args.budget_tie,
         )
         print(json.dumps(report))
         return 0
     if args.cmd == "fit":
-        report = lofo(rows, lexical, dense, args.top_n, budget=not args.no_budget)
+        report = lofo(rows, lexical, dense, args.top_n, budget=not args.no_budget, tie=args.budget_tie)
         print(
             json.dumps(
                 {"old_blend": fixed(rows, OLD), "held_out": {k: v["recall"] for k, v in report.items()}}
@@ -625,6 +648,7 @@ def main() -> int:
                 f"{len({r.family for r in rows})} families; held-out recall@600 (offline) "
                 f"{report['pooled']['recall']}",
                 budget=not args.no_budget,
+                tie=args.budget_tie,
             )
             Path(args.write).write_text(json.dumps(model.to_dict(), indent=2) + "\n")
             print("wrote", args.write, json.dumps(model.to_dict()))

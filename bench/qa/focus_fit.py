@@ -308,29 +308,47 @@ def leave_one_family_out(
     names = list(dict.fromkeys(a.family for a in asked))
     report: dict[str, Any] = {"families": {}}
     held: list[Scored] = []
+
+    def keys(held_out: str | None) -> list[tuple[int, int, int]]:
+        return [
+            (
+                sum(r.found_2000 for r in rows if r.family != held_out and r.answerable),
+                sum(r.found_600 for r in rows if r.family != held_out and r.answerable),
+                -sum(r.chars for r in rows if r.family != held_out),
+            )
+            for rows in rows_by_point
+        ]
+
+    def ties(key: Sequence[tuple[int, int, int]], best: int) -> dict[str, int]:
+        # How many grid points the choice was made among: tied on recall@2000 (then broken by
+        # recall@600 and characters), and tied on all three (then the grid's first is taken).
+        return {
+            "tied_2000": sum(k[0] == key[best][0] for k in key),
+            "tied_2000_600": sum(k[:2] == key[best][:2] for k in key),
+            "tied_all": sum(k == key[best] for k in key),
+        }
+
     for name in names:
-        best = max(
-            range(len(grid)),
-            key=lambda k: (
-                sum(r.found_2000 for r in rows_by_point[k] if r.family != name and r.answerable),
-                sum(r.found_600 for r in rows_by_point[k] if r.family != name and r.answerable),
-                -sum(r.chars for r in rows_by_point[k] if r.family != name),
-            ),
-        )
+        key = keys(name)
+        best = max(range(len(grid)), key=lambda k: key[k])
         mine = score([a for a in asked if a.family == name], build(**grid[best]), refusals=True)
         held.extend(mine)
-        report["families"][name] = {"parameter": grid[best], **figures(mine)}
+        report["families"][name] = {"parameter": grid[best], **ties(key, best), **figures(mine)}
     report["held_out"] = figures(held)
-    every = max(
-        range(len(grid)),
-        key=lambda k: (
-            sum(r.found_2000 for r in rows_by_point[k] if r.answerable),
-            sum(r.found_600 for r in rows_by_point[k] if r.answerable),
-            -sum(r.chars for r in rows_by_point[k]),
-        ),
-    )
-    report["fitted_on_all"] = {"parameter": grid[every], **figures(rows_by_point[every])}
+    key = keys(None)
+    every = max(range(len(grid)), key=lambda k: key[k])
+    report["fitted_on_all"] = {
+        "parameter": grid[every],
+        **ties(key, every),
+        **figures(rows_by_point[every]),
+        "families": by_family(rows_by_point[every]),
+    }
     return report
+
+
+def by_family(rows: Sequence[Scored]) -> dict[str, Any]:
+    """`figures` per family (in-sample figures of one rule, to compare with the shipped one)."""
+    return {n: figures([r for r in rows if r.family == n]) for n in dict.fromkeys(r.family for r in rows)}
 
 
 def _memoise(expected: Callable[[str], Sequence[Any]]) -> Callable[[str], Sequence[Any]]:
@@ -365,7 +383,8 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     expected = answer_types().expected  # as the `default` plug-in builds its focus
     shipped = FocusHits(expected=expected)
     report: dict[str, Any] = {"unfocused": figures(score(asked, lambda h, c: list(h), refusals=True))}
-    report["shipped"] = figures(score(asked, shipped.run, refusals=True))
+    kept = score(asked, shipped.run, refusals=True)
+    report["shipped"] = {**figures(kept), "families": by_family(kept)}
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
     if args.fit:

@@ -59,3 +59,15 @@ def test_an_answer_already_in_the_budget_keeps_the_fitted_weight(fit: ModuleType
     row = _row(fit, [answer + " c" * 200, "b" * 100], [0.7, 0.5], answer)
     tuned = fit.budgeted(_model(0.3), [row])
     assert tuned.dense.weights["length"] == 0.3 and fit.found(row, tuned)
+
+
+def test_tied_steps_are_named_and_the_middle_rule_takes_the_middle_one(fit: ModuleType) -> None:
+    answer = "The answer is 14 days."
+    row = _row(fit, ["a" * 500, "b" * 400, answer + " c" * 30], [0.6, 0.6, 0.5], answer)
+    smallest = fit.budgeted(_model(0.0), [row])
+    middle = fit.budgeted(_model(0.0), [row], "middle")
+    # every step from 0.5 up finds the answer: six steps tie, the lower of the two middles is 1.0
+    assert "tied steps 0.5, 0.75, 1.0, 1.25, 1.5, 2.0" in smallest.fitted_on
+    assert smallest.dense.weights["length"] == -0.5
+    assert middle.dense.weights["length"] == -1.0 and fit.found(row, middle)
+    assert "the middle taken" in middle.fitted_on
