@@ -435,7 +435,9 @@ def _heading_line(start: int, line: str, heading_starts: set[int]) -> bool:
 def _continues_bullet(
     line: str, prev: str, indent: int, *, opened: int, is_table: bool, heading_starts: set[int], start: int
 ) -> bool:
-    """A wrapped bullet: an indented line, or (PDF text) a lower-case line after an unfinished one."""
+    """A wrapped bullet: an indented line, (PDF text) a lower-case line after an unfinished one, or
+    any line after one that ends on a word no item ends on ("… any distribution of this" /
+    "Package."): plain text wraps a numbered clause at its number's column or left of it."""
     s = line.strip()
     if not s or is_table or start in heading_starts or _BULLET.match(line) or _CAPTION.match(line):
         return False
@@ -444,7 +446,17 @@ def _continues_bullet(
     lead = len(line) - len(line.lstrip())
     if lead > indent or opened > 0:
         return True  # indented, or the item left a parenthesis open
+    if _OPEN_ENDED.search(prev):
+        return True
     return s[0].islower() and prev.rstrip()[-1:] not in (".", "!", "?", ":", ";")
+
+
+#: A line ending on an article, a preposition or a conjunction stops mid-phrase: its item goes on.
+_OPEN_ENDED = re.compile(
+    r"\s(?:the|a|an|this|these|that|those|its|their|any|each|of|to|for|with|by|from|in|on|at|into"
+    r"|under|than|and|or|nor)[ \t]*$",
+    re.IGNORECASE,
+)
 
 
 def _emit(

@@ -313,3 +313,25 @@ def test_paragraph_long_bullet_is_sentence_split_but_keeps_its_type() -> None:
     assert all(len(s.text) < 120 for s in spans)
     short = extract_spans(ParsedDocument(text="- Keep cold. Do not freeze."))
     assert [s.text for s in short] == ["- Keep cold. Do not freeze."]
+
+
+def test_a_numbered_clause_wrapped_at_its_numbers_column_continues() -> None:
+    # Plain-text licences wrap a numbered clause at (or left of) its number's column: a line that
+    # ends on an article or a preposition stops mid-phrase, so the next line is the same item, even
+    # with a capital ("… of this" / "Package."); a line ending on a noun still ends the item.
+    text = (
+        "5. You may charge a reasonable copying fee for any distribution of this\n"
+        "Package.  You may charge any fee.\n"
+        "  6. A program that contains no derivative of any portion of the\n"
+        "Library is called a work that uses the Library.\n"
+        "- an item that ends on a noun\nNew prose."
+    )
+    texts = [s.text for s in extract_spans(ParsedDocument(text=text))]
+    assert texts == [
+        "5. You may charge a reasonable copying fee for any distribution of this\n"
+        "Package.  You may charge any fee.",
+        "6. A program that contains no derivative of any portion of the\n"
+        "Library is called a work that uses the Library.",
+        "- an item that ends on a noun",
+        "New prose.",
+    ]
