@@ -43,7 +43,10 @@ from evidence.records import ParsedDocument
 #: "8. Termination." "2.1 Grant of Patent License. Subject to …" "12 Miscellaneous"
 _NUMBERED = re.compile(
     r"^[ \t]*(?:(?P<kw>(?i:section|article|clause|part|chapter|appendix|annex))[ \t]+)?"
-    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){0,4})(?P<dot>\.?)"
+    # a letter is a number with its sub-numbers ("A.1"), after a keyword ("Appendix A") or with
+    # its dot ("A. Collected ABNF"), never the first letter of a word ("GNU")
+    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
+    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?)"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
     r"(?P<title>[A-Z][^.\n:;!?]{0,78})(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
 )
@@ -195,7 +198,10 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        alone = prev_blank and not nxt.strip()
+        # A loose title needs a body under it: a double-spaced list ("3. Day of the month") has
+        # the next item there.
+        body = next((x for x in lines[i + 2 :] if x.strip()), "")
+        alone = prev_blank and not nxt.strip() and not _NUMBERED.match(body)
         found = _numbered(line, loose=alone)
         if (
             found is not None
@@ -251,7 +257,8 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
     ends = [*(f - 1 for f in page_at[1:]), len(text)]
     split = [text[a:b].split("\n") for a, b in zip(page_at, ends, strict=True)]
     chars = list(text)
-    for a, lines, drop in zip(page_at, split, running_lines(split), strict=True):
+    drops = running_lines(split)
+    for a, lines, drop in zip(page_at, split, drops, strict=True):
         pos = a
         for i, line in enumerate(lines):
             if i in drop:
@@ -259,7 +266,9 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
             pos += len(line) + 1
     for f in page_at[1:]:
         chars[f - 1] = " "
-    for f in page_at[1:]:
+    for k, f in enumerate(page_at[1:]):
+        if not (drops[k] or drops[k + 1]):
+            continue  # a page break alone (no header or footer at it) is the author's: kept
         # The whitespace between the last text before the break and the first line after it.
         a = f - 1
         while a > 0 and chars[a - 1].isspace():
