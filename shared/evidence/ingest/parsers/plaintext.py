@@ -35,9 +35,11 @@ span. `page_starts` records where each page begins.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
-from evidence.ingest.parsers.layout import Heading, flat_sections, running_lines
+from evidence.ingest.offsets import SourceOffsets
+from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines, running_lines
 from evidence.records import ParsedDocument
 
 #: "8. Termination." "2.1 Grant of Patent License. Subject to …" "12 Miscellaneous"
@@ -132,6 +134,19 @@ def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> boo
     return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= 3
 
 
+def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
+    """A loosely taken numbered line followed by its next sibling, not by a body: an item of a
+    double-spaced list ("3. Day of the month" over "4. Month of the year")."""
+    body = next((x for x in lines[i + 2 :] if x.strip()), "")
+    nxt = _numbered(body, loose=True)
+    return (
+        nxt is not None
+        and nxt.parts is not None
+        and found.parts is not None
+        and len(nxt.parts) == len(found.parts)
+    )
+
+
 def _caps_heading(lines: list[str], i: int) -> bool:
     s = lines[i].strip()
     if not (3 <= len(s) <= 80) or len(s.split()) > MAX_TITLE_WORDS or not _caps(s) or _COLUMNS.search(s):
@@ -148,10 +163,14 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _indented_body(lines: list[str]) -> bool:
-    """Most text lines are indented: headings are then the lines at the left margin."""
-    body = [line for line in lines if line.strip()]
-    return len(body) >= 20 and sum(_indent(line) >= 2 for line in body) >= 0.6 * len(body)
+def _body_indent(lines: list[str]) -> int:
+    """The indent of most text lines when most are indented (headings are then the lines at the
+    left margin, and a capitals line indented deeper than the body is a figure's), else 0."""
+    body = [_indent(line) for line in lines if line.strip()]
+    indented = [n for n in body if n >= 2]
+    if len(body) < 20 or len(indented) < 0.6 * len(body):
+        return 0
+    return Counter(indented).most_common(1)[0][0]
 
 
 def _flush_left_heading(lines: list[str], i: int) -> bool:
@@ -184,7 +203,8 @@ def plaintext_headings(text: str) -> list[Heading]:
     numbered: list[Heading] = []
     other: list[Heading] = []
     underlined: set[int] = set()
-    flush_left = _indented_body(lines)
+    body_indent = _body_indent(lines)
+    width = max((len(x.rstrip()) for x in lines), default=0)
     last: tuple[int, ...] | None = None
     for i, line in enumerate(lines):
         if not line.strip() or i in underlined:
@@ -198,23 +218,24 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        # A loose title needs a body under it: a double-spaced list ("3. Day of the month") has
-        # the next item there.
-        body = next((x for x in lines[i + 2 :] if x.strip()), "")
-        alone = prev_blank and not nxt.strip() and not _NUMBERED.match(body)
-        found = _numbered(line, loose=alone)
+        found = _numbered(line, loose=prev_blank and not nxt.strip())
         if (
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
             and not _toc_wrap(lines, i)
-            and (not found.needs_sequence or _continues(last, found.parts))
+            and (
+                not found.needs_sequence
+                or (_continues(last, found.parts) and not _list_item(lines, i, found))
+            )
         ):
             numbered.append((at, found.level + 1, found.heading))
             last = found.parts or last
             continue
-        if _caps_heading(lines, i):
+        if _caps_heading(lines, i) and not (
+            body_indent and _indent(line) > body_indent and not _centred(line, width)
+        ):
             other.append((at, 1, s))
-        elif flush_left and _flush_left_heading(lines, i):
+        elif body_indent and _flush_left_heading(lines, i):
             other.append((at, 2, s))
     heads = other + (numbered if len(numbered) >= 2 else [])
     return sorted(heads)
@@ -224,11 +245,48 @@ def plaintext_headings(text: str) -> list[Heading]:
 _LABELLED = re.compile(r"^\w{1,12}\s*:\s")
 
 
+#: Where a centred title is looked for, and how far off centre its line may be.
+_TITLE_LINES = 60
+_CENTRE_SLACK = 4
+
+
+def _centred(line: str, width: int) -> bool:
+    """A short line about as far from the right edge of the text (`width`) as from the left."""
+    s = line.strip()
+    if not s or _COLUMNS.search(s) or len(s) > MAX_TITLE_CHARS:
+        return False
+    lead = _indent(line)
+    return lead >= 8 and abs(lead - (width - len(line.rstrip()))) <= _CENTRE_SLACK
+
+
+def _centred_title(lines: list[str]) -> str:
+    """The first line centred on the text's width (with the next when it is centred too): the
+    title of a memo under its two-column front matter; "" when there is none."""
+    head = lines[:_TITLE_LINES]
+    width = max((len(x.rstrip()) for x in head), default=0)
+
+    def centred(line: str) -> bool:
+        return _centred(line, width)
+
+    for i, line in enumerate(head):
+        if centred(line) and (i == 0 or not head[i - 1].strip()):
+            parts = [line.strip()]
+            if i + 1 < len(head) and centred(head[i + 1]):
+                parts.append(head[i + 1].strip())
+            return " ".join(" ".join(parts).split())
+    return ""
+
+
 def _first_line_title(text: str) -> str:
     """A short first line followed by more text: "Apache License", "MIT License"; not a sentence
     or question ("Q: Do you encrypt data at rest?"), a labelled line, or a numbered clause."""
-    for line in text.split("\n"):
+    lines = text.split("\n")
+    for line in lines:
         s = line.strip()
+        if s and _COLUMNS.search(s):
+            # Front matter in two columns (a memo's "Network Working Group   G. Klyne"): the
+            # title is the first centred line below it.
+            return _centred_title(lines)
         if s:
             words = s.split()
             if (
@@ -277,9 +335,9 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
         while c < len(chars) and chars[c].isspace():
             c += 1
         b = a
-        for k in range(c - 1, a - 1, -1):
-            if chars[k] == "\n":
-                b = k + 1
+        for j in range(c - 1, a - 1, -1):
+            if chars[j] == "\n":
+                b = j + 1
                 break
         if a == 0 or c >= len(chars) or b <= a:
             continue
@@ -293,6 +351,21 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
         if b - a >= len(keep):
             chars[a:b] = " " * (b - a - len(keep)) + keep
     return "".join(chars), tuple(page_at)
+
+
+def blank_source(original: str, blanked: str) -> str:
+    """The upload `original` (CRLF line ends) with the characters `blank_page_furniture` blanked in
+    its normalised text (`blanked`) blanked too, its line breaks kept: `ingest.offsets` maps
+    offsets by the CRLF pairs, which must stay where they are."""
+    normalised = normalise_newlines(original)
+    if normalised == blanked:
+        return original
+    at = SourceOffsets(original)
+    chars = list(original)
+    for i, (was, now) in enumerate(zip(normalised, blanked, strict=True)):
+        if was not in (now, "\n"):
+            chars[at(i)] = " "
+    return "".join(chars)
 
 
 def parse_plaintext(text: str, *, title: str = "") -> ParsedDocument:
