@@ -134,10 +134,17 @@ def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> boo
     return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= 3
 
 
+def _next_text(lines: list[str], j: int) -> str:
+    """The first line from `j` on that is not blank ("" at the end): no copy of the rest."""
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return lines[j] if j < len(lines) else ""
+
+
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
     """A loosely taken numbered line followed by its next sibling, not by a body: an item of a
     double-spaced list ("3. Day of the month" over "4. Month of the year")."""
-    body = next((x for x in lines[i + 2 :] if x.strip()), "")
+    body = _next_text(lines, i + 2)
     nxt = _numbered(body, loose=True)
     return (
         nxt is not None
@@ -183,7 +190,7 @@ def _flush_left_heading(lines: list[str], i: int) -> bool:
         return False
     if i and lines[i - 1].strip():
         return False
-    after = next((x for x in lines[i + 1 :] if x.strip()), "")
+    after = _next_text(lines, i + 1)
     return _indent(after) >= 2
 
 
