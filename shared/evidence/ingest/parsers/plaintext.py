@@ -1,8 +1,9 @@
 """Structure in plain text: numbered clauses, ALL-CAPS headings and underlined headings become
-sections, and a short first line is the title.
+sections, and a short first line is the title (under two-column front matter, as a memo's
+"Network Working Group   G. Klyne", the first centred line is).
 
 Plain text has no markup, so headings are read off the layout, conservatively: a heading line is
-left out of the fact spans, so a false positive would lose a fact. Three forms are taken:
+left out of the fact spans, so a false positive would lose a fact. Four forms are taken:
 
 - **numbered clauses**: "8. Termination." / "2.1 Grant of Patent License." / "Section 4 - Fees" /
   "ARTICLE IV. TERM": a number (dotted levels give the nesting), then a short Title Case title.
