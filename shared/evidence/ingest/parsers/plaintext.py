@@ -75,7 +75,8 @@ def _caps(line: str) -> bool:
 
 
 #: A table of contents' entry: dot leaders and a page number ("Semantics . . . . . 10", "Scope ....4").
-_LEADER = re.compile(r"(?:\.[ \t]?){3,}[ \t]*[\divxlc]{1,5}[ \t]*$", re.IGNORECASE)
+#: A match starts only at a run's first dot (the lookbehinds), so a line of dots is scanned once.
+_LEADER = re.compile(r"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){3,}+[ \t]*+[\divxlc]{1,5}[ \t]*+$", re.IGNORECASE)
 #: Columns: a run of three spaces inside a line's text (a table row, a two-column front matter).
 _COLUMNS = re.compile(r"\S[ \t]{3,}\S")
 
