@@ -56,6 +56,10 @@ _FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
 # pass instead of a backtracking search over every split of the spaces between two `[ \t]*`.
 _TABLE_SEP = re.compile(r"^[ \t]*+(?:\|[ \t]*+)?:?-{2,}+:?[ \t]*+(?:\|[ \t]*+:?-{2,}+:?[ \t]*+)++\|?[ \t]*+$")
 _ALNUM = re.compile(r"\w")
+# A table of contents' entry: dot leaders, then a page number ("4.1.2.  Semantics . . . . 10").
+# One span per line; sentence-split, its leaders' dots would cut it into "Semantics ." fragments.
+# A match starts only at a run's first dot (the lookbehinds), so a line of dots is scanned once.
+_CONTENTS_LINE = re.compile(r"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){4,}+[ \t]*+\d{1,4}[ \t]*+$")
 
 _BLANK, _SKIP, _PROSE = 0, 1, 2
 
@@ -381,6 +385,8 @@ def _line_kind(line: str, *, is_table: bool) -> SpanType | None:
         return SpanType.TABLE_ROW
     if _CAPTION.match(line):
         return SpanType.CAPTION
+    if _CONTENTS_LINE.search(line):
+        return SpanType.SENTENCE  # "1.  Introduction . . . 4" before a numbered item's rule
     if _BULLET.match(line):
         return SpanType.BULLET
     return None

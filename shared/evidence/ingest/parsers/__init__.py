@@ -24,7 +24,7 @@ from evidence.ingest.parsers.html import parse_html
 from evidence.ingest.parsers.layout import normalise_newlines
 from evidence.ingest.parsers.markdown import parse_markdown
 from evidence.ingest.parsers.pdf import parse_pdf
-from evidence.ingest.parsers.plaintext import parse_plaintext
+from evidence.ingest.parsers.plaintext import blank_source, parse_plaintext
 from evidence.ingest.parsers.text import decode_text
 from evidence.ingest.spl import is_spl, parse_spl
 from evidence.records import ParsedDocument
@@ -71,8 +71,10 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
     """Parse already-decoded text (API `text` uploads, JSONL records) of a text format."""
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
     if fmt != "html" and "\r" in text:
-        # Offsets must slice the original: the chunker maps them back (ingest/offsets.py).
-        doc = replace(doc, source_text=text)
+        # Offsets must slice the original: the chunker maps them back (ingest/offsets.py); page
+        # furniture blanked in plain text is blanked there too.
+        source = blank_source(text, doc.text) if fmt == "txt" and doc.page_starts else text
+        doc = replace(doc, source_text=source)
     return doc
 
 

@@ -37,3 +37,91 @@ def table_cell(text: str) -> str:
 
 def table_row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+_DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(r"^(?:page\s*)?[#ivxlc]+(?:\s*(?:/|of)\s*#)?$", re.IGNORECASE)
+_EDGE_NUMBER = re.compile(r"^(\d{1,4})\b|\b(\d{1,4})$")
+#: Lines at each end of a page where running headers and footers sit ("Chapter 2" over "2.1 Scope").
+_ZONE = 2
+#: A running line is short: a header, a footer, a page number.
+_RUNNING_MAX_CHARS = 100
+
+
+def _page_zones(lines: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(end, rank, line index) of the lines at the top and bottom of a page: rank 0 is the outermost.
+    A page of fewer than three lines has no room for a header, so it has no zones."""
+    idx = [i for i, line in enumerate(lines) if line.strip()]
+    if len(idx) < 3:
+        return []
+    # A short page's second line is as likely its content as a header's second line.
+    zone = _ZONE if len(idx) >= 3 * _ZONE else 1
+    return [("top", r, idx[r]) for r in range(zone)] + [("bottom", r, idx[-1 - r]) for r in range(zone)]
+
+
+def _printed_number(line: str) -> int | None:
+    """The page number a header or footer carries at its start or end ("4 Manual", "Chapter 2: X 3")."""
+    s = line.strip()
+    m = _EDGE_NUMBER.search(s) if len(s) <= _RUNNING_MAX_CHARS else None
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _page_offset(split: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Per end of the page, the offset between a page's position and the number printed on its
+    outermost line, when at least a quarter of the pages (min. 3) agree on it."""
+    votes: dict[tuple[str, int], int] = {}
+    for page_no, lines in enumerate(split, start=1):
+        for where, rank, i in _page_zones(lines):
+            n = _printed_number(lines[i]) if rank == 0 else None
+            if n is not None:
+                votes[(where, page_no - n)] = votes.get((where, page_no - n), 0) + 1
+    need = max(3, len(split) // 4)
+    best: dict[str, tuple[int, int]] = {}
+    for (where, offset), count in votes.items():
+        if count >= need and count > best.get(where, (0, 0))[0]:
+            best[where] = (count, offset)
+    return {where: offset for where, (_, offset) in best.items()}
+
+
+def _running_key(line: str) -> str:
+    """A line with digits masked and spaces collapsed: a right-aligned "[Page 10]" has one space
+    fewer before it than "[Page 9]"."""
+    return WS.sub(" ", _DIGITS.sub("#", line.strip()))
+
+
+def running_lines(split: Sequence[Sequence[str]]) -> list[set[int]]:
+    """Per page (its lines), the indices of its running headers and footers: PDF pages, and plain
+    text paginated by form feeds (an RFC's "Barth   Standards Track   [Page 5]" footer and
+    "RFC 6265   HTTP State Management Mechanism   April 2011" header).
+
+    A line in the top or bottom `_ZONE` lines of a page (of three lines or more) is running when,
+    with digits masked, it recurs in that zone on at least half the pages (min. 3); the outermost
+    line is running too when it is a bare page number ("12", "Page 3 of 9") or carries the page's
+    printed number at its start or end, the printed numbers following the pages at one offset
+    ("Chapter 2: Setup 7" on page 10, "8 User Guide" on page 11).
+    """
+    if len(split) < 2:
+        return [set() for _ in split]
+    counts: dict[tuple[str, str], int] = {}
+    for lines in split:
+        for seen in {(where, _running_key(lines[i])) for where, _, i in _page_zones(lines)}:
+            counts[seen] = counts.get(seen, 0) + 1
+    need = max(3, (len(split) + 1) // 2)
+    offsets = _page_offset(split)
+    out: list[set[int]] = []
+    for page_no, lines in enumerate(split, start=1):
+        drop = set()
+        for where, rank, i in _page_zones(lines):
+            key = _running_key(lines[i])
+            if (counts.get((where, key), 0) >= need and len(key) <= _RUNNING_MAX_CHARS) or (
+                rank == 0
+                and (
+                    _PAGE_NUMBER.match(key)
+                    or (where in offsets and _printed_number(lines[i]) == page_no - offsets[where])
+                )
+            ):
+                drop.add(i)
+        out.append(drop)
+    return out

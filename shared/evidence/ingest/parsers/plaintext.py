@@ -1,8 +1,9 @@
 """Structure in plain text: numbered clauses, ALL-CAPS headings and underlined headings become
-sections, and a short first line is the title.
+sections, and a short first line is the title (under two-column front matter, as a memo's
+"Network Working Group   G. Klyne", the first centred line is).
 
 Plain text has no markup, so headings are read off the layout, conservatively: a heading line is
-left out of the fact spans, so a false positive would lose a fact. Three forms are taken:
+left out of the fact spans, so a false positive would lose a fact. Four forms are taken:
 
 - **numbered clauses**: "8. Termination." / "2.1 Grant of Patent License." / "Section 4 - Fees" /
   "ARTICLE IV. TERM": a number (dotted levels give the nesting), then a short Title Case title.
@@ -13,20 +14,43 @@ left out of the fact spans, so a false positive would lose a fact. Three forms a
 - **ALL-CAPS lines** standing alone (a blank line or the start of the text before them, not
   continued by another capitals line: an all-caps disclaimer paragraph is prose), at most 8 words;
 - **underlined headings**: a one-line paragraph over a line of `=`, `-`, `~` or `*` at least half
-  its length (level 1 for `=`, else 2).
+  its length (level 1 for `=`, else 2);
+- **flush-left headings** in a document whose body is indented (an RFC, a man page printed to
+  text): a short line at the left margin, standing alone, above indented text ("Abstract",
+  "Security Considerations").
+
+A numbered line whose title has lower-case words ("5. Date and Time format") or that is a bare
+number ("12 Miscellaneous") counts only where it continues the numbering of the heading before it
+(5 after 4.4, 4.2 after 4.1), so an address ("77 Massachusetts Avenue") or a table row is not
+taken. Table-of-contents entries (a title, dot leaders, a page number) and column layouts (a run
+of three spaces inside the title: a table's row) are never headings.
+
+**Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
+header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
+form feeds are blanked in place (the same number of spaces), so every offset still indexes the
+uploaded text; the blank lines around a page break are blanked too, down to the one line break,
+when the text before the break does not end a sentence, so a sentence across a page break is one
+span. `page_starts` records where each page begins.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from dataclasses import dataclass
 
-from evidence.ingest.parsers.layout import Heading, flat_sections
+from evidence.ingest.offsets import SourceOffsets
+from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines, running_lines
 from evidence.records import ParsedDocument
 
 #: "8. Termination." "2.1 Grant of Patent License. Subject to …" "12 Miscellaneous"
 _NUMBERED = re.compile(
-    r"^[ \t]*(?:(?P<kw>(?i:section|article|clause|part|chapter))[ \t]+)?"
-    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6})(?P<dot>\.?)[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
+    r"^[ \t]*(?:(?P<kw>(?i:section|article|clause|part|chapter|appendix|annex))[ \t]+)?"
+    # a letter is a number with its sub-numbers ("A.1"), after a keyword ("Appendix A") or with
+    # its dot ("A. Collected ABNF"), never the first letter of a word ("GNU")
+    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
+    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?)"
+    r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
     r"(?P<title>[A-Z][^.\n:;!?]{0,78})(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
@@ -50,28 +74,91 @@ def _caps(line: str) -> bool:
     return len(letters) >= 3 and all(c.isupper() for c in letters)
 
 
+#: A table of contents' entry: dot leaders and a page number ("Semantics . . . . . 10", "Scope ....4").
+#: A match starts only at a run's first dot (the lookbehinds), so a line of dots is scanned once.
+_LEADER = re.compile(r"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){3,}+[ \t]*+[\divxlc]{1,5}[ \t]*+$", re.IGNORECASE)
+#: Columns: a run of three spaces inside a line's text (a table row, a two-column front matter).
+_COLUMNS = re.compile(r"\S[ \t]{3,}\S")
+
+
+@dataclass(frozen=True, slots=True)
+class _Numbered:
+    level: int
+    heading: str
+    #: The number's parts when it is dotted digits ("4.1.2" → (4, 1, 2)), else None.
+    parts: tuple[int, ...] | None
+    #: Whether the line counts only where it continues the numbering (see the module notes).
+    needs_sequence: bool
+
+
 def _numbered_heading(line: str) -> tuple[int, str] | None:
     """(level, heading text) of a numbered clause heading at the start of `line`, else None."""
+    found = _numbered(line, loose=False)
+    return None if found is None else (found.level, found.heading)
+
+
+def _numbered(line: str, *, loose: bool) -> _Numbered | None:
     m = _NUMBERED.match(line)
-    if not m:
+    if not m or _LEADER.search(line):
         return None
     num, title = m.group("num"), m.group("title").strip()
-    roman = not num[0].isdigit()
+    roman = bool(re.fullmatch(r"[IVXLC]{1,6}", num))
+    lettered = num[0].isalpha() and not roman
     if roman and not (m.group("kw") or m.group("dot")):
         return None  # "I think …": a Roman numeral needs its dot or a keyword
-    if not title or not (_title_case(title) or _caps(title)):
+    if lettered and "." not in num and not m.group("kw"):
+        return None  # "A Guide to …": a lone letter is a number only after "Appendix"
+    if not title or _COLUMNS.search(title):
+        return None
+    strict = _title_case(title) or _caps(title)
+    if not strict and not (loose and len(title.split()) <= MAX_TITLE_WORDS and m.group("end").strip() == ""):
         return None
     rest = line[m.end() :].strip()
-    if rest and not m.group("kw") and not m.group("dot") and "." not in num:
+    bare = not m.group("kw") and not m.group("dot") and "." not in num
+    if rest and bare:
         return None  # "3 Tablets were taken. …": a number opening a sentence, not a heading
-    level = (num.count(".") + 1) if not roman else 1
+    level = num.count(".") + 1
     heading = line[: m.end()].strip().rstrip(".:").strip()
-    return level, heading
+    parts = tuple(int(x) for x in num.split(".")) if num[0].isdigit() else None
+    return _Numbered(level, heading, parts, needs_sequence=not strict or bare)
+
+
+def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
+    """Whether outline number `cur` may follow `prev`: one level deeper from 1 ("4" → "4.1"), or
+    the next number at a level (a missed heading or two tolerated: "4.1" → "4.2", "4.4" → "5")."""
+    if cur is None:
+        return False
+    if prev is None:
+        return cur[-1] <= 1
+    if cur[:-1] == prev and cur[-1] <= 1:
+        return True
+    k = len(cur) - 1
+    return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= 3
+
+
+def _next_text(lines: list[str], j: int) -> str:
+    """The first line from `j` on that is not blank ("" at the end): no copy of the rest."""
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return lines[j] if j < len(lines) else ""
+
+
+def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
+    """A loosely taken numbered line followed by its next sibling, not by a body: an item of a
+    double-spaced list ("3. Day of the month" over "4. Month of the year")."""
+    body = _next_text(lines, i + 2)
+    nxt = _numbered(body, loose=True)
+    return (
+        nxt is not None
+        and nxt.parts is not None
+        and found.parts is not None
+        and len(nxt.parts) == len(found.parts)
+    )
 
 
 def _caps_heading(lines: list[str], i: int) -> bool:
     s = lines[i].strip()
-    if not (3 <= len(s) <= 80) or len(s.split()) > MAX_TITLE_WORDS or not _caps(s):
+    if not (3 <= len(s) <= 80) or len(s.split()) > MAX_TITLE_WORDS or not _caps(s) or _COLUMNS.search(s):
         return False
     if s[-1] in ",;" or (s[-1] == "." and len(s.split()) > 4):
         return False
@@ -79,6 +166,40 @@ def _caps_heading(lines: list[str], i: int) -> bool:
     after = lines[i + 1].strip() if i + 1 < len(lines) else ""
     # Inside an all-caps paragraph (a disclaimer), or wrapped from the line before: prose.
     return not before and not (after and _caps(after) and not _UNDERLINE.match(after))
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _body_indent(lines: list[str]) -> int:
+    """The indent of most text lines when most are indented (headings are then the lines at the
+    left margin, and a capitals line indented deeper than the body is a figure's), else 0."""
+    body = [_indent(line) for line in lines if line.strip()]
+    indented = [n for n in body if n >= 2]
+    if len(body) < 20 or len(indented) < 0.6 * len(body):
+        return 0
+    return Counter(indented).most_common(1)[0][0]
+
+
+def _flush_left_heading(lines: list[str], i: int) -> bool:
+    """A short line at the left margin, alone, over indented text: "Abstract", "Security Considerations"."""
+    line = lines[i]
+    s = line.strip()
+    if _indent(line) or not s[0].isupper() or len(s) > 60 or len(s.split()) > MAX_TITLE_WORDS:
+        return False
+    if s[-1] in ".,;:!?" or _COLUMNS.search(s) or _LEADER.search(s):
+        return False
+    if i and lines[i - 1].strip():
+        return False
+    after = _next_text(lines, i + 1)
+    return _indent(after) >= 2
+
+
+def _toc_wrap(lines: list[str], i: int) -> bool:
+    """The first line of a contents entry that wraps: its leaders and page number end the next line."""
+    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+    return bool(nxt.strip()) and _LEADER.search(nxt) is not None and not _LEADER.search(lines[i])
 
 
 def plaintext_headings(text: str) -> list[Heading]:
@@ -91,6 +212,9 @@ def plaintext_headings(text: str) -> list[Heading]:
     numbered: list[Heading] = []
     other: list[Heading] = []
     underlined: set[int] = set()
+    body_indent = _body_indent(lines)
+    width = max((len(x.rstrip()) for x in lines), default=0)
+    last: tuple[int, ...] | None = None
     for i, line in enumerate(lines):
         if not line.strip() or i in underlined:
             continue
@@ -98,16 +222,30 @@ def plaintext_headings(text: str) -> list[Heading]:
         um = _UNDERLINE.match(nxt)
         prev_blank = i == 0 or not lines[i - 1].strip()
         s = line.strip()
+        at = starts[i] + _indent(line)
         if um and prev_blank and len(s) <= MAX_TITLE_CHARS and len(nxt.strip()) * 2 >= len(s):
-            other.append((starts[i] + len(line) - len(line.lstrip()), 1 if um.group(1) == "=" else 2, s))
+            other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        found = _numbered_heading(line)
-        if found is not None and (prev_blank or len(s) <= MAX_TITLE_CHARS):
-            numbered.append((starts[i] + len(line) - len(line.lstrip()), found[0] + 1, found[1]))
+        found = _numbered(line, loose=prev_blank and not nxt.strip())
+        if (
+            found is not None
+            and (prev_blank or len(s) <= MAX_TITLE_CHARS)
+            and not _toc_wrap(lines, i)
+            and (
+                not found.needs_sequence
+                or (_continues(last, found.parts) and not _list_item(lines, i, found))
+            )
+        ):
+            numbered.append((at, found.level + 1, found.heading))
+            last = found.parts or last
             continue
-        if _caps_heading(lines, i):
-            other.append((starts[i] + len(line) - len(line.lstrip()), 1, s))
+        if _caps_heading(lines, i) and not (
+            body_indent and _indent(line) > body_indent and not _centred(line, width)
+        ):
+            other.append((at, 1, s))
+        elif body_indent and _flush_left_heading(lines, i):
+            other.append((at, 2, s))
     heads = other + (numbered if len(numbered) >= 2 else [])
     return sorted(heads)
 
@@ -116,11 +254,48 @@ def plaintext_headings(text: str) -> list[Heading]:
 _LABELLED = re.compile(r"^\w{1,12}\s*:\s")
 
 
+#: Where a centred title is looked for, and how far off centre its line may be.
+_TITLE_LINES = 60
+_CENTRE_SLACK = 4
+
+
+def _centred(line: str, width: int) -> bool:
+    """A short line about as far from the right edge of the text (`width`) as from the left."""
+    s = line.strip()
+    if not s or _COLUMNS.search(s) or len(s) > MAX_TITLE_CHARS:
+        return False
+    lead = _indent(line)
+    return lead >= 8 and abs(lead - (width - len(line.rstrip()))) <= _CENTRE_SLACK
+
+
+def _centred_title(lines: list[str]) -> str:
+    """The first line centred on the text's width (with the next when it is centred too): the
+    title of a memo under its two-column front matter; "" when there is none."""
+    head = lines[:_TITLE_LINES]
+    width = max((len(x.rstrip()) for x in head), default=0)
+
+    def centred(line: str) -> bool:
+        return _centred(line, width)
+
+    for i, line in enumerate(head):
+        if centred(line) and (i == 0 or not head[i - 1].strip()):
+            parts = [line.strip()]
+            if i + 1 < len(head) and centred(head[i + 1]):
+                parts.append(head[i + 1].strip())
+            return " ".join(" ".join(parts).split())
+    return ""
+
+
 def _first_line_title(text: str) -> str:
     """A short first line followed by more text: "Apache License", "MIT License"; not a sentence
     or question ("Q: Do you encrypt data at rest?"), a labelled line, or a numbered clause."""
-    for line in text.split("\n"):
+    lines = text.split("\n")
+    for line in lines:
         s = line.strip()
+        if s and _COLUMNS.search(s):
+            # Front matter in two columns (a memo's "Network Working Group   G. Klyne"): the
+            # title is the first centred line below it.
+            return _centred_title(lines)
         if s:
             words = s.split()
             if (
@@ -135,7 +310,82 @@ def _first_line_title(text: str) -> str:
     return ""
 
 
+#: A line ending so does not run on into the next page.
+_ENDS_SENTENCE = ".!?:"
+
+
+def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
+    """`text` with its pages' running headers and footers and its form feeds blanked in place (see
+    the module notes), and where each page starts; `text` itself and no pages when it has no form
+    feed. The result has `text`'s length, so offsets into it index `text`."""
+    if "\f" not in text:
+        return text, ()
+    page_at = [0] + [i + 1 for i, c in enumerate(text) if c == "\f"]
+    ends = [*(f - 1 for f in page_at[1:]), len(text)]
+    split = [text[a:b].split("\n") for a, b in zip(page_at, ends, strict=True)]
+    chars = list(text)
+    drops = running_lines(split)
+    for a, lines, drop in zip(page_at, split, drops, strict=True):
+        pos = a
+        for i, line in enumerate(lines):
+            if i in drop:
+                chars[pos : pos + len(line)] = " " * len(line)
+            pos += len(line) + 1
+    for f in page_at[1:]:
+        chars[f - 1] = " "
+    for k, f in enumerate(page_at[1:]):
+        if not (drops[k] or drops[k + 1]):
+            continue  # a page break alone (no header or footer at it) is the author's: kept
+        # The whitespace between the last text before the break and the first line after it.
+        a = f - 1
+        while a > 0 and chars[a - 1].isspace():
+            a -= 1
+        c = f
+        while c < len(chars) and chars[c].isspace():
+            c += 1
+        b = a
+        for j in range(c - 1, a - 1, -1):
+            if chars[j] == "\n":
+                b = j + 1
+                break
+        if a == 0 or c >= len(chars) or b <= a:
+            continue
+        line_start = a
+        while line_start > 0 and chars[line_start - 1] != "\n":
+            line_start -= 1
+        prev = "".join(chars[line_start:a])
+        # A flush-left line after indented text starts a block (a heading), not a continuation.
+        join = prev[-1] not in _ENDS_SENTENCE and not (c == b and _indent(prev) > 0)
+        keep = "\n" if join else "\n\n"
+        if b - a >= len(keep):
+            chars[a:b] = " " * (b - a - len(keep)) + keep
+    return "".join(chars), tuple(page_at)
+
+
+def blank_source(original: str, blanked: str) -> str:
+    """The upload `original` (CRLF line ends) with the characters `blank_page_furniture` blanked in
+    its normalised text (`blanked`) blanked too, its line breaks kept: `ingest.offsets` maps
+    offsets by the CRLF pairs, which must stay where they are."""
+    normalised = normalise_newlines(original)
+    if normalised == blanked:
+        return original
+    at = SourceOffsets(original)
+    chars = list(original)
+    for i, (was, now) in enumerate(zip(normalised, blanked, strict=True)):
+        if was not in (now, "\n"):
+            chars[at(i)] = " "
+    return "".join(chars)
+
+
 def parse_plaintext(text: str, *, title: str = "") -> ParsedDocument:
-    """`text` with newlines already normalised; offsets are the text's own (nothing is edited)."""
+    """`text` with newlines already normalised; offsets are the text's own: page furniture is
+    blanked in place, nothing is moved."""
+    text, pages = blank_page_furniture(text)
     sections = flat_sections(plaintext_headings(text), len(text))
-    return ParsedDocument(text=text, title=title or _first_line_title(text), sections=sections, fmt="txt")
+    return ParsedDocument(
+        text=text,
+        title=title or _first_line_title(text),
+        sections=sections,
+        page_starts=pages,
+        fmt="txt",
+    )
