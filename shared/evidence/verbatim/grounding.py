@@ -79,15 +79,15 @@ class RefusalModel:
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
 #: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.8855, "cosine": 1.9457, "typed_key": 1.0278, "agreement": 0.9508, "typed_rarest": 0.257},
-    bias=-3.3258,
+    {"grounding": 1.8625, "cosine": 2.0602, "typed_key": 1.0585, "agreement": 1.0124, "typed_rarest": 0.297},
+    bias=-3.4155,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.475
-LEXICAL_AGREEMENT = 0.563
+LEXICAL_COSINE = 0.425
+LEXICAL_AGREEMENT = 0.5665
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
@@ -106,7 +106,7 @@ SAFETY_NET_FLOOR = 0.35
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2766
+HITS_REFUSAL_FLOOR = 0.2677
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
