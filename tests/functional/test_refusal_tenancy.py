@@ -27,7 +27,9 @@ TENANT_A = {"tenant": "a"}
 
 
 def _upload(service: EvidenceService, doc: str, text: str, tenant: str) -> None:
-    request = IndexDocumentRequest(document_id=doc, filename=f"{doc}.txt", text=text, metadata={"tenant": tenant})
+    request = IndexDocumentRequest(
+        document_id=doc, filename=f"{doc}.txt", text=text, metadata={"tenant": tenant}
+    )
     service.index_document(INDEX, request)
 
 
@@ -80,7 +82,9 @@ def test_the_request_filters_reach_both_counters(service: EvidenceService) -> No
             assert seen and all(f == TENANT_A for f in seen), profile
         # The scope's own document filter (a question naming a document) is not the caller's.
         seen.clear()
-        service.retrieve(INDEX, RetrieveRequest(query="How much disk space does Installing the toolkit need?"))
+        service.retrieve(
+            INDEX, RetrieveRequest(query="How much disk space does Installing the toolkit need?")
+        )
         assert all(f is None for f in seen)
     finally:
         del backend.term_counts
