@@ -218,9 +218,11 @@ def test_term_counts_are_the_lexical_hit_counts(loaded: SearchBackend) -> None:
         "encryption": 0
     }
     spans = loaded.term_counts(INDEX, ["encrypted"], cap=50, kind=ChunkKind.SPAN)
-    assert spans == {"encrypted": len(loaded.lexical(INDEX, "encrypted", k=50, kind=ChunkKind.SPAN))} != {
-        "encrypted": 0
-    }
+    assert (
+        spans
+        == {"encrypted": len(loaded.lexical(INDEX, "encrypted", k=50, kind=ChunkKind.SPAN))}
+        != {"encrypted": 0}
+    )
     with pytest.raises(IndexNotFoundError):
         loaded.term_counts("no-such-index", ["encryption"], cap=5)
 

@@ -44,7 +44,8 @@ def _counts(service: EvidenceService, filters: dict[str, Any] | None) -> Any:
 
 def _answer(service: EvidenceService) -> tuple[Any, ...]:
     r = service.retrieve(INDEX, RetrieveRequest(query=QUESTION, profile="default", filters=TENANT_A))
-    return r.can_answer, r.confidence, r.telemetry.answer.features, [h.document_id for h in r.hits]
+    features = r.telemetry.answer.features if r.telemetry.answer is not None else None
+    return r.can_answer, r.confidence, features, [h.document_id for h in r.hits]
 
 
 def test_another_tenants_upload_moves_no_count_and_no_refusal(service: EvidenceService) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from evidence.errors import IndexNotFoundError
 from evidence.records import ChunkKind
+from evidence.search.base import Filters
 from evidence.search.embedded import EmbeddedBackend
 from tests.unit.rank.rankkit import INDEX, chunk, new_backend, store
 
@@ -31,7 +32,7 @@ def backend(tmp_path: Path) -> EmbeddedBackend:
 @pytest.mark.parametrize("cap", [1, 7, 50, 500])
 @pytest.mark.parametrize("filters", [None, {"tenant": "a"}, {"tenant": ["a", "b"]}, {"tenant": "c"}])
 def test_counts_equal_the_lexical_hit_counts(
-    backend: EmbeddedBackend, cap: int, filters: dict[str, object] | None
+    backend: EmbeddedBackend, cap: int, filters: Filters | None
 ) -> None:
     counts = backend.term_counts(INDEX, TEXTS, cap=cap, filters=filters)
     assert list(counts) == list(dict.fromkeys(TEXTS))
