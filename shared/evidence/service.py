@@ -307,7 +307,13 @@ class EvidenceService(Indexing):
         started = time.perf_counter()
         info = self.backend.get_index(index)
         plugin = get_plugin(request.profile)
-        env = self._env(index, embedder_id=info.embedder_id, reranker=self.reranker, payload=payload)
+        env = self._env(
+            index,
+            embedder_id=info.embedder_id,
+            reranker=self.reranker,
+            payload=payload,
+            filters=request.filters or None,
+        )
         plan, plan_degraded = plugin.plan(
             PlanRequest(
                 query=request.query,

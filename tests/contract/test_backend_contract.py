@@ -208,6 +208,25 @@ def test_lexical_k_limits(loaded: SearchBackend) -> None:
     assert len(loaded.lexical(INDEX, "encryption security data", k=2)) == 2
 
 
+def test_term_counts_are_the_lexical_hit_counts(loaded: SearchBackend) -> None:
+    texts = ["encryption", "AES-256", "keys", "rotating", "the", "nothing-like-this", "customers"]
+    for filters in (None, {"type": "followup_document"}, {"type": ["followup_response:1", "policy"]}):
+        for cap in (1, 3, 50):
+            counts = loaded.term_counts(INDEX, texts, cap=cap, filters=filters)
+            assert counts == {t: len(loaded.lexical(INDEX, t, k=cap, filters=filters)) for t in texts}
+    assert loaded.term_counts(INDEX, ["encryption"], cap=50, filters={"type": "nothing-like-this"}) == {
+        "encryption": 0
+    }
+    spans = loaded.term_counts(INDEX, ["encrypted"], cap=50, kind=ChunkKind.SPAN)
+    assert (
+        spans
+        == {"encrypted": len(loaded.lexical(INDEX, "encrypted", k=50, kind=ChunkKind.SPAN))}
+        != {"encrypted": 0}
+    )
+    with pytest.raises(IndexNotFoundError):
+        loaded.term_counts("no-such-index", ["encryption"], cap=5)
+
+
 # --- dense (k-NN) ---------------------------------------------------------------------------
 
 

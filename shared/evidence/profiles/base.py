@@ -55,6 +55,9 @@ class ProfileEnv:
     services: Any = None
     payload: Any = None
     degraded: list[str] = field(default_factory=list)
+    #: The request's own filters (a tenant's, a caller's metadata filter), not those the
+    #: profile's scope adds: what a statistic of "the index" reads (`index_counter`).
+    filters: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,14 +190,15 @@ def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], f
 
 
 def index_counter(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:
-    """The refusal signal's passage counts of the question's terms in the index
-    (`verbatim.grounding.index_df`), bound to the index and the query; None without an index."""
+    """The refusal signal's passage counts of the question's terms in the index within the
+    request's filters (`verbatim.grounding.index_df`), bound to the index, the query and the
+    filters; None without an index."""
     if env.index is None:
         return None
     from evidence.verbatim.grounding import index_df
 
-    index = env.index
-    return lambda words: index_df(env.backend, index, words, query)
+    index, filters = env.index, env.filters
+    return lambda words: index_df(env.backend, index, words, query, filters)
 
 
 def head_cosines(env: ProfileEnv, hits: Sequence[Candidate]) -> list[float]:

@@ -29,11 +29,11 @@ class VerbatimPlugin(PipelinePlugin):
         return verbatim_profile()
 
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
-        """The profile; with a service and an index, its cascade embeds spans for the span
-        scorer with the index's document embedder (the store's embedding cache in front, so a
-        span is embedded once)."""
+        """The profile; with an index, its cascade counts the index's terms within the request's
+        filters, and with a service it embeds spans for the span scorer with the index's
+        document embedder (the store's embedding cache in front, so a span is embedded once)."""
         base = super().pipeline(env)
-        if env is None or env.index is None or not hasattr(env.services, "document_embedder"):
+        if env is None or env.index is None:
             return base
         services: Any = env.services
         from dataclasses import replace
@@ -44,10 +44,12 @@ class VerbatimPlugin(PipelinePlugin):
         first, *rest = base.stages
         if not isinstance(first, VerbatimCascadeStage):
             return base
-        index = env.index
-        # Built on first use only: a lexical-only index never loads the model.
-        embed = IndexEmbed(lambda: services.document_embedder(index))
-        return replace(base, stages=(replace(first, embed=embed), *rest))
+        stage = replace(first, filters=env.filters)
+        if hasattr(services, "document_embedder"):
+            index = env.index
+            # Built on first use only: a lexical-only index never loads the model.
+            stage = replace(stage, embed=IndexEmbed(lambda: services.document_embedder(index)))
+        return replace(base, stages=(stage, *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:
         from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model

@@ -87,6 +87,22 @@ class SearchBackend(Protocol):
         kind: ChunkKind | None = ChunkKind.PASSAGE,
     ) -> list[SearchHit]: ...
 
+    def term_counts(
+        self,
+        index: str,
+        texts: Sequence[str],
+        *,
+        cap: int,
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> dict[str, int]:
+        """For each of `texts`, how many chunks `lexical(index, text, k=cap, filters=filters,
+        kind=kind)` would return, without ranking or fetching them: the chunks of `kind` within
+        `filters` matching any of the text's analysed terms, counted up to `cap`. Keyed by text;
+        a text with no terms counts 0. One request for all of them (the refusal signal's
+        passage counts, `verbatim.grounding.index_df`)."""
+        ...
+
     def dense(
         self,
         index: str,

@@ -162,6 +162,17 @@ class EmbeddedBackend:
     ) -> list[SearchHit]:
         return self.index_store(index).lexical(text, k, filters, kind)
 
+    def term_counts(
+        self,
+        index: str,
+        texts: Sequence[str],
+        *,
+        cap: int,
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> dict[str, int]:
+        return self.index_store(index).term_counts(texts, cap, filters, kind)
+
     def dense(
         self,
         index: str,

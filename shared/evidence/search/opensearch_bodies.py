@@ -445,6 +445,20 @@ def lexical_body(
     }
 
 
+def term_count_lines(
+    texts: Sequence[str], *, cap: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None
+) -> list[dict[str, Any]]:
+    """One `_msearch` (header, body per text) counting what `lexical_body` would match for each
+    text: the same match query and filter clauses, no hits (`size` 0), totals tracked up to `cap`
+    (exact below it, a lower bound at it: all a capped count needs)."""
+    clauses = filter_clauses(filters, kind)
+    lines: list[dict[str, Any]] = []
+    for text in texts:
+        lines.append({})
+        lines.append({"size": 0, "query": lexical_query(text, clauses), "track_total_hits": cap})
+    return lines
+
+
 def knn_body(
     vector: Sequence[float], *, k: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None
 ) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from evidence.errors import BackendError
 from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
 from evidence.search.opensearch_bodies import GENERATION_FIELD, VECTOR_FIELD
 
@@ -133,3 +134,27 @@ def parse_version(number: str) -> tuple[int, ...]:
     for piece in number.split("-", maxsplit=1)[0].split("."):
         parts.append(int(piece) if piece.isdigit() else 0)
     return tuple(parts)
+
+
+def msearch_failure(response: Mapping[str, Any]) -> tuple[int, str, dict[str, Any]] | None:
+    """The first failed search of an `_msearch` answer as (status, error type, error info), the
+    parts of the exception the client raises for a failed `_search`; None when all succeeded
+    (`_msearch` itself answers 200 and reports each search's failure in its item)."""
+    for item in response.get("responses") or []:
+        error = item.get("error") if isinstance(item, Mapping) else None
+        if error:
+            kind = str(error.get("type", "")) if isinstance(error, Mapping) else str(error)
+            return int(item.get("status") or 500), kind, {"error": error}
+    return None
+
+
+def parse_counts(response: Mapping[str, Any], expected: int) -> list[int]:
+    """Each search's total hits of an `_msearch` answer, in request order."""
+    items = list(response.get("responses") or [])
+    if len(items) != expected:
+        raise BackendError(f"OpenSearch _msearch answered {len(items)} searches for {expected}")
+    out = []
+    for item in items:
+        total = (item.get("hits") or {}).get("total", 0)
+        out.append(int(total.get("value", 0) if isinstance(total, Mapping) else total or 0))
+    return out

@@ -249,10 +249,7 @@ class LexicalStore(RecordStore):
         if not terms:
             return []
         scored: list[tuple[float, str]] = []
-        if not self._synced:
-            self.sync_pending()
-        elif self._lexical_generation() != self._lexical_gen:
-            self._reload()  # another process wrote: see its commits
+        self._fresh_lexical()
         for kd in [kind] if kind is not None else list(ChunkKind):
             scored.extend(self._search_kind(kd, terms, k, filters))
         found = self.chunks_by_id([cid for _, cid in scored])
@@ -265,13 +262,41 @@ class LexicalStore(RecordStore):
         hits.sort(key=lambda h: (-h.score, h.chunk.chunk_id))
         return hits[:k]
 
-    def _search_kind(
-        self, kind: ChunkKind, terms: list[str], k: int, filters: Filters | None
-    ) -> list[tuple[float, str]]:
+    def _fresh_lexical(self) -> None:
+        """Before a search: the journal replayed once, and other processes' commits seen."""
+        if not self._synced:
+            self.sync_pending()
+        elif self._lexical_generation() != self._lexical_gen:
+            self._reload()  # another process wrote: see its commits
+
+    def term_counts(
+        self, texts: Sequence[str], cap: int, filters: Filters | None, kind: ChunkKind | None
+    ) -> dict[str, int]:
+        """How many chunks `lexical(text, …)` would match for each text, up to `cap`: the same
+        query and filter, counted by tantivy without ranking, fetching or reading a record."""
         import tantivy
 
-        index = self._open_lexical(kind)
-        schema = index.schema
+        self._fresh_lexical()
+        kinds = [kind] if kind is not None else list(ChunkKind)
+        searchers = {kd: self._open_lexical(kd).searcher() for kd in kinds}
+        out: dict[str, int] = {}
+        for text in dict.fromkeys(texts):
+            terms = self.analyzer.analyze(text)
+            n = 0
+            if terms and cap > 0:
+                for kd, searcher in searchers.items():
+                    # A constant score: no BM25 for a count; limit 1 because tantivy needs one.
+                    query = tantivy.Query.const_score_query(self._query(kd, terms, filters), 1.0)
+                    found = searcher.search(query, limit=1, count=True)
+                    n += int(getattr(found, "count", 0) or 0)  # tantivy's stub omits `count`
+            out[text] = min(n, cap)
+        return out
+
+    def _query(self, kind: ChunkKind, terms: list[str], filters: Filters | None) -> tantivy.Query:
+        """Any of `terms` in the body, restricted to `filters` by zero-weight clauses."""
+        import tantivy
+
+        schema = self._open_lexical(kind).schema
         query = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t)) for t in terms]
         )
@@ -286,7 +311,13 @@ class LexicalStore(RecordStore):
                 # Zero-weight filter: restricts the set without touching BM25 scores.
                 musts.append((tantivy.Occur.Must, tantivy.Query.const_score_query(tq, 0.0)))
             query = tantivy.Query.boolean_query(musts)
-        searcher = index.searcher()
+        return query
+
+    def _search_kind(
+        self, kind: ChunkKind, terms: list[str], k: int, filters: Filters | None
+    ) -> list[tuple[float, str]]:
+        query = self._query(kind, terms, filters)
+        searcher = self._open_lexical(kind).searcher()
         result = searcher.search(query, k)
         scale = 1.0 + self.k1
         return [(float(score) / scale, searcher.doc(addr)["chunk_id"][0]) for score, addr in result.hits]

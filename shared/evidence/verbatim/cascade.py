@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -130,9 +130,11 @@ class VerbatimCascade:
         query_vector: Any = None,
         documents: Sequence[str] | None = None,
         embed: Any = None,
+        filters: Mapping[str, Any] | None = None,
     ) -> CascadeResult:
         """`documents`: the documents the question names (`rank.scope`), which scope the run;
-        `embed`: embeds span texts for the span scorer (the store's embedding cache in front)."""
+        `embed`: embeds span texts for the span scorer (the store's embedding cache in front);
+        `filters`: the request's own, within which the refusal counts the index's terms."""
         scope: dict[str, Any] | None
         if documents:
             entity, scope = None, {"document_id": list(documents)}
@@ -159,6 +161,7 @@ class VerbatimCascade:
             q_groups=q_groups,
             query_vector=query_vector,
             embed=embed,
+            filters=filters,
         )
         tried: list[PathRun] = []
         found: list[SpanHit] = []

@@ -50,7 +50,7 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend, Vector
+    from evidence.search.base import Filters, SearchBackend, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,28 +421,34 @@ def evidence_agreement(
 
 
 def index_df(
-    backend: SearchBackend, index: str, words: Iterable[str], question: str = ""
+    backend: SearchBackend,
+    index: str,
+    words: Iterable[str],
+    question: str = "",
+    filters: Filters | None = None,
 ) -> dict[str, int] | None:
-    """How many of the index's passages use each term of `words` (analysed terms, as
-    `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend: a question term the
-    whole index never or rarely uses is a qualifier the documents cannot answer ("RISC-V" in a
-    manual that names no platform). A term is asked for as a word that analyses to it alone: the
-    `question`'s own word when the term is its only one (the stemmer turns "embed" into "emb", so
-    the stem itself may not find "embedded"), else the term. None when the backend cannot rank."""
+    """How many of the index's passages within the request's `filters` use each term of `words`
+    (analysed terms, as `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend
+    in one call (`SearchBackend.term_counts`): a question term the documents the caller can see
+    never or rarely use is a qualifier they cannot answer ("RISC-V" in a manual that names no
+    platform). Only the caller's filters count: other tenants' documents in a shared index never
+    move a refusal. A term is asked for as a word that analyses to it alone: the `question`'s own
+    word when the term is its only one (the stemmer turns "embed" into "emb", so the stem itself
+    may not find "embedded"), else the term. None when the backend cannot count."""
     from evidence.verbatim.scoring import terms
 
     surface: dict[str, str] = {}
     for w in _WORD.findall(question):
         if len(ts := terms(w)) == 1:
             surface.setdefault(ts[0], w)
-    out: dict[str, int] = {}
+    asked = {t: t if terms(t) == (t,) else surface.get(t, t) for t in dict.fromkeys(words)}
     try:
-        for t in dict.fromkeys(words):
-            asked = t if terms(t) == (t,) else surface.get(t, t)
-            out[t] = len(backend.lexical(index, asked, k=DF_CAP, kind=ChunkKind.PASSAGE))
+        counts = backend.term_counts(
+            index, list(dict.fromkeys(asked.values())), cap=DF_CAP, filters=filters, kind=ChunkKind.PASSAGE
+        )
     except EvidenceError:
         return None
-    return out
+    return {t: counts.get(a, 0) for t, a in asked.items()}
 
 
 def grounding_confidence(p: float, floor: float) -> float:

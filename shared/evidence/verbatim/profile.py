@@ -12,7 +12,7 @@ the spans into one evidence entry per section.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,9 @@ class VerbatimCascadeStage:
     #: Embeds span texts for the span scorer's cosines (the index's embedder behind the store's
     #: cache); None: spans are ranked without them.
     embed: Any = None
+    #: The request's own filters (not the scope's), set per request by the plug-in: the
+    #: refusal counts the index's terms within them.
+    filters: Mapping[str, Any] | None = None
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         plan: Any = getattr(ctx, "plan", None)
@@ -145,6 +148,7 @@ class VerbatimCascadeStage:
             query_vector=ctx.query_vector,
             documents=[named] if isinstance(named, str) else (list(named) if named else None),
             embed=self.embed,
+            filters=self.filters,
         )
         ctx.trace.path = result.path_used
         ctx.trace.considered = sum(t.found for t in result.tried)

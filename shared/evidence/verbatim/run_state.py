@@ -53,6 +53,7 @@ class RunState:
         q_groups: list[tuple[str, ...]],
         query_vector: Any,
         embed: Any = None,
+        filters: Mapping[str, Any] | None = None,
     ) -> None:
         self.c = cascade
         self.cfg = cascade.config
@@ -75,6 +76,8 @@ class RunState:
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None
         self._df: dict[str, int] = {}
+        #: The request's own filters, within which the index counts terms (`index_df`).
+        self.filters = filters
 
     @property
     def spans(self) -> list[Chunk]:
@@ -296,11 +299,12 @@ class RunState:
         return verdict.probability, list(verdict.missing)
 
     def index_df(self, words: Sequence[str]) -> dict[str, int] | None:
-        """The refusal signal's passage counts of `words` in the index (`index_df`), each term
-        counted once per question (the cascade judges several paths' evidence)."""
+        """The refusal signal's passage counts of `words` in the index within the request's
+        filters (`index_df`), each term counted once per question (the cascade judges several
+        paths' evidence)."""
         todo = [w for w in dict.fromkeys(words) if w not in self._df]
         if todo:
-            read = index_df(self.backend, self.index, todo, self.question)
+            read = index_df(self.backend, self.index, todo, self.question, self.filters)
             if read is None:
                 return None
             self._df.update(read)

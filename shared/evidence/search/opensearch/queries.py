@@ -49,6 +49,27 @@ class Search(IndexAdmin):
         body = bodies.lexical_body(text, k=min(k, _MAX_RESULT_WINDOW), filters=filters, kind=kind)
         return responses.parse_lexical(self._search("lexical search", index, body))
 
+    def term_counts(
+        self,
+        index: str,
+        texts: Sequence[str],
+        *,
+        cap: int,
+        filters: Filters | None = None,
+        kind: ChunkKind | None = ChunkKind.PASSAGE,
+    ) -> dict[str, int]:
+        """One `_msearch` for every text (`bodies.term_count_lines`), not one search per text:
+        the counts of a question's terms cost one round trip."""
+        name = self._index_name(index)
+        out = dict.fromkeys(texts, 0)
+        todo = [t for t in out if t.strip()]  # `lexical` answers a blank text with no hits
+        if cap <= 0 or not todo:
+            return out
+        lines = bodies.term_count_lines(todo, cap=cap, filters=filters, kind=kind)
+        counts = responses.parse_counts(self._msearch("term counts", name, lines), len(todo))
+        out.update((t, min(n, cap)) for t, n in zip(todo, counts, strict=True))
+        return out
+
     def dense(
         self,
         index: str,

@@ -29,6 +29,7 @@ from evidence.retry import (
     current_deadline,
 )
 from evidence.search import opensearch_bodies as bodies
+from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo
 from evidence.search.opensearch.serverless import _sigv4_auth, service_for
 
@@ -230,6 +231,23 @@ class Transport:
             retry_timeouts=False,
         )
         return result
+
+    def _msearch(self, what: str, index: str, lines: list[dict[str, Any]]) -> Mapping[str, Any]:
+        """One `_msearch` on `index`. A search that failed inside it is raised as the client
+        raises a failed `_search`, so it is retried and translated like any other call."""
+        from opensearchpy import exceptions as os_exc
+
+        name = self._index_name(index)
+
+        def send(timeout: float) -> Mapping[str, Any]:
+            response: Mapping[str, Any] = self.client.msearch(body=lines, index=name, request_timeout=timeout)
+            failed = responses.msearch_failure(response)
+            if failed is not None:
+                status, kind, info = failed
+                raise os_exc.HTTP_EXCEPTIONS.get(status, os_exc.TransportError)(status, kind, info)
+            return response
+
+        return self._call(what, send, index=name, retry_timeouts=False)
 
     # --- versions ---------------------------------------------------------------------------
 

@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.unit.search.opensearch.spec_validator import OpenSearchSpec, find_spec_root, ndjson_lines
+from tests.unit.search.opensearch.spec_validator import (
+    OpenSearchSpec,
+    find_spec_root,
+    ndjson_lines,
+    validate_msearch,
+)
 
 REPO = Path(__file__).resolve().parents[4]
 SPEC_HINT = (
@@ -73,6 +78,13 @@ def validate_recorded(
     template = spec_path(spec, method, url)
     if template is None:
         raise AssertionError(f"{method} {url}: no spec operation with a request body matches")
+    if template.endswith("_msearch"):
+        lines = ndjson_lines(body)
+        key = (method.lower(), template, json.dumps(lines, sort_keys=True), version)
+        if key not in _VALID:
+            validate_msearch(spec, lines, version=version)
+            _VALID.add(key)
+        return template
     if template.endswith("_bulk"):
         body = ndjson_lines(body)
     elif isinstance(body, bytes | str):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -335,3 +335,16 @@ def ndjson_lines(body: Any) -> list[Mapping[str, Any]]:
     if isinstance(body, str):
         return [json.loads(line) for line in body.splitlines() if line.strip()]
     return [copy.deepcopy(line) for line in body]
+
+
+def validate_msearch(spec: OpenSearchSpec, lines: Sequence[Any], *, version: Any = None) -> None:
+    """An `_msearch` body, line by line: the spec's `RequestItem` is a oneOf of header and body
+    that an empty header `{}` satisfies twice, so each line is checked by its position: headers
+    against `MultisearchHeader`, bodies against `MultisearchBody` and as a `_search` body (which
+    also checks them against `version`)."""
+    if len(lines) % 2:
+        raise SpecValidationError(f"_msearch: {len(lines)} lines, not header/body pairs")
+    for header, body in zip(lines[::2], lines[1::2], strict=True):
+        spec.validate_schema("_core.msearch.yaml", "MultisearchHeader", header)
+        spec.validate_schema("_core.msearch.yaml", "MultisearchBody", body)
+        spec.validate_request("post", "/{index}/_search", body, version=version)

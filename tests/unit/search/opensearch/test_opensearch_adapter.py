@@ -29,7 +29,7 @@ from evidence.search import opensearch_responses as responses
 from evidence.search.factory import get_backend
 from evidence.search.opensearch import OpenSearchBackend, build_client
 from tests.contract.corpus import DIM, EMBEDDER, axis, corpus
-from tests.unit.search.opensearch.spec_validator import OpenSearchSpec
+from tests.unit.search.opensearch.spec_validator import OpenSearchSpec, validate_msearch
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -57,6 +57,10 @@ class FakeClient:
             "match": _hits([7.5, 2.0]),
         }
         self.pipelines: set[str] = set()
+        #: Each text's matches, as `_msearch` counts them (`track_total_hits` caps the total).
+        self.totals: dict[str, int] = {}
+        #: Whole `_msearch` answers (their `responses`), served before any counting.
+        self.msearch_items: list[list[dict[str, Any]]] = []
         self.indices = SimpleNamespace(get=self._get_index, exists=self._exists, create=self._create)
         self.search_pipeline = SimpleNamespace(put=self._put_pipeline)
         #: What the nodes API reports (GET / may claim 7.10.2 under override_main_response_version).
@@ -102,6 +106,23 @@ class FakeClient:
         if self.version == "7.10.2":  # compatibility.override_main_response_version
             return {"version": {"number": "7.10.2", "build_flavor": "oss"}}
         return {"version": {"number": self.version, "distribution": "opensearch"}}
+
+    def msearch(self, body: list[dict[str, Any]], index: str, **params: Any) -> dict[str, Any]:
+        validate_msearch(self.spec, body, version=self.version)
+        params.pop("request_timeout", None)
+        self.calls.append(("msearch", {"index": index, "body": body, **params}))
+        if self.search_errors:
+            raise self.search_errors.pop(0)
+        if self.msearch_items:
+            return {"took": 1, "responses": self.msearch_items.pop(0)}
+        items = []
+        for search in body[1::2]:
+            text = search["query"]["bool"]["must"][0]["match"][b.LEXICAL_FIELD]["query"]
+            value = self.totals.get(text, 0)
+            relation = "gte" if value >= search["track_total_hits"] else "eq"
+            total = {"value": min(value, search["track_total_hits"]), "relation": relation}
+            items.append({"took": 1, "timed_out": False, "hits": {"total": total, "hits": []}, "status": 200})
+        return {"took": 1, "responses": items}
 
     def search(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.spec.validate_request("post", "/{index}/_search", body, version=self.version)
@@ -584,3 +605,73 @@ def test_a_zero_query_vector_sends_no_knn_query(fake: FakeClient) -> None:
     assert {"exists": {"field": b.VECTOR_FIELD}} in search["body"]["query"]["bool"]["filter"]
     hybrid = _backend(fake).hybrid("idx", "q", np.zeros(DIM, dtype=np.float32), k=2)
     assert hybrid.mode is HybridMode.CLIENT and hybrid.fused is None  # no pipeline query either
+
+
+# --- term counts (the refusal signal's index counts) ----------------------------------------------
+
+
+def _msearches(fake: FakeClient) -> list[dict[str, Any]]:
+    return [kw for name, kw in fake.calls if name == "msearch"]
+
+
+def _item_error(status: int, kind: str, reason: str) -> dict[str, Any]:
+    return {
+        "error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason},
+        "status": status,
+    }
+
+
+def test_term_counts_are_one_msearch_with_the_requests_filters(fake: FakeClient) -> None:
+    fake.totals = {"risc": 73, "instal": 4}
+    texts = ["risc", "instal", "ketamin", "risc", "  "]
+    counts = _backend(fake).term_counts("idx", texts, cap=50, filters={"tenant": "a", "type": ["x", "y"]})
+    assert counts == {"risc": 50, "instal": 4, "ketamin": 0, "  ": 0}
+    assert _searches(fake) == []
+    (call,) = _msearches(fake)
+    assert call["index"] == "idx"
+    lines = call["body"]
+    assert lines[::2] == [{}, {}, {}]  # the index is the request's; a blank text is not sent
+    for search, text in zip(lines[1::2], ["risc", "instal", "ketamin"], strict=True):
+        lexical = b.lexical_body(
+            text, k=50, filters={"tenant": "a", "type": ["x", "y"]}, kind=ChunkKind.PASSAGE
+        )
+        # The same match query and filter clauses as `lexical`; counted, not fetched.
+        assert search == {"size": 0, "query": lexical["query"], "track_total_hits": 50}
+    assert {"term": {"metadata.tenant": "a"}} in lines[1]["query"]["bool"]["filter"]
+    assert {"term": {"kind": "passage"}} in lines[1]["query"]["bool"]["filter"]
+
+
+def test_term_counts_send_nothing_for_nothing_to_count(fake: FakeClient) -> None:
+    assert _backend(fake).term_counts("idx", ["", " "], cap=50) == {"": 0, " ": 0}
+    assert _backend(fake).term_counts("idx", ["risc"], cap=0) == {"risc": 0}
+    assert fake.calls == []
+    with pytest.raises(RequestValidationError):
+        _backend(fake).term_counts("UPPER", ["risc"], cap=50)
+    assert fake.calls == []
+
+
+def test_term_counts_retry_and_translate_like_every_search(fake: FakeClient) -> None:
+    # A whole-request 429, then a search inside the msearch refused with 503: both retried.
+    fake.search_errors = [os_exc.TransportError(429, "too_many_requests", {})]
+    fake.msearch_items = [[_item_error(503, "unavailable", "busy")]]
+    fake.totals = {"risc": 2}
+    assert _backend(fake).term_counts("idx", ["risc"], cap=50) == {"risc": 2}
+    assert len(_msearches(fake)) == 3
+    # A failed search inside it is the failed search's error: a missing index...
+    fake.calls.clear()
+    fake.msearch_items = [[_item_error(404, "index_not_found_exception", "no such index [idx]")]]
+    with pytest.raises(IndexNotFoundError):
+        _backend(fake).term_counts("idx", ["risc"], cap=50)
+    # ...a bad request, named and not retried...
+    fake.msearch_items = [[_item_error(400, "search_phase_execution_exception", "failed to create query")]]
+    with pytest.raises(BackendError, match="failed to create query"):
+        _backend(fake).term_counts("idx", ["risc"], cap=50)
+    assert len(_msearches(fake)) == 2
+    # ...and retries used up end as every search's do.
+    fake.search_errors = [os_exc.TransportError(502, "bad_gateway", {}) for _ in range(5)]
+    with pytest.raises(BackendError, match="502"):
+        _backend(fake).term_counts("idx", ["risc"], cap=50)
+    assert len(_msearches(fake)) == 2 + 4
+    fake.msearch_items = [[]]
+    with pytest.raises(BackendError, match="answered 0 searches for 1"):
+        _backend(fake).term_counts("idx", ["risc"], cap=50)
