@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from evidence.model import IndexDocumentRequest, RetrieveRequest
 from evidence.profiles.base import ProfileEnv, index_counter
 from evidence.service import EvidenceService
@@ -102,7 +100,6 @@ NAMED_NOTES = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="the verbatim cascade drops every filter but document_id")
 def test_a_filtered_verbatim_answer_holds_only_the_tenants_documents(service: EvidenceService) -> None:
     _upload(service, "a-guide", GUIDE, "a")
     _upload(service, "b-notes", NOTES, "b")
@@ -110,7 +107,6 @@ def test_a_filtered_verbatim_answer_holds_only_the_tenants_documents(service: Ev
     assert {h.document_id for h in r.hits} <= {"a-guide"}
 
 
-@pytest.mark.xfail(strict=True, reason="the scope names documents outside the request's filters")
 def test_another_tenants_document_title_does_not_scope_the_request(service: EvidenceService) -> None:
     _upload(service, "a-guide", GUIDE, "a")
     before = _answer(service)

@@ -137,7 +137,7 @@ class PipelinePlugin:
             return plan
         from evidence.verbatim.scope import named_documents
 
-        ids = named_documents(env.backend, env.index, query)
+        ids = named_documents(env.backend, env.index, query, plan.filters)
         if not ids:
             return plan
         return plan.model_copy(update={"filters": {**(plan.filters or {}), "document_id": ids}})

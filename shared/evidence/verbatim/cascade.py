@@ -92,18 +92,24 @@ class VerbatimCascade:
     # --- entity ------------------------------------------------------------------------------
 
     def resolve_entity(
-        self, backend: SearchBackend, index: str, question: str, plan: PlanLike
+        self,
+        backend: SearchBackend,
+        index: str,
+        question: str,
+        plan: PlanLike,
+        filters: Mapping[str, Any] | None = None,
     ) -> tuple[str | None, dict[str, Any] | None]:
         """(entity name, filters scoping the search to it), or (None, None) for the whole index.
 
         The plan's entity when the index knows it; otherwise the subject of the passages that best
         match the question, if they agree on one (a single-label index needs no name in the question).
         """
+        within = dict(filters or {})
         if plan.entity:
             name = plan.entity.lower().strip()
-            if backend.lookup(index, {ENTITY_NAMES_KEY: name}, limit=1, kind=ChunkKind.SPAN):
-                return plan.entity, {ENTITY_NAMES_KEY: name}
-        hits = backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE)
+            if backend.lookup(index, {**within, ENTITY_NAMES_KEY: name}, limit=1, kind=ChunkKind.SPAN):
+                return plan.entity, {**within, ENTITY_NAMES_KEY: name}
+        hits = backend.lexical(index, question, k=10, filters=within or None, kind=ChunkKind.PASSAGE)
         subjects: dict[str, list[str]] = {}
         for h in hits:
             names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
@@ -112,10 +118,10 @@ class VerbatimCascade:
         low = question.lower()
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
-                return first, {ENTITY_NAMES_KEY: first}
+                return first, {**within, ENTITY_NAMES_KEY: first}
         if len(subjects) == 1:
             first = next(iter(subjects))
-            return first, {ENTITY_NAMES_KEY: first}
+            return first, {**within, ENTITY_NAMES_KEY: first}
         return None, None
 
     # --- the run -----------------------------------------------------------------------------
@@ -134,13 +140,13 @@ class VerbatimCascade:
     ) -> CascadeResult:
         """`documents`: the documents the question names (`rank.scope`), which scope the run;
         `embed`: embeds span texts for the span scorer (the store's embedding cache in front);
-        `filters`: the request's own, within which the refusal counts the index's terms."""
+        `filters`: the request's own (a tenant's, a vendor's): every search stays within them."""
         scope: dict[str, Any] | None
         if documents:
-            entity, scope = None, {"document_id": list(documents)}
+            entity, scope = None, {**(filters or {}), "document_id": list(documents)}
             named = self._named_terms(backend, index, question, list(documents))
         else:
-            entity, scope = self.resolve_entity(backend, index, question, plan)
+            entity, scope = self.resolve_entity(backend, index, question, plan, filters)
             named = []
         entity_names = [entity] if entity else []
         names = scope and backend.lookup(index, scope, limit=1, kind=ChunkKind.SPAN)

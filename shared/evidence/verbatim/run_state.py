@@ -76,8 +76,17 @@ class RunState:
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None
         self._df: dict[str, int] = {}
-        #: The request's own filters, within which the index counts terms (`index_df`).
+        #: The request's own filters (a tenant's, a vendor's): every search of the run stays within
+        #: them, and the index counts terms within them (`index_df`).
         self.filters = filters
+
+    @property
+    def where(self) -> Mapping[str, Any] | None:
+        """The filters of the run's searches: the scope (which holds the request's filters), else
+        the request's filters alone; None searches the whole index."""
+        if self.scope is not None:
+            return self.scope
+        return dict(self.filters) if self.filters else None
 
     @property
     def spans(self) -> list[Chunk]:
@@ -97,12 +106,17 @@ class RunState:
 
         mode = RetrievalMode.HYBRID if self.vector is not None else RetrievalMode.LEXICAL
         found = FirstStage(mode=mode).retrieve(
-            self.backend, self.index, query=self.question, vector=self.vector, k=self.cfg.unscoped_passages
+            self.backend,
+            self.index,
+            query=self.question,
+            vector=self.vector,
+            k=self.cfg.unscoped_passages,
+            filters=self.where,
         )
         docs = list(dict.fromkeys(c.chunk.document_id for c in found.candidates))[
             : self.cfg.unscoped_documents
         ]
-        return {"document_id": docs} if docs else None
+        return {**(self.filters or {}), "document_id": docs} if docs else None
 
     @property
     def stats(self) -> SpanStats:
@@ -209,7 +223,7 @@ class RunState:
                     self.index,
                     self.vector,
                     k=self.cfg.vector_pool,
-                    filters=self.scope,
+                    filters=self.where,
                     kind=ChunkKind.PASSAGE,
                 )
                 self._pcos = [

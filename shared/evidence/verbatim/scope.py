@@ -145,8 +145,12 @@ def _question_words(question: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def named_documents(backend: SearchBackend, index: str, question: str) -> list[str] | None:
-    """Ids of the documents the question names, or None when it names none distinctively."""
+def named_documents(
+    backend: SearchBackend, index: str, question: str, filters: Mapping[str, Any] | None = None
+) -> list[str] | None:
+    """Ids of the documents the question names, or None when it names none distinctively.
+    `filters`: the request's own; a document outside them (another tenant's) is never named."""
+    within = dict(filters or {})
     total = backend.get_index(index).documents
     if total < 2:
         return None
@@ -155,7 +159,9 @@ def named_documents(backend: SearchBackend, index: str, question: str) -> list[s
     free, pairs = question_versions(question)
     found: dict[str, tuple[dict[str, Mapping[str, Any]], int]] = {}
     for term in terms:
-        hits = backend.lookup(index, {NAME_TERMS_KEY: term}, limit=MAX_PASSAGES, kind=ChunkKind.PASSAGE)
+        hits = backend.lookup(
+            index, {**within, NAME_TERMS_KEY: term}, limit=MAX_PASSAGES, kind=ChunkKind.PASSAGE
+        )
         docs: dict[str, Mapping[str, Any]] = {}
         for h in hits:
             docs.setdefault(h.chunk.document_id, h.chunk.metadata)
@@ -170,7 +176,7 @@ def named_documents(backend: SearchBackend, index: str, question: str) -> list[s
         ids = closest(docs, terms, versions)
         if not ids or len(ids) > limit:
             continue
-        text_hits = backend.lexical(index, term, k=50, kind=ChunkKind.PASSAGE)
+        text_hits = backend.lexical(index, term, k=50, filters=within or None, kind=ChunkKind.PASSAGE)
         if text_hits and sum(h.chunk.document_id in docs for h in text_hits) * 2 <= len(text_hits):
             continue
         named.append(set(ids))
