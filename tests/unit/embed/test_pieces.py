@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evidence.config import Settings
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.embed.factory import with_store_cache
 from evidence.embed.minilm import DIMENSION, MiniLMEmbedder
 from evidence.embed.pieces import TOUCH_S, PieceCache, ScopedPieces
 from evidence.verbatim.span_rank import StoredTokens, TokenCache, token_columns, token_source
@@ -244,7 +246,8 @@ def test_a_new_process_reads_the_spans_pieces_the_first_one_computed_with_the_re
 def test_token_source_reads_through_the_store_s_cache_in_the_index_s_scope(tmp_path: Path) -> None:
     model = MiniLMEmbedder()
     counting = Counting(model)
-    on = CachedEmbedder(model, EmbeddingCache(tmp_path / "embeddings.sqlite3", pieces_max_bytes=1 << 20))
+    on = with_store_cache(Settings(store_dir=tmp_path, token_cache_mb=1), model)
+    assert isinstance(on, CachedEmbedder) and on.cache.pieces_max_bytes == 1 << 20  # MB
     found = token_source(_Wrap(on.scoped("index:a"), counting))
     assert isinstance(found, StoredTokens)
     assert found.store.scope == "index:a" and found.store.model == model.piece_key  # type: ignore[attr-defined]
@@ -255,13 +258,14 @@ def test_token_source_reads_through_the_store_s_cache_in_the_index_s_scope(tmp_p
     EmbeddingCache(tmp_path / "embeddings.sqlite3", pieces_max_bytes=1 << 20).drop_scope("index:a")
     assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() == 0
     # EVIDENCE_TOKEN_CACHE_MB=0: in process only, no file
-    off = CachedEmbedder(model, EmbeddingCache(tmp_path / "other" / "embeddings.sqlite3"))
+    off = with_store_cache(Settings(store_dir=tmp_path / "other", token_cache_mb=0), model)
+    assert isinstance(off, CachedEmbedder)
     assert isinstance(token_source(_Wrap(off, counting)), TokenCache)
     assert not (tmp_path / "other" / "pieces.sqlite3").exists()
 
 
 class _Wrap:
-    """A store cache in front of a word-piece model (as `with_store_cache` builds it)."""
+    """A store cache in front of a word-piece model that counts what it embeds."""
 
     def __init__(self, cached: CachedEmbedder, inner: Counting) -> None:
         self.pieces = cached.pieces
