@@ -257,6 +257,13 @@ def test_token_source_reads_through_the_store_s_cache_in_the_index_s_scope(tmp_p
     # the index deleted: its pieces go with its vectors, also from a process that never read them
     EmbeddingCache(tmp_path / "embeddings.sqlite3", pieces_max_bytes=1 << 20).drop_scope("index:a")
     assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() == 0
+    # ... and from a process that keeps no pieces itself (EVIDENCE_TOKEN_CACHE_MB=0 now)
+    other = token_source(_Wrap(on.scoped("index:b"), counting))
+    assert other is not None
+    other(SPANS[1:2])
+    assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() > 0
+    EmbeddingCache(tmp_path / "embeddings.sqlite3").drop_scope("index:b")
+    assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() == 0
     # EVIDENCE_TOKEN_CACHE_MB=0: in process only, no file
     off = with_store_cache(Settings(store_dir=tmp_path / "other", token_cache_mb=0), model)
     assert isinstance(off, CachedEmbedder)
