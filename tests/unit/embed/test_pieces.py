@@ -155,6 +155,26 @@ def test_a_file_another_process_is_writing_is_read_and_never_set_aside(tmp_path:
     assert set(reader.get_many("s", "m", [key(1), key(2)])) == {key(1), key(2)}
 
 
+def test_pieces_read_from_the_store_are_then_held_in_process(tmp_path: Path) -> None:
+    # The store is read once per text a process needs, not once per question asking for it.
+    store = ScopedPieces(PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20), scope="s", model="m")
+    TokenCache(lambda texts: [unit_rows(3) for _ in texts]).through(store)(["a span"])  # another process
+    read: list[int] = []
+
+    class Counting(ScopedPieces):
+        def get_many(self, hashes: Sequence[bytes]) -> dict[bytes, Any]:
+            read.append(len(hashes))
+            return super().get_many(hashes)
+
+    def never(texts: Sequence[str]) -> list[Any]:
+        raise AssertionError(f"embedded {texts}")
+
+    tokens = TokenCache(never).through(Counting(store.cache, scope="s", model="m"))
+    assert np.array_equal(tokens(["a span"])[0], unit_rows(3))
+    assert np.array_equal(tokens(["a span"])[0], unit_rows(3))
+    assert read == [1]
+
+
 def _writer(path: str, worker: int, rounds: int) -> None:
     cache = PieceCache(Path(path), max_bytes=40 * unit_rows(6).nbytes)
     for r in range(rounds):
