@@ -104,10 +104,20 @@ class EmbeddingCache:
                 self._db.execute("DELETE FROM scoped_embeddings WHERE scope = ?", (scope,))
             except sqlite3.Error as exc:
                 logging.getLogger(__name__).warning("embedding cache not cleared: %s", exc)
-        # Also when this process never opened it (the pieces were written by another one).
-        pieces = self.pieces() if self.pieces_path.exists() else None
+        # Also when this process never opened it (the pieces were written by another one), and
+        # when it keeps none now (EVIDENCE_TOKEN_CACHE_MB=0 after a run that kept them): a deleted
+        # index's pieces must not outlive it.
+        if not self.pieces_path.exists():
+            return
+        pieces = self.pieces()
         if pieces is not None:
             pieces.drop_scope(scope)
+            return
+        once = PieceCache(self.pieces_path, max_bytes=0)
+        try:
+            once.drop_scope(scope)
+        finally:
+            once.close()
 
     def close(self) -> None:
         self._db.close()

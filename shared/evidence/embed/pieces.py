@@ -205,16 +205,17 @@ class PieceCache:
                 [(now, scope, model, h) for h in hashes],
             )
             self._db.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if self._db.in_transaction:
-                self._db.rollback()
+        except sqlite3.Error as exc:
             if not _busy(exc):
                 self._failed(exc, "refreshed")
-        except sqlite3.Error as exc:
-            self._failed(exc, "refreshed")
+            elif self._db is not None and self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
         finally:
+            # Best effort as the rest: a read that found its rows must not fail on the way out.
             if self._db is not None:
-                self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
 
     def put_many(self, scope: str, model: str, items: Sequence[tuple[bytes, npt.ArrayLike]]) -> None:
         """Store matrices (as float16), then evict past the bound. Best effort."""

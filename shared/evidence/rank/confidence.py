@@ -12,7 +12,8 @@ or without a reranker, whatever order the last stage left them in:
 A logistic model over them gives the probability that the index holds an answer; it was fitted by
 `bench/answerability.py` on SciFact's test questions (in-domain) against 155 questions from other
 fields (`bench/data/answerability/out_of_domain.txt`), both run against the SciFact index.
-`can_answer` when the probability reaches `EVIDENCE_ANSWER_MIN_CONFIDENCE` (0.5).
+`can_answer` when the probability reaches `EVIDENCE_ANSWER_MIN_CONFIDENCE` (0.3); `confidence` is
+the probability mapped so that the bar lands on 0.5 (`on_bar`), the bar every profile shares.
 
 A reranker's score is recorded (`features.rerank`) but never read: Cohere's and Bedrock's scores
 are on scales of their own (and change with the model), and the reranker already acts through

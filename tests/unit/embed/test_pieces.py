@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evidence.config import Settings
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.embed.factory import with_store_cache
 from evidence.embed.minilm import DIMENSION, MiniLMEmbedder
 from evidence.embed.pieces import TOUCH_S, PieceCache, ScopedPieces
 from evidence.verbatim.span_rank import StoredTokens, TokenCache, token_columns, token_source
@@ -153,6 +155,26 @@ def test_a_file_another_process_is_writing_is_read_and_never_set_aside(tmp_path:
     assert set(reader.get_many("s", "m", [key(1), key(2)])) == {key(1), key(2)}
 
 
+def test_pieces_read_from_the_store_are_then_held_in_process(tmp_path: Path) -> None:
+    # The store is read once per text a process needs, not once per question asking for it.
+    store = ScopedPieces(PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20), scope="s", model="m")
+    TokenCache(lambda texts: [unit_rows(3) for _ in texts]).through(store)(["a span"])  # another process
+    read: list[int] = []
+
+    class Counting(ScopedPieces):
+        def get_many(self, hashes: Sequence[bytes]) -> dict[bytes, Any]:
+            read.append(len(hashes))
+            return super().get_many(hashes)
+
+    def never(texts: Sequence[str]) -> list[Any]:
+        raise AssertionError(f"embedded {texts}")
+
+    tokens = TokenCache(never).through(Counting(store.cache, scope="s", model="m"))
+    assert np.array_equal(tokens(["a span"])[0], unit_rows(3))
+    assert np.array_equal(tokens(["a span"])[0], unit_rows(3))
+    assert read == [1]
+
+
 def _writer(path: str, worker: int, rounds: int) -> None:
     cache = PieceCache(Path(path), max_bytes=40 * unit_rows(6).nbytes)
     for r in range(rounds):
@@ -244,7 +266,8 @@ def test_a_new_process_reads_the_spans_pieces_the_first_one_computed_with_the_re
 def test_token_source_reads_through_the_store_s_cache_in_the_index_s_scope(tmp_path: Path) -> None:
     model = MiniLMEmbedder()
     counting = Counting(model)
-    on = CachedEmbedder(model, EmbeddingCache(tmp_path / "embeddings.sqlite3", pieces_max_bytes=1 << 20))
+    on = with_store_cache(Settings(store_dir=tmp_path, token_cache_mb=1), model)
+    assert isinstance(on, CachedEmbedder) and on.cache.pieces_max_bytes == 1 << 20  # MB
     found = token_source(_Wrap(on.scoped("index:a"), counting))
     assert isinstance(found, StoredTokens)
     assert found.store.scope == "index:a" and found.store.model == model.piece_key  # type: ignore[attr-defined]
@@ -254,14 +277,22 @@ def test_token_source_reads_through_the_store_s_cache_in_the_index_s_scope(tmp_p
     # the index deleted: its pieces go with its vectors, also from a process that never read them
     EmbeddingCache(tmp_path / "embeddings.sqlite3", pieces_max_bytes=1 << 20).drop_scope("index:a")
     assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() == 0
+    # ... and from a process that keeps no pieces itself (EVIDENCE_TOKEN_CACHE_MB=0 now)
+    other = token_source(_Wrap(on.scoped("index:b"), counting))
+    assert other is not None
+    other(SPANS[1:2])
+    assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() > 0
+    EmbeddingCache(tmp_path / "embeddings.sqlite3").drop_scope("index:b")
+    assert PieceCache(tmp_path / "pieces.sqlite3", max_bytes=1 << 20).stored_bytes() == 0
     # EVIDENCE_TOKEN_CACHE_MB=0: in process only, no file
-    off = CachedEmbedder(model, EmbeddingCache(tmp_path / "other" / "embeddings.sqlite3"))
+    off = with_store_cache(Settings(store_dir=tmp_path / "other", token_cache_mb=0), model)
+    assert isinstance(off, CachedEmbedder)
     assert isinstance(token_source(_Wrap(off, counting)), TokenCache)
     assert not (tmp_path / "other" / "pieces.sqlite3").exists()
 
 
 class _Wrap:
-    """A store cache in front of a word-piece model (as `with_store_cache` builds it)."""
+    """A store cache in front of a word-piece model that counts what it embeds."""
 
     def __init__(self, cached: CachedEmbedder, inner: Counting) -> None:
         self.pieces = cached.pieces

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,7 @@ from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
 from evidence.records import Chunk
 from evidence.verbatim.answer_types import answer_types
-from evidence.verbatim.cascade import question_groups
+from evidence.verbatim.cascade import VerbatimCascade, question_groups
 from evidence.verbatim.grounding import (
     AGREEMENT_DEPTH,
     DENSE_MODEL,
@@ -41,6 +43,7 @@ from evidence.verbatim.grounding import (
     unnamed_groups,
     word_rarity,
 )
+from evidence.verbatim.run_state import RunState
 from tests.unit.rank.rankkit import INDEX, cand, chunk, new_backend, vec
 
 DISPUTE = "Do disputes go to binding arbitration?"
@@ -480,6 +483,44 @@ def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
         # question's word that analyses to it.
         assert index_df(backend, INDEX, ["degre"], "Keep below 25 degrees?") == {"degre": 1}
         assert index_df(backend, "no-such-index", ["store"]) is None
+    finally:
+        backend.close()
+
+
+def test_a_cascade_run_counts_each_term_in_the_index_once(tmp_path: Path) -> None:
+    # The cascade judges several paths' evidence for one question: each term is asked of the
+    # index once, and a backend that cannot rank leaves nothing half-read behind.
+    passages = [_at(f"p{i}", f"The elimination half-life is {i} hours.", 100 * i) for i in range(3)]
+    passages.append(_at("s", "Store below 25 degrees.", 900))
+    backend = new_backend(tmp_path / "s", passages)
+    asked: list[str] = []
+
+    class Counting:
+        def lexical(self, index: str, query: str, **kw: Any) -> Any:
+            asked.append(query)
+            return backend.lexical(index, query, **kw)
+
+    def run(index: str) -> RunState:
+        question = "What is the elimination half-life?"
+        return RunState(
+            VerbatimCascade(),
+            backend=Counting(),  # type: ignore[arg-type]
+            index=index,
+            question=question,
+            plan=SimpleNamespace(search_phrases=[]),
+            scope=None,
+            q_groups=question_groups(question),
+            query_vector=None,
+        )
+
+    try:
+        state = run(INDEX)
+        assert state.index_df(["elimin", "store"]) == {"elimin": 3, "store": 1}
+        assert state.index_df(["store", "ketamin", "store"]) == {"store": 1, "ketamin": 0}
+        assert asked == ["elimin", "store", "ketamin"]
+        missing = run("no-such-index")
+        assert missing.index_df(["store"]) is None and missing.index_df(["store"]) is None
+        assert asked[3:] == ["store", "store"]
     finally:
         backend.close()
 

@@ -116,6 +116,9 @@ def test_a_label_ranked_below_the_span_it_labels_is_read_right_before_it() -> No
         section="3. Public License Fallback",
     )
     assert reading_order([SHOULD, RANGE, sentence], 200) == [0, 1, 2]
+    # A label that closes the section before labels nothing in this one.
+    waiver = span("2. Waiver.", 22, section="2. Waiver")
+    assert reading_order([SHOULD, RANGE, waiver], 200) == [0, 1, 2]
 
 
 def test_a_label_is_a_few_words_never_a_sentence_or_a_table_row() -> None:
@@ -154,7 +157,9 @@ def test_a_continuation_is_scored_with_the_span_before_it() -> None:
     assert texts[0] == term.text and texts[2] == dt.text
     assert scoring_texts([ADDUSER, NOBODY, NOGROUP])[1] == NOBODY.text
     stated = span("The libffi library provides a portable interface.", 1, section="Primitive Types")
-    assert scoring_texts([stated, this])[1] == this.text  # not next in sequence: no context
+    assert scoring_texts([stated, this])[1] == this.text
+    far_term = span("The type void.", 1, section="Primitive Types")
+    assert scoring_texts([far_term, this])[1] == this.text  # a label, but not next in sequence
     # A sentence before an anaphor is no label: the anaphor keeps its own text (scored with its
     # antecedent it outranked the antecedent, often the answer); a list of labels does not chain.
     cif = span("Calls are made through a call interface.", 2, section="Primitive Types")

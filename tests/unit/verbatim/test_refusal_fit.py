@@ -124,3 +124,26 @@ def test_token_cover_credits_a_concept_worded_otherwise_and_reads_each_text_alon
     low = fit.token_cover(question, groups, absent, texts[:1])
     assert low["tok_share"] < 1.0 and low["tok_soft"] < 1.0 and low["tok_key"] == pytest.approx(0.35)
     assert fit.token_cover(question, groups, absent, texts[:1], given=["kidney"])["tok_share"] == 1.0
+
+
+def test_nested_budgets_are_the_largest_whose_inner_held_out_refusals_fit(fit: ModuleType) -> None:
+    # Three families of 200 rows, half of each verbatim's. What a fold refuses of its held-out
+    # family grows with the budget it was fitted within: twice the budget for verbatim, the
+    # budget itself for default. Within --max-loss 0.03, verbatim can afford 0.015, default 0.03.
+    fam = np.repeat(np.array(["a", "b", "c"]), 200)
+    verbatim = np.tile(np.arange(200) < 100, 3)
+    place = (np.tile(np.arange(200) % 100, 3) + 0.5) / 100
+    left_out: list[set[str]] = []
+
+    def refuse_at(train: np.ndarray, losses: dict[str, float]) -> np.ndarray:
+        left_out.append({"a", "b", "c"} - set(fam[train]))
+        (b,) = set(losses.values())
+        return place < np.where(verbatim, 2 * b, b)
+
+    everything = np.ones(len(fam), dtype=bool)
+    out = fit.inner_budgets(everything, fam, verbatim, everything, 0.03, refuse_at=refuse_at)
+    assert out == {"verbatim": 0.015, "default": 0.03}
+    assert all(len(s) == 1 for s in left_out) and {min(s) for s in left_out} == {"a", "b", "c"}
+    # No budget fits: the tightest is taken.
+    tight = fit.inner_budgets(everything, fam, verbatim, everything, 0.0, refuse_at=lambda t, _: everything)
+    assert tight == {"verbatim": 0.0, "default": 0.0}
