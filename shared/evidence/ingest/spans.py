@@ -457,10 +457,11 @@ def _continues_bullet(
     return s[0].islower() and prev.rstrip()[-1:] not in (".", "!", "?", ":", ";")
 
 
-#: A line ending on an article, a preposition or a conjunction stops mid-phrase: its item goes on.
+#: A line ending on an article, a determiner, "of" or a conjunction stops mid-phrase: its item goes
+#: on. Not the particles that end phrasal verbs ("Sign in", "Turn the power on", "what it is for"),
+#: after which a capitalised line is a new statement.
 _OPEN_ENDED = re.compile(
-    r"\s(?:the|a|an|this|these|that|those|its|their|any|each|of|to|for|with|by|from|in|on|at|into"
-    r"|under|than|and|or|nor)[ \t]*$",
+    r"\s(?:the|a|an|this|these|those|its|their|any|each|of|with|by|from|into|under|than|and|or|nor)[ \t]*$",
     re.IGNORECASE,
 )
 

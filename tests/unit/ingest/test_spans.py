@@ -324,7 +324,9 @@ def test_a_numbered_clause_wrapped_at_its_numbers_column_continues() -> None:
         "Package.  You may charge any fee.\n"
         "  6. A program that contains no derivative of any portion of the\n"
         "Library is called a work that uses the Library.\n"
-        "- an item that ends on a noun\nNew prose."
+        "- an item that ends on a noun\nNew prose.\n"
+        "- Sign in\nThe account page lists your keys.\n"
+        "1. Turn the power on\nThe light goes green."
     )
     texts = [s.text for s in extract_spans(ParsedDocument(text=text))]
     assert texts == [
@@ -334,4 +336,9 @@ def test_a_numbered_clause_wrapped_at_its_numbers_column_continues() -> None:
         "Library is called a work that uses the Library.",
         "- an item that ends on a noun",
         "New prose.",
+        # a phrasal verb's particle ends a statement: the capitalised line is a new one
+        "- Sign in",
+        "The account page lists your keys.",
+        "1. Turn the power on",
+        "The light goes green.",
     ]
