@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.config import BackendKind, HybridMode, Settings, get_settings
-from evidence.embed.factory import build_embedder, with_store_cache
+from evidence.embed.factory import build_embedder, drop_store_cache, with_store_cache
 from evidence.errors import (
     BadRequestError,
     DocumentNotFoundError,
@@ -97,6 +97,9 @@ class EvidenceService(Indexing):
         self.settings = settings or get_settings()
         self._backend = backend
         self._embedder = embedder
+        #: Whether `_embedder` is this service's own (built from settings): its cache files are
+        #: closed with the service; an embedder passed in belongs to the caller.
+        self._own_embedder = False
         self._reranker = reranker
         self._reranker_built = reranker is not None
         self._lock = threading.Lock()
@@ -118,6 +121,7 @@ class EvidenceService(Indexing):
             with self._lock:
                 if self._embedder is None:
                     self._embedder = with_store_cache(self.settings, build_embedder(self.settings))
+                    self._own_embedder = True
         return self._embedder
 
     def document_embedder(self, index: str) -> Embedder:
@@ -212,6 +216,8 @@ class EvidenceService(Indexing):
 
         if isinstance(self._embedder, CachedEmbedder):
             self._embedder.cache.drop_scope(f"index:{index}")
+        else:
+            drop_store_cache(self.settings, f"index:{index}")
         return info
 
     def index_summaries(
@@ -384,6 +390,13 @@ class EvidenceService(Indexing):
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+        from evidence.embed.cache import CachedEmbedder
+
+        if self._own_embedder and isinstance(self._embedder, CachedEmbedder):
+            # its SQLite files (vectors, word pieces); the next use builds a new one
+            with self._lock:
+                self._embedder.cache.close()
+                self._embedder, self._own_embedder = None, False
 
 
 # IndexProgress, IndexReport and content_document_id live in `evidence.indexing`; callers

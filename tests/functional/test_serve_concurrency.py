@@ -9,6 +9,7 @@ it proves does not depend on the machine's speed.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 import urllib.error
@@ -431,6 +432,28 @@ def test_the_embedding_cache_is_scoped_by_index(tmp_path: Path, scope: str) -> N
     service.close()
 
 
+def test_a_delete_in_a_fresh_process_drops_the_indexs_cached_vectors(tmp_path: Path) -> None:
+    # A process whose first call is a delete has built no embedder: the cache file is still
+    # cleared, or the deleted index's vectors would answer its next upload.
+    settings = Settings(store_dir=tmp_path / "store", aws_region=REGION)
+    inner = GatedEmbedder()
+    first = EvidenceService(
+        settings, embedder=CachedEmbedder(inner, EmbeddingCache(settings.store_dir / "embeddings.sqlite3"))
+    )
+    request = IndexDocumentRequest(document_id="p", filename="p.txt", text=POLICY_TEXT)
+    first.index_document("tenant-a", request)
+    first.close()
+    fresh = EvidenceService(settings)
+    fresh.delete_index("tenant-a")
+    fresh.close()
+    again = EvidenceService(
+        settings, embedder=CachedEmbedder(inner, EmbeddingCache(settings.store_dir / "embeddings.sqlite3"))
+    )
+    again.index_document("tenant-a", request)
+    assert inner.calls == 2
+    again.close()
+
+
 # --- fair batches -------------------------------------------------------------------------------
 
 
@@ -539,3 +562,20 @@ def test_only_the_uploader_reads_an_upload(tmp_path: Path) -> None:
     finally:
         jobs.close()
         service.close()
+
+
+def test_closing_the_service_closes_the_cache_files_it_opened(tmp_path: Path) -> None:
+    # The service's own embedder (built from settings) holds two SQLite files; an embedder passed
+    # in is the caller's and stays open.
+    settings = Settings(store_dir=tmp_path / "store", aws_region=REGION)
+    own = EvidenceService(settings)
+    own.index_document("idx", IndexDocumentRequest(document_id="p", filename="p.txt", text=POLICY_TEXT))
+    built = own.embedder
+    assert isinstance(built, CachedEmbedder)
+    own.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        built.cache.get_many("m", ["h"])
+    lent = CachedEmbedder(GatedEmbedder(), EmbeddingCache(tmp_path / "lent.sqlite3"))
+    borrower = EvidenceService(settings, embedder=lent)
+    borrower.close()
+    assert lent.cache.get_many("m", ["h"]) == {}

@@ -42,3 +42,19 @@ def with_store_cache(settings: Settings, inner: Embedder) -> Embedder:
         settings.store_dir / "embeddings.sqlite3", pieces_max_bytes=settings.token_cache_mb << 20
     )
     return CachedEmbedder(inner, cache)
+
+
+def drop_store_cache(settings: Settings, scope: str) -> None:
+    """Forget a deleted index's cached vectors and word pieces in the store's cache files, from a
+    process that never built its embedder (its first call a delete): nothing of a deleted index
+    may outlive it, and loading the model to learn that would cost a delete a second."""
+    path = settings.store_dir / "embeddings.sqlite3"
+    if settings.backend is not BackendKind.EMBEDDED or not path.exists():
+        return
+    from evidence.embed.cache import EmbeddingCache
+
+    once = EmbeddingCache(path)
+    try:
+        once.drop_scope(scope)
+    finally:
+        once.close()
