@@ -496,9 +496,9 @@ def test_a_cascade_run_counts_each_term_in_the_index_once(tmp_path: Path) -> Non
     asked: list[str] = []
 
     class Counting:
-        def lexical(self, index: str, query: str, **kw: Any) -> Any:
-            asked.append(query)
-            return backend.lexical(index, query, **kw)
+        def term_counts(self, index: str, texts: Sequence[str], **kw: Any) -> Any:
+            asked.extend(texts)
+            return backend.term_counts(index, texts, **kw)
 
     def run(index: str) -> RunState:
         question = "What is the elimination half-life?"
