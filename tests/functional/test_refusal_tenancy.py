@@ -113,3 +113,27 @@ def test_another_tenants_document_title_does_not_scope_the_request(service: Evid
     _upload(service, "b-support", NAMED_NOTES, "b")
     # "RISC-V" names tenant B's document: scoped to it, tenant A's request loses its own hits.
     assert _answer(service) == before
+
+
+def test_the_plan_names_no_subject_of_another_tenants_documents(service: EvidenceService) -> None:
+    # The plan is returned to the caller: the rule planner's known subjects are read within the
+    # request's filters, or tenant A's plan would show that some document of the index (B's) has
+    # the subject A asked about, and its scope would name B's document.
+    label = (
+        "# Zorvex (zorvexamab) tablets\n\n## Dosage and administration\n\nTake 10 mg of Zorvex once daily.\n"
+    )
+    service.index_document(
+        INDEX,
+        IndexDocumentRequest(
+            document_id="b-label", filename="zorvex.md", text=label, metadata={"tenant": "b"}
+        ),
+    )
+    _upload(service, "a-guide", GUIDE, "a")
+    asked = "What is the daily dose of zorvexamab?"  # the generic name: B's label maps it to its brand
+    mine = service.retrieve(INDEX, RetrieveRequest(query=asked, profile="verbatim", filters=TENANT_A))
+    assert mine.plan.entity is None and mine.plan.filters == TENANT_A  # nor B's document id
+    assert {h.document_id for h in mine.hits} <= {"a-guide"}
+    theirs = service.retrieve(
+        INDEX, RetrieveRequest(query=asked, profile="verbatim", filters={"tenant": "b"})
+    )
+    assert theirs.plan.entity == "zorvexamab"  # a subject known within B's own documents

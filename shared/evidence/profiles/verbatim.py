@@ -54,7 +54,11 @@ class VerbatimPlugin(PipelinePlugin):
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:
         from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model
 
-        known = index_subjects(env.backend, env.index, request.query) if env.index else []
+        known = (
+            index_subjects(env.backend, env.index, request.query, filters=request.filters)
+            if env.index
+            else []
+        )
         outcome = plan_verbatim(request.query, settings=env.settings, known_entities=known)
         return to_plan_model(request.query, outcome, filters=request.filters), outcome.degraded
 

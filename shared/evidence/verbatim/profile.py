@@ -37,11 +37,15 @@ if TYPE_CHECKING:
 PROFILE = "verbatim"
 
 
-def index_subjects(backend: Any, index: str, question: str, *, k: int = 10) -> list[str]:
+def index_subjects(
+    backend: Any, index: str, question: str, *, k: int = 10, filters: Mapping[str, Any] | None = None
+) -> list[str]:
     """Subject names of the documents best matching the question (what the rule planner may
-    recognise as the entity): one lexical query over passages."""
+    recognise as the entity): one lexical query over passages, within the request's `filters` (the
+    plan is returned to the caller: another tenant's product name must not appear in it)."""
     names: dict[str, None] = {}
-    for h in backend.lexical(index, question, k=k, kind=ChunkKind.PASSAGE):
+    within = dict(filters) if filters else None
+    for h in backend.lexical(index, question, k=k, filters=within, kind=ChunkKind.PASSAGE):
         listed = h.chunk.metadata.get(ENTITY_NAMES_KEY)
         if isinstance(listed, list):
             for n in listed:
@@ -133,7 +137,7 @@ class VerbatimCascadeStage:
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         plan: Any = getattr(ctx, "plan", None)
         if plan is None or getattr(plan, "profile", PROFILE) != PROFILE:
-            known = index_subjects(ctx.backend, ctx.index, ctx.query)
+            known = index_subjects(ctx.backend, ctx.index, ctx.query, filters=self.filters)
             plan = rule_outcome(ctx.query, known_entities=known).plan
         named = (ctx.filters or {}).get("document_id")
         # The cascade's caps are the profile's defaults; the request's top_k and budget bound it.
