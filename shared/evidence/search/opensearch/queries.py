@@ -60,13 +60,13 @@ class Search(IndexAdmin):
     ) -> dict[str, int]:
         """One `_msearch` for every text (`bodies.term_count_lines`), not one search per text:
         the counts of a question's terms cost one round trip."""
-        name = self._index_name(index)
+        self._index_name(index)  # a bad name is refused even when nothing is sent
         out = dict.fromkeys(texts, 0)
         todo = [t for t in out if t.strip()]  # `lexical` answers a blank text with no hits
         if cap <= 0 or not todo:
             return out
         lines = bodies.term_count_lines(todo, cap=cap, filters=filters, kind=kind)
-        counts = responses.parse_counts(self._msearch("term counts", name, lines), len(todo))
+        counts = responses.parse_counts(self._msearch("term counts", index, lines), len(todo))
         out.update((t, min(n, cap)) for t, n in zip(todo, counts, strict=True))
         return out
 
