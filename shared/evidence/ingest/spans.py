@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evidence.ingest.parsers.layout import dot_leader
 from evidence.records import ParsedDocument, Section, SpanType
 
 DEFAULT_MAX_SPAN_CHARS = 1000
@@ -58,8 +59,9 @@ _TABLE_SEP = re.compile(r"^[ \t]*+(?:\|[ \t]*+)?:?-{2,}+:?[ \t]*+(?:\|[ \t]*+:?-
 _ALNUM = re.compile(r"\w")
 # A table of contents' entry: dot leaders, then a page number ("4.1.2.  Semantics . . . . 10").
 # One span per line; sentence-split, its leaders' dots would cut it into "Semantics ." fragments.
-# A match starts only at a run's first dot (the lookbehinds), so a line of dots is scanned once.
-_CONTENTS_LINE = re.compile(r"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){4,}+[ \t]*+\d{1,4}[ \t]*+$")
+# Its bounds (four dots, arabic pages) are the ones the extractor was measured with; the plain-text
+# parser's leader has the same shape with its own bounds, and one set for both is unmeasured.
+_CONTENTS_LINE = dot_leader(4, r"\d{1,4}")
 
 _BLANK, _SKIP, _PROSE = 0, 1, 2
 

@@ -17,6 +17,17 @@ WS = re.compile(r"\s+")
 Heading = tuple[int, int, str]
 
 
+def dot_leader(min_dots: int, page: str, flags: int = 0) -> re.Pattern[str]:
+    """A contents line's tail: a dot leader (dots, each maybe spaced) and a page number at the end.
+
+    The parser and the span extractor read contents lines for different ends (the parser keeps a
+    leader line from becoming a heading, the extractor keeps it whole as one span), so each picks
+    its own leader length and page form; the shape is one. A match starts only at a run's first
+    dot (the lookbehinds), so a line of dots is scanned once, not once per dot.
+    """
+    return re.compile(rf"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){{{min_dots},}}+[ \t]*+{page}[ \t]*+$", flags)
+
+
 def normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 

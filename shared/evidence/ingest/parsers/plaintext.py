@@ -40,7 +40,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evidence.ingest.offsets import SourceOffsets
-from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines, running_lines
+from evidence.ingest.parsers.layout import (
+    Heading,
+    dot_leader,
+    flat_sections,
+    normalise_newlines,
+    running_lines,
+)
 from evidence.records import ParsedDocument
 
 #: "8. Termination." "2.1 Grant of Patent License. Subject to …" "12 Miscellaneous"
@@ -74,9 +80,9 @@ def _caps(line: str) -> bool:
     return len(letters) >= 3 and all(c.isupper() for c in letters)
 
 
-#: A table of contents' entry: dot leaders and a page number ("Semantics . . . . . 10", "Scope ....4").
-#: A match starts only at a run's first dot (the lookbehinds), so a line of dots is scanned once.
-_LEADER = re.compile(r"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){3,}+[ \t]*+[\divxlc]{1,5}[ \t]*+$", re.IGNORECASE)
+#: A table of contents' entry: dot leaders and a page number ("Semantics . . . . . 10", "Scope ....4",
+#: front matter's roman "Preface ... iv"); the span extractor's contents line is the same shape.
+_LEADER = dot_leader(3, r"[\divxlc]{1,5}", re.IGNORECASE)
 #: Columns: a run of three spaces inside a line's text (a table row, a two-column front matter).
 _COLUMNS = re.compile(r"\S[ \t]{3,}\S")
 
