@@ -8,6 +8,7 @@ the other tests feed the checker small broken families, so a checker that passes
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,19 @@ QA = ROOT / "bench" / "qa"
 #: the second is two SPL drug labels, two RFCs and three PostgreSQL manual pages.
 BLIND = ROOT / "bench" / "qa-blind"
 BLIND_SET = {"drug-labels-spl", "standard-rfc-plain-text", "technical-manual-postgresql"}
+#: The third blind set (bench/qa-blind3/README.md): a label PDF as FDA published it, RFC 6749 as
+#: paginated plain text, two GitHub agreements in Markdown with numbered clauses.
+BLIND3 = ROOT / "bench" / "qa-blind3"
+BLIND3_SET = {"drug-label-pdf", "standard-paginated-text", "terms-of-service"}
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
 FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
 BLIND_FAMILIES = (
     sorted(p.name for p in BLIND.iterdir() if (p / "documents").is_dir()) if BLIND.is_dir() else []
+)
+BLIND3_FAMILIES = (
+    sorted(p.name for p in BLIND3.iterdir() if (p / "documents").is_dir()) if BLIND3.is_dir() else []
 )
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
@@ -85,6 +93,35 @@ def test_the_blind_set_is_apart_from_the_suite() -> None:
     suite_documents = {p.name for p in QA.glob("*/documents/*")}
     blind_documents = {p.name for p in BLIND.glob("*/documents/*")}
     assert not suite_documents & blind_documents
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        # The label PDF takes seconds to parse (slow tier, like the suite's PDF family); the
+        # plain-text and Markdown families are cheap.
+        pytest.param(f, marks=pytest.mark.slow) if any(BLIND3.glob(f"{f}/documents/*.pdf")) else f
+        for f in BLIND3_FAMILIES
+    ],
+)
+def test_every_family_of_the_third_blind_set_passes_the_check(family: str) -> None:
+    (report,) = check.check(BLIND3, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_third_blind_set_is_apart_from_the_suite_and_the_second_set() -> None:
+    assert set(BLIND3_FAMILIES) == BLIND3_SET
+    assert not set(BLIND3_FAMILIES) & (set(FAMILIES) | set(BLIND_FAMILIES))
+
+    # By content, not only by name: a document renamed into another set is still the same document.
+    def digests(root: Path) -> set[str]:
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in root.glob("*/documents/*")}
+
+    names = {p.name for p in BLIND3.glob("*/documents/*")}
+    assert not names & {p.name for p in [*QA.glob("*/documents/*"), *BLIND.glob("*/documents/*")]}
+    assert not digests(BLIND3) & (digests(QA) | digests(BLIND))
 
 
 def test_the_suite_has_families() -> None:
