@@ -578,10 +578,13 @@ def test_focus_fill_grows_runs_over_whole_sentences_to_the_reader_budget() -> No
     c = cand(chunk("p", text), 0.5)
     other = cand(chunk("q", f"Backups are kept nightly. {filler}", doc="other"), 0.4)
     query = "How long are backups kept?"
-    sizes = {"min_chars": 10, "window": 100, "first_window": 300, "lead": 0}
-    plain = FocusHits(fill=None, **sizes).run([c, other], ctx(None, query=query))
+
+    def focus(fill: int | None) -> FocusHits:
+        return FocusHits(fill=fill, min_chars=10, window=100, first_window=300, lead=0)
+
+    plain = focus(None).run([c, other], ctx(None, query=query))
     assert answer not in plain[0].chunk.text and plain[0].chunk.text.startswith("Backups are kept")
-    filled = FocusHits(fill=1200, **sizes).run([c, other], ctx(None, query=query))
+    filled = focus(1200).run([c, other], ctx(None, query=query))
     first = filled[0].chunk.text
     assert first.startswith("Backups are kept") and answer in first and _slice_of(filled[0], c)
     assert len(first) + 1 + len(filled[1].chunk.text) <= 1200
@@ -589,16 +592,16 @@ def test_focus_fill_grows_runs_over_whole_sentences_to_the_reader_budget() -> No
     assert sum(len(h.chunk.text) for h in filled) > 1100  # a sentence (~45 characters) short at most
     # The run at its passage's end grows back before itself.
     tail = cand(chunk("t", f"{filler} {answer} Backups are kept for 35 days."), 0.5)
-    back = FocusHits(fill=600, **sizes).run([tail], ctx(None, query=query))[0]
+    back = focus(600).run([tail], ctx(None, query=query))[0]
     assert back.chunk.text.endswith("kept for 35 days.") and answer in back.chunk.text
     assert 500 < len(back.chunk.text) <= 600 and _slice_of(back, tail)
     # Over the budget already (ten runs of ~100 characters and one of ~300): nothing changes.
     many = [cand(chunk(f"m{i}", text, doc=f"d{i}"), 0.5 - i / 100) for i in range(10)]
-    assert [h.chunk for h in FocusHits(fill=1000, **sizes).run(many, ctx(None, query=query))] == [
-        h.chunk for h in FocusHits(fill=None, **sizes).run(many, ctx(None, query=query))
+    assert [h.chunk for h in focus(1000).run(many, ctx(None, query=query))] == [
+        h.chunk for h in focus(None).run(many, ctx(None, query=query))
     ]
     # A caller's max_chars caps it, every character counted.
-    capped = FocusHits(fill=5000, **sizes).run([c, other], ctx(None, query=query, max_chars=900))
+    capped = focus(5000).run([c, other], ctx(None, query=query, max_chars=900))
     assert sum(len(h.chunk.text) for h in capped) + 1 <= 900
     with pytest.raises(ConfigurationError):
         FocusHits(fill=0)
