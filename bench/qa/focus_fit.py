@@ -26,7 +26,9 @@ hits, because the grounding check reads the hits' text.
   families by pooled recall@2000
   (ties: recall@600, then fewer evidence characters), measured on the fifth; prints
   the held-out figures per family and pooled (recall@600, recall@2000, evidence characters per
-  question, unanswerable questions refused, false refusals).
+  question, unanswerable questions refused, false refusals). `fill` (runs grown back to the
+  reader's 2,000 characters when the hits come to less) is not in the grid: it is the budget
+  itself, at its default (docs/ranking.md#focus-fill).
 """
 
 from __future__ import annotations

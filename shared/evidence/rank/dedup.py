@@ -229,11 +229,12 @@ TYPE_WEIGHT = 1.5
 COLLAPSE_SPACE = True
 
 
-#: The evidence a reader takes in at once, in characters counted as the budget counts them
-#: (whitespace runs once): when the focused hits come to less, the runs grow back, first hit
-#: first, over whole sentences of their passages until they reach it (None: off). A question
-#: scoped to one short document often gets 2-4 hits, which focus cut to 1,400 characters with
-#: the answer in the part it cut away (issue 22; docs/ranking.md#focus-fill).
+#: The evidence a reader takes in at once (issue 22's budget, not fitted), in characters counted
+#: as the budget counts them (whitespace runs once): when the focused hits come to less, the runs
+#: grow back, first hit first, over whole sentences of their passages until they reach it (None:
+#: off). A question scoped to one short document gets a few hits (43 of the QA suite's 310
+#: answerable questions get under 10), and focus cut 7 answers out of hits that left the budget
+#: unspent (docs/ranking.md#focus-fill).
 FILL: int | None = 2000
 
 
@@ -257,12 +258,15 @@ class FocusHits:
       whole sentences to `first_window` characters from there.
     - With `collapse_space` (the default) those sizes count a whitespace run as one character,
       as the reader's budget does, so indented or line-broken text gets as much text as prose.
+    - With `fill` (the default: 2,000), when the cut hits come to less than `fill` characters
+      (few hits: a short document), the runs grow back over whole sentences, first hit first, on
+      after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
-    its document and never grows; a passage shorter than `min_chars` or of one sentence is left
-    whole. The full passage's term coverage is kept in `scores["coverage"]` for the answerability
-    signal, which must not change because the evidence got shorter.
+    its document and never grows past its passage; a passage shorter than `min_chars` or of one
+    sentence is left whole. The full passage's term coverage is kept in `scores["coverage"]` for
+    the answerability signal, which must not change because the evidence got shorter.
     """
 
     name = "focus"
