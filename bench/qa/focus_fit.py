@@ -17,13 +17,18 @@ hits, because the grounding check reads the hits' text.
   `first_stage` when none ever did; `candidate_rank`: its rank in the list `top_k` cut), `cut`
   (focus cut it out of its hit; `sentences_from_run`: how far the answer's sentence is from the
   run kept), `late` (kept, but more than 2,000 characters of evidence come before it); `merged`:
-  whether `collapse_overlaps` widened the hit (docs/ranking.md#default-misses).
+  whether `collapse_overlaps` widened the hit (docs/ranking.md#default-misses). `miss_classes`
+  counts them per family in four classes: `not_in_hits`; `past_budget` (the answer's hit starts
+  after 2,000 characters of earlier hits, kept or cut); `cut_first` (focus cut it out of the
+  first hit); `cut_later` (focus cut it out of a later hit that starts within the budget).
 - `--fit`: the rule's `window`, `first_window`, `lead`, `second_window`, `type_weight` and
   `collapse_space` (whether sizes count a whitespace run once, as the budget does) chosen on four
   families by pooled recall@2000
   (ties: recall@600, then fewer evidence characters), measured on the fifth; prints
   the held-out figures per family and pooled (recall@600, recall@2000, evidence characters per
-  question, unanswerable questions refused, false refusals).
+  question, unanswerable questions refused, false refusals). `fill` (runs grown back to the
+  reader's 2,000 characters when the hits come to less) is not in the grid: it is the budget
+  itself, at its default (docs/ranking.md#focus-fill).
 """
 
 from __future__ import annotations
@@ -249,6 +254,22 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
     return rows
 
 
+def miss_classes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """`misses` rows counted per family (and `all`) in four classes (module docstring)."""
+    names = ("not_in_hits", "past_budget", "cut_first", "cut_later")
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["class"] == "not_retrieved":
+            kind = names[0]
+        elif (r["evidence_before"] or 0) >= 2000:
+            kind = names[1]
+        else:
+            kind = names[2] if r["rank"] == 1 else names[3]
+        for key in (r["family"], "all"):
+            out.setdefault(key, dict.fromkeys(names, 0))[kind] += 1
+    return out
+
+
 def _candidate_rank(a: Asked, wanted: Sequence[str]) -> int | None:
     """1-based rank of the first candidate holding an answer in the list `top_k` cut (None: none)."""
     names = [n for n, _ in a.stages]
@@ -387,6 +408,7 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     report["shipped"] = {**figures(kept), "families": by_family(kept)}
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
+        report["miss_classes"] = miss_classes(report["misses"])
     if args.fit:
         fast = _memoise(expected)
         grid = [

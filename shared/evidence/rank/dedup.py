@@ -229,6 +229,15 @@ TYPE_WEIGHT = 1.5
 COLLAPSE_SPACE = True
 
 
+#: The evidence a reader takes in at once (issue 22's budget, not fitted), in characters counted
+#: as the budget counts them (whitespace runs once): when the focused hits come to less, the runs
+#: grow back, first hit first, over whole sentences of their passages until they reach it (None:
+#: off). A question scoped to one short document gets a few hits (43 of the QA suite's 310
+#: answerable questions get under 10), and focus cut 7 answers out of hits that left the budget
+#: unspent (docs/ranking.md#focus-fill).
+FILL: int | None = 2000
+
+
 class FocusHits:
     """Each passage hit is cut to the sentences that best match the question (minimal evidence).
 
@@ -249,12 +258,15 @@ class FocusHits:
       whole sentences to `first_window` characters from there.
     - With `collapse_space` (the default) those sizes count a whitespace run as one character,
       as the reader's budget does, so indented or line-broken text gets as much text as prose.
+    - With `fill` (the default: 2,000), when the cut hits come to less than `fill` characters
+      (few hits: a short document), the runs grow back over whole sentences, first hit first, on
+      after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
-    its document and never grows; a passage shorter than `min_chars` or of one sentence is left
-    whole. The full passage's term coverage is kept in `scores["coverage"]` for the answerability
-    signal, which must not change because the evidence got shorter.
+    its document and never grows past its passage; a passage shorter than `min_chars` or of one
+    sentence is left whole. The full passage's term coverage is kept in `scores["coverage"]` for
+    the answerability signal, which must not change because the evidence got shorter.
     """
 
     name = "focus"
@@ -270,6 +282,7 @@ class FocusHits:
         type_weight: float = TYPE_WEIGHT,
         expected: Callable[[str], Sequence[ValueKind]] | None = None,
         collapse_space: bool = COLLAPSE_SPACE,
+        fill: int | None = FILL,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -277,6 +290,8 @@ class FocusHits:
                 "focus: min_chars, window, second_window and first_window must be at least 1,"
                 " lead and type_weight at least 0"
             )
+        if fill is not None and fill < 1:
+            raise ConfigurationError("focus: fill must be at least 1 (or None: off)")
         self.min_chars = min_chars
         self.window = window
         self.first_window = first_window
@@ -285,6 +300,7 @@ class FocusHits:
         self.type_weight = type_weight
         self.expected = expected
         self.collapse_space = collapse_space
+        self.fill = fill
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -300,6 +316,8 @@ class FocusHits:
         weight = _idf([bag & q for listed in bags.values() for bag in listed])
         kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
         out: list[Candidate] = []
+        # position in `out` -> (its sentences, the run kept, how its characters are counted)
+        runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
         focused = 0
         for i, given in enumerate(candidates):
             if not cut[i]:
@@ -326,11 +344,19 @@ class FocusHits:
             start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at)
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
+            runs[len(out)] = (sents[i], start, end, at)
+            out.append(c)
+        if self.fill is not None:
+            # A caller's `max_chars` (counted raw by the guardrail) caps the fill, so no hit the
+            # guardrail would have kept is pushed out by a grown run.
+            cap = ctx.params.max_chars or None
+            _fill(out, runs, self.fill if cap is None else min(self.fill, cap), raw=cap is not None)
+        for k, (_, start, end, _) in runs.items():
+            ch = out[k].chunk
             if start == 0 and end == len(ch.text):
-                out.append(c)
                 continue
             focused += 1
-            out.append(_slice(c, ch.char_start + start, ch.char_start + end))
+            out[k] = _slice(out[k], ch.char_start + start, ch.char_start + end)
         ctx.trace.detail["focused"] = focused
         return out
 
@@ -447,6 +473,44 @@ def _widen(
             break
         end = b
     return new, end
+
+
+def _fill(
+    hits: Sequence[Candidate],
+    runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]],
+    budget: int,
+    *,
+    raw: bool = False,
+) -> None:
+    """Grow the runs in `runs` (keyed by position in `hits`), in rank order, over whole sentences
+    of their own passages, while the hits come to less than `budget` characters (a hit kept whole
+    counts whole, one character joins two hits; `raw`: every character counts, as the
+    guardrail's `max_chars` counts them). A run grows on after itself first, so what the reader
+    meets first stays where it was; back before itself only by what is left when its passage
+    ends (or its next sentence alone is longer than what is left)."""
+
+    def count(at: _Reading | None) -> _Reading | None:
+        return None if raw else at
+
+    def size(k: int) -> int:
+        if k in runs:
+            _, start, end, at = runs[k]
+            return _span(count(at), start, end)
+        text = hits[k].chunk.text
+        return len(text) if raw else len(_SPACE_RUN.sub(" ", text))
+
+    slack = budget - sum(size(k) for k in range(len(hits))) - max(len(hits) - 1, 0)
+    for k in sorted(runs):
+        if slack <= 0:
+            return
+        sents, start, end, at = runs[k]
+        by = count(at)
+        had = _span(by, start, end)
+        new = _widen(sents, start, end, 0, had + slack, at=by)
+        if (grown := _span(by, *new) - had) < slack:
+            new = _widen(sents, *new, slack - grown, _span(by, *new) + slack - grown, at=by)
+        runs[k] = (sents, *new, at)
+        slack -= _span(by, *new) - had
 
 
 class PerDocumentCap:

@@ -382,20 +382,20 @@ def test_focus_cuts_a_later_hit_to_its_best_run_and_keeps_its_coverage() -> None
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups kept?"
-    out = FocusHits(min_chars=10, second_window=None).run([first, c], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, second_window=None).run([first, c], ctx(None, query=query))
     got = out[1].chunk.text
     assert got.startswith("Backups are kept for 35 days.") and len(got) <= 200 and got.endswith(".")
     # By default the second hit's run may run to 400 characters (`second_window`).
-    got = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))[1].chunk.text
+    got = FocusHits(fill=None, min_chars=10).run([first, c], ctx(None, query=query))[1].chunk.text
     assert got.startswith("Backups are kept for 35 days.") and 200 < len(got) <= 400
     assert _slice_of(out[1], c)
     assert out[1].score == 0.5
     assert out[1].scores["coverage"] == term_coverage(query, text)
     # A short passage is left whole; so is a one-sentence one.
     short = cand(chunk("s", "Nothing here. Backups are kept for 35 days."), 0.4)
-    assert FocusHits().run([first, short], ctx(None, query=query))[1].chunk == short.chunk
+    assert FocusHits(fill=None).run([first, short], ctx(None, query=query))[1].chunk == short.chunk
     one = cand(chunk("o", "Backups " + "are kept, " * 60 + "for 35 days."), 0.4)
-    assert FocusHits(min_chars=10).run([first, one], ctx(None, query=query))[1].chunk == one.chunk
+    assert FocusHits(fill=None, min_chars=10).run([first, one], ctx(None, query=query))[1].chunk == one.chunk
 
 
 def test_focus_run_counts_each_question_word_once_across_its_sentences() -> None:
@@ -409,7 +409,7 @@ def test_focus_run_counts_each_question_word_once_across_its_sentences() -> None
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
     query = "Are backups encrypted, and how often do their keys rotate?"
-    out = FocusHits(min_chars=10, window=200).run([first, c], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, window=200).run([first, c], ctx(None, query=query))
     assert out[1].chunk.text.startswith(answer)
 
 
@@ -423,16 +423,22 @@ def test_focus_gives_the_first_hit_a_lead_and_a_longer_window() -> None:
     text = f"{filler} {before}Backups are kept for 35 days and then deleted. {filler}"
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups kept?"
-    out = FocusHits(min_chars=10, window=200, first_window=400, lead=100).run([c], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, window=200, first_window=400, lead=100).run(
+        [c], ctx(None, query=query)
+    )
     got = out[0].chunk
     assert got.text.startswith("Filler sentence number 29 says nothing much. " + before)
     assert 300 < len(got.text) <= 400 and got.text.endswith(".")
     assert _slice_of(out[0], c)
     # Only whole sentences within the lead: the one 72 characters back is not within 60.
-    out = FocusHits(min_chars=10, window=200, first_window=400, lead=60).run([c], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, window=200, first_window=400, lead=60).run(
+        [c], ctx(None, query=query)
+    )
     assert out[0].chunk.text.startswith(before + "Backups are kept")
     # No lead: the first hit starts at its best run.
-    out = FocusHits(min_chars=10, window=200, first_window=400, lead=0).run([c], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, window=200, first_window=400, lead=0).run(
+        [c], ctx(None, query=query)
+    )
     assert out[0].chunk.text.startswith("Backups are kept for 35 days")
     with pytest.raises(ConfigurationError):
         FocusHits(window=0)
@@ -478,19 +484,25 @@ def test_focus_second_hit_window_and_answer_type_bonus() -> None:
     text = f"{_PAD} Backups of the service are described in the backup policy. {answer} {_PAD}"
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups of the service kept?"
-    plain = FocusHits(min_chars=10, window=70, second_window=70).run([first, c], ctx(None, query=query))
+    plain = FocusHits(fill=None, min_chars=10, window=70, second_window=70).run(
+        [first, c], ctx(None, query=query)
+    )
     assert answer not in plain[1].chunk.text  # the run that repeats the question's words
     kinds = answer_types().expected
-    typed = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0, expected=kinds)
+    typed = FocusHits(fill=None, min_chars=10, window=70, second_window=70, type_weight=10.0, expected=kinds)
     assert typed.run([first, c], ctx(None, query=query))[1].chunk.text.startswith(answer)
     # Without the kinds (the stage alone, below the lexicon's layer) no run is raised.
-    alone = FocusHits(min_chars=10, window=70, second_window=70, type_weight=10.0)
+    alone = FocusHits(fill=None, min_chars=10, window=70, second_window=70, type_weight=10.0)
     assert answer not in alone.run([first, c], ctx(None, query=query))[1].chunk.text
-    longer = FocusHits(min_chars=10, window=70, second_window=150).run([first, c], ctx(None, query=query))
+    longer = FocusHits(fill=None, min_chars=10, window=70, second_window=150).run(
+        [first, c], ctx(None, query=query)
+    )
     assert answer in longer[1].chunk.text and _slice_of(longer[1], c)
     # Later hits keep `window`.
     third = cand(chunk("q", text.replace("service", "system"), doc="third"), 0.4)
-    out = FocusHits(min_chars=10, window=70, second_window=150).run([first, c, third], ctx(None, query=query))
+    out = FocusHits(fill=None, min_chars=10, window=70, second_window=150).run(
+        [first, c, third], ctx(None, query=query)
+    )
     assert len(out[2].chunk.text) <= 70 < len(out[1].chunk.text)
     with pytest.raises(ConfigurationError):
         FocusHits(second_window=0)
@@ -515,10 +527,10 @@ def test_focus_counts_a_whitespace_run_once_when_sizing_runs() -> None:
     first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
     c = cand(chunk("p", text), 0.5)
     query = "Are backups kept and encrypted?"
-    spaced = FocusHits(min_chars=10, window=120, second_window=120, collapse_space=True)
+    spaced = FocusHits(fill=None, min_chars=10, window=120, second_window=120, collapse_space=True)
     out = spaced.run([first, c], ctx(None, query=query))[1]
     assert out.chunk.text == body and _slice_of(out, c)
-    raw = FocusHits(min_chars=10, window=120, second_window=120, collapse_space=False)
+    raw = FocusHits(fill=None, min_chars=10, window=120, second_window=120, collapse_space=False)
     got = raw.run([first, c], ctx(None, query=query))[1].chunk.text
     assert got.startswith("Backups are kept") and "encrypted" not in got
     # Every offset counts what a whitespace-collapsing reader has read before it.
@@ -542,11 +554,54 @@ def test_focus_reads_a_passage_once_and_its_cached_reading_changes_nothing() -> 
     c = cand(chunk("p", text), 0.5)
     query = "How long are backups kept?"
     _sentence_terms.cache_clear()
-    once = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    once = FocusHits(fill=None, min_chars=10).run([first, c], ctx(None, query=query))
     misses = _sentence_terms.cache_info().misses
-    again = FocusHits(min_chars=10).run([first, c], ctx(None, query=query))
+    again = FocusHits(fill=None, min_chars=10).run([first, c], ctx(None, query=query))
     assert _sentence_terms.cache_info().misses == misses and _sentence_terms.cache_info().hits >= 2
     assert again == once
     spans, terms = _sentence_terms(text)
     assert list(spans) == _sentences(text)
     assert terms == tuple(tuple(get_analyzer().analyze(text[a:b])) for a, b in spans)
+
+
+def test_focus_fill_grows_runs_over_whole_sentences_to_the_reader_budget() -> None:
+    """When the focused hits come to less than `fill` characters (a question scoped to one short
+    document gets 2-4 hits), the runs grow back over whole sentences of their own passages, first
+    hit first: on after the run while the passage lasts, then back before it. Never past the
+    budget, never out of the passage; with many hits (over the budget already) nothing changes;
+    a caller's `max_chars` caps the fill, counted as the guardrail counts (every character)."""
+    from evidence.rank.stages import FocusHits
+
+    filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(40))
+    answer = "The retention is then extended to 90 days for audits."
+    text = f"Backups are kept for 35 days. {filler[:600]} {answer} {filler}"
+    c = cand(chunk("p", text), 0.5)
+    other = cand(chunk("q", f"Backups are kept nightly. {filler}", doc="other"), 0.4)
+    query = "How long are backups kept?"
+
+    def focus(fill: int | None) -> FocusHits:
+        return FocusHits(fill=fill, min_chars=10, window=100, first_window=300, lead=0)
+
+    plain = focus(None).run([c, other], ctx(None, query=query))
+    assert answer not in plain[0].chunk.text and plain[0].chunk.text.startswith("Backups are kept")
+    filled = focus(1200).run([c, other], ctx(None, query=query))
+    first = filled[0].chunk.text
+    assert first.startswith("Backups are kept") and answer in first and _slice_of(filled[0], c)
+    assert len(first) + 1 + len(filled[1].chunk.text) <= 1200
+    assert filled[1].chunk.text == plain[1].chunk.text  # the first hit took the whole slack
+    assert sum(len(h.chunk.text) for h in filled) > 1100  # a sentence (~45 characters) short at most
+    # The run at its passage's end grows back before itself.
+    tail = cand(chunk("t", f"{filler} {answer} Backups are kept for 35 days."), 0.5)
+    back = focus(600).run([tail], ctx(None, query=query))[0]
+    assert back.chunk.text.endswith("kept for 35 days.") and answer in back.chunk.text
+    assert 500 < len(back.chunk.text) <= 600 and _slice_of(back, tail)
+    # Over the budget already (ten runs of ~100 characters and one of ~300): nothing changes.
+    many = [cand(chunk(f"m{i}", text, doc=f"d{i}"), 0.5 - i / 100) for i in range(10)]
+    assert [h.chunk for h in focus(1000).run(many, ctx(None, query=query))] == [
+        h.chunk for h in focus(None).run(many, ctx(None, query=query))
+    ]
+    # A caller's max_chars caps it, every character counted.
+    capped = focus(5000).run([c, other], ctx(None, query=query, max_chars=900))
+    assert sum(len(h.chunk.text) for h in capped) + 1 <= 900
+    with pytest.raises(ConfigurationError):
+        FocusHits(fill=0)
