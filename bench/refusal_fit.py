@@ -380,11 +380,14 @@ def run(
     label: str = "found",
     dense: dict[str, Any] | None = None,
     nested: bool = False,
+    detail: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
     model and floors with the cosine taken as a constant (`LEXICAL_COSINE`), the one at which those
-    floors refuse the most within the budget, so that one model and one set of floors ship."""
+    floors refuse the most within the budget, so that one model and one set of floors ship.
+    `detail`, when given, receives each row's held-out probability (`p`), floor (`bar`) and
+    refusal (`refused`), for reading the misses question by question (`bench/refusal_misses.py`)."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -445,12 +448,15 @@ def run(
 
     out: dict[str, Any] = {"families": {}, "held_out": {}}
     held_refused = np.zeros(len(rows), dtype=bool)
+    held_p, held_bar = np.zeros(len(rows)), np.zeros(len(rows))
     for f in sorted(set(fam)):
         train = fam != f
         w, floors, cosine = fit(train, f)
         refused = (probability(x_all, w) < bars(floors)) | already
         test = fam == f
         held_refused[test] = refused[test]
+        held_p[test] = probability(x_all, w)[test]
+        held_bar[test] = bars(floors)[test]
         out["families"][f] = {"model": model(columns, w), "floors": floors}
         if cosine is not None:
             out["families"][f]["cosine"] = cosine
@@ -458,6 +464,8 @@ def run(
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
+    if detail is not None:
+        detail.update(p=held_p, bar=held_bar, refused=held_refused, already=already)
     for pr in PROFILES:
         sel = prof == pr
         # pooled held-out: each family scored with what the others fitted
