@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
-from refusal_fit import PROFILES, TOKEN_FEATURES, read_tokens, run  # noqa: E402
+from refusal_fit import ABLATION_FEATURES, PROFILES, TOKEN_FEATURES, read_sentences, read_tokens, run
+
+from evidence.verbatim.grounding import read_evidence
 
 SHIPPED = "grounding,cosine,typed_key,agreement,typed_rarest"
 SHOWN = ("grounding", "cosine", "typed_key", "agreement", "typed_rarest", "answer_type", "index_absent")
@@ -43,6 +46,8 @@ def main() -> int:
     show = [c for c in args.show.split(",") if c]
     if any(c in TOKEN_FEATURES for c in [*columns, *show]):
         read_tokens(rows, args.rows.with_name("token_best.json"))
+    if any(c in ABLATION_FEATURES for c in [*columns, *show]):
+        read_sentences(rows, args.rows.with_name("sent_vectors.json"))
     detail: dict[str, np.ndarray] = {}
     run(rows, 0.03, columns, 0.30, budget="answerable", label="found", detail=detail)
     out: list[dict[str, Any]] = []
@@ -63,14 +68,10 @@ def main() -> int:
                     "floor": round(float(detail["bar"][i]), 3),
                     "cosine_bar": bool(detail["already"][i]),
                     **{c: round(float(f.get(c, 0.0)), 3) for c in show},
-                    "missing": sorted(
-                        set(judged.get("groups") and [] or [])  # filled below
-                    ),
+                    "missing": [],
                     "text": (judged.get("texts") or [""])[0][:160].replace("\n", " "),
                 }
             )
-            from evidence.verbatim.grounding import read_evidence
-
             if judged.get("texts"):
                 reading = read_evidence(
                     r["question"],

@@ -109,6 +109,8 @@ SAFETY_NET_FLOOR = 0.35
 HITS_REFUSAL_FLOOR = 0.2677
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+#: Where a compound word splits into the parts the analyser reads one by one.
+_PART = re.compile(r"[^A-Za-z0-9]+")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
 #: tail. A word's rarity is where its id falls between them, on a log scale.
 _COMMON_ID, _RARE_ID = 2000, 30000
@@ -441,6 +443,13 @@ def index_df(
     for w in _WORD.findall(question):
         if len(ts := terms(w)) == 1:
             surface.setdefault(ts[0], w)
+            continue
+        # A compound ("AGPL-licensed", "one-line") analyses to several terms: each is asked as
+        # its own part, else its stem is cut again ("licens" → "licen", "on" a stop word) and
+        # reads as used by no passage.
+        for part in _PART.split(w):
+            if len(ps := terms(part)) == 1:
+                surface.setdefault(ps[0], part)
     asked = {t: t if terms(t) == (t,) else surface.get(t, t) for t in dict.fromkeys(words)}
     try:
         counts = backend.term_counts(
