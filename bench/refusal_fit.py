@@ -53,7 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,8 +88,10 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
+    if "_vectors" in row:
+        out.update(ablation(row["question"], groups, texts, given, row["_vectors"]))
     if "_best" in row:
-        out.update(token_cover(row["question"], groups, row["_best"], texts, given))
+        out.update(token_cover(row["question"], groups, row["_best"], texts, given, bodies=bodies))
     return out
 
 
@@ -104,6 +106,8 @@ def token_cover(
     best: Sequence[Sequence[float]],
     texts: Sequence[str],
     given: Sequence[str] = (),
+    *,
+    bodies: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Token-level coverage of the question's concepts by the evidence: measured as candidate
     refusal features (`bench/refusal_fit.py --features …,tok_share`), not read by the shipped
@@ -116,6 +120,11 @@ def token_cover(
 
     - `tok_mean`: the weighted mean score (a paraphrase, "kidney" / "renal", scores high);
     - `tok_key`: the lowest score among the heaviest concepts;
+    - `tok_min`: the lowest score of all: the question word with the weakest best match anywhere
+      in the evidence;
+    - `tok_span`: the best text's lowest score, among the texts that read as the kind of answer
+      asked (`answer_types`; every text when none is asked): one text holds every concept, a
+      paraphrase allowed, next to an answer of the kind (0 when no text reads as it);
     - `tok_share`: the weighted share of concepts scoring ≥ `TOKEN_MATCH`;
     - `tok_one`: the same share within the one text that holds the most;
     - `tok_soft`: the weighted share carried lexically (as `grounding` counts) or scoring ≥
@@ -154,9 +163,21 @@ def token_cover(
     _, missing = grounding(scored, [*texts, *given], weights)
     lexical = np.array([0.0 if c[0] in set(missing) else 1.0 for c in scored])
     heavy = w >= w.max() - 1e-9
+    # tok_span: one text holds every concept, paraphrase allowed (its weakest concept's match),
+    # and reads as the kind of answer asked when one is asked.
+    from evidence.verbatim.answer_types import answer_types
+
+    types = answer_types().expected(question)
+    reading = [
+        float(scores(b).min())
+        for b, body in zip(per_text, bodies if bodies is not None else texts, strict=True)
+        if not types or any(a.reads_in(body) for a in types)
+    ]
     return {
+        "tok_span": max(reading, default=0.0),
         "tok_mean": float((sc * w).sum() / w.sum()),
         "tok_key": float(sc[heavy].min()),
+        "tok_min": float(sc.min()),
         "tok_share": float((w * (sc >= TOKEN_MATCH)).sum() / w.sum()),
         "tok_one": max(float((w * (scores(b) >= TOKEN_MATCH)).sum() / w.sum()) for b in per_text),
         "tok_soft": float((w * np.maximum(lexical, sc >= TOKEN_MATCH)).sum() / w.sum()),
@@ -165,7 +186,95 @@ def token_cover(
 
 #: Candidate features read from MiniLM's word-piece vectors (`token_cover`); measured,
 #: not shipped (docs/verbatim.md#honest-refusal).
-TOKEN_FEATURES = ("tok_mean", "tok_key", "tok_share", "tok_one", "tok_soft")
+TOKEN_FEATURES = ("tok_mean", "tok_key", "tok_min", "tok_share", "tok_one", "tok_soft", "tok_span")
+
+
+def ablated(question: str, groups: Sequence[Sequence[str]]) -> list[tuple[tuple[str, ...], str]]:
+    """Each concept of `groups` with the question without its words (`ablation`); a concept with
+    no question word behind it (a label word alone) has no such question."""
+    from evidence.verbatim.scoring import terms
+
+    words = list(_WORD.finditer(question))
+    out = []
+    for g in dict.fromkeys(tuple(x) for x in groups if x):
+        drop = [m for m in words if set(terms(m.group())) & set(g)]
+        if drop:
+            rest = question
+            for m in reversed(drop):
+                rest = rest[: m.start()] + rest[m.end() :]
+            out.append((g, " ".join(rest.split())))
+    return out
+
+
+def ablation(
+    question: str,
+    groups: Sequence[Sequence[str]],
+    texts: Sequence[str],
+    given: Sequence[str],
+    vectors: Mapping[str, np.ndarray],
+) -> dict[str, float]:
+    """Concept ablation (a candidate refusal feature, measured, not shipped: `--features
+    …,abl_missing`): for each concept, how much the evidence's best sentence-embedding cosine
+    with the question drops when the concept's words are taken out of the question. Evidence
+    that carries the concept's meaning, in other words too ("place-holder" for "placeholders"),
+    fits the question less without it (> 0); evidence that lacks it ("tonsillectomy" next to a
+    dosage table) fits the question as well or better without it (≤ 0). `vectors`: MiniLM
+    vectors of the question, its ablated forms and the texts (`read_sentences`).
+
+    - `abl_missing`: the lowest drop among the concepts no text holds lexically (`grounding`'s
+      missing), 0 when every concept is held;
+    - `abl_min`: the lowest drop among all concepts."""
+    from evidence.verbatim.scoring import grounding
+
+    if not texts:
+        return {}
+    e = np.array([vectors[t] for t in texts])
+    full = float((e @ vectors[question]).max())
+    drops = {g: full - float((e @ vectors[q]).max()) for g, q in ablated(question, groups)}
+    if not drops:
+        return {"abl_missing": 0.0, "abl_min": 0.0}
+    _, missing = grounding(list(drops), [*texts, *given])
+    absent = set(missing)
+    return {
+        "abl_missing": min((d for g, d in drops.items() if g[0] in absent), default=0.0),
+        "abl_min": min(drops.values()),
+    }
+
+
+#: Candidate features read from MiniLM sentence vectors of the question with a concept taken out
+#: (`ablation`); measured, not shipped (docs/verbatim.md#honest-refusal).
+ABLATION_FEATURES = ("abl_missing", "abl_min")
+
+
+def read_sentences(rows: list[dict[str, Any]], cache: Path) -> None:
+    """Set each row's `_vectors` (`ablation`'s input): MiniLM vectors of the question, each
+    ablated question and each evidence text, kept in `cache` by text (a few minutes on two
+    cores the first time, nothing after)."""
+    import hashlib
+
+    def key(text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    known: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
+    wanted: dict[int, list[str]] = {}
+    for i, r in enumerate(rows):
+        judged = r.get("judged")
+        if judged and judged["texts"]:
+            ablations = [q for _, q in ablated(r["question"], [tuple(g) for g in judged["groups"]])]
+            wanted[i] = [r["question"], *ablations, *judged["texts"]]
+    todo = list(dict.fromkeys(t for ts in wanted.values() for t in ts if key(t) not in known))
+    if todo:
+        from evidence.embed.minilm import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder(batch_size=32)
+        for i in range(0, len(todo), 256):
+            for t, v in zip(todo[i : i + 256], embedder.embed_documents(todo[i : i + 256]), strict=True):
+                known[key(t)] = [round(float(x), 5) for x in v]
+        cache.write_text(json.dumps(known))
+    for i, ts in wanted.items():
+        rows[i]["_vectors"] = {t: np.asarray(known[key(t)]) for t in ts}
+
+
 #: `embed_tokens` reads a text's first window: a longer evidence text is read in such pieces.
 TOKEN_WINDOW = 254
 
@@ -380,11 +489,14 @@ def run(
     label: str = "found",
     dense: dict[str, Any] | None = None,
     nested: bool = False,
+    detail: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
     model and floors with the cosine taken as a constant (`LEXICAL_COSINE`), the one at which those
-    floors refuse the most within the budget, so that one model and one set of floors ship."""
+    floors refuse the most within the budget, so that one model and one set of floors ship.
+    `detail`, when given, receives each row's held-out probability (`p`), floor (`bar`) and
+    refusal (`refused`), for reading the misses question by question (`bench/refusal_misses.py`)."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -445,12 +557,15 @@ def run(
 
     out: dict[str, Any] = {"families": {}, "held_out": {}}
     held_refused = np.zeros(len(rows), dtype=bool)
+    held_p, held_bar = np.zeros(len(rows)), np.zeros(len(rows))
     for f in sorted(set(fam)):
         train = fam != f
         w, floors, cosine = fit(train, f)
         refused = (probability(x_all, w) < bars(floors)) | already
         test = fam == f
         held_refused[test] = refused[test]
+        held_p[test] = probability(x_all, w)[test]
+        held_bar[test] = bars(floors)[test]
         out["families"][f] = {"model": model(columns, w), "floors": floors}
         if cosine is not None:
             out["families"][f]["cosine"] = cosine
@@ -458,6 +573,8 @@ def run(
         for pr in PROFILES:
             sel = test & (prof == pr)
             out["families"][f][pr] = score(np.where(refused[sel], 0.0, 1.0), 0.5, answerable[sel], found[sel])
+    if detail is not None:
+        detail.update(p=held_p, bar=held_bar, refused=held_refused, already=already)
     for pr in PROFILES:
         sel = prof == pr
         # pooled held-out: each family scored with what the others fitted
@@ -540,6 +657,8 @@ def main() -> int:
     dense = [c for c in args.features.split(",") if c]
     if any(c in TOKEN_FEATURES for c in dense):
         read_tokens(rows, args.rows.with_name("token_best.json"))
+    if any(c in ABLATION_FEATURES for c in dense):
+        read_sentences(rows, args.rows.with_name("sent_vectors.json"))
     fitted = run(
         rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label, nested=args.nested
     )

@@ -79,14 +79,14 @@ class RefusalModel:
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
 #: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.8625, "cosine": 2.0602, "typed_key": 1.0585, "agreement": 1.0124, "typed_rarest": 0.297},
-    bias=-3.4155,
+    {"grounding": 1.5655, "cosine": 2.153, "typed_key": 1.0728, "agreement": 0.9838, "typed_rarest": 0.2392},
+    bias=-3.2573,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.425
+LEXICAL_COSINE = 0.4
 LEXICAL_AGREEMENT = 0.5665
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
@@ -98,17 +98,19 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
-#: most unanswerable training questions within the budget is kept: on the current ranking 0.04
-#: for the rule paths and 0.35 for the safety net (HYBRID_FACTSPAN, no bar of its own).
-REFUSAL_FLOOR = 0.04
-SAFETY_NET_FLOOR = 0.35
+#: most unanswerable training questions within the budget is kept: on the current ranking 0.32
+#: for the rule paths and 0.37 for the safety net (HYBRID_FACTSPAN, no bar of its own).
+REFUSAL_FLOOR = 0.32
+SAFETY_NET_FLOOR = 0.37
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2677
+HITS_REFUSAL_FLOOR = 0.2897
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+#: Where a compound word splits into the parts the analyser reads one by one.
+_PART = re.compile(r"[^A-Za-z0-9]+")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
 #: tail. A word's rarity is where its id falls between them, on a log scale.
 _COMMON_ID, _RARE_ID = 2000, 30000
@@ -441,6 +443,13 @@ def index_df(
     for w in _WORD.findall(question):
         if len(ts := terms(w)) == 1:
             surface.setdefault(ts[0], w)
+            continue
+        # A compound ("AGPL-licensed", "one-line") analyses to several terms: each is asked as
+        # its own part, else its stem is cut again ("licens" → "licen", "on" a stop word) and
+        # reads as used by no passage.
+        for part in _PART.split(w):
+            if len(ps := terms(part)) == 1:
+                surface.setdefault(ps[0], part)
     asked = {t: t if terms(t) == (t,) else surface.get(t, t) for t in dict.fromkeys(words)}
     try:
         counts = backend.term_counts(

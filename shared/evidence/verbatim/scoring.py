@@ -10,12 +10,16 @@ grows with any repeated term, coverage only with the question's own words.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from evidence.search.analysis import get_analyzer
+
+#: An identifier the analyser keeps whole ("ffi_call", "SQLITE_MAX_LENGTH").
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+")
 
 
 @lru_cache(maxsize=8192)
@@ -139,10 +143,17 @@ def grounding(
     """How much of what the question asks the evidence carries: the (weighted) share of the
     question's concepts — a term or a group of alternatives — that some evidence text holds
     (prefix-tolerant, like `SpanStats.coverage`), and the concepts none holds ("cost", "fee",
-    "dogs"). A question with no concept (only a name) is fully grounded."""
+    "dogs"). A question with no concept (only a name) is fully grounded. An identifier the
+    analyser keeps whole ("ffi_call" → "ffi_cal") also carries its parts: the question's concepts
+    are read word by word ("ffi", "call"), so without them the identifier the question names
+    read as missing from every text that holds it."""
     bag: Counter[str] = Counter()
     for text in evidence:
         bag.update(terms(text))
+        if "_" in text:
+            bag.update(
+                t for ident in _IDENTIFIER.findall(text) for part in ident.split("_") for t in terms(part)
+            )
     total = got = 0.0
     missing: list[str] = []
     near: dict[str, list[str]] | None = None

@@ -487,6 +487,23 @@ def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
         backend.close()
 
 
+def test_index_df_asks_each_part_of_a_compound_word_as_its_own_word(tmp_path: Path) -> None:
+    # "AGPL-licensed" analyses to two terms; the stem "licens" asked alone is cut again ("licen")
+    # and read as used by no passage, so each part is asked as the question's own part.
+    passages = [_at("a", "Code licensed under the Affero terms.", 0), _at("b", "A one-line summary.", 100)]
+    backend = new_backend(tmp_path / "s", passages)
+    try:
+        q = "Can AGPL-licensed code have a one-line description?"
+        assert index_df(backend, INDEX, ["agpl", "licens", "on", "line"], q) == {
+            "agpl": 0,
+            "licens": 1,
+            "on": 1,
+            "line": 1,
+        }
+    finally:
+        backend.close()
+
+
 def test_a_cascade_run_counts_each_term_in_the_index_once(tmp_path: Path) -> None:
     # The cascade judges several paths' evidence for one question: each term is asked of the
     # index once, and a backend that cannot rank leaves nothing half-read behind.

@@ -147,3 +147,33 @@ def test_nested_budgets_are_the_largest_whose_inner_held_out_refusals_fit(fit: M
     # No budget fits: the tightest is taken.
     tight = fit.inner_budgets(everything, fam, verbatim, everything, 0.0, refuse_at=lambda t, _: everything)
     assert tight == {"verbatim": 0.0, "default": 0.0}
+
+
+def test_concept_ablation_reads_how_the_fit_moves_without_each_missing_concept(fit: ModuleType) -> None:
+    question = "What oxycodone dose after a tonsillectomy?"
+    groups = [("oxycodon",), ("dose",), ("tonsillectomi",)]
+    ablated = dict(fit.ablated(question, groups))
+    assert ablated[("tonsillectomi",)] == "What oxycodone dose after a ?"
+    assert ablated[("oxycodon",)] == "What dose after a tonsillectomy?"
+    texts = ["Oxycodone 5 mg every 4 hours."]
+    unit = np.eye(4)
+    # The evidence fits the question without "tonsillectomy" better (a drop < 0): it lacks it.
+    vectors = {
+        question: unit[0] * 0.8 + unit[1] * 0.6,
+        ablated[("tonsillectomi",)]: unit[0],
+        ablated[("oxycodon",)]: unit[1],
+        ablated[("dose",)]: unit[1],
+        texts[0]: unit[0],
+    }
+    out = fit.ablation(question, groups, texts, [], vectors)
+    assert out["abl_missing"] == pytest.approx(0.8 - 1.0)  # only "tonsillectomi" is missing
+    assert out["abl_min"] == pytest.approx(-0.2)
+    # Every concept held: no missing concept, no drop read.
+    held = fit.ablation(
+        question,
+        groups,
+        ["oxycodone dose after a tonsillectomy"],
+        [],
+        {**vectors, "oxycodone dose after a tonsillectomy": unit[0]},
+    )
+    assert held["abl_missing"] == 0.0

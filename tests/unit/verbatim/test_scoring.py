@@ -66,3 +66,11 @@ def test_grounding_finds_a_spelling_variant_at_the_fourth_letter_and_an_extensio
     # "licanc": one letter apart at the fourth; "mutag": extended by "mutagen".
     assert grounding([("licanc",), ("mutag",)], evidence) == (1.0, [])
     assert grounding([("abcdef",)], evidence) == (0.0, ["abcdef"])
+
+
+def test_an_identifier_carries_its_parts() -> None:
+    """The question's concepts are read word by word ("ffi_call" → "ffi", "call") while the
+    analyser keeps an identifier whole ("ffi_cal"): the identifier carries its parts."""
+    assert terms("use the ffi_call function") == ("us", "ffi_cal", "function")
+    assert grounding([("ffi",), ("call",)], ["use the ffi_call function"]) == (1.0, [])
+    assert grounding([("ffi",), ("prep",)], ["use the ffi_call function"]) == (0.5, ["prep"])
