@@ -80,6 +80,7 @@ from evidence.verbatim.hybrid import same_text  # noqa: E402
 from evidence.verbatim.span_rank import (  # noqa: E402
     DENSE_FEATURES,
     LEXICAL_FEATURES,
+    STRUCTURE_FEATURES,
     TOKEN_FEATURES,
     LinearModel,
     SpanModel,
@@ -288,31 +289,29 @@ def relex(rows: Sequence[Row]) -> list[Row]:
 # --- fitting --------------------------------------------------------------------------------------
 
 
-#: Structure features (`fit --dense ...,section_first`; experiment of issue 22, docs/verbatim.md),
-#: read from a row's spans in document order: the span opens its section (a section's first
-#: sentence often defines its subject), log(1 + spans between it and its heading), the span is
-#: the first row of a table or the first bullet of a list.
-POSITION_FEATURES = ("section_first", "section_pos", "list_start")
 _POSITIONS: dict[int, dict[str, np.ndarray]] = {}
 
 
 def positions(row: Row) -> dict[str, np.ndarray]:
-    """`POSITION_FEATURES` of every span of `row` (held per row: rows live for the whole run)."""
+    """`span_rank.STRUCTURE_FEATURES` of every span of `row`, computed as the cascade computes
+    them (`structure_columns`) from the spans' documents, headings and kinds (held per row: rows
+    live for the whole run)."""
+    from types import SimpleNamespace
+
+    from evidence.records import SpanType
+    from evidence.verbatim.span_rank import structure_columns
+
     got = _POSITIONS.get(id(row))
-    if got is not None:
-        return got
-    n = len(row.texts)
-    pos = np.zeros(n)
-    start = np.zeros(n)
-    kind = row.lexical["row"] + 2 * row.lexical["bullet"]
-    k = 0
-    for i in range(n):
-        same = i > 0 and row.documents[i] == row.documents[i - 1] and row.sections[i] == row.sections[i - 1]
-        k = k + 1 if same else 0
-        pos[i] = k
-        start[i] = 1.0 if kind[i] and not (same and kind[i - 1] == kind[i]) else 0.0
-    got = {"section_first": (pos == 0).astype(np.float64), "section_pos": np.log1p(pos), "list_start": start}
-    _POSITIONS[id(row)] = got
+    if got is None:
+        kinds = [
+            SpanType.TABLE_ROW if r else SpanType.BULLET if b else SpanType.SENTENCE
+            for r, b in zip(row.lexical["row"], row.lexical["bullet"], strict=True)
+        ]
+        spans = [
+            SimpleNamespace(document_id=d, section=sec, span_type=k)
+            for d, sec, k in zip(row.documents, row.sections, kinds, strict=True)
+        ]
+        got = _POSITIONS[id(row)] = structure_columns(spans)  # type: ignore[arg-type]
     return got
 
 
@@ -328,7 +327,7 @@ def column(row: Row, f: str, idx: np.ndarray) -> np.ndarray:
     if f in TOKEN_FEATURES:
         assert row.tokens is not None, "rows without token features: collect them again"
         return np.nan_to_num(row.tokens[f][idx], nan=0.0)
-    if f in POSITION_FEATURES:
+    if f in STRUCTURE_FEATURES:
         return positions(row)[f][idx]
     return row.lexical[f][idx]
 
