@@ -321,15 +321,17 @@ def column(row: Row, f: str, idx: np.ndarray) -> np.ndarray:
         a, b = f.split("*", 1)
         return column(row, a, idx) * column(row, b, idx)
     if f == "span_cosine":
-        return row.span_cosine[idx]
-    if f == "heading_cosine":
-        return row.heading_cosine[idx]
-    if f in TOKEN_FEATURES:
+        values = row.span_cosine
+    elif f == "heading_cosine":
+        values = row.heading_cosine
+    elif f in TOKEN_FEATURES:
         assert row.tokens is not None, "rows without token features: collect them again"
-        return np.nan_to_num(row.tokens[f][idx], nan=0.0)
-    if f in STRUCTURE_FEATURES:
-        return positions(row)[f][idx]
-    return row.lexical[f][idx]
+        values = np.nan_to_num(row.tokens[f], nan=0.0)
+    elif f in STRUCTURE_FEATURES:
+        values = positions(row)[f]
+    else:
+        values = row.lexical[f]
+    return np.asarray(values[idx], dtype=np.float64)
 
 
 def columns(row: Row, features: Sequence[str], idx: np.ndarray) -> np.ndarray:
