@@ -319,7 +319,7 @@ def column(row: Row, f: str, idx: np.ndarray) -> np.ndarray:
     """One feature of the spans `idx`; `a*b` is the product of two (a feature cross)."""
     if "*" in f:
         a, b = f.split("*", 1)
-        return column(row, a, idx) * column(row, b, idx)
+        return np.asarray(column(row, a, idx) * column(row, b, idx), dtype=np.float64)
     if f == "span_cosine":
         values = row.span_cosine
     elif f == "heading_cosine":
