@@ -44,6 +44,15 @@ span first pushes the spans after it out. `fit --no-budget` leaves it as fitted.
 Of the steps tied for the most answers the smallest is taken (`--budget-tie middle`: the middle
 one); the tied steps are named in the model's `fitted_on`.
 
+`fit` also prints the answers found per held-out family and where the misses' answers are
+(`misses`: in no single span, not a candidate, outside the lexical head, in the head). Experiments
+of a richer ranking (docs/verbatim.md, "A richer span ranking function"): a feature named `a*b`
+in `--lexical`/`--dense` is the product of two (a cross); `section_first`, `section_pos`,
+`list_start` are the structure features (`span_rank.STRUCTURE_FEATURES`, now shipped in the dense
+model); `--boost ROUNDS` (`--boost-depth`, `--boost-rate`, `--boost-min-hessian`) adds
+gradient-boosted trees on the pairwise loss to the head scorer, offline only (`--write` refuses:
+`span_rank.py` reads linear models).
+
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
 
 `eval` is the end-to-end figure: for each family, the model fitted on the other families is
@@ -753,6 +762,17 @@ def print_misses(report: dict[str, Any]) -> None:
     print(json.dumps({"misses": {k: report[k]["misses"] for k in fams} | {"pooled": pooled}}))
 
 
+def boost_spec(ap: argparse.ArgumentParser, args: argparse.Namespace) -> BoostSpec:
+    """The `--boost` options; refused where a model would be written or asked end to end."""
+    if args.boost and (args.cmd == "eval" or args.write):
+        ap.error(
+            "--boost is an offline experiment: span_rank.py reads linear models only (no --write, no eval)"
+        )
+    return BoostSpec(
+        rounds=args.boost, depth=args.boost_depth, rate=args.boost_rate, min_hessian=args.boost_min_hessian
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -819,9 +839,7 @@ def main() -> int:
         rows.extend(pickle.loads(Path(part).read_bytes())["rows"])
     lexical = [x for x in args.lexical.split(",") if x]
     dense = [x for x in args.dense.split(",") if x]
-    boosting = BoostSpec(
-        rounds=args.boost, depth=args.boost_depth, rate=args.boost_rate, min_hessian=args.boost_min_hessian
-    )
+    boosting = boost_spec(ap, args)
     if args.cmd == "eval":
         floors = {"on": [True], "off": [False], "both": [True, False]}[args.floors]
         report = end_to_end(
