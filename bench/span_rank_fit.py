@@ -44,6 +44,15 @@ span first pushes the spans after it out. `fit --no-budget` leaves it as fitted.
 Of the steps tied for the most answers the smallest is taken (`--budget-tie middle`: the middle
 one); the tied steps are named in the model's `fitted_on`.
 
+`fit` also prints the answers found per held-out family and where the misses' answers are
+(`misses`: in no single span, not a candidate, outside the lexical head, in the head). Experiments
+of a richer ranking (docs/verbatim.md, "A richer span ranking function"): a feature named `a*b`
+in `--lexical`/`--dense` is the product of two (a cross); `section_first`, `section_pos`,
+`list_start` are the structure features (`span_rank.STRUCTURE_FEATURES`, now shipped in the dense
+model); `--boost ROUNDS` (`--boost-depth`, `--boost-rate`, `--boost-min-hessian`) adds
+gradient-boosted trees on the pairwise loss to the head scorer, offline only (`--write` refuses:
+`span_rank.py` reads linear models).
+
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
 
 `eval` is the end-to-end figure: for each family, the model fitted on the other families is
@@ -80,6 +89,7 @@ from evidence.verbatim.hybrid import same_text  # noqa: E402
 from evidence.verbatim.span_rank import (  # noqa: E402
     DENSE_FEATURES,
     LEXICAL_FEATURES,
+    STRUCTURE_FEATURES,
     TOKEN_FEATURES,
     LinearModel,
     SpanModel,
@@ -288,19 +298,168 @@ def relex(rows: Sequence[Row]) -> list[Row]:
 # --- fitting --------------------------------------------------------------------------------------
 
 
+_POSITIONS: dict[int, dict[str, np.ndarray]] = {}
+
+
+def positions(row: Row) -> dict[str, np.ndarray]:
+    """`span_rank.STRUCTURE_FEATURES` of every span of `row`, computed as the cascade computes
+    them (`structure_columns`) from the spans' documents, headings and kinds (held per row: rows
+    live for the whole run)."""
+    from types import SimpleNamespace
+
+    from evidence.records import SpanType
+    from evidence.verbatim.span_rank import structure_columns
+
+    got = _POSITIONS.get(id(row))
+    if got is None:
+        kinds = [
+            SpanType.TABLE_ROW if r else SpanType.BULLET if b else SpanType.SENTENCE
+            for r, b in zip(row.lexical["row"], row.lexical["bullet"], strict=True)
+        ]
+        spans = [
+            SimpleNamespace(document_id=d, section=sec, span_type=k)
+            for d, sec, k in zip(row.documents, row.sections, kinds, strict=True)
+        ]
+        got = _POSITIONS[id(row)] = structure_columns(spans)  # type: ignore[arg-type]
+    return got
+
+
+def column(row: Row, f: str, idx: np.ndarray) -> np.ndarray:
+    """One feature of the spans `idx`; `a*b` is the product of two (a feature cross)."""
+    if "*" in f:
+        a, b = f.split("*", 1)
+        return np.asarray(column(row, a, idx) * column(row, b, idx), dtype=np.float64)
+    if f == "span_cosine":
+        values = row.span_cosine
+    elif f == "heading_cosine":
+        values = row.heading_cosine
+    elif f in TOKEN_FEATURES:
+        assert row.tokens is not None, "rows without token features: collect them again"
+        values = np.nan_to_num(row.tokens[f], nan=0.0)
+    elif f in STRUCTURE_FEATURES:
+        values = positions(row)[f]
+    else:
+        values = row.lexical[f]
+    return np.asarray(values[idx], dtype=np.float64)
+
+
 def columns(row: Row, features: Sequence[str], idx: np.ndarray) -> np.ndarray:
-    cols = []
-    for f in features:
-        if f == "span_cosine":
-            cols.append(row.span_cosine[idx])
-        elif f == "heading_cosine":
-            cols.append(row.heading_cosine[idx])
-        elif f in TOKEN_FEATURES:
-            assert row.tokens is not None, "rows without token features: collect them again"
-            cols.append(np.nan_to_num(row.tokens[f][idx], nan=0.0))
-        else:
-            cols.append(row.lexical[f][idx])
+    cols = [column(row, f, idx) for f in features]
     return np.stack(cols, axis=1) if cols else np.zeros((len(idx), 0))
+
+
+# --- boosted trees on top of the linear dense model (experiment, `--boost ROUNDS`) -------------------
+
+#: A regression tree: a leaf value, or (feature, threshold, tree at <= threshold, tree above).
+Tree = float | tuple[int, float, Any, Any]
+
+
+@dataclass(frozen=True)
+class BoostSpec:
+    rounds: int = 0
+    depth: int = 2
+    rate: float = 0.1
+    #: L2 on leaf values and the least hessian a leaf must hold (in question-weighted pair units:
+    #: every question's pairs weigh 1 in all, so a leaf needs several questions behind it).
+    l2: float = 1.0
+    min_hessian: float = 2.0
+    thresholds: int = 16
+
+
+@dataclass(frozen=True)
+class Boosted(SpanModel):
+    """A SpanModel whose head scorer adds a sum of trees over `tree_features` to its logit."""
+
+    trees: tuple[Any, ...] = ()
+    tree_features: tuple[str, ...] = ()
+
+
+def tree_value(tree: Tree, x: np.ndarray) -> np.ndarray:
+    if not isinstance(tree, tuple):
+        return np.full(len(x), float(tree))
+    f, t, lo, hi = tree
+    m = x[:, f] <= t
+    out = np.empty(len(x))
+    out[m] = tree_value(lo, x[m])
+    out[~m] = tree_value(hi, x[~m])
+    return out
+
+
+def grow(
+    x: np.ndarray, g: np.ndarray, h: np.ndarray, depth: int, *, spec: BoostSpec, cuts: list[np.ndarray]
+) -> Tree:
+    """The Newton step of the pairwise loss as a tree (XGBoost's gain), leaves scaled by the rate."""
+    big_g, big_h = float(g.sum()), float(h.sum())
+    leaf = -big_g / (big_h + spec.l2) * spec.rate
+    if depth == 0 or big_h < 2 * spec.min_hessian:
+        return leaf
+    parent = big_g * big_g / (big_h + spec.l2)
+    best, split = 1e-9, None
+    for f, ts in enumerate(cuts):
+        for t in ts:
+            m = x[:, f] <= t
+            gl, hl = float(g[m].sum()), float(h[m].sum())
+            hr = big_h - hl
+            if hl < spec.min_hessian or hr < spec.min_hessian:
+                continue
+            gain = gl * gl / (hl + spec.l2) + (big_g - gl) ** 2 / (hr + spec.l2) - parent
+            if gain > best:
+                best, split = gain, (f, float(t))
+    if split is None:
+        return leaf
+    f, t = split
+    m = x[:, f] <= t
+    return (
+        f,
+        t,
+        grow(x[m], g[m], h[m], depth - 1, spec=spec, cuts=cuts),
+        grow(x[~m], g[~m], h[~m], depth - 1, spec=spec, cuts=cuts),
+    )
+
+
+def boost(
+    train: Sequence[Row],
+    heads: Sequence[np.ndarray],
+    features: Sequence[str],
+    base: LinearModel,
+    spec: BoostSpec,
+) -> tuple[Tree, ...]:
+    """Trees fitted by gradient boosting of the pairwise logistic loss (each question's pairs
+    weigh 1 in all, as `pairs`), starting from the linear head scorer `base`."""
+    xs, pi, ni, pw = [], [], [], []
+    offset = 0
+    for row, head in zip(train, heads, strict=True):
+        pos = np.flatnonzero(row.positive[head])
+        neg = np.flatnonzero(~row.positive[head])
+        if not len(pos) or not len(neg):
+            continue
+        xs.append(columns(row, features, head))
+        a, b = np.meshgrid(pos, neg, indexing="ij")
+        pi.append(a.ravel() + offset)
+        ni.append(b.ravel() + offset)
+        pw.append(np.full(a.size, 1.0 / a.size))
+        offset += len(head)
+    if not xs:
+        return ()
+    x = np.concatenate(xs)
+    p, n, w = np.concatenate(pi), np.concatenate(ni), np.concatenate(pw)
+    s = base.bias + x @ np.asarray([base.weights.get(f, 0.0) for f in features])
+    cuts = []
+    for f in range(x.shape[1]):
+        values = np.unique(x[:, f])
+        if len(values) > spec.thresholds:
+            values = np.unique(np.quantile(x[:, f], np.linspace(0, 1, spec.thresholds + 2)[1:-1]))
+        cuts.append(values[:-1] if len(values) > 1 and values[-1] == x[:, f].max() else values)
+    trees: list[Tree] = []
+    for _ in range(spec.rounds):
+        sig = 1.0 / (1.0 + np.exp(s[p] - s[n]))  # d loss / d (s_p - s_n) = -sig
+        hw = w * sig * (1 - sig)
+        g = np.bincount(p, -w * sig, len(x)) + np.bincount(n, w * sig, len(x))
+        h = np.bincount(p, hw, len(x)) + np.bincount(n, hw, len(x))
+        tree = grow(x, g, h, spec.depth, spec=spec, cuts=cuts)
+        trees.append(tree)
+        s = s + tree_value(tree, x)
+    return tuple(trees)
 
 
 def fit_pairwise(diffs: np.ndarray, weights: np.ndarray, l2: float = 0.01, iters: int = 30) -> np.ndarray:
@@ -355,6 +514,10 @@ def ranked(row: Row, model: SpanModel) -> list[int]:
     feats = list(scorer.weights)
     x = columns(row, feats, head)
     z = scorer.bias + x @ np.asarray([scorer.weights[f] for f in feats])
+    if isinstance(model, Boosted) and model.trees:
+        xt = columns(row, model.tree_features, head)
+        for tree in model.trees:
+            z = z + tree_value(tree, xt)
     top = sorted(range(len(head)), key=lambda j: (-z[j], int(head[j])))
     return [int(head[j]) for j in top] + [int(i) for i in order[model.top_n :]]
 
@@ -388,6 +551,7 @@ def fit_model(
     *,
     budget: bool = True,
     tie: str = "smallest",
+    boosting: BoostSpec | None = None,
 ) -> SpanModel:
     d, w = pairs(train, lexical, [r.candidates for r in train])
     lw = fit_pairwise(d, w) if len(d) else np.zeros(len(lexical))
@@ -405,6 +569,9 @@ def fit_model(
             top_n,
             fitted_on,
         )
+        if boosting is not None and boosting.rounds > 0:
+            trees = boost(train, heads, features, model.dense, boosting)
+            model = Boosted(lex, model.dense, top_n, fitted_on, trees=trees, tree_features=tuple(features))
         return budgeted(model, train, tie) if budget and "length" in features else model
 
     # The token-match features make a second dense model (`SpanModel.tokens`): the one without
@@ -415,7 +582,8 @@ def fit_model(
         return model
     with_tokens = dense_fit(dense, "")
     return replace(
-        model,
+        with_tokens,
+        dense=model.dense,
         tokens=with_tokens.dense,
         fitted_on=f"{model.fitted_on}; tokens model (+{','.join(TOKEN_FEATURES)}):"
         + with_tokens.fitted_on.removeprefix(";").replace("dense length", "length"),
@@ -463,6 +631,7 @@ def lofo(
     *,
     budget: bool = True,
     tie: str = "smallest",
+    boosting: BoostSpec | None = None,
 ) -> dict[str, Any]:
     families = list(dict.fromkeys(r.family for r in rows))
     out: dict[str, Any] = {}
@@ -470,12 +639,45 @@ def lofo(
     for fam in families:
         train = [r for r in rows if r.family != fam]
         test = [r for r in rows if r.family == fam]
-        model = fit_model(train, lexical, dense, top_n, f"all but {fam}", budget=budget, tie=tie)
+        model = fit_model(
+            train, lexical, dense, top_n, f"all but {fam}", budget=budget, tie=tie, boosting=boosting
+        )
         got = sum(found(r, model) for r in test)
         hits += got
         total += len(test)
-        out[fam] = {"recall": round(got / len(test), 4), "n": len(test), "model": model.to_dict()}
+        out[fam] = {
+            "recall": round(got / len(test), 4),
+            "found": got,
+            "n": len(test),
+            "misses": misses(test, model),
+            "model": model.to_dict(),
+        }
     out["pooled"] = {"recall": round(hits / total, 4), "n": total}
+    return out
+
+
+def misses(test: Sequence[Row], model: SpanModel) -> dict[str, int]:
+    """Where the held-out misses' answers are: in no span of the scope (the answer crosses spans
+    or the scope is wrong), in a span that is not a candidate, a candidate outside the lexical
+    model's `top_n` head, or in the head (a reordering could reach these), and of those, in the
+    first 8 spans the evidence is cut from but beyond 600 characters."""
+    out = {"no_span": 0, "not_candidate": 0, "outside_head": 0, "in_head": 0, "in_head_ranked_8": 0}
+    for row in test:
+        if found(row, model):
+            continue
+        if not row.positive.any():
+            out["no_span"] += 1
+            continue
+        if not row.positive[row.candidates].any():
+            out["not_candidate"] += 1
+            continue
+        head = lexical_order(row, model.lexical)[: model.top_n or None]
+        if not row.positive[head].any():
+            out["outside_head"] += 1
+            continue
+        out["in_head"] += 1
+        if row.positive[np.asarray(ranked(row, model)[:MAX_SPANS], dtype=np.int64)].any():
+            out["in_head_ranked_8"] += 1
     return out
 
 
@@ -549,6 +751,28 @@ def end_to_end(
     return out
 
 
+def print_misses(report: dict[str, Any]) -> None:
+    """Answers found per held-out family, and the misses by kind (`misses`), per family and pooled."""
+    fams = [k for k in report if k != "pooled"]
+    print(json.dumps({"found": {k: f"{report[k]['found']}/{report[k]['n']}" for k in fams}}))
+    pooled: dict[str, int] = {}
+    for k in fams:
+        for m, c in report[k]["misses"].items():
+            pooled[m] = pooled.get(m, 0) + c
+    print(json.dumps({"misses": {k: report[k]["misses"] for k in fams} | {"pooled": pooled}}))
+
+
+def boost_spec(ap: argparse.ArgumentParser, args: argparse.Namespace) -> BoostSpec:
+    """The `--boost` options; refused where a model would be written or asked end to end."""
+    if args.boost and (args.cmd == "eval" or args.write):
+        ap.error(
+            "--boost is an offline experiment: span_rank.py reads linear models only (no --write, no eval)"
+        )
+    return BoostSpec(
+        rounds=args.boost, depth=args.boost_depth, rate=args.boost_rate, min_hessian=args.boost_min_hessian
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -580,6 +804,10 @@ def main() -> int:
             "--budget-tie", choices=BUDGET_TIES, default="smallest", help="step taken among tied ones"
         )
         f.add_argument("--write")
+        f.add_argument("--boost", type=int, default=0, help="boosted trees on the head scorer: rounds")
+        f.add_argument("--boost-depth", type=int, default=2)
+        f.add_argument("--boost-rate", type=float, default=0.1)
+        f.add_argument("--boost-min-hessian", type=float, default=2.0)
     args = ap.parse_args()
     if args.cmd == "rows":
         fams = [x for x in args.families.split(",") if x] if args.families else None
@@ -611,6 +839,7 @@ def main() -> int:
         rows.extend(pickle.loads(Path(part).read_bytes())["rows"])
     lexical = [x for x in args.lexical.split(",") if x]
     dense = [x for x in args.dense.split(",") if x]
+    boosting = boost_spec(ap, args)
     if args.cmd == "eval":
         floors = {"on": [True], "off": [False], "both": [True, False]}[args.floors]
         report = end_to_end(
@@ -629,12 +858,21 @@ def main() -> int:
         print(json.dumps(report))
         return 0
     if args.cmd == "fit":
-        report = lofo(rows, lexical, dense, args.top_n, budget=not args.no_budget, tie=args.budget_tie)
+        report = lofo(
+            rows,
+            lexical,
+            dense,
+            args.top_n,
+            budget=not args.no_budget,
+            tie=args.budget_tie,
+            boosting=boosting,
+        )
         print(
             json.dumps(
                 {"old_blend": fixed(rows, OLD), "held_out": {k: v["recall"] for k, v in report.items()}}
             )
         )
+        print_misses(report)
         for fam, v in report.items():
             if "model" in v:
                 print(fam, json.dumps(v["model"]))
