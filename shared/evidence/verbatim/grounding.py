@@ -50,7 +50,7 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
-    from evidence.search.base import Filters, SearchBackend, Vector
+    from evidence.search.base import Filters, SearchReader, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +391,7 @@ def agreement(dense: Sequence[Chunk], lexical: Sequence[Chunk]) -> float:
 
 
 def passage_agreement(
-    backend: SearchBackend, index: str, question: str, vector: Vector | None, documents: Sequence[str]
+    backend: SearchReader, index: str, question: str, vector: Vector | None, documents: Sequence[str]
 ) -> float | None:
     """`agreement` of the dense and the BM25 passage rankings of `question` within `documents`
     (the evidence's): None without a query vector or documents, or when the backend cannot
@@ -421,7 +421,7 @@ def evidence_agreement(
 
 
 def index_df(
-    backend: SearchBackend,
+    backend: SearchReader,
     index: str,
     words: Iterable[str],
     question: str = "",
