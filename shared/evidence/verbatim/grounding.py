@@ -427,7 +427,7 @@ def index_df(
     question: str = "",
     filters: Filters | None = None,
 ) -> dict[str, int] | None:
-    """How many of the index's passages within the request's `filters` use each term of `words`
+    """How many of the passages `backend` reads (a request's view: its filters) use each term of `words`
     (analysed terms, as `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend
     in one call (`SearchBackend.term_counts`): a question term the documents the caller can see
     never or rarely use is a qualifier they cannot answer ("RISC-V" in a manual that names no
