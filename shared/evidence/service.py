@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -257,12 +257,22 @@ class EvidenceService(Indexing):
         from evidence.profiles import PipelinePlugin, get_plugin, unknown_profile
 
         plugin = PipelinePlugin() if unknown_profile(request.profile) else get_plugin(request.profile)
-        return plugin.plan(request, self._env(index))
+        return plugin.plan(request, self._env(index, request.filters))
 
-    def _env(self, index: str | None, **more: Any) -> ProfileEnv:
+    def _env(self, index: str | None, filters: Mapping[str, Any] | None, **more: Any) -> ProfileEnv:
+        """What a profile is given: the backend seen through the request's `filters` (a tenant's,
+        a caller's metadata filter), so every read of the request stays within them
+        (`search.scoped`), and the rest of the request's environment."""
         from evidence.profiles import ProfileEnv
+        from evidence.search.scoped import bind_filters
 
-        return ProfileEnv(backend=self.backend, settings=self.settings, index=index, services=self, **more)
+        return ProfileEnv(
+            backend=bind_filters(self.backend, filters),
+            settings=self.settings,
+            index=index,
+            services=self,
+            **more,
+        )
 
     def retrieve(self, index: str, request: RetrieveRequest) -> RetrieveResponse:
         """Run the request's profile and build the response from its outcome."""
@@ -314,11 +324,7 @@ class EvidenceService(Indexing):
         info = self.backend.get_index(index)
         plugin = get_plugin(request.profile)
         env = self._env(
-            index,
-            embedder_id=info.embedder_id,
-            reranker=self.reranker,
-            payload=payload,
-            filters=request.filters or None,
+            index, request.filters, embedder_id=info.embedder_id, reranker=self.reranker, payload=payload
         )
         plan, plan_degraded = plugin.plan(
             PlanRequest(
@@ -343,7 +349,7 @@ class EvidenceService(Indexing):
             params=params,
             filters=plan.filters or None,
             explain=request.explain,
-            backend=self.backend,
+            backend=env.backend,
             reranker=env.reranker,
             server_hybrid=s.backend is BackendKind.OPENSEARCH
             and s.opensearch_hybrid_mode is HybridMode.SERVER,
@@ -363,6 +369,8 @@ class EvidenceService(Indexing):
         # returned (seed 003), `can_answer` and `confidence` say the rest.
         kept, withheld = withhold(params, signal, outcome.hits)
         # The verbatim guarantee: no span leaves unless it is its source's text at its offsets.
+        # Read from the backend itself: a span's covering passages may lie outside a chunk-level
+        # filter of the request (`section`), and the check returns nothing but pass or fail.
         verify_spans(self.backend, index, [c.chunk for c in kept if c.chunk.kind is ChunkKind.SPAN])
         return ProfileRun(
             plan=plan,

@@ -1,13 +1,23 @@
-"""The refusal's index counts read only the caller's documents (`verbatim.grounding.index_df`
-within the request's filters): a tenant sharing an index under a metadata filter cannot learn
-whether another tenant's documents use a word by watching its own refusal flip."""
+"""A request reads only the caller's documents: the service hands its profile the index seen
+through the request's filters (`search.scoped.bind_filters`). So the refusal's index counts
+(`verbatim.grounding.index_df`) read only them, and a tenant sharing an index under a metadata
+filter cannot learn whether another tenant's documents use a word by watching its refusal flip;
+nor can the verbatim cascade, the named-document scope or the planner read another's documents."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pytest
+
 from evidence.model import IndexDocumentRequest, RetrieveRequest
+from evidence.profiles import register_profile, unregister_profile
 from evidence.profiles.base import ProfileEnv, index_counter
+from evidence.rank.candidate import Candidate
+from evidence.rank.context import ProfileParams, RankContext
+from evidence.rank.pipeline import Profile
+from evidence.search.scoped import bind_filters
 from evidence.service import EvidenceService
 from evidence.verbatim.cascade import question_groups
 
@@ -34,7 +44,7 @@ def _upload(service: EvidenceService, doc: str, text: str, tenant: str) -> None:
 
 
 def _counts(service: EvidenceService, filters: dict[str, Any] | None) -> Any:
-    env = ProfileEnv(service.backend, service.settings, index=INDEX, filters=filters)
+    env = ProfileEnv(bind_filters(service.backend, filters), service.settings, index=INDEX)
     counter = index_counter(env, QUESTION)
     assert counter is not None
     return counter([t for g in question_groups(QUESTION) for t in g])
@@ -58,11 +68,8 @@ def test_another_tenants_upload_moves_no_count_and_no_refusal(service: EvidenceS
 
 
 def test_the_request_filters_reach_both_counters(service: EvidenceService) -> None:
-    """`index_counter` (default/vrm) reads the env's filters; the verbatim plug-in hands the
-    request's filters to its cascade stage, whose run state counts within them."""
-    from evidence.profiles import get_plugin
-    from evidence.verbatim.profile import VerbatimCascadeStage
-
+    """`index_counter` (default/vrm) and the verbatim cascade's run state count through the
+    request's view of the backend, which adds the request's filters to every read."""
     _upload(service, "a-guide", GUIDE, "a")
     seen: list[Any] = []
     backend = service.backend
@@ -74,9 +81,6 @@ def test_the_request_filters_reach_both_counters(service: EvidenceService) -> No
 
     backend.term_counts = spy  # type: ignore[method-assign]
     try:
-        env = ProfileEnv(backend, service.settings, index=INDEX, filters=TENANT_A)
-        stage = get_plugin("verbatim").pipeline(env).stages[0]
-        assert isinstance(stage, VerbatimCascadeStage) and stage.filters == TENANT_A
         for profile in ("verbatim", "default"):
             seen.clear()
             service.retrieve(INDEX, RetrieveRequest(query=QUESTION, profile=profile, filters=TENANT_A))
@@ -91,9 +95,7 @@ def test_the_request_filters_reach_both_counters(service: EvidenceService) -> No
         del backend.term_counts
 
 
-# --- open: the verbatim cascade and the named-document scope read the whole index ---------------
-# Found while writing the tests above (not fixed here: they are the cascade's and the scope's own
-# searches, RELIABILITY.md §1). Strict: each starts failing once it is fixed, to be turned on.
+# --- the verbatim cascade, the named-document scope and the planner read within the filters ----
 
 NAMED_NOTES = (
     "RISC-V support\n\n" + "The toolkit runs on RISC-V boards. RISC-V builds need 4 GB of memory. " * 3
@@ -137,3 +139,64 @@ def test_the_plan_names_no_subject_of_another_tenants_documents(service: Evidenc
         INDEX, RetrieveRequest(query=asked, profile="verbatim", filters={"tenant": "b"})
     )
     assert theirs.plan.entity == "zorvexamab"  # a subject known within B's own documents
+
+
+# --- a read that forgets the filters ------------------------------------------------------------
+
+FORGETFUL = "forgetful-test"
+
+
+class _Forgetful:
+    """A recall stage written with no thought for tenants: none of its reads names a filter."""
+
+    name = "forgetful"
+
+    def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
+        found = [
+            *ctx.backend.lexical(ctx.index, "toolkit installer board RISC-V meeting", k=100, kind=None),
+            *ctx.backend.lookup(ctx.index, {}, limit=10_000, kind=None),
+        ]
+        held = ctx.backend.vectors(ctx.index, [h.chunk.chunk_id for h in found])
+        ctx.trace.detail["vectors"] = len(held)
+        return [Candidate(chunk=h.chunk, score=h.score, first_stage_score=h.score) for h in found]
+
+
+@pytest.fixture
+def forgetful() -> Iterator[None]:
+    register_profile(
+        FORGETFUL,
+        lambda: Profile(
+            FORGETFUL, "test: reads without filters", ProfileParams(top_k=10_000), (_Forgetful(),)
+        ),
+    )
+    yield
+    unregister_profile(FORGETFUL)
+
+
+def test_a_new_read_that_forgets_the_filters_reads_only_the_tenants_documents(
+    service: EvidenceService, forgetful: None
+) -> None:
+    """The profile's backend is the index seen through the request's filters: a stage (or a
+    plug-in's own profile) that passes none still reads only the caller's documents."""
+    _upload(service, "a-guide", GUIDE, "a")
+    _upload(service, "b-notes", NOTES, "b")
+    everyone = service.retrieve(INDEX, RetrieveRequest(query=QUESTION, profile=FORGETFUL))
+    assert {h.document_id for h in everyone.hits} == {"a-guide", "b-notes"}  # the stage reads widely
+    mine = service.retrieve(INDEX, RetrieveRequest(query=QUESTION, profile=FORGETFUL, filters=TENANT_A))
+    assert mine.hits and {h.document_id for h in mine.hits} == {"a-guide"}
+    theirs = service.retrieve(
+        INDEX, RetrieveRequest(query=QUESTION, profile=FORGETFUL, filters={"tenant": "b"})
+    )
+    assert theirs.hits and {h.document_id for h in theirs.hits} == {"b-notes"}
+
+
+def test_a_profile_cannot_write_through_its_backend(service: EvidenceService) -> None:
+    """What a profile is given reads only: no upsert, no delete, no listing of the whole index."""
+    from evidence.search.base import DocumentListing, SearchBackend, SearchReader
+
+    _upload(service, "a-guide", GUIDE, "a")
+    env = service._env(INDEX, TENANT_A)
+    assert isinstance(env.backend, SearchReader) and not isinstance(env.backend, SearchBackend)
+    assert not isinstance(env.backend, DocumentListing)
+    for write in ("upsert", "delete_document", "delete_index", "create_index", "close"):
+        assert not hasattr(env.backend, write), write

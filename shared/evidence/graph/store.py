@@ -25,7 +25,7 @@ from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit
 if TYPE_CHECKING:
     from evidence.embed.base import Embedder
     from evidence.graph.model import KnowledgeGraph
-    from evidence.search.base import SearchBackend, Vector
+    from evidence.search.base import SearchBackend, SearchReader, Vector
 
 #: Embedder id an index records when it is built without vectors (as the service's LEXICAL_ONLY).
 LEXICAL_ONLY = "none"
@@ -123,7 +123,7 @@ def index_graph(
 class GraphReader:
     """Nodes of one index by (graph, id), fetched through `lookup` and cached for a request."""
 
-    def __init__(self, backend: SearchBackend, index: str) -> None:
+    def __init__(self, backend: SearchReader, index: str) -> None:
         self.backend = backend
         self.index = index
         self._nodes: dict[tuple[str, str], NodeView] = {}

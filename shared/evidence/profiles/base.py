@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from evidence.rank.confidence import AnswerSignal
     from evidence.rank.pipeline import Profile, RankOutcome
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,15 @@ log = logging.getLogger(__name__)
 class ProfileEnv:
     """What a profile may use, handed down by the service (a profile never calls back up).
 
-    `services` is the service's parts (`coach.service.ServiceParts`) for a profile that keeps a
-    runtime of its own (the coach's warm-up and its per-stage cost estimates); `payload` is the
-    request of a profile's own endpoint (the coach's `CoachRequest`), None on `POST /retrieve`.
+    `backend` is the index seen through the request's filters (`search.scoped.bind_filters`):
+    every read a profile makes, and every read of its ranking, stays within the request's
+    documents without passing the filters on; it reads only. `services` is the service's parts
+    (`coach.service.ServiceParts`) for a profile that keeps a runtime of its own (the coach's
+    warm-up and its per-stage cost estimates); `payload` is the request of a profile's own
+    endpoint (the coach's `CoachRequest`), None on `POST /retrieve`.
     """
 
-    backend: SearchBackend
+    backend: SearchReader
     settings: Settings
     index: str | None = None
     embedder_id: str = ""
@@ -55,9 +58,6 @@ class ProfileEnv:
     services: Any = None
     payload: Any = None
     degraded: list[str] = field(default_factory=list)
-    #: The request's own filters (a tenant's, a caller's metadata filter), not those the
-    #: profile's scope adds: what a statistic of "the index" reads (`index_counter`).
-    filters: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,10 @@ class PipelinePlugin:
             return plan
         from evidence.verbatim.scope import named_documents
 
-        ids = named_documents(env.backend, env.index, query, plan.filters)
+        ids = named_documents(env.backend, env.index, query)
         if not ids:
             return plan
+        # The plan's filters are the request's (returned to the caller) and the scope's documents.
         return plan.model_copy(update={"filters": {**(plan.filters or {}), "document_id": ids}})
 
     def answer_signal(self, query: str, outcome: RankOutcome, env: ProfileEnv) -> AnswerSignal:
@@ -190,15 +191,15 @@ def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], f
 
 
 def index_counter(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:
-    """The refusal signal's passage counts of the question's terms in the index within the
-    request's filters (`verbatim.grounding.index_df`), bound to the index, the query and the
-    filters; None without an index."""
+    """The refusal signal's passage counts of the question's terms in the index
+    (`verbatim.grounding.index_df`), bound to the index and the query; within the request's
+    filters, as every read of `env.backend` is. None without an index."""
     if env.index is None:
         return None
     from evidence.verbatim.grounding import index_df
 
-    index, filters = env.index, env.filters
-    return lambda words: index_df(env.backend, index, words, query, filters)
+    index = env.index
+    return lambda words: index_df(env.backend, index, words, query)
 
 
 def head_cosines(env: ProfileEnv, hits: Sequence[Candidate]) -> list[float]:

@@ -29,9 +29,9 @@ class VerbatimPlugin(PipelinePlugin):
         return verbatim_profile()
 
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
-        """The profile; with an index, its cascade counts the index's terms within the request's
-        filters, and with a service it embeds spans for the span scorer with the index's
-        document embedder (the store's embedding cache in front, so a span is embedded once)."""
+        """The profile; with an index and a service, its cascade embeds spans for the span scorer
+        with the index's document embedder (the store's embedding cache in front, so a span is
+        embedded once)."""
         base = super().pipeline(env)
         if env is None or env.index is None:
             return base
@@ -42,23 +42,17 @@ class VerbatimPlugin(PipelinePlugin):
         from evidence.verbatim.span_rank import IndexEmbed
 
         first, *rest = base.stages
-        if not isinstance(first, VerbatimCascadeStage):
+        if not isinstance(first, VerbatimCascadeStage) or not hasattr(services, "document_embedder"):
             return base
-        stage = replace(first, filters=env.filters)
-        if hasattr(services, "document_embedder"):
-            index = env.index
-            # Built on first use only: a lexical-only index never loads the model.
-            stage = replace(stage, embed=IndexEmbed(lambda: services.document_embedder(index)))
+        index = env.index
+        # Built on first use only: a lexical-only index never loads the model.
+        stage = replace(first, embed=IndexEmbed(lambda: services.document_embedder(index)))
         return replace(base, stages=(stage, *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:
         from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model
 
-        known = (
-            index_subjects(env.backend, env.index, request.query, filters=request.filters)
-            if env.index
-            else []
-        )
+        known = index_subjects(env.backend, env.index, request.query) if env.index else []
         outcome = plan_verbatim(request.query, settings=env.settings, known_entities=known)
         return to_plan_model(request.query, outcome, filters=request.filters), outcome.degraded
 

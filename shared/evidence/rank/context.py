@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from evidence.rank.ahead import Ahead
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,10 @@ class RankContext:
     params: ProfileParams
     filters: Mapping[str, Any] | None
     explain: bool
-    backend: SearchBackend
+    #: The index as the request may read it: on `run_profile`'s path the backend seen through the
+    #: request's filters (`search.scoped`), so a stage's read stays within them whatever `filters`
+    #: it passes (`filters` above are the plan's: the request's and the scope's documents).
+    backend: SearchReader
     reranker: Reranker | None
     #: Use the backend's own hybrid query (OpenSearch's search pipeline) when it offers one.
     server_hybrid: bool = False

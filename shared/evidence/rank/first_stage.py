@@ -23,7 +23,7 @@ from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.context import RankContext
 from evidence.rank.fusion import FusionConfig, FusionMethod, fuse
 from evidence.records import ChunkKind, SearchHit
-from evidence.search.base import Filters, HybridSearch, SearchBackend, Vector
+from evidence.search.base import Filters, HybridSearch, SearchReader, Vector
 
 
 class RetrievalMode(ChoiceEnum):
@@ -58,9 +58,7 @@ def default_fusion() -> FusionConfig:
     return FusionConfig(method=FusionMethod.ZSCORE)
 
 
-def _vectors_of_hits(
-    backend: SearchBackend, index: str, lexical: Ahead[list[SearchHit]]
-) -> dict[str, Vector]:
+def _vectors_of_hits(backend: SearchReader, index: str, lexical: Ahead[list[SearchHit]]) -> dict[str, Vector]:
     """The stored vectors of the lexical leg's hits, once it has them (none read for no hits)."""
     ids = [h.chunk.chunk_id for h in lexical.result()]
     return backend.vectors(index, ids) if ids else {}
@@ -125,7 +123,7 @@ class FirstStage:
     def _complete_legs(
         self,
         *,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         query: str,
         vector: Vector,
@@ -165,7 +163,7 @@ class FirstStage:
 
     def retrieve(
         self,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         *,
         query: str,
@@ -232,7 +230,7 @@ class FirstStage:
 
     def fuse_legs(
         self,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         *,
         query: str,
@@ -314,7 +312,7 @@ class ServerHybridFirstStage:
 
     def retrieve(
         self,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         *,
         query: str,

@@ -36,7 +36,7 @@ from evidence.records import ChunkKind
 if TYPE_CHECKING:
     from evidence.config import Settings
     from evidence.rank.confidence import AnswerSignal
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def within_chars(lengths: Sequence[int], budget: int | None) -> tuple[int, int]:
 
 
 def similarities(
-    backend: SearchBackend, index: str, query_vector: Any, candidates: Sequence[Candidate]
+    backend: SearchReader, index: str, query_vector: Any, candidates: Sequence[Candidate]
 ) -> dict[str, float]:
     """The similarity of every candidate that has a measurable one (module docstring), by id.
 
@@ -80,7 +80,7 @@ def similarities(
 
 
 def _span_similarities(
-    backend: SearchBackend, index: str, query_vector: Any, spans: Sequence[Candidate]
+    backend: SearchReader, index: str, query_vector: Any, spans: Sequence[Candidate]
 ) -> dict[str, float]:
     """A span without a vector: the best cosine of the passages its characters lie in."""
     documents = sorted({c.chunk.document_id for c in spans})

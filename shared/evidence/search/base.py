@@ -45,36 +45,24 @@ class UpsertResult:
     spans: int
 
 
-@runtime_checkable
-class SearchBackend(Protocol):
-    """What the ranking layer needs from a search engine."""
+def filter_value(value: object) -> str:
+    """One string form for filter terms: how every backend compares a filter's value with a
+    document's (`True` is "true", `2.0` is "2"), and how a filter-bound view (`search.scoped`)
+    intersects two filters on one key."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
-    def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
-        """Create the index if missing; if it exists, verify the embedder (EmbedderMismatchError)."""
-        ...
+
+@runtime_checkable
+class SearchReader(Protocol):
+    """The reads of an index: what a request's ranking needs, and all a profile is given (a
+    view bound to the request's filters, `search.scoped.bind_filters`; it writes nothing)."""
 
     def get_index(self, index: str) -> IndexInfo:
         """IndexNotFoundError if missing."""
-        ...
-
-    def list_indexes(self) -> list[IndexInfo]: ...
-
-    def delete_index(self, index: str) -> None: ...
-
-    def document_hash(self, index: str, document_id: str) -> str | None:
-        """Content hash of the stored version of a document, None if absent."""
-        ...
-
-    def upsert(
-        self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
-    ) -> list[UpsertResult]:
-        """Replace each document's chunks atomically. `vectors[i]` is a (n_chunks, dim)
-        float32 array in chunk order for documents[i], or None for lexical-only indexing.
-        A row of NaN means that chunk has no vector (fact spans are not embedded by default)."""
-        ...
-
-    def delete_document(self, index: str, document_id: str) -> int:
-        """Remove every chunk of the document; returns how many were removed (0 if none)."""
         ...
 
     def lexical(
@@ -121,6 +109,35 @@ class SearchBackend(Protocol):
 
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         """Stored embeddings by chunk id (for MMR); missing ids are left out."""
+        ...
+
+
+@runtime_checkable
+class SearchBackend(SearchReader, Protocol):
+    """What the service needs from a search engine: the reads, and the writes and index admin."""
+
+    def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
+        """Create the index if missing; if it exists, verify the embedder (EmbedderMismatchError)."""
+        ...
+
+    def list_indexes(self) -> list[IndexInfo]: ...
+
+    def delete_index(self, index: str) -> None: ...
+
+    def document_hash(self, index: str, document_id: str) -> str | None:
+        """Content hash of the stored version of a document, None if absent."""
+        ...
+
+    def upsert(
+        self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
+    ) -> list[UpsertResult]:
+        """Replace each document's chunks atomically. `vectors[i]` is a (n_chunks, dim)
+        float32 array in chunk order for documents[i], or None for lexical-only indexing.
+        A row of NaN means that chunk has no vector (fact spans are not embedded by default)."""
+        ...
+
+    def delete_document(self, index: str, document_id: str) -> int:
+        """Remove every chunk of the document; returns how many were removed (0 if none)."""
         ...
 
     def close(self) -> None: ...

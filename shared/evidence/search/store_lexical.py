@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import AnnConfig
-from evidence.search.base import Filters
-from evidence.search.store_records import RecordStore, _metadata_terms, filter_value, meta_term
+from evidence.search.base import Filters, filter_value
+from evidence.search.store_records import RecordStore, _metadata_terms, meta_term
 
 if TYPE_CHECKING:
     import tantivy

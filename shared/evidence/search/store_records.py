@@ -21,7 +21,7 @@ from evidence.errors import EmbedderMismatchError
 from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
 from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import AnnConfig
-from evidence.search.base import DocumentInfo, Filters, IndexInfo
+from evidence.search.base import DocumentInfo, Filters, IndexInfo, filter_value
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,15 +98,6 @@ def select_in(db: sqlite3.Connection, sql: str, keys: Sequence[Any], *params: An
     for start in range(0, len(keys), IN_BATCH):
         part = list(keys[start : start + IN_BATCH])
         yield from db.execute(sql.format(marks=",".join("?" * len(part))), [*part, *params])
-
-
-def filter_value(value: object) -> str:
-    """One string form for filter terms, shared by the lexical and record sides."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def meta_term(key: str, value: str) -> str:

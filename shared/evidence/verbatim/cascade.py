@@ -12,13 +12,17 @@ no entity (a plain index) the scan paths are skipped and only the backend's own 
 
 What comes back are fact spans as stored: their text is the document's text at their offsets
 (`verbatim.check` proves it before a response leaves).
+
+Tenancy: the cascade reads only through the backend it is given; on a request that is the index
+seen through the request's filters (`search.scoped.bind_filters`), so no read of it, the scope's
+own filters included, needs the request's filters passed along.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +54,7 @@ from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import header_rows, reading_order, scoring_texts, span_path, trigram_similarity
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 __all__ = [
     "ATTRIBUTE_LOOKUP",
@@ -92,24 +96,18 @@ class VerbatimCascade:
     # --- entity ------------------------------------------------------------------------------
 
     def resolve_entity(
-        self,
-        backend: SearchBackend,
-        index: str,
-        question: str,
-        plan: PlanLike,
-        filters: Mapping[str, Any] | None = None,
+        self, backend: SearchReader, index: str, question: str, plan: PlanLike
     ) -> tuple[str | None, dict[str, Any] | None]:
         """(entity name, filters scoping the search to it), or (None, None) for the whole index.
 
         The plan's entity when the index knows it; otherwise the subject of the passages that best
         match the question, if they agree on one (a single-label index needs no name in the question).
         """
-        within = dict(filters or {})
         if plan.entity:
             name = plan.entity.lower().strip()
-            if backend.lookup(index, {**within, ENTITY_NAMES_KEY: name}, limit=1, kind=ChunkKind.SPAN):
-                return plan.entity, {**within, ENTITY_NAMES_KEY: name}
-        hits = backend.lexical(index, question, k=10, filters=within or None, kind=ChunkKind.PASSAGE)
+            if backend.lookup(index, {ENTITY_NAMES_KEY: name}, limit=1, kind=ChunkKind.SPAN):
+                return plan.entity, {ENTITY_NAMES_KEY: name}
+        hits = backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE)
         subjects: dict[str, list[str]] = {}
         for h in hits:
             names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
@@ -118,17 +116,17 @@ class VerbatimCascade:
         low = question.lower()
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
-                return first, {**within, ENTITY_NAMES_KEY: first}
+                return first, {ENTITY_NAMES_KEY: first}
         if len(subjects) == 1:
             first = next(iter(subjects))
-            return first, {**within, ENTITY_NAMES_KEY: first}
+            return first, {ENTITY_NAMES_KEY: first}
         return None, None
 
     # --- the run -----------------------------------------------------------------------------
 
     def run(
         self,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         question: str,
         plan: PlanLike,
@@ -136,17 +134,16 @@ class VerbatimCascade:
         query_vector: Any = None,
         documents: Sequence[str] | None = None,
         embed: Any = None,
-        filters: Mapping[str, Any] | None = None,
     ) -> CascadeResult:
         """`documents`: the documents the question names (`rank.scope`), which scope the run;
-        `embed`: embeds span texts for the span scorer (the store's embedding cache in front);
-        `filters`: the request's own (a tenant's, a vendor's): every search stays within them."""
+        `embed`: embeds span texts for the span scorer (the store's embedding cache in front).
+        Every read goes through `backend`: a request's, seen through its filters (module docstring)."""
         scope: dict[str, Any] | None
         if documents:
-            entity, scope = None, {**(filters or {}), "document_id": list(documents)}
+            entity, scope = None, {"document_id": list(documents)}
             named = self._named_terms(backend, index, question, list(documents))
         else:
-            entity, scope = self.resolve_entity(backend, index, question, plan, filters)
+            entity, scope = self.resolve_entity(backend, index, question, plan)
             named = []
         entity_names = [entity] if entity else []
         names = scope and backend.lookup(index, scope, limit=1, kind=ChunkKind.SPAN)
@@ -167,7 +164,6 @@ class VerbatimCascade:
             q_groups=q_groups,
             query_vector=query_vector,
             embed=embed,
-            filters=filters,
         )
         tried: list[PathRun] = []
         found: list[SpanHit] = []
@@ -198,7 +194,7 @@ class VerbatimCascade:
         return CascadeResult(self._reading_order(bound), used, entity, tried, round(g, 4), missing)
 
     @staticmethod
-    def _named_terms(backend: SearchBackend, index: str, question: str, documents: list[str]) -> list[str]:
+    def _named_terms(backend: SearchReader, index: str, question: str, documents: list[str]) -> list[str]:
         """The question's words that name the scoped documents (spelling variants too: "licence"
         for "License"): not part of what is asked."""
         from evidence.ingest.sections import NAME_TERMS_KEY, name_words

@@ -181,7 +181,7 @@ class CascadePaths(RunState):
         phrases = [p for p in self.plan.search_phrases if p.strip()]
         text = " ".join([self.question, *phrases])
         found = self.backend.lexical(
-            self.index, text, k=self.cfg.bm25_k, filters=self.where, kind=ChunkKind.SPAN
+            self.index, text, k=self.cfg.bm25_k, filters=self.scope, kind=ChunkKind.SPAN
         )
         if not found or not self.q_terms:
             return [], "no lexical hit"
@@ -225,7 +225,7 @@ class CascadePaths(RunState):
         if self.vector is None:
             return [], "no query vector"
         found = self.backend.dense(
-            self.index, self.vector, k=self.cfg.vector_pool, filters=self.where, kind=ChunkKind.PASSAGE
+            self.index, self.vector, k=self.cfg.vector_pool, filters=self.scope, kind=ChunkKind.PASSAGE
         )
         if not found:
             return [], "no passage"
@@ -332,7 +332,7 @@ class CascadePaths(RunState):
         spans that are not table header rows and that either share a word with the question or
         sit in a scored passage (a span with neither is not evidence)."""
         spans = self.spans
-        scope = self.scope or {**(self.filters or {}), "document_id": sorted({c.document_id for c in spans})}
+        scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages
         if self.vector is not None:
             found = self.backend.dense(self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE)

@@ -50,7 +50,7 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
-    from evidence.search.base import Filters, SearchBackend, Vector
+    from evidence.search.base import Filters, SearchReader, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,7 +393,7 @@ def agreement(dense: Sequence[Chunk], lexical: Sequence[Chunk]) -> float:
 
 
 def passage_agreement(
-    backend: SearchBackend, index: str, question: str, vector: Vector | None, documents: Sequence[str]
+    backend: SearchReader, index: str, question: str, vector: Vector | None, documents: Sequence[str]
 ) -> float | None:
     """`agreement` of the dense and the BM25 passage rankings of `question` within `documents`
     (the evidence's): None without a query vector or documents, or when the backend cannot
@@ -423,13 +423,13 @@ def evidence_agreement(
 
 
 def index_df(
-    backend: SearchBackend,
+    backend: SearchReader,
     index: str,
     words: Iterable[str],
     question: str = "",
     filters: Filters | None = None,
 ) -> dict[str, int] | None:
-    """How many of the index's passages within the request's `filters` use each term of `words`
+    """How many of the passages `backend` reads (a request's view: its filters) use each term of `words`
     (analysed terms, as `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend
     in one call (`SearchBackend.term_counts`): a question term the documents the caller can see
     never or rarely use is a qualifier they cannot answer ("RISC-V" in a manual that names no

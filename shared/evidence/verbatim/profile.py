@@ -12,7 +12,7 @@ the spans into one evidence entry per section.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,15 +37,13 @@ if TYPE_CHECKING:
 PROFILE = "verbatim"
 
 
-def index_subjects(
-    backend: Any, index: str, question: str, *, k: int = 10, filters: Mapping[str, Any] | None = None
-) -> list[str]:
+def index_subjects(backend: Any, index: str, question: str, *, k: int = 10) -> list[str]:
     """Subject names of the documents best matching the question (what the rule planner may
-    recognise as the entity): one lexical query over passages, within the request's `filters` (the
-    plan is returned to the caller: another tenant's product name must not appear in it)."""
+    recognise as the entity): one lexical query over passages, of the documents `backend` reads
+    (on a request, those within its filters, `search.scoped`: the plan is returned to the caller,
+    and another tenant's product name must not appear in it)."""
     names: dict[str, None] = {}
-    within = dict(filters) if filters else None
-    for h in backend.lexical(index, question, k=k, filters=within, kind=ChunkKind.PASSAGE):
+    for h in backend.lexical(index, question, k=k, kind=ChunkKind.PASSAGE):
         listed = h.chunk.metadata.get(ENTITY_NAMES_KEY)
         if isinstance(listed, list):
             for n in listed:
@@ -130,14 +128,11 @@ class VerbatimCascadeStage:
     #: Embeds span texts for the span scorer's cosines (the index's embedder behind the store's
     #: cache); None: spans are ranked without them.
     embed: Any = None
-    #: The request's own filters (not the scope's), set per request by the plug-in: the
-    #: refusal counts the index's terms within them.
-    filters: Mapping[str, Any] | None = None
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         plan: Any = getattr(ctx, "plan", None)
         if plan is None or getattr(plan, "profile", PROFILE) != PROFILE:
-            known = index_subjects(ctx.backend, ctx.index, ctx.query, filters=self.filters)
+            known = index_subjects(ctx.backend, ctx.index, ctx.query)
             plan = rule_outcome(ctx.query, known_entities=known).plan
         named = (ctx.filters or {}).get("document_id")
         # The cascade's caps are the profile's defaults; the request's top_k and budget bound it.
@@ -152,7 +147,6 @@ class VerbatimCascadeStage:
             query_vector=ctx.query_vector,
             documents=[named] if isinstance(named, str) else (list(named) if named else None),
             embed=self.embed,
-            filters=self.filters,
         )
         ctx.trace.path = result.path_used
         ctx.trace.considered = sum(t.found for t in result.tried)

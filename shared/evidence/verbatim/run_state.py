@@ -1,5 +1,8 @@
 """One cascade run's state: the scope's spans, read once on first need, and the scoring every path
-shares (relevance, coverage, meaning, table context, grounding)."""
+shares (relevance, coverage, meaning, table context, grounding).
+
+Every read goes through `backend`, on a request the index seen through the request's filters
+(`search.scoped`): the run's own filters (`scope`) only narrow within them."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from evidence.verbatim.spans import (
 REFERENCES = "references"
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 
 class RunState:
@@ -45,7 +48,7 @@ class RunState:
         self,
         cascade: CascadeLike,
         *,
-        backend: SearchBackend,
+        backend: SearchReader,
         index: str,
         question: str,
         plan: PlanLike,
@@ -53,7 +56,6 @@ class RunState:
         q_groups: list[tuple[str, ...]],
         query_vector: Any,
         embed: Any = None,
-        filters: Mapping[str, Any] | None = None,
     ) -> None:
         self.c = cascade
         self.cfg = cascade.config
@@ -61,6 +63,8 @@ class RunState:
         self.index = index
         self.question = question
         self.plan = plan
+        #: The run's own filters (the entity's names, the named documents), within the backend's;
+        #: None: everything the backend sees.
         self.scope = scope
         self.q_groups = q_groups
         self.q_terms = list(dict.fromkeys(t for g in q_groups for t in g))
@@ -76,17 +80,6 @@ class RunState:
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None
         self._df: dict[str, int] = {}
-        #: The request's own filters (a tenant's, a vendor's): every search of the run stays within
-        #: them, and the index counts terms within them (`index_df`).
-        self.filters = filters
-
-    @property
-    def where(self) -> Mapping[str, Any] | None:
-        """The filters of the run's searches: the scope (which holds the request's filters), else
-        the request's filters alone; None searches the whole index."""
-        if self.scope is not None:
-            return self.scope
-        return dict(self.filters) if self.filters else None
 
     @property
     def spans(self) -> list[Chunk]:
@@ -111,12 +104,12 @@ class RunState:
             query=self.question,
             vector=self.vector,
             k=self.cfg.unscoped_passages,
-            filters=self.where,
+            filters=self.scope,
         )
         docs = list(dict.fromkeys(c.chunk.document_id for c in found.candidates))[
             : self.cfg.unscoped_documents
         ]
-        return {**(self.filters or {}), "document_id": docs} if docs else None
+        return {"document_id": docs} if docs else None
 
     @property
     def stats(self) -> SpanStats:
@@ -223,7 +216,7 @@ class RunState:
                     self.index,
                     self.vector,
                     k=self.cfg.vector_pool,
-                    filters=self.where,
+                    filters=self.scope,
                     kind=ChunkKind.PASSAGE,
                 )
                 self._pcos = [
@@ -313,12 +306,12 @@ class RunState:
         return verdict.probability, list(verdict.missing)
 
     def index_df(self, words: Sequence[str]) -> dict[str, int] | None:
-        """The refusal signal's passage counts of `words` in the index within the request's
-        filters (`index_df`), each term counted once per question (the cascade judges several
-        paths' evidence)."""
+        """The refusal signal's passage counts of `words` in the index as the backend sees it
+        (`index_df`), each term counted once per question (the cascade judges several paths'
+        evidence)."""
         todo = [w for w in dict.fromkeys(words) if w not in self._df]
         if todo:
-            read = index_df(self.backend, self.index, todo, self.question, self.filters)
+            read = index_df(self.backend, self.index, todo, self.question)
             if read is None:
                 return None
             self._df.update(read)

@@ -47,7 +47,7 @@ from evidence.records import ChunkKind
 from evidence.verbatim.scoring import spelling_variant
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 #: Term lookups per question (each one indexed term query).
 MAX_TERMS = 12
@@ -145,12 +145,10 @@ def _question_words(question: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def named_documents(
-    backend: SearchBackend, index: str, question: str, filters: Mapping[str, Any] | None = None
-) -> list[str] | None:
+def named_documents(backend: SearchReader, index: str, question: str) -> list[str] | None:
     """Ids of the documents the question names, or None when it names none distinctively.
-    `filters`: the request's own; a document outside them (another tenant's) is never named."""
-    within = dict(filters or {})
+    Only documents `backend` reads can be named: on a request, the index seen through its filters
+    (`search.scoped`), so another tenant's document never is."""
     total = backend.get_index(index).documents
     if total < 2:
         return None
@@ -159,9 +157,7 @@ def named_documents(
     free, pairs = question_versions(question)
     found: dict[str, tuple[dict[str, Mapping[str, Any]], int]] = {}
     for term in terms:
-        hits = backend.lookup(
-            index, {**within, NAME_TERMS_KEY: term}, limit=MAX_PASSAGES, kind=ChunkKind.PASSAGE
-        )
+        hits = backend.lookup(index, {NAME_TERMS_KEY: term}, limit=MAX_PASSAGES, kind=ChunkKind.PASSAGE)
         docs: dict[str, Mapping[str, Any]] = {}
         for h in hits:
             docs.setdefault(h.chunk.document_id, h.chunk.metadata)
@@ -176,7 +172,7 @@ def named_documents(
         ids = closest(docs, terms, versions)
         if not ids or len(ids) > limit:
             continue
-        text_hits = backend.lexical(index, term, k=50, filters=within or None, kind=ChunkKind.PASSAGE)
+        text_hits = backend.lexical(index, term, k=50, kind=ChunkKind.PASSAGE)
         if text_hits and sum(h.chunk.document_id in docs for h in text_hits) * 2 <= len(text_hits):
             continue
         named.append(set(ids))

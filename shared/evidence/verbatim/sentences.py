@@ -58,10 +58,13 @@ class SpanRanking:
         filters: Mapping[str, Any] | None = None,
     ) -> list[RankedSpan]:
         from evidence.rank.first_stage import FirstStage, RetrievalMode
+        from evidence.search.scoped import bind_filters
 
+        # Every read below stays within `filters`, the passages' and the spans' alike.
+        backend = bind_filters(backend, filters)
         mode = RetrievalMode.HYBRID if vector is not None else RetrievalMode.LEXICAL
         found = FirstStage(mode=mode).retrieve(
-            backend, index, query=query, vector=vector, k=self.first_stage_k, filters=filters
+            backend, index, query=query, vector=vector, k=self.first_stage_k
         )
         top = found.candidates[: self.passages]
         if not top:
@@ -71,7 +74,7 @@ class SpanRanking:
         span_ = hi - lo
         pnorm = [(s - lo) / span_ if span_ > 0 else 1.0 for s in scores]
         docs = list(dict.fromkeys(c.chunk.document_id for c in top))
-        doc_filter: dict[str, Any] = {**(filters or {}), "document_id": docs}
+        doc_filter: dict[str, Any] = {"document_id": docs}
         spans = [
             h.chunk
             for h in backend.lookup(
