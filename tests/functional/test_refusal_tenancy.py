@@ -200,3 +200,21 @@ def test_a_profile_cannot_write_through_its_backend(service: EvidenceService) ->
     assert not isinstance(env.backend, DocumentListing)
     for write in ("upsert", "delete_document", "delete_index", "create_index", "close"):
         assert not hasattr(env.backend, write), write
+
+
+@pytest.mark.parametrize("value", [5, 5.0, True, "5", ["5"]])
+def test_a_document_id_filter_of_any_json_scalar_scopes_the_verbatim_cascade(
+    service: EvidenceService, value: Any
+) -> None:
+    """`filters.document_id` may be any JSON scalar (`model.MetaScalar`), not only a string or
+    a list: the cascade reads it as the backends compare it (5 names document "5"), never a 500."""
+    from evidence.search.base import filter_value
+
+    request = IndexDocumentRequest(document_id="5", filename="5.txt", text=GUIDE, metadata={"tenant": "a"})
+    service.index_document(INDEX, request)
+    answer = service.retrieve(
+        INDEX, RetrieveRequest(query=QUESTION, profile="verbatim", filters={"document_id": value})
+    )
+    named = value[0] if isinstance(value, list) else value
+    assert {h.document_id for h in answer.hits} <= {filter_value(named)}
+    assert answer.hits or named is True  # true names document "true": there is none

@@ -12,9 +12,12 @@ them, never widen.
 
 - A key in one of the two: that filter, as it is.
 - A key in both (a call's `document_id` within a tenant's documents, a tenant key named again):
-  the values both allow — the call's values that the bound filter allows, compared as the
-  backends compare them (`base.filter_value`: `True` is "true", `2.0` is "2"), in the call's
-  form (one value stays a term filter). The call's value never replaces the bound one.
+  the values both allow — the bound filter's values that the call allows, compared in one
+  string form (`base.filter_value`: `True` is "true", `2.0` is "2"), sent in the bound form
+  (a call's one value stays a term filter). Only values the bound filter itself names are
+  sent: the embedded store compares in that string form, but OpenSearch's keyword fields
+  compare the value as given ("2.0" is not "2"), so a call's form could match a chunk the
+  bound filter does not.
 - Nothing allowed by both (`{"document_id": ["b-1"]}` within tenant A's documents only where
   the bound filter names A's ids, `{"tenant": "b"}` within `{"tenant": "a"}`): the read returns
   nothing, without asking the backend.
@@ -84,16 +87,12 @@ def merge_filters(bound: Filters | None, call: Filters | None) -> dict[str, Any]
         if key not in out:
             out[key] = value
             continue
-        allowed = {filter_value(v) for v in _values(out[key])}
-        if isinstance(value, str | int | bool | float):
-            if filter_value(value) not in allowed:
-                return NOTHING
-            out[key] = value
-        else:
-            kept = [v for v in value if filter_value(v) in allowed]
-            if not kept:
-                return NOTHING
-            out[key] = kept
+        asked = {filter_value(v) for v in _values(value)}
+        kept = [v for v in _values(out[key]) if filter_value(v) in asked]
+        if not kept:
+            return NOTHING
+        scalar = isinstance(out[key], str | int | bool | float) or isinstance(value, str | int | bool | float)
+        out[key] = kept[0] if scalar and len(kept) == 1 else kept
     return out
 
 

@@ -37,6 +37,19 @@ if TYPE_CHECKING:
 PROFILE = "verbatim"
 
 
+def named_ids(value: Any) -> list[str] | None:
+    """The document ids a `document_id` filter names, as the backends compare them
+    (`search.base.filter_value`: a request's `5` names document "5"); None for no filter or an
+    empty list. A request's filter value may be any JSON scalar (`model.MetaScalar`), and
+    `list(5)` was a 500."""
+    from evidence.search.base import filter_value
+
+    if value is None:
+        return None
+    values = [value] if isinstance(value, str | int | float | bool) else list(value)
+    return [filter_value(v) for v in values] or None
+
+
 def index_subjects(backend: Any, index: str, question: str, *, k: int = 10) -> list[str]:
     """Subject names of the documents best matching the question (what the rule planner may
     recognise as the entity): one lexical query over passages, of the documents `backend` reads
@@ -134,7 +147,7 @@ class VerbatimCascadeStage:
         if plan is None or getattr(plan, "profile", PROFILE) != PROFILE:
             known = index_subjects(ctx.backend, ctx.index, ctx.query)
             plan = rule_outcome(ctx.query, known_entities=known).plan
-        named = (ctx.filters or {}).get("document_id")
+        named = named_ids((ctx.filters or {}).get("document_id"))
         # The cascade's caps are the profile's defaults; the request's top_k and budget bound it.
         cascade = VerbatimCascade(
             self.cascade.config.bounded(ctx.params.top_k, ctx.params.max_chars), self.cascade.rules
@@ -145,7 +158,7 @@ class VerbatimCascadeStage:
             ctx.query,
             rule_plan_of(plan),
             query_vector=ctx.query_vector,
-            documents=[named] if isinstance(named, str) else (list(named) if named else None),
+            documents=named,
             embed=self.embed,
         )
         ctx.trace.path = result.path_used

@@ -140,7 +140,8 @@ class SpanModel:
         (another version, a weight on a feature it does not compute), rather than a ranking that
         silently drops what the file says."""
         version = raw.get("version", 1)
-        if version not in _READABLE_VERSIONS:
+        # `True == 1` and `2.0 == 2` in Python: a version that is not an integer is no version.
+        if type(version) is not int or version not in _READABLE_VERSIONS:
             raise ConfigurationError(
                 f"span model file: version {version!r} is not one this code reads "
                 f"({', '.join(map(str, _READABLE_VERSIONS))}); refit it with bench/span_rank_fit.py "
@@ -155,7 +156,12 @@ class SpanModel:
             known = {k: v - set(STRUCTURE_FEATURES) for k, v in known.items()}
 
         def linear(name: str) -> LinearModel:
-            m = raw[name]
+            m = raw.get(name)
+            if not isinstance(m, Mapping) or not isinstance(m.get("weights"), Mapping):
+                # A KeyError or TypeError from deep in here would not say which file part is wrong.
+                raise ConfigurationError(
+                    f"span model file (version {version}): no {name} model with a weights object"
+                )
             unknown = sorted(set(m["weights"]) - known[name])
             if unknown:
                 raise ConfigurationError(

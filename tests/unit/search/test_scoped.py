@@ -6,6 +6,7 @@ The backend contract suite runs the view on both adapters (`tests/contract/test_
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,20 +46,20 @@ TENANT_A = {"tenant": "a"}
         (TENANT_A, {}, TENANT_A),
         (None, {"document_id": ["d1"]}, {"document_id": ["d1"]}),
         (TENANT_A, {"document_id": ["d1", "d2"]}, {"tenant": "a", "document_id": ["d1", "d2"]}),
-        # a call's documents narrow within the bound documents: the intersection, in the call's order
+        # a call's documents narrow within the bound documents: the bound ones the call allows
         (
             {"document_id": ["d1", "d2", "d3"]},
             {"document_id": ["d3", "d9", "d1"]},
-            {"document_id": ["d3", "d1"]},
+            {"document_id": ["d1", "d3"]},
         ),
         ({"document_id": ["d1", "d2"]}, {"document_id": "d2"}, {"document_id": "d2"}),
-        ({"document_id": "d2"}, {"document_id": ["d1", "d2"]}, {"document_id": ["d2"]}),
-        # the same key again: allowed by both, compared as the backends compare (True is "true")
+        ({"document_id": "d2"}, {"document_id": ["d1", "d2"]}, {"document_id": "d2"}),
+        # the same key again: allowed by both (True is "true"), sent as the bound filter names it
         (TENANT_A, TENANT_A, TENANT_A),
         ({"tenant": ["a", "b"]}, {"tenant": "b"}, {"tenant": "b"}),
-        ({"public": True}, {"public": "true"}, {"public": "true"}),
-        ({"round_number": 2}, {"round_number": ["1", "2"]}, {"round_number": ["2"]}),
-        ({"round_number": 2.0}, {"round_number": 2}, {"round_number": 2}),
+        ({"public": True}, {"public": "true"}, {"public": True}),
+        ({"round_number": 2}, {"round_number": ["1", "2"]}, {"round_number": 2}),
+        ({"round_number": 2.0}, {"round_number": 2}, {"round_number": 2.0}),
         # nothing allowed by both: nothing, never the call's value instead of the bound one
         (TENANT_A, {"tenant": "b"}, NOTHING),
         (TENANT_A, {"tenant": ["b", "c"]}, NOTHING),
@@ -77,6 +78,26 @@ def test_the_merge_never_changes_its_inputs() -> None:
     bound, call = {"document_id": ["d1", "d2"]}, {"document_id": ["d2"], "kind": "passage"}
     merge_filters(bound, call)
     assert bound == {"document_id": ["d1", "d2"]} and call == {"document_id": ["d2"], "kind": "passage"}
+
+
+def test_a_read_sends_only_values_the_bound_filter_names_whatever_the_backend_s_comparison() -> None:
+    """OpenSearch's keyword fields compare a filter value as given: a chunk stored with
+    `round: 2` holds "2", one with `round: 2.0` holds "2.0". Bound to 2.0, a read that asks for 2
+    (the same value in `filter_value`'s form) must still match only what 2.0 matches."""
+
+    def matches(filters: Filters, metadata: dict[str, Any]) -> bool:
+        # as a keyword field: the JSON text of the stored value against that of the filter's
+        return all(
+            json.dumps(metadata.get(key))
+            in {json.dumps(v) for v in (want if isinstance(want, list) else [want])}
+            for key, want in filters.items()
+        )
+
+    stored = [{"round": 2.0, "tenant": "a"}, {"round": 2, "tenant": "b"}]
+    bound: dict[str, Any] = {"round": 2.0}  # a request's filters may hold floats (`model.MetaScalar`)
+    merged = merge_filters(bound, {"round": 2})
+    assert isinstance(merged, dict)
+    assert [m["tenant"] for m in stored if matches(merged, m)] == ["a"]
 
 
 # --- what reaches the backend --------------------------------------------------------------------

@@ -74,3 +74,13 @@ def test_an_identifier_carries_its_parts() -> None:
     assert terms("use the ffi_call function") == ("us", "ffi_cal", "function")
     assert grounding([("ffi",), ("call",)], ["use the ffi_call function"]) == (1.0, [])
     assert grounding([("ffi",), ("prep",)], ["use the ffi_call function"]) == (0.5, ["prep"])
+
+
+def test_an_identifier_is_read_from_the_start_of_its_run_only() -> None:
+    """A match starts only where a run of letters and digits starts, so a long run is scanned
+    once (no retry from each of its characters), and the identifiers found are the same."""
+    from evidence.verbatim.scoring import _IDENTIFIER
+
+    assert _IDENTIFIER.match("ffi_call", 1) is None  # not from inside the run
+    text = "x ffi_call SQLITE_MAX_LENGTH _private_name my__var " + "a" * 50 + " end_"
+    assert _IDENTIFIER.findall(text) == ["ffi_call", "SQLITE_MAX_LENGTH", "private_name"]

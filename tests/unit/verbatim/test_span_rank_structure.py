@@ -94,6 +94,11 @@ def test_the_model_file_carries_its_version_and_round_trips() -> None:
     ("raw", "says"),
     [
         (model_file(version=99), "version 99 is not one this code reads"),
+        # JSON's true and 2.0 equal 1 and 2 in Python, but are no version this code wrote
+        (model_file(version=True), "version True is not one"),
+        (model_file(version=2.0), "version 2.0 is not one"),
+        ({k: v for k, v in model_file().items() if k != "dense"}, "no dense model"),
+        (model_file(lexical={"bias": 0.0}), "no lexical model with a weights object"),
         # the first format had no structure features: a weight on one is not that format
         ({k: v for k, v in model_file().items() if k != "version"}, "dense model weighs features"),
         (model_file(lexical={"weights": {"bm25": 1.0, "section_first": 1.0}}), "section_first"),
