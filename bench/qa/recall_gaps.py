@@ -44,7 +44,13 @@ from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.records import ChunkKind  # noqa: E402
 
 MAX_SPANS, MAX_CHARS = 8, 1500
-RULE_PATHS = {"SECTION_EXACT", "SECTION_FUZZY", "ATTRIBUTE_LOOKUP", "MULTI_SECTION_EVIDENCE", "ENTITY_OVERVIEW"}
+RULE_PATHS = {
+    "SECTION_EXACT",
+    "SECTION_FUZZY",
+    "ATTRIBUTE_LOOKUP",
+    "MULTI_SECTION_EVIDENCE",
+    "ENTITY_OVERVIEW",
+}
 
 
 def holds(text: str, wanted: list[str]) -> bool:
@@ -105,9 +111,7 @@ def bounded(texts: list[str]) -> list[str]:
     return head[:n]
 
 
-def classify_run(
-    rec: dict[str, Any], resp: Any, state: Any | None, every: list[Any]
-) -> dict[str, Any]:
+def classify_run(rec: dict[str, Any], resp: Any, state: Any | None, every: list[Any]) -> dict[str, Any]:
     wanted = [squash(a) for a in rec["answers"]]
     path = resp.telemetry.path_used
     row: dict[str, Any] = {"path": path}
@@ -130,27 +134,43 @@ def classify_run(
         order, candidates, lex_head = [], set(), []
         row["hybrid_in_600"] = row["hybrid_in_1500"] = False
         row["hybrid_rank"] = None
-    if not in_scope:
-        if answer_docs:
-            cls = "scope"
-        elif across(spans, wanted):
-            cls = "across_spans"
-        elif across(every, wanted):
-            cls = "scope"
-        else:
-            cls = "not_parsed"
-    elif path == "NO_RESULT":
-        cls = "refused"
-    elif path in RULE_PATHS and row["hybrid_in_1500"]:
-        cls = "rule_path"
-    elif not any(i in candidates for i in in_scope):
-        cls = "not_candidate"
-    elif not any(i in lex_head for i in in_scope):
-        cls = "below_top_n"
-    else:
-        cls = "below_budget"
-    row["class"] = cls
+    row["class"] = gap_class(
+        path=path,
+        in_scope=in_scope,
+        answer_elsewhere=bool(answer_docs) or across(every, wanted),
+        across_in_scope=across(spans, wanted),
+        hybrid_in_bounds=row["hybrid_in_1500"],
+        candidates=candidates,
+        lexical_head=set(lex_head),
+    )
     return row
+
+
+def gap_class(
+    *,
+    path: str,
+    in_scope: list[int],
+    answer_elsewhere: bool,
+    across_in_scope: bool,
+    hybrid_in_bounds: bool,
+    candidates: set[int],
+    lexical_head: set[int],
+) -> str:
+    """The class of a question whose answer is nowhere in the evidence (the module's list), from
+    where its answering spans sit: `in_scope`, their positions among the scope's spans."""
+    if not in_scope:
+        if across_in_scope:
+            return "across_spans"
+        return "scope" if answer_elsewhere else "not_parsed"
+    if path == "NO_RESULT":
+        return "refused"
+    if path in RULE_PATHS and hybrid_in_bounds:
+        return "rule_path"
+    if not any(i in candidates for i in in_scope):
+        return "not_candidate"
+    if not any(i in lexical_head for i in in_scope):
+        return "below_top_n"
+    return "below_budget"
 
 
 def main(argv: list[str] | None = None) -> int:
