@@ -1,6 +1,7 @@
 """The verbatim scope's variants on the QA suite, each question compared, chosen leave-one-family-out.
 
-Usage: python bench/qa/scope_variants.py [ROOT] --store DIR [--variants base,unscoped=5,...] [--out FILE]
+Usage: python bench/qa/scope_variants.py [ROOT] --store DIR [--variants base,unscoped=5,...]
+                                         [--profile verbatim] [--out FILE]
 
 Measured for `recall_gaps.py`'s `scope` and `refused` classes (docs/verbatim.md, "Answers nowhere
 in the evidence"). Each variant asks the whole suite with the `verbatim` profile, the code patched
@@ -11,6 +12,8 @@ for the run only:
   reads the documents of the first stage's best passages, at most N; 3 shipped);
 - `no_named_scope`: the named-document scope (`verbatim.scope`) off in `verbatim`;
 - `keep_named`: the question's words that name the scoped documents stay concepts (not dropped);
+- `name_share=S`: `scope.NAME_TEXT_SHARE` S (a word names documents only when more than S of the
+  passages holding it are theirs; 0.5 shipped);
 - `whole_name`: a subject name's words are dropped from the question's concepts only when the
   question gives the whole name; one word of a longer title stays a concept.
 
@@ -88,6 +91,12 @@ def patched(variant: str) -> Iterator[None]:
 
         cm.VerbatimCascade._question_terms = new_qt  # type: ignore[method-assign]
         undo.append(lambda: setattr(cm.VerbatimCascade, "_question_terms", qt))
+    elif variant.startswith("name_share="):
+        from evidence.verbatim import scope as sm
+
+        old = sm.NAME_TEXT_SHARE
+        sm.NAME_TEXT_SHARE = float(variant.split("=", 1)[1])
+        undo.append(lambda: setattr(sm, "NAME_TEXT_SHARE", old))
     elif variant != "base":
         raise SystemExit(f"unknown variant {variant!r}")
     try:
@@ -97,13 +106,13 @@ def patched(variant: str) -> Iterator[None]:
             u()
 
 
-def run(root: Path, store: Path, variant: str) -> list[Any]:
+def run(root: Path, store: Path, variant: str, profile: str = "verbatim") -> list[Any]:
     from evidence.service import EvidenceService
 
     with patched(variant):
         service = EvidenceService(Settings(store_dir=store))
         try:
-            return collect_qa_outcomes(service, root)[0]
+            return collect_qa_outcomes(service, root, profile=profile)[0]
         finally:
             service.close()
 
@@ -123,10 +132,11 @@ def main() -> int:
     ap.add_argument("root", nargs="?", default=str(HERE))
     ap.add_argument("--store", required=True)
     ap.add_argument("--variants", default="base,unscoped=5,unscoped=8,unscoped=12,unscoped=1000")
+    ap.add_argument("--profile", default="verbatim")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     variants = args.variants.split(",")
-    by = {v: run(Path(args.root), Path(args.store), v) for v in variants}
+    by = {v: run(Path(args.root), Path(args.store), v, args.profile) for v in variants}
     first = by[variants[0]]
     families = list(dict.fromkeys(o.family for o in first))
     report: dict[str, Any] = {"variants": {}, "heldout": {}}

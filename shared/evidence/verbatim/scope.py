@@ -145,6 +145,12 @@ def _question_words(question: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
+#: A word names documents only when more than this share of the passages holding it (BM25's best
+#: 50) are theirs: a word common in the texts is not a name (measured at 0.6 and 0.7 too:
+#: docs/verbatim.md, "Answers nowhere in the evidence").
+NAME_TEXT_SHARE = 0.5
+
+
 def named_documents(
     backend: SearchBackend, index: str, question: str, filters: Mapping[str, Any] | None = None
 ) -> list[str] | None:
@@ -177,7 +183,9 @@ def named_documents(
         if not ids or len(ids) > limit:
             continue
         text_hits = backend.lexical(index, term, k=50, filters=within or None, kind=ChunkKind.PASSAGE)
-        if text_hits and sum(h.chunk.document_id in docs for h in text_hits) * 2 <= len(text_hits):
+        if text_hits and sum(h.chunk.document_id in docs for h in text_hits) <= NAME_TEXT_SHARE * len(
+            text_hits
+        ):
             continue
         named.append(set(ids))
     if not named:
