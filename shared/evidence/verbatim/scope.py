@@ -10,10 +10,11 @@ when the index says so, and only when it is *distinctive*:
 - it is in the names of at most a third of the index's documents (one, in an index of two to
   five), so "license" in a folder of licences, or "sqlite" in a folder of SQLite pages, names
   none of them;
-- it is not a common word of the documents' text: more than half of the passages that hold it
-  (the best 50 by BM25) belong to the documents it names ("software" is in the name of one licence
-  and the text of all of them: not a name; a drug's name fills its own label and appears in an
-  interaction table or two of others: a name).
+- it is not a common word of the documents' text: more than `NAME_TEXT_SHARE` (70 %) of the
+  passages that hold it (the best 50 by BM25) belong to the documents it names ("software" is in
+  the name of one licence and the text of all of them: not a name; a drug's name fills its own
+  label and appears in an interaction table or two of others: a name; "closure" in the titles of
+  two pages of a manual and in the text of a third is a topic: 6 of its 9 passages are theirs).
 
 Documents whose names share words are told apart before that count (`closest`):
 
@@ -145,6 +146,13 @@ def _question_words(question: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
+#: A word names documents only when more than this share of the passages holding it (BM25's best
+#: 50) are theirs: a word common in the texts is not a name. At 0.5, a manual's page-title words and
+#: a spec's subject word (0.52-0.67 of their passages) scoped questions away from their answers;
+#: chosen on the QA suite among 0.5-0.9 (docs/verbatim.md, "Answers nowhere in the evidence").
+NAME_TEXT_SHARE = 0.7
+
+
 def named_documents(backend: SearchReader, index: str, question: str) -> list[str] | None:
     """Ids of the documents the question names, or None when it names none distinctively.
     Only documents `backend` reads can be named: on a request, the index seen through its filters
@@ -173,7 +181,9 @@ def named_documents(backend: SearchReader, index: str, question: str) -> list[st
         if not ids or len(ids) > limit:
             continue
         text_hits = backend.lexical(index, term, k=50, kind=ChunkKind.PASSAGE)
-        if text_hits and sum(h.chunk.document_id in docs for h in text_hits) * 2 <= len(text_hits):
+        if text_hits and sum(h.chunk.document_id in docs for h in text_hits) <= NAME_TEXT_SHARE * len(
+            text_hits
+        ):
             continue
         named.append(set(ids))
     if not named:

@@ -142,3 +142,36 @@ def test_every_profile_answers_from_the_version_named(widgets: EvidenceService, 
 
 def test_a_name_run_into_its_version_is_the_name(widgets: EvidenceService) -> None:
     assert names(widgets, "Under WPL3, when are my rights restored?") == ["widget-c.txt"]
+
+
+# A manual split into pages: "closure" is in two page titles, and the untitled "Memory Usage" page
+# mentions it as often, so a third of the passages holding it are another page's: a topic, not a
+# name. "Sprocket" is in no text but its own document's: a name.
+PAGES = {
+    "closure-api.txt": "The Closure API\n\nA closure is prepared with ffi_prep_closure_loc.\n",
+    "closure-example.txt": "Closure Example\n\nThis closure binds puts to a callback.\n",
+    "memory-usage.txt": "Memory Usage\n\nClosure memory is mapped from a temporary file, not the heap.\n",
+    "types.txt": "Primitive Types\n\nThe integer types have fixed sizes.\n",
+    "structures.txt": "Structures\n\nA struct descriptor lists its elements.\n",
+    "sprocket.txt": "Sprocket Data Agreement\n\n1. Scope. This Agreement covers data sets.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> EvidenceService:
+    return text_service(tmp_path_factory, "p", PAGES)
+
+
+@pytest.mark.parametrize(("share", "closure_named"), [(0.5, True), (0.7, False)])
+def test_a_title_word_common_in_other_pages_text_names_nothing(
+    pages: EvidenceService, monkeypatch: pytest.MonkeyPatch, share: float, closure_named: bool
+) -> None:
+    from evidence.verbatim import scope
+
+    monkeypatch.setattr(scope, "NAME_TEXT_SHARE", share)
+    found = named_documents(pages.backend, "p", "Where is a closure's storage mapped from?")
+    named = None if found is None else sorted(Path(d).name for d in found)
+    assert named == (["closure-api.txt", "closure-example.txt"] if closure_named else None)
+    # a name no other text uses is named at either share
+    sprocket = named_documents(pages.backend, "p", "What does the Sprocket agreement cover?")
+    assert sprocket is not None and [Path(d).name for d in sprocket] == ["sprocket.txt"]

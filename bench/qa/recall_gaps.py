@@ -1,0 +1,248 @@
+"""Where the verbatim evidence lost an answer it never returned (issue 22: recall@2000 misses).
+
+Usage: python bench/qa/recall_gaps.py [ROOT] [--families A,B] [--store DIR] [--json]
+
+Every answerable question of the QA suite (ROOT, default bench/qa) is asked with the `verbatim`
+profile as `evidence eval --qa` asks it. A question whose expected answer is nowhere in the
+evidence (not in any hit: `first_rank` null in the eval) is put in one class, read off the
+cascade's own run (its scope, the path that answered, the span scorer's whole ranking):
+
+- `scope`: no span of the scope the cascade read holds the answer, but a span of another document
+  of the index does (the named-document scope or the entity's picked another document);
+- `refused`: the path found evidence, the grounding check refused it (`NO_RESULT`);
+- `rule_path`: a rule path (SECTION_EXACT, ATTRIBUTE_LOOKUP, ...) answered with spans that do
+  not hold it, and `HYBRID_FACTSPAN` on its own would have brought it within the bounds;
+- `not_candidate`: the answering span is in the scope but not a candidate of `HYBRID_FACTSPAN`
+  (no question word and no scored passage);
+- `below_top_n`: a candidate the lexical model ranked below the dense re-rank's `top_n`;
+- `below_budget`: in the dense re-rank's head, ranked below what fits in 8 spans / 1,500 chars;
+- `across_spans`: no single span holds it, 2-4 consecutive spans do (span segmentation);
+- `not_parsed`: no span or run of spans of the index holds it.
+
+`rule_path` and `refused` questions also say where the span scorer alone ranks the answer
+(`hybrid_rank`: its rank among the deduplicated spans; `hybrid_in_600`, `hybrid_in_1500`).
+Prints the counts per family and class, then each question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT / "shared") not in sys.path:
+    sys.path.insert(0, str(ROOT / "shared"))
+
+from evidence.config import Settings  # noqa: E402
+from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation.qa import squash  # noqa: E402
+from evidence.records import ChunkKind  # noqa: E402
+
+MAX_SPANS, MAX_CHARS = 8, 1500
+RULE_PATHS = {
+    "SECTION_EXACT",
+    "SECTION_FUZZY",
+    "ATTRIBUTE_LOOKUP",
+    "MULTI_SECTION_EVIDENCE",
+    "ENTITY_OVERVIEW",
+}
+
+
+def holds(text: str, wanted: list[str]) -> bool:
+    t = squash(text)
+    return any(w in t for w in wanted)
+
+
+def across(spans: list[Any], wanted: list[str]) -> bool:
+    """Whether 2-4 consecutive spans of one document hold an answer that no single span does."""
+    texts = [squash(c.text) for c in spans]
+    for i in range(len(spans)):
+        for width in (2, 3, 4):
+            run = spans[i : i + width]
+            if len(run) < width or run[-1].document_id != run[0].document_id:
+                break
+            if any(w in " ".join(texts[i : i + width]) for w in wanted):
+                return True
+    return False
+
+
+def hybrid_order(state: Any) -> tuple[list[int], set[int], list[int]]:
+    """(the span scorer's ranking, deduplicated as HYBRID_FACTSPAN returns it; the candidates;
+    the lexical model's top_n head) for a captured run state."""
+    from evidence.verbatim.cascade_paths import tokens_of
+    from evidence.verbatim.hybrid import same_text
+    from evidence.verbatim.span_rank import load_model, rank_spans
+
+    spans = state.spans
+    lexical, candidates, _ = state.hybrid_features()
+    model = state.cfg.span_model or load_model()
+    ranked = rank_spans(
+        spans,
+        lexical,
+        candidates=candidates,
+        model=model,
+        query_vector=state.vector,
+        embed=state.embed,
+        embed_texts=state.stats.texts,
+        question=state.question,
+        embed_tokens=tokens_of(state.embed) if state.vector is not None and model.tokens else None,
+    )
+    out: list[int] = []
+    seen: set[str] = set()
+    for _, i in ranked:
+        key = same_text(spans[i].text)
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    lex_head = [i for _, i in ranked[: model.top_n]] if ranked else []
+    return out, set(candidates), lex_head
+
+
+def bounded(texts: list[str]) -> list[str]:
+    from evidence.rank.guardrail import within_chars
+
+    head = texts[:MAX_SPANS]
+    n, _ = within_chars([len(t) for t in head], MAX_CHARS)
+    return head[:n]
+
+
+def classify_run(rec: dict[str, Any], resp: Any, state: Any | None, every: list[Any]) -> dict[str, Any]:
+    wanted = [squash(a) for a in rec["answers"]]
+    path = resp.telemetry.path_used
+    row: dict[str, Any] = {"path": path}
+    answer_docs = sorted({c.document_id for c in every if holds(c.text, wanted)})
+    row["answer_documents"] = answer_docs
+    spans = state.spans if state is not None else []
+    row["scope_documents"] = sorted({c.document_id for c in spans})
+    in_scope = [i for i, c in enumerate(spans) if holds(c.text, wanted)]
+    if state is not None and spans:
+        order, candidates, lex_head = hybrid_order(state)
+        texts = [spans[i].text for i in order]
+        evidence = bounded(texts)
+        row["hybrid_in_600"] = answer_found(evidence, rec["answers"], 600)
+        row["hybrid_in_1500"] = answer_found(evidence, rec["answers"], MAX_CHARS)
+        ranks = [n for n, i in enumerate(order) if i in in_scope]
+        row["hybrid_rank"] = ranks[0] + 1 if ranks else None
+        row["spans_in_scope"] = len(spans)
+        row["candidates"] = len(candidates)
+    else:
+        order, candidates, lex_head = [], set(), []
+        row["hybrid_in_600"] = row["hybrid_in_1500"] = False
+        row["hybrid_rank"] = None
+    row["class"] = gap_class(
+        path=path,
+        in_scope=in_scope,
+        answer_elsewhere=bool(answer_docs) or across(every, wanted),
+        across_in_scope=across(spans, wanted),
+        hybrid_in_bounds=row["hybrid_in_1500"],
+        candidates=candidates,
+        lexical_head=set(lex_head),
+    )
+    return row
+
+
+def gap_class(
+    *,
+    path: str,
+    in_scope: list[int],
+    answer_elsewhere: bool,
+    across_in_scope: bool,
+    hybrid_in_bounds: bool,
+    candidates: set[int],
+    lexical_head: set[int],
+) -> str:
+    """The class of a question whose answer is nowhere in the evidence (the module's list), from
+    where its answering spans sit: `in_scope`, their positions among the scope's spans."""
+    if not in_scope:
+        if across_in_scope:
+            return "across_spans"
+        return "scope" if answer_elsewhere else "not_parsed"
+    if path == "NO_RESULT":
+        return "refused"
+    if path in RULE_PATHS and hybrid_in_bounds:
+        return "rule_path"
+    if not any(i in candidates for i in in_scope):
+        return "not_candidate"
+    if not any(i in lexical_head for i in in_scope):
+        return "below_top_n"
+    return "below_budget"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evidence.model import RetrieveRequest
+    from evidence.service import EvidenceService
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("root", nargs="?", default=str(HERE))
+    ap.add_argument("--families", default="")
+    ap.add_argument("--store", default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
+    service = EvidenceService(settings)
+    captured: list[Any] = []
+    original = CascadePaths.run_path
+
+    def recording(self: CascadePaths, path: str) -> Any:
+        if not captured or captured[-1] is not self:
+            captured.append(self)
+        return original(self, path)
+
+    only = [f for f in args.families.split(",") if f] or None
+    rows: list[dict[str, Any]] = []
+    CascadePaths.run_path = recording  # type: ignore[method-assign]
+    try:
+        for family in find_qa_families(Path(args.root), only):
+            index, _ = ensure_qa_index(service, family)
+            docs = [d.document_id for d in service.backend.list_documents(index)]
+            every = sorted(
+                (
+                    h.chunk
+                    for h in service.backend.lookup(
+                        index, {"document_id": docs}, limit=1_000_000, kind=ChunkKind.SPAN
+                    )
+                ),
+                key=lambda c: (c.document_id, c.char_start, c.sequence),
+            )
+            for rec in load_qa(family.questions):
+                if not rec["answers"]:
+                    continue
+                captured.clear()
+                resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
+                texts = [h.text for h in resp.hits]
+                if answer_found(texts, rec["answers"], 1_000_000):
+                    continue
+                row = classify_run(rec, resp, captured[0] if captured else None, every)
+                row.update({"family": family.name, "question": rec["question"]})
+                rows.append(row)
+                print(f"{family.name}: {len(rows)}", file=sys.stderr, end="\r")
+    finally:
+        CascadePaths.run_path = original  # type: ignore[method-assign]
+        service.close()
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    classes = sorted({r["class"] for r in rows})
+    print("family | " + " | ".join(classes) + " | total")
+    for family in dict.fromkeys(r["family"] for r in rows):
+        c = Counter(r["class"] for r in rows if r["family"] == family)
+        print(f"{family} | " + " | ".join(str(c[k]) for k in classes) + f" | {sum(c.values())}")
+    c = Counter(r["class"] for r in rows)
+    print("all | " + " | ".join(str(c[k]) for k in classes) + f" | {len(rows)}")
+    for r in rows:
+        print(
+            f"- [{r['family']}] {r['class']} via {r['path']} (hybrid rank {r['hybrid_rank']}, "
+            f"in 600/1500: {r['hybrid_in_600']}/{r['hybrid_in_1500']}; answer in {r['answer_documents']}, "
+            f"scope {r['scope_documents'][:4]}): {r['question']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""bench/qa/recall_gaps.py and bench/qa/scope_variants.py: the classes of a verbatim answer that is
+nowhere in the evidence, and the `whole_name` variant's rule (docs/verbatim.md, "Answers nowhere in
+the evidence")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.benchkit import load_bench
+
+gaps: Any = load_bench("qa/recall_gaps.py", "qa_recall_gaps")
+variants: Any = load_bench("qa/scope_variants.py", "qa_scope_variants")
+
+
+@dataclass(frozen=True)
+class _Span:
+    text: str
+    document_id: str
+
+
+def _cls(**kw: Any) -> str:
+    base: dict[str, Any] = {
+        "path": "HYBRID_FACTSPAN",
+        "in_scope": [4],
+        "answer_elsewhere": False,
+        "across_in_scope": False,
+        "hybrid_in_bounds": False,
+        "candidates": {1, 4},
+        "lexical_head": {1, 4},
+    }
+    return str(gaps.gap_class(**{**base, **kw}))
+
+
+def test_an_answer_outside_the_scope_is_the_scopes_loss() -> None:
+    assert _cls(in_scope=[], answer_elsewhere=True) == "scope"
+    assert _cls(in_scope=[], answer_elsewhere=False) == "not_parsed"
+    assert _cls(in_scope=[], across_in_scope=True) == "across_spans"
+
+
+def test_an_answer_in_the_scope_is_placed_by_what_lost_it() -> None:
+    assert _cls(path="NO_RESULT") == "refused"
+    assert _cls(path="SECTION_EXACT", hybrid_in_bounds=True) == "rule_path"
+    # a rule path whose fill would not have brought it either is ranked like the safety net
+    assert _cls(path="SECTION_EXACT", hybrid_in_bounds=False) == "below_budget"
+    assert _cls(candidates={1}) == "not_candidate"
+    assert _cls(lexical_head={1}) == "below_top_n"
+    assert _cls() == "below_budget"
+
+
+def test_across_reads_runs_of_one_document_only() -> None:
+    spans = [_Span("The name may hold", "a"), _Span("letters and digits.", "a"), _Span("x", "b")]
+    wanted = [gaps.squash("may hold letters and digits")]
+    assert gaps.across(spans, wanted)
+    split = [_Span("The name may hold", "a"), _Span("letters and digits.", "b")]
+    assert not gaps.across(split, wanted)
+    assert gaps.holds("The  name\nmay hold", [gaps.squash("name may")])
+
+
+@pytest.mark.parametrize(
+    ("question", "names", "dropped"),
+    [
+        # one word of a page's longer title is what is asked
+        ("How do I represent a C union?", ["arrays unions enums"], []),
+        ("How do I represent a C union?", ["arrays unions enums", "union"], []),
+        # the whole name given: a name, dropped
+        ("Can you take Lipitor while pregnant?", ["lipitor", "atorvastatin"], ["lipitor"]),
+        ("Is size and alignment computed for me?", ["size and alignment"], ["size and alignment"]),
+    ],
+)
+def test_whole_name_drops_only_names_given_whole(question: str, names: list[str], dropped: list[str]) -> None:
+    assert variants.whole_names(question, names) == dropped
