@@ -91,6 +91,15 @@ class SearchReader(Protocol):
         passage counts, `verbatim.grounding.index_df`)."""
         ...
 
+    def document_count(self, index: str, *, filters: Filters | None = None) -> int:
+        """How many documents have a chunk within `filters` (of any kind); with none, the
+        index's documents (`get_index(index).documents`). Exact on the embedded store; on
+        OpenSearch exact up to 40,000 documents within the filters (a cardinality aggregation at
+        its largest precision threshold), an estimate within a few percent beyond. What a
+        statistic "of the index" reads on a request (`verbatim.scope.named_documents`), so
+        another tenant's documents never move it (`search.scoped`)."""
+        ...
+
     def dense(
         self,
         index: str,

@@ -136,6 +136,10 @@ class Recording:
         self.calls.append(("term_counts", filters))
         return dict.fromkeys(texts, 1)
 
+    def document_count(self, index: str, *, filters: Any = None) -> int:
+        self.calls.append(("document_count", filters))
+        return 3
+
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Any]:
         self.calls.append(("vectors", list(chunk_ids)))
         return {c: np.zeros(8, dtype=np.float32) for c in chunk_ids}
@@ -179,6 +183,22 @@ def test_with_no_filters_bound_every_read_is_sent_as_it_is() -> None:
         ("lookup", {"document_id": "d1"}),
         ("term_counts", None),
         ("hybrid", {"tenant": "a"}),
+    ]
+
+
+def test_the_document_count_is_read_within_the_bound_filters() -> None:
+    """A statistic of "the index" (`verbatim.scope.named_documents`' third of its documents)
+    counts only the documents the request reads."""
+    backend = Recording()
+    view = bind_filters(backend, TENANT_A)
+    assert view.document_count(INDEX) == 3
+    assert view.document_count(INDEX, filters={"document_id": ["d1"]}) == 3
+    assert view.document_count(INDEX, filters={"tenant": "b"}) == 0  # asks nothing
+    assert bind_filters(backend, None).document_count(INDEX) == 3
+    assert backend.calls == [
+        ("document_count", TENANT_A),
+        ("document_count", {"tenant": "a", "document_id": ["d1"]}),
+        ("document_count", None),
     ]
 
 
