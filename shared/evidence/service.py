@@ -263,14 +263,20 @@ class EvidenceService(Indexing):
         """What a profile is given: the backend seen through the request's `filters` (a tenant's,
         a caller's metadata filter), so every read of the request stays within them
         (`search.scoped`), and the rest of the request's environment."""
-        from evidence.profiles import ProfileEnv
+        from evidence.profiles import ProfileEnv, ProfileServices
         from evidence.search.scoped import bind_filters
 
+        # Closures, not the service: no attribute the profile is given is the backend itself (nor a
+        # bound method, whose `__self__` is the service).
+        services = ProfileServices(
+            document_embedder=lambda name: self.document_embedder(name),  # noqa: PLW0108
+            coach_runtime=lambda: self.coach_runtime,
+        )
         return ProfileEnv(
             backend=bind_filters(self.backend, filters),
             settings=self.settings,
             index=index,
-            services=self,
+            services=services,
             **more,
         )
 

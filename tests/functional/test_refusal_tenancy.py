@@ -222,6 +222,14 @@ def test_a_profile_cannot_write_through_its_backend(service: EvidenceService) ->
     env = service._env(INDEX, TENANT_A)
     assert isinstance(env.backend, SearchReader) and not isinstance(env.backend, SearchBackend)
     assert not isinstance(env.backend, DocumentListing)
+    # Nor through the rest of its environment: what else it may use of the service is two
+    # functions (`ProfileServices`), not the service and its backend.
+    assert env.services is not None
+    assert not any(
+        isinstance(getattr(env.services, name), SearchBackend | EvidenceService) for name in dir(env.services)
+    )
+    assert env.services.document_embedder(INDEX) is service.document_embedder(INDEX)
+    assert env.services.coach_runtime() is service.coach_runtime
     for write in ("upsert", "delete_document", "delete_index", "create_index", "close"):
         assert not hasattr(env.backend, write), write
 
