@@ -23,8 +23,10 @@ Vector = npt.NDArray[np.float32]
 
 #: Filters: `{"type": "followup_document"}` is a term filter, `{"type": ["a", "b"]}` a terms
 #: filter (any of). Keys are metadata keys or the built-in fields `chunk_id`, `document_id`,
-#: `kind`, `span_type`, `section`, `criterion_question_hash`.
-Filters = Mapping[str, str | int | bool | Sequence[str]]
+#: `kind`, `span_type`, `section`, `criterion_question_hash`. A value is what a request's
+#: `filters` may hold (`model.MetaScalar` or a list of strings): a float too, compared in
+#: `filter_value`'s form (`2.0` is "2").
+Filters = Mapping[str, str | int | float | bool | Sequence[str]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from evidence.config import HybridMode
+from evidence.model import RetrieveRequest
 from evidence.records import ChunkKind, SearchHit
 from evidence.search.base import (
     BulkLoading,
@@ -184,6 +185,15 @@ def test_with_no_filters_bound_every_read_is_sent_as_it_is() -> None:
         ("term_counts", None),
         ("hybrid", {"tenant": "a"}),
     ]
+
+
+def test_a_requests_filters_bind_as_they_are_floats_included() -> None:
+    """`Filters` holds every value a request's `filters` may (`model.MetaScalar`: a float too):
+    mypy (make lint) refuses this call if the two drift apart, and the view sends them as given."""
+    request = RetrieveRequest(query="q", filters={"round": 2.0, "tenant": "a", "type": ["x", "y"]})
+    backend = Recording()
+    bind_filters(backend, request.filters).lookup(INDEX, {})
+    assert backend.calls == [("lookup", {"round": 2.0, "tenant": "a", "type": ["x", "y"]})]
 
 
 def test_the_document_count_is_read_within_the_bound_filters() -> None:
