@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from evidence.rank.confidence import AnswerSignal
     from evidence.rank.pipeline import RankOutcome
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import DocumentInfo, IndexInfo, SearchBackend
+    from evidence.search.base import DocumentInfo, Filters, IndexInfo, SearchBackend
 
 log = logging.getLogger(__name__)
 
@@ -259,18 +259,24 @@ class EvidenceService(Indexing):
         plugin = PipelinePlugin() if unknown_profile(request.profile) else get_plugin(request.profile)
         return plugin.plan(request, self._env(index, request.filters))
 
-    def _env(self, index: str | None, filters: Mapping[str, Any] | None, **more: Any) -> ProfileEnv:
+    def _env(self, index: str | None, filters: Filters | None, **more: Any) -> ProfileEnv:
         """What a profile is given: the backend seen through the request's `filters` (a tenant's,
         a caller's metadata filter), so every read of the request stays within them
         (`search.scoped`), and the rest of the request's environment."""
-        from evidence.profiles import ProfileEnv
+        from evidence.profiles import ProfileEnv, ProfileServices
         from evidence.search.scoped import bind_filters
 
+        # Closures, not the service: no attribute the profile is given is the backend itself (nor a
+        # bound method, whose `__self__` is the service).
+        services = ProfileServices(
+            document_embedder=lambda name: self.document_embedder(name),  # noqa: PLW0108
+            coach_runtime=lambda: self.coach_runtime,
+        )
         return ProfileEnv(
             backend=bind_filters(self.backend, filters),
             settings=self.settings,
             index=index,
-            services=self,
+            services=services,
             **more,
         )
 

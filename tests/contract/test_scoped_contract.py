@@ -68,3 +68,16 @@ def test_dense_stays_within_the_bound_filters(loaded: SearchBackend) -> None:
     assert hits and _ids(hits) <= {"policy", "incident"}
     assert view.dense(INDEX, axis(0), k=10, filters={"document_id": "followup-doc"}) == []
     assert np.isfinite([h.score for h in hits]).all()
+
+
+def test_document_count_reads_within_the_filters(loaded: SearchBackend) -> None:
+    """The distinct documents with a chunk within the filters; none: the index's own count."""
+    assert loaded.document_count(INDEX) == loaded.get_index(INDEX).documents == len(corpus())
+    assert loaded.document_count(INDEX, filters=TC_FILES) == 2
+    assert loaded.document_count(INDEX, filters={"type": ["tc_files", "followup_document"]}) == 3
+    assert loaded.document_count(INDEX, filters={"document_id": ["policy", "absent"], **TC_FILES}) == 1
+    assert loaded.document_count(INDEX, filters={"type": "absent"}) == 0
+    view = bind_filters(loaded, TC_FILES)
+    assert view.document_count(INDEX) == 2
+    assert view.document_count(INDEX, filters={"section": "Encryption"}) == 1
+    assert view.document_count(INDEX, filters={"type": "followup_document"}) == 0

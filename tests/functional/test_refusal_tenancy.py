@@ -20,6 +20,7 @@ from evidence.rank.pipeline import Profile
 from evidence.search.scoped import bind_filters
 from evidence.service import EvidenceService
 from evidence.verbatim.cascade import question_groups
+from evidence.verbatim.scope import named_documents
 
 INDEX = "shared"
 GUIDE = (
@@ -117,6 +118,29 @@ def test_another_tenants_document_title_does_not_scope_the_request(service: Evid
     assert _answer(service) == before
 
 
+GIZMO = "Gizmo {}\n\nThe gizmo resets when you hold its button for ten seconds. Gizmo {} notes."
+OTHER = "{} handbook\n\nThe {} ships in a box with a cable and a printed card."
+
+
+def test_another_tenants_document_count_does_not_move_the_named_scope(service: EvidenceService) -> None:
+    """A name is distinctive in at most a third of the documents the request reads: two of tenant
+    A's three documents are "gizmo" ones, so "gizmo" names none of them, however many documents
+    tenant B adds to the index (a third of the whole index's would let it name both)."""
+    _upload(service, "a-gizmo-manual", GIZMO.format("manual", "manual"), "a")
+    _upload(service, "a-gizmo-guide", GIZMO.format("guide", "guide"), "a")
+    _upload(service, "a-sprocket", OTHER.format("Sprocket", "sprocket"), "a")
+    view = bind_filters(service.backend, TENANT_A)
+    asked = "How do I reset the gizmo?"
+    before = named_documents(view, INDEX, asked)
+    assert before is None and view.document_count(INDEX) == 3
+    for i, thing in enumerate(("lamp", "kettle", "drill", "radio", "fan", "clock")):
+        _upload(service, f"b-{i}", OTHER.format(thing.title(), thing), "b")
+    assert service.backend.document_count(INDEX) == 9 and view.document_count(INDEX) == 3
+    assert named_documents(view, INDEX, asked) == before
+    # Tenant B's own view reads its six: no gizmo at all.
+    assert named_documents(bind_filters(service.backend, {"tenant": "b"}), INDEX, asked) is None
+
+
 def test_the_plan_names_no_subject_of_another_tenants_documents(service: EvidenceService) -> None:
     # The plan is returned to the caller: the rule planner's known subjects are read within the
     # request's filters, or tenant A's plan would show that some document of the index (B's) has
@@ -198,6 +222,14 @@ def test_a_profile_cannot_write_through_its_backend(service: EvidenceService) ->
     env = service._env(INDEX, TENANT_A)
     assert isinstance(env.backend, SearchReader) and not isinstance(env.backend, SearchBackend)
     assert not isinstance(env.backend, DocumentListing)
+    # Nor through the rest of its environment: what else it may use of the service is two
+    # functions (`ProfileServices`), not the service and its backend.
+    assert env.services is not None
+    assert not any(
+        isinstance(getattr(env.services, name), SearchBackend | EvidenceService) for name in dir(env.services)
+    )
+    assert env.services.document_embedder(INDEX) is service.document_embedder(INDEX)
+    assert env.services.coach_runtime() is service.coach_runtime
     for write in ("upsert", "delete_document", "delete_index", "create_index", "close"):
         assert not hasattr(env.backend, write), write
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from importlib import import_module
 
 from evidence.errors import RequestValidationError
-from evidence.profiles.base import Extras, PipelinePlugin, ProfileEnv, ProfilePlugin
+from evidence.profiles.base import Extras, PipelinePlugin, ProfileEnv, ProfilePlugin, ProfileServices
 from evidence.rank.pipeline import Profile
 
 Factory = Callable[[], "ProfilePlugin | Profile"]
@@ -79,6 +79,7 @@ __all__ = [
     "PipelinePlugin",
     "ProfileEnv",
     "ProfilePlugin",
+    "ProfileServices",
     "get_plugin",
     "get_profile",
     "profile_names",

@@ -25,7 +25,9 @@ from evidence.errors import EvidenceError
 if TYPE_CHECKING:
     import numpy as np
 
+    from evidence.coach.service import CoachRuntime
     from evidence.config import Settings
+    from evidence.embed.base import Embedder
     from evidence.format.evidence import EvidenceDocument
     from evidence.model import Plan, PlanRequest
     from evidence.rank.candidate import Candidate
@@ -37,15 +39,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileServices:
+    """What a profile may use of the service beyond its view of the index: the index's document
+    embedder (the verbatim cascade's span embeddings, through the store's embedding cache) and
+    the coach's runtime (its warm-up and per-stage cost estimates live as long as the process).
+
+    Functions, not the service: the service holds the backend itself (its writes, the whole
+    index), and a profile that reached it there would read past the request's filters. Python
+    is no sandbox (a closure's cells can be read), so this keeps honest code honest: no attribute
+    of a profile's environment is the unfiltered backend, and mypy refuses one."""
+
+    document_embedder: Callable[[str], Embedder]
+    coach_runtime: Callable[[], CoachRuntime]
+
+
 @dataclass
 class ProfileEnv:
     """What a profile may use, handed down by the service (a profile never calls back up).
 
     `backend` is the index seen through the request's filters (`search.scoped.bind_filters`):
     every read a profile makes, and every read of its ranking, stays within the request's
-    documents without passing the filters on; it reads only. `services` is the service's parts
-    (`coach.service.ServiceParts`) for a profile that keeps a runtime of its own (the coach's
-    warm-up and its per-stage cost estimates); `payload` is the request of a profile's own
+    documents without passing the filters on; it reads only. `services` is what else a profile
+    may use of the service (`ProfileServices`: the document embedder, the coach's runtime), never
+    the service itself; `payload` is the request of a profile's own
     endpoint (the coach's `CoachRequest`), None on `POST /retrieve`.
     """
 
@@ -55,7 +72,7 @@ class ProfileEnv:
     embedder_id: str = ""
     reranker: Reranker | None = None
     query_vector: np.ndarray | None = None
-    services: Any = None
+    services: ProfileServices | None = None
     payload: Any = None
     degraded: list[str] = field(default_factory=list)
 

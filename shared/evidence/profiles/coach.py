@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.profiles.base import Extras, PipelinePlugin, ProfileEnv
@@ -20,17 +20,8 @@ from evidence.rank.confidence import AnswerSignal
 from evidence.rank.pipeline import Profile, RankOutcome
 
 if TYPE_CHECKING:
-    from evidence.coach.service import CoachRuntime
     from evidence.rank.candidate import Candidate
     from evidence.rank.context import RankContext
-
-
-class _WithRuntime(Protocol):
-    """The service keeps the coach's runtime: its warm-up state and per-stage cost estimates
-    live as long as the process, and graph indexing shares them."""
-
-    @property
-    def coach_runtime(self) -> CoachRuntime: ...
 
 
 @dataclass(frozen=True)
@@ -63,11 +54,14 @@ class CoachPlugin(PipelinePlugin):
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
         if env is None or not isinstance(env.payload, CoachRequest):
             return super().pipeline(env)
-        services: _WithRuntime = env.services
-        # The engine embeds the query itself (with the conversation, inside its deadline).
+        if env.services is None:
+            raise TypeError("a coach request needs the service's coach runtime (ProfileEnv.services)")
+        # The service keeps the coach's runtime: its warm-up state and per-stage cost estimates
+        # live as long as the process, and graph indexing shares them. The engine embeds the
+        # query itself (with the conversation, inside its deadline).
         return replace(
             super().pipeline(env),
-            stages=(CoachAnswer(services.coach_runtime, env.payload),),
+            stages=(CoachAnswer(env.services.coach_runtime(), env.payload),),
             embeds_query=False,
         )
 

@@ -7,7 +7,7 @@ own answer signal (the cascade's grounding), and evidence as one `[SECTION]` blo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evidence.profiles.base import PipelinePlugin, ProfileEnv
 from evidence.rank.pipeline import Profile, RankOutcome
@@ -35,18 +35,19 @@ class VerbatimPlugin(PipelinePlugin):
         base = super().pipeline(env)
         if env is None or env.index is None:
             return base
-        services: Any = env.services
+        services = env.services
         from dataclasses import replace
 
         from evidence.verbatim.profile import VerbatimCascadeStage
         from evidence.verbatim.span_rank import IndexEmbed
 
         first, *rest = base.stages
-        if not isinstance(first, VerbatimCascadeStage) or not hasattr(services, "document_embedder"):
+        if not isinstance(first, VerbatimCascadeStage) or services is None:
             return base
         index = env.index
         # Built on first use only: a lexical-only index never loads the model.
-        stage = replace(first, embed=IndexEmbed(lambda: services.document_embedder(index)))
+        embedder = services.document_embedder
+        stage = replace(first, embed=IndexEmbed(lambda: embedder(index)))
         return replace(base, stages=(stage, *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:

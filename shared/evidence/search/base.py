@@ -23,8 +23,10 @@ Vector = npt.NDArray[np.float32]
 
 #: Filters: `{"type": "followup_document"}` is a term filter, `{"type": ["a", "b"]}` a terms
 #: filter (any of). Keys are metadata keys or the built-in fields `chunk_id`, `document_id`,
-#: `kind`, `span_type`, `section`, `criterion_question_hash`.
-Filters = Mapping[str, str | int | bool | Sequence[str]]
+#: `kind`, `span_type`, `section`, `criterion_question_hash`. A value is what a request's
+#: `filters` may hold (`model.MetaScalar` or a list of strings): a float too, compared in
+#: `filter_value`'s form (`2.0` is "2").
+Filters = Mapping[str, str | int | float | bool | Sequence[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,15 @@ class SearchReader(Protocol):
         `filters` matching any of the text's analysed terms, counted up to `cap`. Keyed by text;
         a text with no terms counts 0. One request for all of them (the refusal signal's
         passage counts, `verbatim.grounding.index_df`)."""
+        ...
+
+    def document_count(self, index: str, *, filters: Filters | None = None) -> int:
+        """How many documents have a chunk within `filters` (of any kind); with none, the
+        index's documents (`get_index(index).documents`). Exact on the embedded store; on
+        OpenSearch exact up to 40,000 documents within the filters (a cardinality aggregation at
+        its largest precision threshold), an estimate within a few percent beyond. What a
+        statistic "of the index" reads on a request (`verbatim.scope.named_documents`), so
+        another tenant's documents never move it (`search.scoped`)."""
         ...
 
     def dense(

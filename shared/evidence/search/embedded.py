@@ -173,6 +173,9 @@ class EmbeddedBackend:
     ) -> dict[str, int]:
         return self.index_store(index).term_counts(texts, cap, filters, kind)
 
+    def document_count(self, index: str, *, filters: Filters | None = None) -> int:
+        return self.index_store(index).document_count(filters)
+
     def dense(
         self,
         index: str,

@@ -528,6 +528,28 @@ def lookup_body(
     return body
 
 
+#: The cardinality aggregation's largest precision threshold (OpenSearch caps it at 40,000):
+#: below it a distinct count is exact (up to hash collisions), above it an estimate.
+CARDINALITY_PRECISION = 40_000
+#: The aggregation's name in `document_count_body` and its response.
+DOCUMENT_COUNT_AGG = "documents"
+
+
+def document_count_body(filters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """How many documents have a chunk within `filters`: no hits, one cardinality aggregation
+    on `document_id` (`Search.document_count`)."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": filter_clauses(filters, None)}},
+        "aggs": {
+            DOCUMENT_COUNT_AGG: {
+                "cardinality": {"field": "document_id", "precision_threshold": CARDINALITY_PRECISION}
+            }
+        },
+    }
+
+
 def document_page_body(*, size: int, search_after: list[Any] | None = None) -> dict[str, Any]:
     """One page of an index's document markers, in document-id order (`evidence list --index`);
     the chunk id breaks ties between two generations of one marker (Serverless, briefly)."""

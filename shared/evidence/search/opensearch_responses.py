@@ -114,6 +114,14 @@ def parse_vectors(response: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
+def parse_cardinality(response: Mapping[str, Any], name: str) -> int:
+    """The value of the cardinality aggregation `name` (`bodies.document_count_body`)."""
+    agg = (response.get("aggregations") or {}).get(name)
+    if not isinstance(agg, Mapping) or "value" not in agg:
+        raise BackendError(f"the search response lacks the {name!r} aggregation")
+    return int(agg["value"])
+
+
 def index_meta(mapping_response: Mapping[str, Any], index: str) -> dict[str, Any]:
     """`_meta` of an index from GET /{index} (or GET /{index}/_mapping), plus the k-NN engine its
     vector field was created with (schema 1 did not record it in `_meta`)."""

@@ -25,14 +25,15 @@ them, never widen.
 
 What the view offers (a `SearchReader`):
 
-- `lexical`, `dense`, `lookup`, `term_counts` and, exactly when the wrapped backend offers
+- `lexical`, `dense`, `lookup`, `term_counts`, `document_count` and, exactly when the wrapped backend offers
   `HybridSearch`, `hybrid` (`bind_filters` then builds `ScopedHybridBackend`, so
   `isinstance(view, HybridSearch)` answers as it does for the backend): each within the merge.
 - `vectors(ids)`: only chunks within the bound filters. An id a read of this view returned is
   within them; any other is checked with one `lookup` first, so an id alone (chunk ids are
   derived from document ids and offsets) reads no other tenant's embedding.
 - `get_index`: the index's metadata (embedder, dimension, whole-index counts), which names no
-  document.
+  document. A count a ranking reads is `document_count`, within the filters: the whole index's
+  would let another tenant's number of documents move a request's scope.
 
 What it does not offer: writes, deletes and index admin (`upsert`, `delete_document`,
 `create_index`, `delete_index`, `document_hash`, `list_indexes`, `close`) are not methods of the
@@ -162,6 +163,12 @@ class ScopedBackend:
         if isinstance(merged, _Nothing):
             return dict.fromkeys(texts, 0)
         return self._backend.term_counts(index, texts, cap=cap, filters=merged, kind=kind)
+
+    def document_count(self, index: str, *, filters: Filters | None = None) -> int:
+        merged = self._merge(filters)
+        if isinstance(merged, _Nothing):
+            return 0
+        return self._backend.document_count(index, filters=merged)
 
     def dense(
         self,

@@ -117,6 +117,19 @@ def _metadata_terms(metadata: Mapping[str, Any]) -> list[tuple[str, str]]:
     return terms
 
 
+def _filter_condition(key: str, value: Any) -> tuple[str, list[str]]:
+    """One filter key's SQL condition on `chunks` and its arguments: the values as one JSON array
+    (one variable however many values), compared in `filter_value`'s string form."""
+    values = [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
+    if key in BUILTIN_FILTER_FIELDS:
+        return f"{key} IN (SELECT value FROM json_each(?))", [json.dumps(values)]
+    return (
+        "document_id IN (SELECT document_id FROM doc_meta WHERE key = ? "
+        "AND value IN (SELECT value FROM json_each(?)))",
+        [key, json.dumps(values)],
+    )
+
+
 class RecordStore:
     """One index's SQLite records and the reads over them (the base of `IndexStore`)."""
 
@@ -417,18 +430,7 @@ class RecordStore:
         # API's limits (names.MAX_FILTER_*) should not be the only thing between a caller and a 500.
         allowed: set[int] | None = None
         for key, value in filters.items():
-            values = (
-                [filter_value(v) for v in value] if isinstance(value, list | tuple) else [filter_value(value)]
-            )
-            args: list[str] = [json.dumps(values)]
-            if key in BUILTIN_FILTER_FIELDS:
-                cond = f"{key} IN (SELECT value FROM json_each(?))"
-            else:
-                cond = (
-                    "document_id IN (SELECT document_id FROM doc_meta WHERE key = ? "
-                    "AND value IN (SELECT value FROM json_each(?)))"
-                )
-                args.insert(0, key)
+            cond, args = _filter_condition(key, value)
             if kind is not None:
                 cond += " AND kind = ?"
                 args.append(kind.value)
@@ -439,6 +441,24 @@ class RecordStore:
             if not allowed:
                 break
         return allowed if allowed is not None else set()
+
+    def document_count(self, filters: Filters | None) -> int:
+        """How many documents have a chunk within `filters` (any kind); with none, the index's
+        documents (`describe`). One query: the keys' conditions joined by AND (a request's
+        filters are a few keys, far from SQLite's expression depth)."""
+        if not filters:
+            return self.describe().documents
+        conds: list[str] = []
+        args: list[str] = []
+        for key, value in filters.items():
+            cond, cond_args = _filter_condition(key, value)
+            conds.append(f"({cond})")
+            args.extend(cond_args)
+        with self._reading() as db:
+            row = db.execute(
+                f"SELECT COUNT(DISTINCT document_id) FROM chunks WHERE {' AND '.join(conds)}", args
+            ).fetchone()
+        return int(row[0])
 
     def allowed_rowids(self, filters: Filters | None, kind: ChunkKind | None) -> np.ndarray | None:
         """`filtered_rowids` as a sorted array, kept for the write generation: the same filter

@@ -50,7 +50,7 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
-    from evidence.search.base import Filters, SearchReader, Vector
+    from evidence.search.base import SearchReader, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,14 +427,15 @@ def index_df(
     index: str,
     words: Iterable[str],
     question: str = "",
-    filters: Filters | None = None,
 ) -> dict[str, int] | None:
     """How many of the passages `backend` reads (a request's view: its filters) use each term of `words`
     (analysed terms, as `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend
     in one call (`SearchBackend.term_counts`): a question term the documents the caller can see
     never or rarely use is a qualifier they cannot answer ("RISC-V" in a manual that names no
     platform). Only the caller's filters count: other tenants' documents in a shared index never
-    move a refusal. A term is asked for as a word that analyses to it alone: the `question`'s own
+    move a refusal. Those filters are `backend`'s (the request's view, `search.scoped`), never a
+    parameter: no caller here or in bench/ passed one, and a second way to filter is one a new
+    caller could forget. A term is asked for as a word that analyses to it alone: the `question`'s own
     word when the term is its only one (the stemmer turns "embed" into "emb", so the stem itself
     may not find "embedded"), else the term. None when the backend cannot count."""
     from evidence.verbatim.scoring import terms
@@ -453,7 +454,7 @@ def index_df(
     asked = {t: t if terms(t) == (t,) else surface.get(t, t) for t in dict.fromkeys(words)}
     try:
         counts = backend.term_counts(
-            index, list(dict.fromkeys(asked.values())), cap=DF_CAP, filters=filters, kind=ChunkKind.PASSAGE
+            index, list(dict.fromkeys(asked.values())), cap=DF_CAP, kind=ChunkKind.PASSAGE
         )
     except EvidenceError:
         return None

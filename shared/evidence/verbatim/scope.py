@@ -7,9 +7,9 @@ order (`NAME_TITLE_KEY`) and the versions that name carries (`NAME_VERSIONS_KEY`
 the title, "GPL-2.0.txt"). Nothing here is a hand list of names: a question term names a document
 when the index says so, and only when it is *distinctive*:
 
-- it is in the names of at most a third of the index's documents (one, in an index of two to
-  five), so "license" in a folder of licences, or "sqlite" in a folder of SQLite pages, names
-  none of them;
+- it is in the names of at most a third of the documents the request reads (the index within
+  its filters, `SearchReader.document_count`; one, in an index of two to five), so "license"
+  in a folder of licences, or "sqlite" in a folder of SQLite pages, names none of them;
 - it is not a common word of the documents' text: more than `NAME_TEXT_SHARE` (70 %) of the
   passages that hold it (the best 50 by BM25) belong to the documents it names ("software" is in
   the name of one licence and the text of all of them: not a name; a drug's name fills its own
@@ -156,8 +156,9 @@ NAME_TEXT_SHARE = 0.7
 def named_documents(backend: SearchReader, index: str, question: str) -> list[str] | None:
     """Ids of the documents the question names, or None when it names none distinctively.
     Only documents `backend` reads can be named: on a request, the index seen through its filters
-    (`search.scoped`), so another tenant's document never is."""
-    total = backend.get_index(index).documents
+    (`search.scoped`), so another tenant's document never is, and the third of "the index" is a
+    third of the documents it reads (`document_count`): how many another tenant holds moves nothing."""
+    total = backend.document_count(index)
     if total < 2:
         return None
     limit = max(1, total // 3)

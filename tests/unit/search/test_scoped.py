@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from evidence.config import HybridMode
+from evidence.model import RetrieveRequest
 from evidence.records import ChunkKind, SearchHit
 from evidence.search.base import (
     BulkLoading,
@@ -136,6 +137,10 @@ class Recording:
         self.calls.append(("term_counts", filters))
         return dict.fromkeys(texts, 1)
 
+    def document_count(self, index: str, *, filters: Any = None) -> int:
+        self.calls.append(("document_count", filters))
+        return 3
+
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Any]:
         self.calls.append(("vectors", list(chunk_ids)))
         return {c: np.zeros(8, dtype=np.float32) for c in chunk_ids}
@@ -179,6 +184,31 @@ def test_with_no_filters_bound_every_read_is_sent_as_it_is() -> None:
         ("lookup", {"document_id": "d1"}),
         ("term_counts", None),
         ("hybrid", {"tenant": "a"}),
+    ]
+
+
+def test_a_requests_filters_bind_as_they_are_floats_included() -> None:
+    """`Filters` holds every value a request's `filters` may (`model.MetaScalar`: a float too):
+    mypy (make lint) refuses this call if the two drift apart, and the view sends them as given."""
+    request = RetrieveRequest(query="q", filters={"round": 2.0, "tenant": "a", "type": ["x", "y"]})
+    backend = Recording()
+    bind_filters(backend, request.filters).lookup(INDEX, {})
+    assert backend.calls == [("lookup", {"round": 2.0, "tenant": "a", "type": ["x", "y"]})]
+
+
+def test_the_document_count_is_read_within_the_bound_filters() -> None:
+    """A statistic of "the index" (`verbatim.scope.named_documents`' third of its documents)
+    counts only the documents the request reads."""
+    backend = Recording()
+    view = bind_filters(backend, TENANT_A)
+    assert view.document_count(INDEX) == 3
+    assert view.document_count(INDEX, filters={"document_id": ["d1"]}) == 3
+    assert view.document_count(INDEX, filters={"tenant": "b"}) == 0  # asks nothing
+    assert bind_filters(backend, None).document_count(INDEX) == 3
+    assert backend.calls == [
+        ("document_count", TENANT_A),
+        ("document_count", {"tenant": "a", "document_id": ["d1"]}),
+        ("document_count", None),
     ]
 
 

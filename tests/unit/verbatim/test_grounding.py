@@ -16,6 +16,7 @@ from evidence.ingest.sections import NAME_TERMS_KEY
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import AnswerSignal
 from evidence.records import Chunk
+from evidence.search.scoped import bind_filters
 from evidence.verbatim.answer_types import answer_types
 from evidence.verbatim.cascade import VerbatimCascade, question_groups
 from evidence.verbatim.grounding import (
@@ -483,6 +484,13 @@ def test_index_df_counts_passages_up_to_the_cap(tmp_path: Path) -> None:
         # question's word that analyses to it.
         assert index_df(backend, INDEX, ["degre"], "Keep below 25 degrees?") == {"degre": 1}
         assert index_df(backend, "no-such-index", ["store"]) is None
+        # The request's filters are the view's, never a parameter of its own to forget.
+        assert index_df(bind_filters(backend, {"chunk_id": ["s", "p0"]}), INDEX, ["elimin", "store"]) == {
+            "elimin": 1,
+            "store": 1,
+        }
+        with pytest.raises(TypeError):
+            index_df(backend, INDEX, ["store"], "", {"document_id": "s"})  # type: ignore[call-arg]
     finally:
         backend.close()
 

@@ -202,7 +202,7 @@ def test_table_rows_answer_a_duration_question_on_the_general_path(schedule: Evi
 def test_the_verbatim_profile_hands_its_cascade_the_index_s_embedder(schedule: EvidenceService) -> None:
     """The span cosines are embedded by the index's document embedder (its cache scope), built on
     first use only: a lexical-only index never loads the model."""
-    from evidence.profiles import ProfileEnv
+    from evidence.profiles import ProfileEnv, ProfileServices
     from evidence.profiles.verbatim import VerbatimPlugin
     from evidence.verbatim.profile import VerbatimCascadeStage
 
@@ -216,11 +216,11 @@ def test_the_verbatim_profile_hands_its_cascade_the_index_s_embedder(schedule: E
             asked.append((self.index, list(texts)))
             return fake_embed(texts)
 
-    class Services:
-        def document_embedder(self, index: str) -> Embedder:
-            return Embedder(index)
+    def no_coach() -> Any:
+        raise AssertionError("the verbatim profile needs no coach runtime")
 
-    env = ProfileEnv(backend=schedule.backend, settings=schedule.settings, index="sched", services=Services())
+    services = ProfileServices(document_embedder=Embedder, coach_runtime=no_coach)  # type: ignore[arg-type]
+    env = ProfileEnv(backend=schedule.backend, settings=schedule.settings, index="sched", services=services)
     stage = VerbatimPlugin().pipeline(env).stages[0]
     assert isinstance(stage, VerbatimCascadeStage) and stage.embed is not None
     assert not asked  # nothing built or embedded until a span needs it

@@ -70,6 +70,16 @@ class Search(IndexAdmin):
         out.update((t, min(n, cap)) for t, n in zip(todo, counts, strict=True))
         return out
 
+    def document_count(self, index: str, *, filters: Filters | None = None) -> int:
+        """Unfiltered: the index's document markers (`get_index`). Filtered: a cardinality
+        aggregation of `document_id` over the chunks within the filters (markers left out, as
+        every read leaves them out), exact below `bodies.CARDINALITY_PRECISION` documents."""
+        if not filters:
+            return self.get_index(index).documents
+        name = self._index_name(index)
+        response = self._search("document count", name, bodies.document_count_body(filters))
+        return responses.parse_cardinality(response, bodies.DOCUMENT_COUNT_AGG)
+
     def dense(
         self,
         index: str,

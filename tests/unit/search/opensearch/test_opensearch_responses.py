@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from evidence.errors import BackendError
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
 from evidence.search import opensearch_responses as responses
@@ -153,3 +154,13 @@ def test_parse_lexical_and_lookup_and_vectors() -> None:
     }
     got = responses.parse_vectors(vec_resp)
     assert list(got) == ["a:p0"] and got["a:p0"].dtype.name == "float32"
+
+
+def test_a_document_count_reads_its_cardinality_aggregation_or_names_its_absence() -> None:
+    name = b.DOCUMENT_COUNT_AGG
+    body = b.document_count_body({"tenant": "a"})
+    assert body["size"] == 0 and body["aggs"][name]["cardinality"]["precision_threshold"] == 40_000
+    assert {"term": {"metadata.tenant": "a"}} in body["query"]["bool"]["filter"]
+    assert responses.parse_cardinality({"aggregations": {name: {"value": 7}}}, name) == 7
+    with pytest.raises(BackendError, match=name):
+        responses.parse_cardinality({"hits": {"hits": []}}, name)
