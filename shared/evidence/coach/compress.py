@@ -28,7 +28,7 @@ from evidence.coach.budget import TokenCounter
 from evidence.graph.documents import NodeView
 from evidence.rank.similarity import MarginalRelevance, cosine
 from evidence.records import ChunkKind
-from evidence.search.base import SearchBackend
+from evidence.search.base import SearchReader
 
 ROLE_WEIGHT = {"matched": 1.0, "supporting": 0.8, "content": 0.7}
 #: Cosine (or word overlap, without vectors) above which a sentence repeats one already chosen.
@@ -106,9 +106,7 @@ def _joined(node: NodeView, spans: Sequence[tuple[int, int, np.ndarray | None]],
     return out
 
 
-def load_sentences(
-    backend: SearchBackend, index: str, nodes: Iterable[NodeView]
-) -> dict[str, list[Sentence]]:
+def load_sentences(backend: SearchReader, index: str, nodes: Iterable[NodeView]) -> dict[str, list[Sentence]]:
     """Sentences of each node from its stored fact spans (two backend calls in all).
 
     A node stored without spans falls back to the splitter run on its text here.

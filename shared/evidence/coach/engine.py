@@ -49,7 +49,8 @@ from evidence.rank.similarity import cosine
 
 
 class CoachEngine(Selection):
-    """One coach request against one index, through the SearchBackend port only."""
+    """One coach request against one index, through the read-only SearchReader port only (on a
+    request, the index seen through its filters)."""
 
     def run(self, index: str, request: CoachRequest) -> CoachResponse:
         info = self.backend.get_index(index)

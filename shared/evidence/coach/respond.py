@@ -36,7 +36,7 @@ from evidence.graph.expand import PrereqPath
 
 if TYPE_CHECKING:
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchReader
 
 
 class Responder:
@@ -44,7 +44,7 @@ class Responder:
 
     def __init__(
         self,
-        backend: SearchBackend,
+        backend: SearchReader,
         *,
         embed_query: Callable[[str], Vector | None] | None,
         reranker: Reranker | None = None,

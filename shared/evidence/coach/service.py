@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from evidence.embed.base import Embedder
     from evidence.rank.context import ProfileParams
     from evidence.rank.rerank import Reranker
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import SearchBackend, SearchReader
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,16 @@ class ServiceParts(Protocol):
     def reranker(self) -> Reranker | None: ...
 
     def query_vector(self, index: str, text: str) -> np.ndarray | None: ...
+
+
+class CoachAnswering(Protocol):
+    """What a profile may use of the coach's runtime: answering one request through the view it
+    is handed. Not the runtime itself, whose `service` holds the unfiltered backend (graph
+    writes and warm-ups go through it, never a request)."""
+
+    def coach(
+        self, index: str, request: CoachRequest, *, guardrail: ProfileParams, backend: SearchReader
+    ) -> CoachResponse: ...
 
 
 class CoachRuntime:
@@ -152,10 +162,13 @@ class CoachRuntime:
                     self._llm_built = True
         return self._intent, self._hyde
 
-    def coach(self, index: str, request: CoachRequest, *, guardrail: ProfileParams) -> CoachResponse:
+    def coach(
+        self, index: str, request: CoachRequest, *, guardrail: ProfileParams, backend: SearchReader
+    ) -> CoachResponse:
         """`guardrail`: the knobs of the guardrail every profile shares (`min_similarity`,
         `max_chars`): the `coach` profile's, with this deployment's defaults (the service's one
-        path resolves them)."""
+        path resolves them). `backend`: the request's view of the index (`search.scoped`), so a
+        coach request reads within its filters as every profile does, not the service's own."""
         from evidence.coach.engine import CoachEngine, CoachSettings
 
         # Model loading and cold index structures are never charged to a request's budget.
@@ -164,7 +177,7 @@ class CoachRuntime:
         s = svc.settings
         intent, hyde = self._llm()
         engine = CoachEngine(
-            svc.backend,
+            backend,
             embed_query=lambda text: svc.query_vector(index, text),
             reranker=svc.reranker,
             intent_classifier=intent,

@@ -25,7 +25,7 @@ from evidence.errors import EvidenceError
 if TYPE_CHECKING:
     import numpy as np
 
-    from evidence.coach.service import CoachRuntime
+    from evidence.coach.service import CoachAnswering
     from evidence.config import Settings
     from evidence.embed.base import Embedder
     from evidence.format.evidence import EvidenceDocument
@@ -51,7 +51,7 @@ class ProfileServices:
     of a profile's environment is the unfiltered backend, and mypy refuses one."""
 
     document_embedder: Callable[[str], Embedder]
-    coach_runtime: Callable[[], CoachRuntime]
+    coach_runtime: Callable[[], CoachAnswering]
 
 
 @dataclass

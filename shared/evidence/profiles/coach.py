@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evidence.coach.contract import CoachRequest, CoachResponse
 from evidence.profiles.base import Extras, PipelinePlugin, ProfileEnv
@@ -20,6 +20,7 @@ from evidence.rank.confidence import AnswerSignal
 from evidence.rank.pipeline import Profile, RankOutcome
 
 if TYPE_CHECKING:
+    from evidence.coach.service import CoachAnswering
     from evidence.rank.candidate import Candidate
     from evidence.rank.context import RankContext
 
@@ -29,12 +30,14 @@ class CoachAnswer:
     """The coach endpoint's one stage: seed 004's engine on the request; no hits of its own
     (the response is the `CoachResponse` it leaves on the trace)."""
 
-    runtime: Any
+    runtime: CoachAnswering
     request: CoachRequest
     name: str = "coach"
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
-        response: CoachResponse = self.runtime.coach(ctx.index, self.request, guardrail=ctx.params)
+        response: CoachResponse = self.runtime.coach(
+            ctx.index, self.request, guardrail=ctx.params, backend=ctx.backend
+        )
         ctx.trace.response = response
         ctx.trace.path = "coach"
         ctx.trace.detail["mode"] = (
