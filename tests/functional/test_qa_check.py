@@ -28,6 +28,12 @@ BLIND_SET = {"drug-labels-spl", "standard-rfc-plain-text", "technical-manual-pos
 #: paginated plain text, two GitHub agreements in Markdown with numbered clauses.
 BLIND3 = ROOT / "bench" / "qa-blind3"
 BLIND3_SET = {"drug-label-pdf", "standard-paginated-text", "terms-of-service"}
+#: The fourth blind set (bench/qa-blind4/README.md): PEP 440 as reStructuredText (sections nested
+#: by underline level) and the Eclipse Public License 2.0 as plain text with numbered clauses.
+BLIND4 = ROOT / "bench" / "qa-blind4"
+BLIND4_SET = {"standard-nested", "contract-plain-text"}
+#: Documents of the RFC checks (bench/rfc-check): no blind set may reuse them either.
+RFC_CHECK = ROOT / "bench" / "rfc-check"
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
@@ -37,6 +43,9 @@ BLIND_FAMILIES = (
 )
 BLIND3_FAMILIES = (
     sorted(p.name for p in BLIND3.iterdir() if (p / "documents").is_dir()) if BLIND3.is_dir() else []
+)
+BLIND4_FAMILIES = (
+    sorted(p.name for p in BLIND4.iterdir() if (p / "documents").is_dir()) if BLIND4.is_dir() else []
 )
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
@@ -122,6 +131,32 @@ def test_the_third_blind_set_is_apart_from_the_suite_and_the_second_set() -> Non
     names = {p.name for p in BLIND3.glob("*/documents/*")}
     assert not names & {p.name for p in [*QA.glob("*/documents/*"), *BLIND.glob("*/documents/*")]}
     assert not digests(BLIND3) & (digests(QA) | digests(BLIND))
+
+
+@pytest.mark.parametrize("family", BLIND4_FAMILIES)
+def test_every_family_of_the_fourth_blind_set_passes_the_check(family: str) -> None:
+    (report,) = check.check(BLIND4, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_fourth_blind_set_is_apart_from_every_other_set() -> None:
+    assert set(BLIND4_FAMILIES) == BLIND4_SET
+    others = [QA, BLIND, BLIND3, RFC_CHECK]
+    assert not set(BLIND4_FAMILIES) & (set(FAMILIES) | set(BLIND_FAMILIES) | set(BLIND3_FAMILIES))
+
+    # By content, not only by name: a document renamed into another set is still the same document.
+    def documents(root: Path) -> list[Path]:
+        return [p for p in root.glob("*/documents/*") if p.is_file()]
+
+    def digests(root: Path) -> set[str]:
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
+
+    names = {p.name for p in documents(BLIND4)}
+    assert names, "the fourth blind set has no documents"
+    assert not names & {p.name for root in others for p in documents(root)}
+    assert not digests(BLIND4) & set().union(*(digests(root) for root in others))
 
 
 def test_the_suite_has_families() -> None:
