@@ -58,6 +58,12 @@ def filter_value(value: object) -> str:
     return str(value)
 
 
+def filter_values(value: Any) -> list[Any]:
+    """The values a filter's value allows, as a list: one scalar (any JSON scalar a request may
+    send, `model.MetaScalar`) is a list of one, a list is itself."""
+    return [value] if isinstance(value, str | int | bool | float) else list(value)
+
+
 @runtime_checkable
 class SearchReader(Protocol):
     """The reads of an index: what a request's ranking needs, and all a profile is given (a

@@ -59,6 +59,7 @@ from evidence.search.base import (
     SearchReader,
     Vector,
     filter_value,
+    filter_values,
 )
 
 
@@ -70,10 +71,6 @@ class _Nothing:
 
 
 NOTHING: Final = _Nothing()
-
-
-def _values(value: Any) -> list[Any]:
-    return [value] if isinstance(value, str | int | bool | float) else list(value)
 
 
 def merge_filters(bound: Filters | None, call: Filters | None) -> dict[str, Any] | _Nothing | None:
@@ -88,8 +85,8 @@ def merge_filters(bound: Filters | None, call: Filters | None) -> dict[str, Any]
         if key not in out:
             out[key] = value
             continue
-        asked = {filter_value(v) for v in _values(value)}
-        kept = [v for v in _values(out[key]) if filter_value(v) in asked]
+        asked = {filter_value(v) for v in filter_values(value)}
+        kept = [v for v in filter_values(out[key]) if filter_value(v) in asked]
         if not kept:
             return NOTHING
         scalar = isinstance(out[key], str | int | bool | float) or isinstance(value, str | int | bool | float)
@@ -116,7 +113,7 @@ class ScopedBackend:
 
     def narrow(self, filters: Filters | None) -> ScopedBackend:
         """A view of the same backend within both these filters and `filters`."""
-        merged = NOTHING if self._nothing else merge_filters(self._filters, filters)
+        merged = self._merge(filters)
         if isinstance(merged, _Nothing):
             return type(self)(self._backend, self._filters, nothing=True)
         return type(self)(self._backend, merged)

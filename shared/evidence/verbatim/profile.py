@@ -42,12 +42,11 @@ def named_ids(value: Any) -> list[str] | None:
     (`search.base.filter_value`: a request's `5` names document "5"); None for no filter or an
     empty list. A request's filter value may be any JSON scalar (`model.MetaScalar`), and
     `list(5)` was a 500."""
-    from evidence.search.base import filter_value
+    from evidence.search.base import filter_value, filter_values
 
     if value is None:
         return None
-    values = [value] if isinstance(value, str | int | float | bool) else list(value)
-    return [filter_value(v) for v in values] or None
+    return [filter_value(v) for v in filter_values(value)] or None
 
 
 def index_subjects(backend: Any, index: str, question: str, *, k: int = 10) -> list[str]:
