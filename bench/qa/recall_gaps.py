@@ -74,24 +74,14 @@ def across(spans: list[Any], wanted: list[str]) -> bool:
 def hybrid_order(state: Any) -> tuple[list[int], set[int], list[int]]:
     """(the span scorer's ranking, deduplicated as HYBRID_FACTSPAN returns it; the candidates;
     the lexical model's top_n head) for a captured run state."""
-    from evidence.verbatim.cascade_paths import tokens_of
     from evidence.verbatim.hybrid import same_text
-    from evidence.verbatim.span_rank import load_model, rank_spans
+    from evidence.verbatim.span_rank import load_model
 
     spans = state.spans
-    lexical, candidates, _ = state.hybrid_features()
+    # The cascade's own ranking (`CascadePaths.hybrid_ranking`), so this diagnosis cannot drift
+    # from what HYBRID_FACTSPAN returns.
+    ranked, candidates, _ = state.hybrid_ranking()
     model = state.cfg.span_model or load_model()
-    ranked = rank_spans(
-        spans,
-        lexical,
-        candidates=candidates,
-        model=model,
-        query_vector=state.vector,
-        embed=state.embed,
-        embed_texts=state.stats.texts,
-        question=state.question,
-        embed_tokens=tokens_of(state.embed) if state.vector is not None and model.tokens else None,
-    )
     out: list[int] = []
     seen: set[str] = set()
     for _, i in ranked:

@@ -300,10 +300,26 @@ class CascadePaths(RunState):
         spans = self.spans
         if not spans:
             return [], "no span in scope"
+        ranked, _, note = self.hybrid_ranking()
+        hits: list[SpanHit] = []
+        seen: set[str] = set()
+        for sc, i in ranked:
+            if len(hits) >= self.cfg.hybrid_spans:
+                break
+            key = same_text(spans[i].text)
+            if key not in seen:
+                seen.add(key)
+                hits.append(SpanHit(spans[i], sc, HYBRID_FACTSPAN))
+        return hits, note
+
+    def hybrid_ranking(self) -> tuple[list[tuple[float, int]], list[int], str]:
+        """The span scorer's ranking of the scope's spans (score, span index; repeats kept), the
+        candidates it ranked, and the features' note: what `hybrid_factspan` returns from, and
+        what a diagnosis of its misses reads (`bench/qa/recall_gaps.py`)."""
         lexical, candidates, note = self.hybrid_features()
         model = self.cfg.span_model or load_model()
         ranked = rank_spans(
-            spans,
+            self.spans,
             lexical,
             candidates=candidates,
             model=model,
@@ -316,16 +332,7 @@ class CascadePaths(RunState):
             # Looked up only when it can be used: a lexical-only index builds no embedder.
             embed_tokens=tokens_of(self.embed) if self.vector is not None and model.tokens else None,
         )
-        hits: list[SpanHit] = []
-        seen: set[str] = set()
-        for sc, i in ranked:
-            if len(hits) >= self.cfg.hybrid_spans:
-                break
-            key = same_text(spans[i].text)
-            if key not in seen:
-                seen.add(key)
-                hits.append(SpanHit(spans[i], sc, HYBRID_FACTSPAN))
-        return hits, note
+        return ranked, candidates, note
 
     def hybrid_features(self) -> tuple[dict[str, np.ndarray], list[int], str]:
         """The span scorer's lexical features for every span of the scope, and the candidates:
