@@ -32,6 +32,10 @@ BLIND3_SET = {"drug-label-pdf", "standard-paginated-text", "terms-of-service"}
 #: by underline level) and the Eclipse Public License 2.0 as plain text with numbered clauses.
 BLIND4 = ROOT / "bench" / "qa-blind4"
 BLIND4_SET = {"standard-nested", "contract-plain-text"}
+#: The fifth blind set (bench/qa-blind5/README.md): four chapters of NIST SP 800-63B as Markdown
+#: (numbered headings nested four deep) and the Lua 5.4 reference manual as one HTML page.
+BLIND5 = ROOT / "bench" / "qa-blind5"
+BLIND5_SET = {"standard-numbered-markdown", "api-reference-html"}
 #: Documents of the RFC checks (bench/rfc-check): no blind set may reuse them either.
 RFC_CHECK = ROOT / "bench" / "rfc-check"
 
@@ -46,6 +50,9 @@ BLIND3_FAMILIES = (
 )
 BLIND4_FAMILIES = (
     sorted(p.name for p in BLIND4.iterdir() if (p / "documents").is_dir()) if BLIND4.is_dir() else []
+)
+BLIND5_FAMILIES = (
+    sorted(p.name for p in BLIND5.iterdir() if (p / "documents").is_dir()) if BLIND5.is_dir() else []
 )
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
@@ -157,6 +164,34 @@ def test_the_fourth_blind_set_is_apart_from_every_other_set() -> None:
     assert names, "the fourth blind set has no documents"
     assert not names & {p.name for root in others for p in documents(root)}
     assert not digests(BLIND4) & set().union(*(digests(root) for root in others))
+
+
+@pytest.mark.parametrize("family", BLIND5_FAMILIES)
+def test_every_family_of_the_fifth_blind_set_passes_the_check(family: str) -> None:
+    (report,) = check.check(BLIND5, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_fifth_blind_set_is_apart_from_every_other_set() -> None:
+    assert set(BLIND5_FAMILIES) == BLIND5_SET
+    others = [QA, BLIND, BLIND3, BLIND4, RFC_CHECK]
+    assert not set(BLIND5_FAMILIES) & (
+        set(FAMILIES) | set(BLIND_FAMILIES) | set(BLIND3_FAMILIES) | set(BLIND4_FAMILIES)
+    )
+
+    # By content, not only by name: a document renamed into another set is still the same document.
+    def documents(root: Path) -> list[Path]:
+        return [p for p in root.glob("*/documents/*") if p.is_file()]
+
+    def digests(root: Path) -> set[str]:
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
+
+    names = {p.name for p in documents(BLIND5)}
+    assert names, "the fifth blind set has no documents"
+    assert not names & {p.name for root in others for p in documents(root)}
+    assert not digests(BLIND5) & set().union(*(digests(root) for root in others))
 
 
 def test_the_suite_has_families() -> None:
