@@ -579,8 +579,11 @@ def fit_model(
     boosting: BoostSpec | None = None,
     l2: float = L2,
     lex: LinearModel | None = None,
+    scored_only: bool = False,
 ) -> SpanModel:
-    """The span model fitted on `train` (`lex`: its lexical model, when already fitted on it)."""
+    """The span model fitted on `train` (`lex`: its lexical model, when already fitted on it;
+    `scored_only`: without the dense model kept as the tokens model's fallback, which offline
+    scoring never reads, to halve `select`'s fits)."""
     if lex is None:
         lex = fit_lexical(train, lexical, l2)
     if top_n <= 0 or not dense:
@@ -604,6 +607,9 @@ def fit_model(
     # The token-match features make a second dense model (`SpanModel.tokens`): the one without
     # them still ranks where no word-piece vectors can be had.
     plain = [f for f in dense if f not in TOKEN_FEATURES]
+    if scored_only and len(plain) < len(dense):
+        only = dense_fit(dense, note)
+        return replace(only, tokens=only.dense)
     model = dense_fit(plain, note)
     if len(plain) == len(dense):
         return model
@@ -744,7 +750,7 @@ def fixed(rows: Sequence[Row], model: SpanModel) -> dict[str, Any]:
 
 #: The L2 strengths `select` tries (each question's pairs weigh 1 in all, so 1.0 weighs a unit
 #: weight's square as much as half a question's pairs; 0.01 is the shipped, nearly none).
-SELECT_L2 = (0.01, 0.3, 1.0, 3.0)
+SELECT_L2 = (0.01, 0.1, 1.0)
 
 
 @dataclass(frozen=True)
@@ -817,7 +823,15 @@ class Fits:
             if lex is None:
                 lex = self._lex[(families, cand.l2)] = fit_lexical(train, self.lexical, cand.l2)
             self._models[key] = fit_model(
-                train, self.lexical, cand.dense, self.top_n, note, tie=self.tie, l2=cand.l2, lex=lex
+                train,
+                self.lexical,
+                cand.dense,
+                self.top_n,
+                note,
+                tie=self.tie,
+                l2=cand.l2,
+                lex=lex,
+                scored_only=True,
             )
         return self._models[key]
 
