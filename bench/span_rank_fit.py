@@ -8,6 +8,9 @@ Usage:
                                         [--write shared/evidence/verbatim/data/span_rank.json]
     python bench/span_rank_fit.py ablate build/span_rows.pkl
     python bench/span_rank_fit.py eval  build/span_rows.pkl [ROOT] --store DIR [--floors on|off|both]
+                                        [--chosen build/select.json]
+    python bench/span_rank_fit.py select build/span_rows.pkl [--dense a,b,...] [--l2s 0.01,0.1,1]
+                                        [--write shared/evidence/verbatim/data/span_rank.json]
 
 `rows` asks every answerable question of the QA suite (ROOT, default bench/qa) with the
 `verbatim` profile and records, from the cascade's own run state (the scope, the plan's terms,
@@ -54,6 +57,21 @@ gradient-boosted trees on the pairwise loss to the head scorer, offline only (`-
 `span_rank.py` reads linear models).
 
 `ablate` reports the held-out recall with each feature left out, and with the old fixed blend.
+
+`select` chooses the dense (and tokens) model's features and the L2 of every fit (`fit --l2`,
+default 0.01) conservatively. Candidates: `--dense` as given, without all its structure features,
+without each one, each at every L2 of `--l2s`. A candidate's score on a family is the mean of
+its held-out recall within 600 characters and its held-out "answer anywhere in the evidence" (a
+model that wins at 600 by cutting the evidence short loses the second). The rule (`one_se`): the
+best mean score over the families, then the simplest candidate (fewer features, then the stronger
+penalty) short of it by at most one standard error of the per-family differences. Nested: for
+each held-out family the rule runs on leave-one-family-out over the other families only, so the
+held-out figure pays for the choosing. It prints every candidate's plain leave-one-family-out
+figures per family (honest for a fixed candidate, such as the shipped one), the nested figures
+with each fold's choice, and the choice on all families; `--write` writes that choice fitted on
+all families only if its nested recall@600 is at least `--baseline`'s (the shipped candidate,
+`all@0.01`) and it does not give shorter evidence with fewer answers in it. `eval --chosen
+REPORT` asks each family end to end with the candidate the nested rule chose for it.
 
 `eval` is the end-to-end figure: for each family, the model fitted on the other families is
 written to build/ and the cascade reads it (`span_rank.MODEL_FILE` pointed at it), and the family
