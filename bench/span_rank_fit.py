@@ -897,9 +897,9 @@ def select(
     """Nested leave-one-family-out: for each held-out family, every candidate is scored by
     leave-one-family-out on the other families only, the 1-SE rule (`one_se`) chooses, the choice
     is fitted on those families and the held-out family measured. So the held-out figure counts the
-    choosing too (`nested_best`: the same with the best-score rule, no 1-SE). Also each candidate's plain leave-one-family-out figures (no choosing: honest for
-    a fixed candidate, such as the shipped one), and the choice the rule makes on all families (the
-    model `--write` writes)."""
+    choosing too (`nested_best`: the same with the best-score rule, no 1-SE). Also each
+    candidate's plain leave-one-family-out figures (no choosing: honest for a fixed candidate, such
+    as the shipped one), and the choice the rule makes on all families (the model `--write` writes)."""
     fams = list(dict.fromkeys(r.family for r in rows))
     cands = select_candidates(dense, l2s)
     fits = Fits(rows, lexical, top_n, tie)
