@@ -177,6 +177,30 @@ class EnglishAnalyzer:
         return [t for t in terms if t]
 
 
+#: The hyphens a compound is written with (hyphen-minus, hyphen, non-breaking hyphen).
+_HYPHENS = "\\-\u2010\u2011"
+_HYPHEN = re.compile(f"[{_HYPHENS}]")
+#: A compound a query writes with hyphens, of letters only ("non-opioid", "co-administered",
+#: "e-mail"; not "COVID-19", "p53-dependent" or "2-3"), whole: it neither starts nor ends next
+#: to a word character or another hyphen. A match starts only where such a run starts (the
+#: lookbehind), so a long run is read once; one that fails at its end backtracks through it once.
+_HYPHENATED = re.compile(rf"(?<![\w{_HYPHENS}])[^\W\d_]+(?:[{_HYPHENS}][^\W\d_]+)+(?![\w{_HYPHENS}])")
+
+
+def with_joined_compounds(text: str) -> str:
+    """A query `text` with each hyphenated compound also written joined ("non-opioid" →
+    "nonopioid"). The standard tokenizer splits a hyphenated word into its parts in the query
+    and in the documents alike, so a document that writes the compound joined ("Nonopioid
+    therapies") is found by neither part. Lucene's answer, a `word_delimiter_graph` filter with
+    `catenate_words`, must not follow the standard tokenizer (OpenSearch's own docs), so it
+    would change the `english` analyser both backends share; appending the joined form to the
+    query text changes only the query, the same for both backends (docs/ranking.md#compounds)."""
+    if not _HYPHEN.search(text):
+        return text
+    joined = [_HYPHEN.sub("", m) for m in _HYPHENATED.findall(text)]
+    return " ".join([text, *joined]) if joined else text
+
+
 @lru_cache(maxsize=4)
 def get_analyzer(config: AnalyzerConfig | None = None) -> EnglishAnalyzer:
     return EnglishAnalyzer(config)

@@ -31,6 +31,7 @@ import numpy as np
 from evidence.errors import RequestValidationError
 from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks
+from evidence.search.analysis import with_joined_compounds
 
 #: Bump when the stored layout changes; recorded in the index `_meta`.
 #: 2: `generation` on every row, no date/numeric detection.
@@ -418,7 +419,10 @@ _SOURCE_EXCLUDES = {"excludes": [VECTOR_FIELD, LEXICAL_FIELD]}
 
 
 def lexical_query(text: str, clauses: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"bool": {"must": [{"match": {LEXICAL_FIELD: {"query": text}}}], "filter": clauses}}
+    """The BM25 match of every lexical read (ranked, counted, hybrid): the query's hyphenated
+    compounds also asked joined, as the embedded backend asks them (`with_joined_compounds`)."""
+    query = with_joined_compounds(text)
+    return {"bool": {"must": [{"match": {LEXICAL_FIELD: {"query": query}}}], "filter": clauses}}
 
 
 def knn_query(vector: Sequence[float], k: int, clauses: list[dict[str, Any]]) -> dict[str, Any]:

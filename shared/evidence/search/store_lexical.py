@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evidence.records import ChunkKind, SearchHit
-from evidence.search.analysis import EnglishAnalyzer
+from evidence.search.analysis import EnglishAnalyzer, with_joined_compounds
 from evidence.search.ann import AnnConfig
 from evidence.search.base import Filters, filter_value
 from evidence.search.store_records import RecordStore, _metadata_terms, meta_term
@@ -245,7 +245,7 @@ class LexicalStore(RecordStore):
     # --- search ---------------------------------------------------------------------------
 
     def lexical(self, text: str, k: int, filters: Filters | None, kind: ChunkKind | None) -> list[SearchHit]:
-        terms = self.analyzer.analyze(text)
+        terms = self._query_terms(text)
         if not terms:
             return []
         scored: list[tuple[float, str]] = []
@@ -281,7 +281,7 @@ class LexicalStore(RecordStore):
         searchers = {kd: self._open_lexical(kd).searcher() for kd in kinds}
         out: dict[str, int] = {}
         for text in dict.fromkeys(texts):
-            terms = self.analyzer.analyze(text)
+            terms = self._query_terms(text)
             n = 0
             if terms and cap > 0:
                 for kd, searcher in searchers.items():
@@ -291,6 +291,11 @@ class LexicalStore(RecordStore):
                     n += int(getattr(found, "count", 0) or 0)  # tantivy's stub omits `count`
             out[text] = min(n, cap)
         return out
+
+    def _query_terms(self, text: str) -> list[str]:
+        """A query's terms: its hyphenated compounds also asked joined
+        (`analysis.with_joined_compounds`), as OpenSearch is asked them (`lexical_query`)."""
+        return self.analyzer.analyze(with_joined_compounds(text))
 
     def _query(self, kind: ChunkKind, terms: list[str], filters: Filters | None) -> tantivy.Query:
         """Any of `terms` in the body, restricted to `filters` by zero-weight clauses."""

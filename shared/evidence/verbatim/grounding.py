@@ -108,9 +108,11 @@ SAFETY_NET_FLOOR = 0.39
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
 HITS_REFUSAL_FLOOR = 0.3
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+#: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
+#: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound.
+_WORD = re.compile(r"[^\W_](?:[^\W_]|['\-])*")
 #: Where a compound word splits into the parts the analyser reads one by one.
-_PART = re.compile(r"[^A-Za-z0-9]+")
+_PART = re.compile(r"[\W_]+")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
 #: tail. A word's rarity is where its id falls between them, on a log scale.
 _COMMON_ID, _RARE_ID = 2000, 30000

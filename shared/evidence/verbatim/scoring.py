@@ -18,11 +18,13 @@ from functools import lru_cache
 
 from evidence.search.analysis import get_analyzer
 
-#: An identifier the analyser keeps whole ("ffi_call", "SQLITE_MAX_LENGTH"). A match starts only
-#: at a run's first character (the lookbehind): else every later start in a long run without an
-#: identifier (a hash, a base64 blob) is tried again to its end, quadratic in the run's length
-#: (1.3 s for 10,000 characters), with the same matches.
-_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+")
+#: An identifier the analyser keeps whole: a run of word characters that holds an underscore
+#: ("ffi_call", "SQLITE_MAX_LENGTH", "FFI_DEFAULT__ABI", "__init__", "größe_max"; `\w` is
+#: Unicode, as the analyser's tokens are). Its parts are what the underscores separate. A match
+#: starts only at a run's first character (the lookbehind): else every later start in a long run
+#: without an underscore (a hash, a base64 blob) is tried again to its end, quadratic in the
+#: run's length (1.3 s for 10,000 characters), with the same matches.
+_IDENTIFIER = re.compile(r"(?<!\w)\w*_\w*")
 
 
 @lru_cache(maxsize=8192)
@@ -154,9 +156,7 @@ def grounding(
     for text in evidence:
         bag.update(terms(text))
         if "_" in text:
-            bag.update(
-                t for ident in _IDENTIFIER.findall(text) for part in ident.split("_") for t in terms(part)
-            )
+            bag.update(t for part in identifier_parts(text) for t in terms(part))
     total = got = 0.0
     missing: list[str] = []
     near: dict[str, list[str]] | None = None
@@ -173,6 +173,12 @@ def grounding(
         else:
             missing.append(g[0])
     return (got / total if total else 1.0), missing
+
+
+def identifier_parts(text: str) -> list[str]:
+    """The parts of the identifiers in `text` the analyser keeps whole (`_IDENTIFIER`): what
+    their underscores separate, one or several ("__init__" → "init")."""
+    return [part for ident in _IDENTIFIER.findall(text) for part in ident.split("_") if part]
 
 
 def _by_prefix(bag: Iterable[str]) -> dict[str, list[str]]:

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from evidence.search.analysis import ENGLISH_STOP_WORDS, EnglishAnalyzer, standard_tokenize
+from evidence.search.analysis import (
+    ENGLISH_STOP_WORDS,
+    EnglishAnalyzer,
+    standard_tokenize,
+    with_joined_compounds,
+)
 from evidence.search.porter import porter_stem
 
 
@@ -113,3 +118,32 @@ def test_analyzer_is_configurable_and_recorded_per_index(tmp_path: Path) -> None
     assert AnalyzerConfig.from_name(AnalyzerConfig(stem=False).name) == AnalyzerConfig(stem=False)
     with pytest.raises(ValueError, match="unknown analyzer"):
         AnalyzerConfig.from_name("klingon:stop:porter")
+
+
+@pytest.mark.parametrize(
+    ("query", "expanded"),
+    [
+        ("Are non-opioid treatments as good?", "Are non-opioid treatments as good? nonopioid"),
+        ("co\u2010administered with e-mail", "co\u2010administered with e-mail coadministered email"),
+        ("data-at-rest", "data-at-rest dataatrest"),
+        ("größen-abhängig", "größen-abhängig größenabhängig"),
+        # Numbers are no compound words: a range, a version, a name with a number.
+        ("2-3 weeks of COVID-19, p53-dependent", "2-3 weeks of COVID-19, p53-dependent"),
+        ("--flag -wal file", "--flag -wal file"),
+        ("no hyphen", "no hyphen"),
+    ],
+)
+def test_a_query_asks_its_hyphenated_compounds_joined_too(query: str, expanded: str) -> None:
+    """The standard tokenizer splits "non-opioid" into "non" and "opioid", so a document that
+    writes "Nonopioid" is found by neither; the query also asks the joined word."""
+    assert with_joined_compounds(query) == expanded
+    assert "nonopioid" in EnglishAnalyzer().analyze(with_joined_compounds("non-opioid"))
+
+
+def test_joining_compounds_reads_a_long_run_once() -> None:
+    """A match starts only where a run of letters starts: 200,000-character runs without a
+    compound take milliseconds, where a retry from each of their characters would take minutes
+    (no clock is read: a quadratic scan shows as a hung test)."""
+    run = "a" * 200_000
+    assert with_joined_compounds(f"{run} {run}- -{run} x-y") == f"{run} {run}- -{run} x-y xy"
+    assert with_joined_compounds("-".join(["ab"] * 50_000) + "9") == "-".join(["ab"] * 50_000) + "9"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence.search.analysis import get_analyzer
+from evidence.search.analysis import get_analyzer, with_joined_compounds
 from evidence.search.embedded import EmbeddedBackend
 from tests.unit.search.storekit import one_passage
 
@@ -130,3 +130,36 @@ def test_ranking_and_scores_match_lucene(
     assert ranked_got == ranked_expected
     for did, score in expected.items():
         assert got[did] == pytest.approx(score, rel=1e-4)
+
+
+def test_a_hyphenated_query_compound_also_finds_it_written_joined(tmp_path: Path) -> None:
+    """ "non-opioid" is "non" and "opioid" to the analyser, in the query and in the documents, so
+    a passage that writes "Nonopioid" is found only because the query also asks the joined word
+    (`with_joined_compounds`): scored as Lucene scores the text OpenSearch is sent
+    (`opensearch_bodies.lexical_query`), and counted by `term_counts` as `lexical` matches."""
+    texts = {
+        "joined": "Nonopioid therapies are at least as effective for acute pain.",
+        "split": "Non-opioid drugs such as NSAIDs relieve acute pain.",
+        "other": "Taper opioids slowly after long-term use.",
+    }
+    backend = EmbeddedBackend(tmp_path / "store")
+    try:
+        backend.create_index("parity", embedder_id="none", dimension=0)
+        docs = [one_passage(did, t) for did, t in texts.items()]
+        backend.upsert("parity", docs, [None] * len(docs))
+        analyzer = get_analyzer()
+        tokens = {did: analyzer.analyze(t) for did, t in texts.items()}
+        query = "non-opioid"
+        sent = with_joined_compounds(query)
+        assert sent == "non-opioid nonopioid"
+        expected = lucene_bm25(tokens, analyzer.analyze(sent))
+        got = {h.chunk.chunk_id: h.score for h in backend.lexical("parity", query, k=10)}
+        assert set(got) == {"joined", "split", "other"}  # "other": "opioid"
+        for did, score in expected.items():
+            assert got[did] == pytest.approx(score, rel=1e-4)
+        assert backend.term_counts("parity", ["non-opioid", "nonopioid"], cap=10) == {
+            "non-opioid": 3,
+            "nonopioid": 1,
+        }
+    finally:
+        backend.close()

@@ -45,6 +45,7 @@ from evidence.verbatim.grounding import (
     word_rarity,
 )
 from evidence.verbatim.run_state import RunState
+from evidence.verbatim.scoring import terms
 from tests.unit.rank.rankkit import INDEX, cand, chunk, new_backend, vec
 
 DISPUTE = "Do disputes go to binding arbitration?"
@@ -508,6 +509,24 @@ def test_index_df_asks_each_part_of_a_compound_word_as_its_own_word(tmp_path: Pa
             "on": 1,
             "line": 1,
         }
+    finally:
+        backend.close()
+
+
+def test_index_df_reads_words_and_compound_parts_in_any_script(tmp_path: Path) -> None:
+    # "naïveBayes" is one term to the analyser ("naïvebay"), which it cuts again when asked alone
+    # ("naïvebai"): it is asked as the question's own word, whole, not as "na" and "veBayes";
+    # in a compound ("naïveBayes-style") as its own part.
+    passages = [_at("a", "Train a naïveBayes model per class.", 0), _at("b", "A style guide.", 100)]
+    backend = new_backend(tmp_path / "s", passages)
+    try:
+        assert terms("naïveBayes") == ("naïvebay",)
+        assert index_df(backend, INDEX, ["naïvebay", "model"], "Is naïveBayes a model?") == {
+            "naïvebay": 1,
+            "model": 1,
+        }
+        q = "Which naïveBayes-style classifiers are there?"
+        assert index_df(backend, INDEX, ["naïvebay", "style"], q) == {"naïvebay": 1, "style": 1}
     finally:
         backend.close()
 

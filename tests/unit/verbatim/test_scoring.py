@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -77,10 +78,57 @@ def test_an_identifier_carries_its_parts() -> None:
 
 
 def test_an_identifier_is_read_from_the_start_of_its_run_only() -> None:
-    """A match starts only where a run of letters and digits starts, so a long run is scanned
+    """A match starts only where a run of word characters starts, so a long run is scanned
     once (no retry from each of its characters), and the identifiers found are the same."""
-    from evidence.verbatim.scoring import _IDENTIFIER
+    from evidence.verbatim.scoring import _IDENTIFIER, identifier_parts
 
     assert _IDENTIFIER.match("ffi_call", 1) is None  # not from inside the run
+    assert _IDENTIFIER.match("größe_max", 2) is None
     text = "x ffi_call SQLITE_MAX_LENGTH _private_name my__var " + "a" * 50 + " end_"
-    assert _IDENTIFIER.findall(text) == ["ffi_call", "SQLITE_MAX_LENGTH", "private_name"]
+    assert _IDENTIFIER.findall(text) == ["ffi_call", "SQLITE_MAX_LENGTH", "_private_name", "my__var", "end_"]
+    # Runs without an underscore (a hash, a blob, in any script), 200,000 characters: a match
+    # tried again from each of their characters would take minutes here (quadratic), one read
+    # of each run takes milliseconds. No clock is read: a quadratic scan shows as a hung test.
+    for run in ("a" * 200_000, "é" * 200_000, "9f" * 100_000):
+        assert identifier_parts(f"{run} {run}_tail {run}") == [run, "tail"]
+
+
+#: The identifier before `__` and other scripts were read: ASCII letters and digits joined by
+#: single underscores.
+_OLD_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+")
+
+
+def test_identifiers_joined_by_one_underscore_keep_their_parts() -> None:
+    """ASCII identifiers joined by single underscores split exactly as before."""
+    from evidence.verbatim.scoring import identifier_parts
+
+    texts = [
+        "use ffi_call, ffi_prep_cif and SQLITE_MAX_LENGTH",
+        "x_1_ a.b_c (_private_name) 2_3 ffi_type_uint8; v1_2_3-rc_4",
+        "call ffi_prep_closure_loc(cl, &ffi_type_pointer, fn)",
+    ]
+    for text in texts:
+        old = [p for ident in _OLD_IDENTIFIER.findall(text) for p in ident.split("_")]
+        assert identifier_parts(text) == old
+
+
+def test_identifiers_joined_by_double_underscores_or_in_other_scripts_carry_their_parts() -> None:
+    """`FFI_DEFAULT__ABI`, `__init__`, `foo__bar` and `größe_max` are each one term to the
+    analyser; the question's concepts are read word by word, so each carries its parts."""
+    from evidence.verbatim.scoring import identifier_parts
+
+    assert terms("FFI_DEFAULT__ABI") == ("ffi_default__abi",)
+    assert identifier_parts("set FFI_DEFAULT__ABI or foo__bar in __init__") == [
+        "FFI",
+        "DEFAULT",
+        "ABI",
+        "foo",
+        "bar",
+        "init",
+    ]
+    assert identifier_parts("größe_max und naïve_bayes") == ["größe", "max", "naïve", "bayes"]
+    assert grounding([("default",), ("abi",)], ["Pass FFI_DEFAULT__ABI here."]) == (1.0, [])
+    assert grounding([("init",)], ["def __init__(self): ..."]) == (1.0, [])
+    assert grounding([("bar",)], ["foo__bar()"]) == (1.0, [])
+    assert grounding([terms("größe"), ("max",)], ["größe_max = 10"]) == (1.0, [])
+    assert grounding([terms("naïve"), ("bay",)], ["naïve_bayes(x)"]) == (1.0, [])

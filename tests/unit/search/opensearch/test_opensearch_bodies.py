@@ -209,6 +209,22 @@ def test_hybrid_body(spec: OpenSearchSpec) -> None:
     assert old["query"]["hybrid"]["queries"][1]["knn"][b.VECTOR_FIELD]["k"] == 60
 
 
+def test_every_lexical_read_asks_hyphenated_compounds_joined_too(spec: OpenSearchSpec) -> None:
+    """The text OpenSearch matches is the text the embedded backend analyses
+    (`analysis.with_joined_compounds`): ranked, hybrid and counted reads alike."""
+
+    def matched(query: dict[str, Any]) -> str:
+        return str(query["bool"]["must"][0]["match"][b.LEXICAL_FIELD]["query"])
+
+    lexical = b.lexical_body("non-opioid pain", k=10, filters=FILTERS, kind=None)
+    spec.validate_request(*SEARCH, lexical)
+    assert matched(lexical["query"]) == "non-opioid pain nonopioid"
+    hybrid = b.hybrid_body("non-opioid pain", VEC, k=10, filters=None, kind=None, pagination_depth=10)
+    assert matched(hybrid["query"]["hybrid"]["queries"][0]) == "non-opioid pain nonopioid"
+    counted = b.term_count_lines(["e-mail", "COVID-19"], cap=5, filters=None, kind=None)
+    assert [matched(line["query"]) for line in counted[1::2]] == ["e-mail email", "COVID-19"]
+
+
 def test_stale_rows_are_one_term_per_generation_not_per_chunk() -> None:
     """Defect 4: the keep-list was one term per chunk id and could pass index.max_terms_count."""
     ids = [f"doc-{i}" for i in range(b.MAX_TERMS)]
