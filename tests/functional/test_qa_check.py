@@ -38,6 +38,14 @@ BLIND5 = ROOT / "bench" / "qa-blind5"
 BLIND5_SET = {"standard-numbered-markdown", "api-reference-html"}
 #: Documents of the RFC checks (bench/rfc-check): no blind set may reuse them either.
 RFC_CHECK = ROOT / "bench" / "rfc-check"
+#: The sixth blind set (bench/qa-blind6/README.md): the Creative Commons BY 4.0 and BY-SA 4.0 legal
+#: code as plain text (numbered sections, clauses nested four deep) and the Expat XML parser's
+#: reference as one XHTML page. Kept apart from the fifth set too, whose folder may not exist yet.
+BLIND6 = ROOT / "bench" / "qa-blind6"
+BLIND6_SET = {"licence-legalcode-text", "c-library-reference-html"}
+BLIND6_FAMILIES = (
+    sorted(p.name for p in BLIND6.iterdir() if (p / "documents").is_dir()) if BLIND6.is_dir() else []
+)
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
@@ -198,6 +206,36 @@ def test_the_suite_has_families() -> None:
     assert {"drug-labels", "clinical-guideline", "technical-manual-libffi", "licence-plain-text"} <= set(
         FAMILIES
     )
+
+
+@pytest.mark.parametrize("family", BLIND6_FAMILIES)
+def test_every_family_of_the_sixth_blind_set_passes_the_check(family: str) -> None:
+    (report,) = check.check(BLIND6, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_sixth_blind_set_is_apart_from_every_other_set() -> None:
+    assert set(BLIND6_FAMILIES) == BLIND6_SET
+    others = [p for p in (ROOT / "bench").glob("qa*") if p.is_dir() and p != BLIND6] + [RFC_CHECK]
+
+    def families(root: Path) -> set[str]:
+        return {p.name for p in root.iterdir() if (p / "documents").is_dir()}
+
+    assert not set(BLIND6_FAMILIES) & set().union(*(families(root) for root in others))
+
+    # By content, not only by name: a document renamed into another set is still the same document.
+    def documents(root: Path) -> list[Path]:
+        return [p for p in root.glob("*/documents/*") if p.is_file()]
+
+    def digests(root: Path) -> set[str]:
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
+
+    names = {p.name for p in documents(BLIND6)}
+    assert names, "the sixth blind set has no documents"
+    assert not names & {p.name for root in others for p in documents(root)}
+    assert not digests(BLIND6) & set().union(*(digests(root) for root in others))
 
 
 def test_a_clean_family_passes(tmp_path: Path) -> None:
