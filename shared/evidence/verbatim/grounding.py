@@ -79,15 +79,15 @@ class RefusalModel:
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
 #: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.6207, "cosine": 2.1186, "typed_key": 0.8387, "agreement": 1.0622, "typed_rarest": 0.3167},
-    bias=-3.1435,
+    {"grounding": 1.6307, "cosine": 2.0202, "typed_key": 0.9139, "agreement": 0.9442, "typed_rarest": 0.3233},
+    bias=-3.0749,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
 LEXICAL_COSINE = 0.45
-LEXICAL_AGREEMENT = 0.5614
+LEXICAL_AGREEMENT = 0.5671
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
@@ -98,10 +98,11 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: The verbatim profile's floors: the probability below which its evidence is refused, fitted so
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
-#: most unanswerable training questions within the budget is kept: on the current ranking 0.36
-#: for the rule paths and 0.39 for the safety net (HYBRID_FACTSPAN, no bar of its own).
-REFUSAL_FLOOR = 0.36
-SAFETY_NET_FLOOR = 0.39
+#: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
+#: current ranking 0.05 for the rule paths, where no higher floor refuses an unanswerable training
+#: question more within the budget, and 0.4 for the safety net (HYBRID_FACTSPAN, no bar of its own).
+REFUSAL_FLOOR = 0.05
+SAFETY_NET_FLOOR = 0.4
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
