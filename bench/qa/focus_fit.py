@@ -21,6 +21,9 @@ hits, because the grounding check reads the hits' text.
   counts them per family in four classes: `not_in_hits`; `past_budget` (the answer's hit starts
   after 2,000 characters of earlier hits, kept or cut); `cut_first` (focus cut it out of the
   first hit); `cut_later` (focus cut it out of a later hit that starts within the budget).
+  With `--fit` too: `lofo_misses`, the same rows for the **held-out** rule (each family under the
+  sizes its fold chose on the others), `fold_choice` marking the misses the shipped rule finds
+  in-sample (lost to the fold's choice of sizes), and `lofo_miss_classes`, their four classes.
 - `--fit`: the rule's `window`, `first_window`, `lead`, `second_window`, `type_weight` and
   `collapse_space` (whether sizes count a whitespace run once, as the budget does) chosen on four
   families by pooled recall@2000
@@ -255,7 +258,8 @@ def misses(asked: Sequence[Asked], rule: FocusRule) -> list[dict[str, Any]]:
 
 
 def miss_classes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """`misses` rows counted per family (and `all`) in four classes (module docstring)."""
+    """`misses` rows counted per family (and `all`) in four classes (module docstring); held-out
+    rows (`held_out_misses`) also count `fold_choice`, across the classes."""
     names = ("not_in_hits", "past_budget", "cut_first", "cut_later")
     out: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -266,8 +270,29 @@ def miss_classes(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
         else:
             kind = names[2] if r["rank"] == 1 else names[3]
         for key in (r["family"], "all"):
-            out.setdefault(key, dict.fromkeys(names, 0))[kind] += 1
+            counts = out.setdefault(key, dict.fromkeys(names, 0))
+            counts[kind] += 1
+            if "fold_choice" in r:  # held-out rows: how many of them the shipped rule finds
+                counts["fold_choice"] = counts.get("fold_choice", 0) + bool(r["fold_choice"])
     return out
+
+
+def held_out_misses(
+    asked: Sequence[Asked],
+    lofo: dict[str, Any],
+    build: Callable[..., FocusRule],
+    shipped_misses: set[tuple[str, str]],
+) -> list[dict[str, Any]]:
+    """`misses` of each family under the rule its fold chose on the other families (the held-out
+    misses `--fit` counts), each marked `fold_choice` when the shipped rule finds it in-sample:
+    those are lost to the fit choosing other sizes, not to focus as such."""
+    rows = []
+    for name, fold in lofo["families"].items():
+        mine = [a for a in asked if a.family == name]
+        for row in misses(mine, build(**fold["parameter"])):
+            row["fold_choice"] = (row["family"], row["question"]) not in shipped_misses
+            rows.append(row)
+    return rows
 
 
 def _candidate_rank(a: Asked, wanted: Sequence[str]) -> int | None:
@@ -430,6 +455,12 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
             )
         ]
         report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p, expected=fast).run)
+        if args.misses:
+            found_shipped = {(m["family"], m["question"]) for m in report["misses"]}
+            report["lofo_misses"] = held_out_misses(
+                asked, report["lofo"], lambda **p: FocusHits(**p, expected=fast).run, found_shipped
+            )
+            report["lofo_miss_classes"] = miss_classes(report["lofo_misses"])
     return report
 
 
