@@ -60,11 +60,13 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
 )
 
 _LETTER = r"[^\W\d_]"
+#: What joins two letters into one token (UAX #29 MidLetter / MidNumLet: "don't", "x.y").
+_MID_LETTER = ":.'\u2018\u2019\ufe52\uff07\uff0e"
 _TOKEN = re.compile(
     rf"""
     \w+
     (?:
-        (?: (?<={_LETTER}) [:.'\u2018\u2019\uFE52\uFF07\uFF0E] (?={_LETTER})   # MidLetter / MidNumLet
+        (?: (?<={_LETTER}) [{_MID_LETTER}] (?={_LETTER})   # MidLetter / MidNumLet
           | (?<=\d) [.,;'\u2019\u066C\uFE50\uFE54\uFF0C\uFF1B] (?=\d)           # MidNum / MidNumLet
         )
         \w+
@@ -182,9 +184,15 @@ _HYPHENS = "\\-\u2010\u2011"
 _HYPHEN = re.compile(f"[{_HYPHENS}]")
 #: A compound a query writes with hyphens, of letters only ("non-opioid", "co-administered",
 #: "e-mail"; not "COVID-19", "p53-dependent" or "2-3"), whole: it neither starts nor ends next
-#: to a word character or another hyphen. A match starts only where such a run starts (the
-#: lookbehind), so a long run is read once; one that fails at its end backtracks through it once.
-_HYPHENATED = re.compile(rf"(?<![\w{_HYPHENS}])[^\W\d_]+(?:[{_HYPHENS}][^\W\d_]+)+(?![\w{_HYPHENS}])")
+#: to a word character or another hyphen, and each part is the analyser's token, letters joined
+#: by an apostrophe or a full stop included ("don't-care" → "don'tcare", not "tcare"). A match
+#: starts only where such a run starts (the lookbehinds), so a long run is read once; one that
+#: fails at its end backtracks through it once.
+_COMPOUND_PART = rf"{_LETTER}+(?:[{_MID_LETTER}]{_LETTER}+)*"
+_HYPHENATED = re.compile(
+    rf"(?<![\w{_HYPHENS}])(?<!{_LETTER}[{_MID_LETTER}])"
+    rf"{_COMPOUND_PART}(?:[{_HYPHENS}]{_COMPOUND_PART})+(?![\w{_HYPHENS}])"
+)
 
 
 def with_joined_compounds(text: str) -> str:
