@@ -441,11 +441,14 @@ def index_df(
     caller could forget. A term is asked for as a word that analyses to it alone: the `question`'s own
     word when the term is its only one (the stemmer turns "embed" into "emb", so the stem itself
     may not find "embedded"), else the term. None when the backend cannot count."""
+    from evidence.search.analysis import with_joined_compounds
     from evidence.verbatim.scoring import terms
 
     surface: dict[str, str] = {}
     for w in _WORD.findall(question):
-        if len(ts := terms(w)) == 1:
+        # As the backend reads it: "at-risk" is "risk" and the joined "atrisk" there, no word
+        # of one term (`term_counts` would count the passages that write "atrisk" as "risk"'s).
+        if len(ts := terms(with_joined_compounds(w))) == 1:
             surface.setdefault(ts[0], w)
             continue
         # A compound ("AGPL-licensed", "one-line") analyses to several terms: each is asked as

@@ -513,6 +513,23 @@ def test_index_df_asks_each_part_of_a_compound_word_as_its_own_word(tmp_path: Pa
         backend.close()
 
 
+def test_index_df_asks_a_term_by_a_word_the_backend_reads_as_that_term_alone(tmp_path: Path) -> None:
+    # "in-house" analyses to "hous" alone (the stem asked alone is cut again: "hou"), but the
+    # backend also asks a compound joined ("inhouse", `with_joined_compounds`): asked as the
+    # question's word, the passage that writes "Inhouse" would count as one using "hous". Its
+    # part "house" is asked instead.
+    passages = [_at("a", "Our house rules.", 0), _at("b", "Inhouse counsel reviews it.", 100)]
+    backend = new_backend(tmp_path / "s", passages)
+    try:
+        assert terms("in-house") == ("hous",) and terms("hous") != ("hous",)
+        assert index_df(backend, INDEX, ["hous", "counsel"], "Is in-house counsel needed?") == {
+            "hous": 1,
+            "counsel": 1,
+        }
+    finally:
+        backend.close()
+
+
 def test_index_df_reads_words_and_compound_parts_in_any_script(tmp_path: Path) -> None:
     # "naïveBayes" is one term to the analyser ("naïvebay"), which it cuts again when asked alone
     # ("naïvebai"): it is asked as the question's own word, whole, not as "na" and "veBayes";
