@@ -134,6 +134,12 @@ class SpanModel:
     #: vectors can be had (a local MiniLM); None: `dense` always.
     tokens: LinearModel | None = None
 
+    @property
+    def reads_structure(self) -> bool:
+        """Whether a re-ranking model weighs a `STRUCTURE_FEATURES` column."""
+        models = (self.dense, self.tokens) if self.tokens is not None else (self.dense,)
+        return any(m.weights.get(f) for m in models for f in STRUCTURE_FEATURES)
+
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SpanModel:
         """The model of a weights file; `ConfigurationError` for a format this code cannot read
@@ -319,8 +325,11 @@ def rank_spans(
         # answers; the cosines only refine its head.
         return ranked
     cols.update(cosines)
-    structure = structure_columns(spans)
-    cols.update({k: v[np.asarray(head, dtype=np.int64)] for k, v in structure.items()})
+    if model.reads_structure:
+        # A walk over the whole scope (milliseconds at thousands of spans): only for a model
+        # file that weighs where a span sits (version 2); the shipped version 1 does not.
+        structure = structure_columns(spans)
+        cols.update({k: v[np.asarray(head, dtype=np.int64)] for k, v in structure.items()})
     scorer = model.dense
     if model.tokens is not None and embed_tokens is not None and question:
         texts = [embed_texts[i] if embed_texts is not None else spans[i].text for i in head]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from evidence.errors import ConfigurationError
-from evidence.records import SpanType
+from evidence.records import Chunk, SpanType
+from evidence.verbatim import span_rank
 from evidence.verbatim.span_rank import (
     LEXICAL_FEATURES,
     MODEL_VERSION,
@@ -68,6 +69,34 @@ def test_the_dense_model_lifts_the_sentence_that_opens_its_section() -> None:
     assert [i for _, i in out] == [0, 1, 2]
     lexical_only = rank_spans(spans, lexical, candidates=range(3), model=model)
     assert [i for _, i in lexical_only] == [0, 2, 1]
+
+
+def test_the_scope_is_walked_for_structure_only_when_a_model_weighs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spans = [span(i, f"Sentence {i}.", section="A") for i in range(3)]
+    lexical = {f: np.zeros(len(spans)) for f in LEXICAL_FEATURES}
+    walks: list[int] = []
+    real = span_rank.structure_columns
+
+    def counted(scope: Sequence[Chunk]) -> dict[str, np.ndarray]:
+        walks.append(len(scope))
+        return real(scope)
+
+    monkeypatch.setattr(span_rank, "structure_columns", counted)
+
+    def embed(texts: Sequence[str]) -> Any:
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+    plain = SpanModel(lexical=LinearModel({"bm25": 1.0}), dense=LinearModel({"bm25": 1.0}), top_n=3)
+    with_tokens = replace(plain, tokens=LinearModel({"list_start": 0.5}))
+    assert not plain.reads_structure and with_tokens.reads_structure
+    for model, expected in ((plain, []), (with_tokens, [3])):
+        walks.clear()
+        rank_spans(
+            spans, lexical, candidates=range(3), model=model, query_vector=np.asarray([1.0, 0.0]), embed=embed
+        )
+        assert walks == expected
 
 
 def model_file(**over: Any) -> dict[str, Any]:
