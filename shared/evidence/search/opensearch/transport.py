@@ -18,6 +18,7 @@ from evidence.errors import (
     BackendError,
     ConfigurationError,
     IndexNotFoundError,
+    RequestValidationError,
     ServiceUnavailableError,
 )
 from evidence.retry import (
@@ -206,6 +207,16 @@ class Transport:
             and ("index_not_found" in str(error) or "no such index" in reason)
         ):
             return IndexNotFoundError(index)
+        if "too_many" in reason and "clauses" in reason:
+            # One clause per analysed word: a question within MAX_QUERY_CHARS can still pass the
+            # cluster's indices.query.bool.max_clause_count. The caller can fix it; a 502 says the
+            # service is broken, which it is not.
+            return RequestValidationError(
+                "the question has more words than the OpenSearch cluster allows in one query "
+                f"({reason}): shorten the question, or raise the cluster's "
+                "indices.query.bool.max_clause_count",
+                field="query",
+            )
         if isinstance(exc, os_exc.AuthenticationException | os_exc.AuthorizationException):
             return BackendError(
                 f"OpenSearch refused the {what} request ({exc.status_code}): {reason}. Check the "

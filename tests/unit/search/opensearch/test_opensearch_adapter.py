@@ -287,6 +287,24 @@ def test_bad_request_is_not_retried_and_names_the_reason(fake: FakeClient) -> No
     assert len(_searches(fake)) == 1
 
 
+def test_a_question_past_the_cluster_s_clause_limit_is_the_caller_s_to_shorten(fake: FakeClient) -> None:
+    info = {
+        "error": {
+            "root_cause": [
+                {
+                    "type": "too_many_clauses",
+                    "reason": "Query contains too many nested clauses; maxClauseCount is set to 1024",
+                }
+            ]
+        }
+    }
+    fake.search_errors = [os_exc.RequestError(400, "search_phase_execution_exception", info)]
+    with pytest.raises(RequestValidationError, match="max_clause_count") as caught:
+        _backend(fake).lexical("idx", "q", k=1)
+    assert caught.value.status == 422 and caught.value.field == "query"
+    assert len(_searches(fake)) == 1
+
+
 def test_auth_failure_explains_what_to_check(fake: FakeClient) -> None:
     fake.search_errors = [os_exc.AuthorizationException(403, "security_exception", {})]
     with pytest.raises(BackendError, match="EVIDENCE_OPENSEARCH_SERVICE"):
