@@ -47,14 +47,6 @@ BLIND3_FAMILIES = (
 BLIND4_FAMILIES = (
     sorted(p.name for p in BLIND4.iterdir() if (p / "documents").is_dir()) if BLIND4.is_dir() else []
 )
-#: The seventh blind set (bench/qa-blind7/README.md), not measured yet: an old-format SPL drug label,
-#: a US-government policy as nine Markdown pages (sections nested four deep), and two licences as
-#: plain text with numbered clauses. Kept apart from the fifth and sixth sets too, whatever exists.
-BLIND7 = ROOT / "bench" / "qa-blind7"
-BLIND7_SET = {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"}
-BLIND7_FAMILIES = (
-    sorted(p.name for p in BLIND7.iterdir() if (p / "documents").is_dir()) if BLIND7.is_dir() else []
-)
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
 
@@ -75,6 +67,16 @@ def _q(
     question: str, answers: list[str], mode: str = "ATTRIBUTE", document: str | None = "widget.md"
 ) -> dict[str, Any]:
     return {"question": question, "answers": answers, "mode": mode, "document": document}
+
+
+#: The seventh blind set (bench/qa-blind7/README.md), not measured yet: an old-format SPL drug label,
+#: a US-government policy as nine Markdown pages (sections nested four deep), and two licences as
+#: plain text with numbered clauses. Kept apart from the fifth and sixth sets too, whatever exists.
+BLIND7 = ROOT / "bench" / "qa-blind7"
+BLIND7_SET = {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"}
+BLIND7_FAMILIES = (
+    sorted(p.name for p in BLIND7.iterdir() if (p / "documents").is_dir()) if BLIND7.is_dir() else []
+)
 
 
 GOOD = [
