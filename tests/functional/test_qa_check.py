@@ -84,6 +84,16 @@ def _q(
     return {"question": question, "answers": answers, "mode": mode, "document": document}
 
 
+#: The seventh blind set (bench/qa-blind7/README.md), not measured yet: an old-format SPL drug label,
+#: a US-government policy as nine Markdown pages (sections nested four deep), and two licences as
+#: plain text with numbered clauses. Kept apart from the fifth and sixth sets too, whatever exists.
+BLIND7 = ROOT / "bench" / "qa-blind7"
+BLIND7_SET = {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"}
+BLIND7_FAMILIES = (
+    sorted(p.name for p in BLIND7.iterdir() if (p / "documents").is_dir()) if BLIND7.is_dir() else []
+)
+
+
 GOOD = [
     _q("how to store the widget?", ["Store at 20 to 25 C."], "SECTION"),
     _q("widget dose", ["Take 2 tablets daily."]),  # a line break in the document compares as a space
@@ -289,3 +299,33 @@ def test_main_exits_nonzero_on_a_problem_and_zero_when_clean(
     assert check.main([str(tmp_path), "--json"]) == 1
     out = capsys.readouterr().out
     assert '"family": "fam"' in out and "at least 30 are needed" in out
+
+
+@pytest.mark.parametrize("family", BLIND7_FAMILIES)
+def test_every_family_of_the_seventh_blind_set_passes_the_check(family: str) -> None:
+    (report,) = check.check(BLIND7, [family])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.answerable >= 30 and report.unanswerable >= 5
+    assert report.documents >= 1
+
+
+def test_the_seventh_blind_set_is_apart_from_every_other_set() -> None:
+    assert set(BLIND7_FAMILIES) == BLIND7_SET
+    others = [p for p in (ROOT / "bench").glob("qa*") if p.is_dir() and p != BLIND7] + [RFC_CHECK]
+
+    def families(root: Path) -> set[str]:
+        return {p.name for p in root.iterdir() if (p / "documents").is_dir()}
+
+    assert not set(BLIND7_FAMILIES) & set().union(*(families(root) for root in others))
+
+    # By content, not only by name: a document renamed into another set is still the same document.
+    def documents(root: Path) -> list[Path]:
+        return [p for p in root.glob("*/documents/*") if p.is_file()]
+
+    def digests(root: Path) -> set[str]:
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
+
+    names = {p.name for p in documents(BLIND7)}
+    assert names, "the seventh blind set has no documents"
+    assert not names & {p.name for root in others for p in documents(root)}
+    assert not digests(BLIND7) & set().union(*(digests(root) for root in others))
