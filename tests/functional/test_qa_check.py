@@ -19,49 +19,55 @@ from tests.benchkit import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 QA = ROOT / "bench" / "qa"
-#: The blind families: never tuned on (bench/qa-blind/README.md); checked the same way. The first
-#: blind set (libffi, four licences) was retired into the suite once design choices had read it;
-#: the second is two SPL drug labels, two RFCs and three PostgreSQL manual pages.
-BLIND = ROOT / "bench" / "qa-blind"
-BLIND_SET = {"drug-labels-spl", "standard-rfc-plain-text", "technical-manual-postgresql"}
-#: The third blind set (bench/qa-blind3/README.md): a label PDF as FDA published it, RFC 6749 as
-#: paginated plain text, two GitHub agreements in Markdown with numbered clauses.
-BLIND3 = ROOT / "bench" / "qa-blind3"
-BLIND3_SET = {"drug-label-pdf", "standard-paginated-text", "terms-of-service"}
-#: The fourth blind set (bench/qa-blind4/README.md): PEP 440 as reStructuredText (sections nested
-#: by underline level) and the Eclipse Public License 2.0 as plain text with numbered clauses.
-BLIND4 = ROOT / "bench" / "qa-blind4"
-BLIND4_SET = {"standard-nested", "contract-plain-text"}
-#: The fifth blind set (bench/qa-blind5/README.md): four chapters of NIST SP 800-63B as Markdown
-#: (numbered headings nested four deep) and the Lua 5.4 reference manual as one HTML page.
-BLIND5 = ROOT / "bench" / "qa-blind5"
-BLIND5_SET = {"standard-numbered-markdown", "api-reference-html"}
 #: Documents of the RFC checks (bench/rfc-check): no blind set may reuse them either.
 RFC_CHECK = ROOT / "bench" / "rfc-check"
-#: The sixth blind set (bench/qa-blind6/README.md): the Creative Commons BY 4.0 and BY-SA 4.0 legal
-#: code as plain text (numbered sections, clauses nested four deep) and the Expat XML parser's
-#: reference as one XHTML page. Kept apart from the fifth set too, whose folder may not exist yet.
-BLIND6 = ROOT / "bench" / "qa-blind6"
-BLIND6_SET = {"licence-legalcode-text", "c-library-reference-html"}
-BLIND6_FAMILIES = (
-    sorted(p.name for p in BLIND6.iterdir() if (p / "documents").is_dir()) if BLIND6.is_dir() else []
-)
+#: The blind sets, never tuned on, each with the families it must hold (naming them makes a blind
+#: folder that disappears, or is moved into the suite, fail rather than pass empty). The first blind
+#: set (libffi, four licences) was retired into the suite once design choices had read it.
+BLIND_SETS = {
+    # two SPL drug labels, two RFCs, three PostgreSQL manual pages (bench/qa-blind/README.md)
+    "qa-blind": {"drug-labels-spl", "standard-rfc-plain-text", "technical-manual-postgresql"},
+    # a label PDF as FDA published it, RFC 6749 as paginated plain text, two GitHub agreements in
+    # Markdown with numbered clauses
+    "qa-blind3": {"drug-label-pdf", "standard-paginated-text", "terms-of-service"},
+    # PEP 440 as reStructuredText (sections nested by underline level), the Eclipse Public License
+    # 2.0 as plain text with numbered clauses
+    "qa-blind4": {"standard-nested", "contract-plain-text"},
+    # four chapters of NIST SP 800-63B as Markdown (numbered headings nested four deep), the Lua 5.4
+    # reference manual as one HTML page
+    "qa-blind5": {"standard-numbered-markdown", "api-reference-html"},
+    # the Creative Commons BY 4.0 and BY-SA 4.0 legal code as plain text (numbered sections, clauses
+    # nested four deep), the Expat XML parser's reference as one XHTML page
+    "qa-blind6": {"licence-legalcode-text", "c-library-reference-html"},
+    # not measured yet: an old-format SPL drug label, a US-government policy as nine Markdown pages
+    # (sections nested four deep), two licences as plain text with numbered clauses
+    "qa-blind7": {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"},
+}
+
+
+def families_of(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if (p / "documents").is_dir()) if root.is_dir() else []
+
+
+def documents_of(root: Path) -> list[Path]:
+    return [p for p in root.glob("*/documents/*") if p.is_file()]
+
+
+def digests_of(root: Path) -> set[str]:
+    return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents_of(root)}
 
 
 check: Any = load_bench("qa/check.py", "qa_check")
-FAMILIES = sorted(p.name for p in QA.iterdir() if (p / "documents").is_dir())
-BLIND_FAMILIES = (
-    sorted(p.name for p in BLIND.iterdir() if (p / "documents").is_dir()) if BLIND.is_dir() else []
-)
-BLIND3_FAMILIES = (
-    sorted(p.name for p in BLIND3.iterdir() if (p / "documents").is_dir()) if BLIND3.is_dir() else []
-)
-BLIND4_FAMILIES = (
-    sorted(p.name for p in BLIND4.iterdir() if (p / "documents").is_dir()) if BLIND4.is_dir() else []
-)
-BLIND5_FAMILIES = (
-    sorted(p.name for p in BLIND5.iterdir() if (p / "documents").is_dir()) if BLIND5.is_dir() else []
-)
+FAMILIES = families_of(QA)
+BLIND_FAMILIES = [
+    # A label PDF takes seconds to parse (slow tier, like the suite's PDF family); SPL XML, HTML,
+    # Markdown and plain text are cheap enough to run outside it.
+    pytest.param(name, family, marks=pytest.mark.slow)
+    if any((ROOT / "bench" / name).glob(f"{family}/documents/*.pdf"))
+    else pytest.param(name, family)
+    for name in BLIND_SETS
+    for family in families_of(ROOT / "bench" / name)
+]
 
 MD = b"# Widget\n\n## Storage\n\nStore at 20 to 25 C.\n\n## Dose\n\nTake 2 tablets\ndaily.\n"
 
@@ -84,16 +90,6 @@ def _q(
     return {"question": question, "answers": answers, "mode": mode, "document": document}
 
 
-#: The seventh blind set (bench/qa-blind7/README.md), not measured yet: an old-format SPL drug label,
-#: a US-government policy as nine Markdown pages (sections nested four deep), and two licences as
-#: plain text with numbered clauses. Kept apart from the fifth and sixth sets too, whatever exists.
-BLIND7 = ROOT / "bench" / "qa-blind7"
-BLIND7_SET = {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"}
-BLIND7_FAMILIES = (
-    sorted(p.name for p in BLIND7.iterdir() if (p / "documents").is_dir()) if BLIND7.is_dir() else []
-)
-
-
 GOOD = [
     _q("how to store the widget?", ["Store at 20 to 25 C."], "SECTION"),
     _q("widget dose", ["Take 2 tablets daily."]),  # a line break in the document compares as a space
@@ -110,142 +106,34 @@ def test_every_family_of_the_suite_passes_the_check(family: str) -> None:
     assert report.documents >= 1
 
 
-@pytest.mark.parametrize("family", BLIND_FAMILIES)
-def test_every_blind_family_passes_the_check(family: str) -> None:
-    # SPL XML, HTML and plain text only (no PDF): cheap enough to run outside the slow tier.
-    (report,) = check.check(BLIND, [family])
+@pytest.mark.parametrize(("blind_set", "family"), BLIND_FAMILIES)
+def test_every_blind_family_passes_the_check(blind_set: str, family: str) -> None:
+    (report,) = check.check(ROOT / "bench" / blind_set, [family])
     assert report.problems == [], "\n".join(report.problems)
     assert report.answerable >= 30 and report.unanswerable >= 5
     assert report.documents >= 1
 
 
-def test_the_blind_set_is_apart_from_the_suite() -> None:
-    # The fits read bench/qa; a blind family there would be tuned on. Naming the families makes a
-    # blind folder that disappears (or is moved into the suite) fail here rather than pass empty.
-    assert set(BLIND_FAMILIES) == BLIND_SET
-    assert not set(BLIND_FAMILIES) & set(FAMILIES)
-    suite_documents = {p.name for p in QA.glob("*/documents/*")}
-    blind_documents = {p.name for p in BLIND.glob("*/documents/*")}
-    assert not suite_documents & blind_documents
-
-
-@pytest.mark.parametrize(
-    "family",
-    [
-        # The label PDF takes seconds to parse (slow tier, like the suite's PDF family); the
-        # plain-text and Markdown families are cheap.
-        pytest.param(f, marks=pytest.mark.slow) if any(BLIND3.glob(f"{f}/documents/*.pdf")) else f
-        for f in BLIND3_FAMILIES
-    ],
-)
-def test_every_family_of_the_third_blind_set_passes_the_check(family: str) -> None:
-    (report,) = check.check(BLIND3, [family])
-    assert report.problems == [], "\n".join(report.problems)
-    assert report.answerable >= 30 and report.unanswerable >= 5
-    assert report.documents >= 1
-
-
-def test_the_third_blind_set_is_apart_from_the_suite_and_the_second_set() -> None:
-    assert set(BLIND3_FAMILIES) == BLIND3_SET
-    assert not set(BLIND3_FAMILIES) & (set(FAMILIES) | set(BLIND_FAMILIES))
+@pytest.mark.parametrize("blind_set", sorted(BLIND_SETS))
+def test_a_blind_set_is_apart_from_every_other_set(blind_set: str) -> None:
+    # The fits read bench/qa; a blind family or document anywhere else would be tuned on, or
+    # measured twice.
+    root = ROOT / "bench" / blind_set
+    assert set(families_of(root)) == BLIND_SETS[blind_set]
+    others = [p for p in (ROOT / "bench").glob("qa*") if p.is_dir() and p != root] + [RFC_CHECK]
+    assert not set(families_of(root)) & set().union(*(families_of(other) for other in others))
 
     # By content, not only by name: a document renamed into another set is still the same document.
-    def digests(root: Path) -> set[str]:
-        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in root.glob("*/documents/*")}
-
-    names = {p.name for p in BLIND3.glob("*/documents/*")}
-    assert not names & {p.name for p in [*QA.glob("*/documents/*"), *BLIND.glob("*/documents/*")]}
-    assert not digests(BLIND3) & (digests(QA) | digests(BLIND))
-
-
-@pytest.mark.parametrize("family", BLIND4_FAMILIES)
-def test_every_family_of_the_fourth_blind_set_passes_the_check(family: str) -> None:
-    (report,) = check.check(BLIND4, [family])
-    assert report.problems == [], "\n".join(report.problems)
-    assert report.answerable >= 30 and report.unanswerable >= 5
-    assert report.documents >= 1
-
-
-def test_the_fourth_blind_set_is_apart_from_every_other_set() -> None:
-    assert set(BLIND4_FAMILIES) == BLIND4_SET
-    others = [QA, BLIND, BLIND3, RFC_CHECK]
-    assert not set(BLIND4_FAMILIES) & (set(FAMILIES) | set(BLIND_FAMILIES) | set(BLIND3_FAMILIES))
-
-    # By content, not only by name: a document renamed into another set is still the same document.
-    def documents(root: Path) -> list[Path]:
-        return [p for p in root.glob("*/documents/*") if p.is_file()]
-
-    def digests(root: Path) -> set[str]:
-        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
-
-    names = {p.name for p in documents(BLIND4)}
-    assert names, "the fourth blind set has no documents"
-    assert not names & {p.name for root in others for p in documents(root)}
-    assert not digests(BLIND4) & set().union(*(digests(root) for root in others))
-
-
-@pytest.mark.parametrize("family", BLIND5_FAMILIES)
-def test_every_family_of_the_fifth_blind_set_passes_the_check(family: str) -> None:
-    (report,) = check.check(BLIND5, [family])
-    assert report.problems == [], "\n".join(report.problems)
-    assert report.answerable >= 30 and report.unanswerable >= 5
-    assert report.documents >= 1
-
-
-def test_the_fifth_blind_set_is_apart_from_every_other_set() -> None:
-    assert set(BLIND5_FAMILIES) == BLIND5_SET
-    others = [QA, BLIND, BLIND3, BLIND4, RFC_CHECK]
-    assert not set(BLIND5_FAMILIES) & (
-        set(FAMILIES) | set(BLIND_FAMILIES) | set(BLIND3_FAMILIES) | set(BLIND4_FAMILIES)
-    )
-
-    # By content, not only by name: a document renamed into another set is still the same document.
-    def documents(root: Path) -> list[Path]:
-        return [p for p in root.glob("*/documents/*") if p.is_file()]
-
-    def digests(root: Path) -> set[str]:
-        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
-
-    names = {p.name for p in documents(BLIND5)}
-    assert names, "the fifth blind set has no documents"
-    assert not names & {p.name for root in others for p in documents(root)}
-    assert not digests(BLIND5) & set().union(*(digests(root) for root in others))
+    names = {p.name for p in documents_of(root)}
+    assert names, f"{blind_set} has no documents"
+    assert not names & {p.name for other in others for p in documents_of(other)}
+    assert not digests_of(root) & set().union(*(digests_of(other) for other in others))
 
 
 def test_the_suite_has_families() -> None:
     assert {"drug-labels", "clinical-guideline", "technical-manual-libffi", "licence-plain-text"} <= set(
         FAMILIES
     )
-
-
-@pytest.mark.parametrize("family", BLIND6_FAMILIES)
-def test_every_family_of_the_sixth_blind_set_passes_the_check(family: str) -> None:
-    (report,) = check.check(BLIND6, [family])
-    assert report.problems == [], "\n".join(report.problems)
-    assert report.answerable >= 30 and report.unanswerable >= 5
-    assert report.documents >= 1
-
-
-def test_the_sixth_blind_set_is_apart_from_every_other_set() -> None:
-    assert set(BLIND6_FAMILIES) == BLIND6_SET
-    others = [p for p in (ROOT / "bench").glob("qa*") if p.is_dir() and p != BLIND6] + [RFC_CHECK]
-
-    def families(root: Path) -> set[str]:
-        return {p.name for p in root.iterdir() if (p / "documents").is_dir()}
-
-    assert not set(BLIND6_FAMILIES) & set().union(*(families(root) for root in others))
-
-    # By content, not only by name: a document renamed into another set is still the same document.
-    def documents(root: Path) -> list[Path]:
-        return [p for p in root.glob("*/documents/*") if p.is_file()]
-
-    def digests(root: Path) -> set[str]:
-        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
-
-    names = {p.name for p in documents(BLIND6)}
-    assert names, "the sixth blind set has no documents"
-    assert not names & {p.name for root in others for p in documents(root)}
-    assert not digests(BLIND6) & set().union(*(digests(root) for root in others))
 
 
 def test_a_clean_family_passes(tmp_path: Path) -> None:
@@ -299,33 +187,3 @@ def test_main_exits_nonzero_on_a_problem_and_zero_when_clean(
     assert check.main([str(tmp_path), "--json"]) == 1
     out = capsys.readouterr().out
     assert '"family": "fam"' in out and "at least 30 are needed" in out
-
-
-@pytest.mark.parametrize("family", BLIND7_FAMILIES)
-def test_every_family_of_the_seventh_blind_set_passes_the_check(family: str) -> None:
-    (report,) = check.check(BLIND7, [family])
-    assert report.problems == [], "\n".join(report.problems)
-    assert report.answerable >= 30 and report.unanswerable >= 5
-    assert report.documents >= 1
-
-
-def test_the_seventh_blind_set_is_apart_from_every_other_set() -> None:
-    assert set(BLIND7_FAMILIES) == BLIND7_SET
-    others = [p for p in (ROOT / "bench").glob("qa*") if p.is_dir() and p != BLIND7] + [RFC_CHECK]
-
-    def families(root: Path) -> set[str]:
-        return {p.name for p in root.iterdir() if (p / "documents").is_dir()}
-
-    assert not set(BLIND7_FAMILIES) & set().union(*(families(root) for root in others))
-
-    # By content, not only by name: a document renamed into another set is still the same document.
-    def documents(root: Path) -> list[Path]:
-        return [p for p in root.glob("*/documents/*") if p.is_file()]
-
-    def digests(root: Path) -> set[str]:
-        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in documents(root)}
-
-    names = {p.name for p in documents(BLIND7)}
-    assert names, "the seventh blind set has no documents"
-    assert not names & {p.name for root in others for p in documents(root)}
-    assert not digests(BLIND7) & set().union(*(digests(root) for root in others))
