@@ -114,17 +114,11 @@ def sample_spans(backend: Any, index: str, n: int) -> list[Any]:
 def rows_main(args: argparse.Namespace) -> int:
     import refusal_rows as rr
 
-    from evidence.config import Settings
     from evidence.evaluation import ensure_qa_index, find_qa_families
     from evidence.model import RetrieveRequest
-    from evidence.service import EvidenceService
 
-    rr.floors_off()
-    rr.record_judgements()
-    settings = Settings(store_dir=args.store).model_copy(
-        update={"answer_min_grounding": 0.0, "answer_min_confidence": 0.5}
-    )
-    service = EvidenceService(settings)
+    # The same service the suite's rows are read with, so the pseudo-questions score alike.
+    service = rr.recording_service(args.store)
     wanted = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
     try:

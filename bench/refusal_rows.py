@@ -109,20 +109,26 @@ def record_judgements() -> None:
     rs.judge = recorded  # type: ignore[attr-defined]
 
 
+def recording_service(store: Path) -> EvidenceService:
+    """A service over `store` with every refusal floor off and each judgement recorded in `SEEN`:
+    the rows' features are read where no floor has cut the evidence yet."""
+    floors_off()
+    record_judgements()
+    # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py
+    # --min-confidence` re-reads its refusals at the bar being fitted.
+    settings = Settings(store_dir=store).model_copy(
+        update={"answer_min_grounding": 0.0, "answer_min_confidence": 0.5}
+    )
+    return EvidenceService(settings)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", type=Path, default=ROOT / "bench" / "qa")
     ap.add_argument("--store", type=Path, default=Path(".evidence"))
     ap.add_argument("--families", default="")
     args = ap.parse_args()
-    floors_off()
-    record_judgements()
-    # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py
-    # --min-confidence` re-reads its refusals at the bar being fitted.
-    settings = Settings(store_dir=args.store).model_copy(
-        update={"answer_min_grounding": 0.0, "answer_min_confidence": 0.5}
-    )
-    service = EvidenceService(settings)
+    service = recording_service(args.store)
     wanted = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
     try:
