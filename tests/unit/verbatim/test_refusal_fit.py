@@ -5,7 +5,6 @@ dense/BM25 agreement (both fixed, so that one model and one set of floors ship).
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from evidence.verbatim.scoring import grounding as lexical_grounding
 from evidence.verbatim.scoring import terms
 from tests.benchkit import load_bench
+from tests.unit.verbatim.verbatimkit import refusal_row
 
 
 @pytest.fixture(scope="module")
@@ -32,30 +32,9 @@ def test_the_floor_sits_just_below_the_lowest_probability_it_keeps(fit: ModuleTy
     assert fit.pick_floor(close, np.array([False, True, True]), max_loss=0.0) == pytest.approx(0.3001)
 
 
-def _row(family: str, answerable: bool, profile: str, agreement: float, cosine: float) -> dict[str, Any]:
-    text = "Disputes go to binding arbitration." if answerable else "Notices are sent by email."
-    return {
-        "family": family,
-        "question": "Do disputes go to binding arbitration?",
-        "answerable": answerable,
-        "found": answerable,
-        "profile": profile,
-        "path": "HYBRID_FACTSPAN" if profile == "verbatim" else "hybrid",
-        "can_answer": True,
-        "judged": {
-            "texts": [text],
-            "groups": [["disput"], ["bind"], ["arbitr"]],
-            "cosine": cosine,
-            "given": [],
-            "bodies": [text],
-            "agreement": agreement,
-        },
-    }
-
-
 def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -> None:
     rows = [
-        _row(f"f{k}", answerable, profile, agreement=a, cosine=c)
+        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
         for k in range(3)
         for profile in ("verbatim", "default")
         for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
@@ -73,7 +52,7 @@ def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -
 def test_token_features_are_read_from_the_rows_word_piece_matches(fit: ModuleType) -> None:
     from evidence.embed.tokenizer import token_offsets
 
-    row = _row("f0", True, "verbatim", agreement=1.0, cosine=0.7)
+    row = refusal_row("f0", True, "verbatim", agreement=1.0, cosine=0.7)
     assert not set(fit.TOKEN_FEATURES) & set(fit.features(row))
     pieces = len(token_offsets(row["question"]))
     row["_best"] = [[0.9] * pieces]

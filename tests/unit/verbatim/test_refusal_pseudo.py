@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.benchkit import load_bench
+from tests.unit.verbatim.verbatimkit import refusal_row
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +42,8 @@ def test_ecdf_is_the_share_strictly_below(pseudo: ModuleType) -> None:
 def _row(
     family: str, k: int, profile: str, answerable: bool, *, variant: str | None = None
 ) -> dict[str, Any]:
-    text = "Disputes go to binding arbitration." if answerable else "Notices are sent by email."
-    row: dict[str, Any] = {
-        "family": family,
-        "question": "Do disputes go to binding arbitration?",
-        "answerable": answerable,
-        "found": answerable,
-        "profile": profile,
-        "path": "HYBRID_FACTSPAN" if profile == "verbatim" else "hybrid",
-        "can_answer": True,
-        "confidence": 0.9,
-        "judged": {
-            "texts": [text],
-            "groups": [["disput"], ["bind"], ["arbitr"]],
-            "cosine": 0.2 + 0.05 * k,
-            "given": [],
-            "bodies": [text],
-            "agreement": 1.0 / (1 + k % 3),
-        },
-    }
+    row = refusal_row(family, answerable, profile, cosine=0.2 + 0.05 * k, agreement=1.0 / (1 + k % 3))
+    row["confidence"] = 0.9
     if variant:
         row["variant"] = variant
     return row

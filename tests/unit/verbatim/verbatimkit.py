@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -37,3 +38,28 @@ def text_service(
     service = EvidenceService(Settings(store_dir=root / "store"))
     assert not service.index_paths(index, [root / "docs"], embed=False).failed
     return service
+
+
+def refusal_row(
+    family: str, answerable: bool, profile: str, *, cosine: float, agreement: float
+) -> dict[str, Any]:
+    """One row as `bench/refusal_rows.py` writes it: a contract question, its evidence holding
+    the answer or not, the judgement's inputs recorded."""
+    text = "Disputes go to binding arbitration." if answerable else "Notices are sent by email."
+    return {
+        "family": family,
+        "question": "Do disputes go to binding arbitration?",
+        "answerable": answerable,
+        "found": answerable,
+        "profile": profile,
+        "path": "HYBRID_FACTSPAN" if profile == "verbatim" else "hybrid",
+        "can_answer": True,
+        "judged": {
+            "texts": [text],
+            "groups": [["disput"], ["bind"], ["arbitr"]],
+            "cosine": cosine,
+            "given": [],
+            "bodies": [text],
+            "agreement": agreement,
+        },
+    }
