@@ -63,8 +63,12 @@ def table_lines(table: ElementTree.Element) -> list[str]:
     rows: list[list[str]] = []
     header = 0
     pending: dict[int, int] = {}  # column -> rows still covered by a rowspan from above
-    trs = [(part, tr) for part in ("thead", "tbody", "tfoot") for g in table.findall(f"{V3}{part}")
-           for tr in g.findall(f"{V3}tr")] + [("tbody", tr) for tr in table.findall(f"{V3}tr")]
+    trs = [
+        (part, tr)
+        for part in ("thead", "tbody", "tfoot")
+        for g in table.findall(f"{V3}{part}")
+        for tr in g.findall(f"{V3}tr")
+    ] + [("tbody", tr) for tr in table.findall(f"{V3}tr")]
     for part, tr in trs:
         row: list[str] = []
         col = 0
@@ -97,7 +101,7 @@ def table_lines(table: ElementTree.Element) -> list[str]:
     lines.append("|" + "|".join("---" for _ in range(width)) + "|")
     for r in rows[: head - 1] + rows[head:]:
         lines.append("| " + " | ".join(r) + " |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def list_lines(lst: ElementTree.Element, depth: int = 0) -> list[str]:
@@ -122,7 +126,7 @@ def text_lines(text_el: ElementTree.Element) -> list[str]:
     lines: list[str] = []
     for child in text_el:
         if child.tag == f"{V3}list":
-            lines += list_lines(child) + [""]
+            lines += [*list_lines(child), ""]
         elif child.tag == f"{V3}table":
             lines += table_lines(child)
         elif child.tag not in SKIP_INLINE and inline(child):
