@@ -42,6 +42,9 @@ BLIND_SETS = {
     # not measured yet: an old-format SPL drug label, a US-government policy as nine Markdown pages
     # (sections nested four deep), two licences as plain text with numbered clauses
     "qa-blind7": {"drug-label-spl-old-format", "policy-numbered-markdown", "licence-numbered-clauses-text"},
+    # a Boehringer Ingelheim label converted from its SPL to Markdown (script kept with it), the CDC
+    # doxycycline PEP guideline (MMWR 2024) as Markdown
+    "qa-blind8": {"drug-label-markdown", "clinical-guideline-markdown"},
 }
 
 
