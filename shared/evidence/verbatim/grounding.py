@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from evidence.errors import EvidenceError
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
-from evidence.rank.confidence import HEAD, AnswerSignal, on_bar
+from evidence.rank.confidence import HEAD, AnswerSignal, on_bar, sigmoid
 from evidence.records import Chunk, ChunkKind
 from evidence.search.analysis import HYPHENS
 from evidence.verbatim.answer_types import answer_types
@@ -63,11 +63,7 @@ class RefusalModel:
     bias: float
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.bias + sum(c * features.get(name, 0.0) for name, c in self.coefficients.items())
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return sigmoid(self.bias + sum(c * features.get(name, 0.0) for name, c in self.coefficients.items()))
 
     def given(self, feature: str, value: float) -> RefusalModel:
         """The same model with `feature` fixed at `value` (folded into the bias)."""
