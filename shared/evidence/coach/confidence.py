@@ -25,18 +25,11 @@ the figures and how to refit on another graph).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evidence.coach import calibration as cal
-
-
-def sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+from evidence.rank.confidence import sigmoid
 
 
 def logistic(weights: Sequence[float], features: Sequence[float]) -> float:

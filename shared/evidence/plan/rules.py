@@ -6,8 +6,9 @@ import re
 
 from evidence.ids import criterion_hash, normalize_question
 from evidence.model import Plan, PlanRequest
+from evidence.search.analysis import HYPHENS
 
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_WORD = re.compile(rf"[A-Za-z0-9][A-Za-z0-9'{HYPHENS}]*")  # a compound whole, any hyphen
 # Question scaffolding that carries no retrieval signal in assessment criteria.
 _FILLER = frozenset(
     "does do is are the a an of to in for on and or with by vendor vendors organization company "

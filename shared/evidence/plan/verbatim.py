@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence.ingest.sections import SectionVocabulary, default_vocabulary, normalise_heading
+from evidence.search.analysis import HYPHENS
 
 QUERY_MODES = ("SECTION", "ATTRIBUTE", "MULTI_SECTION", "GENERIC", "GLOBAL")
 
@@ -83,7 +84,8 @@ _GENERIC = re.compile(
     r"(?:the drug |the medicine |the medication )?(?P<rest>[^?]*)\??\s*$",
     re.IGNORECASE,
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?")
+#: A question word; a compound is one word with any hyphen the analyser splits at (`HYPHENS`).
+_WORD = re.compile(rf"[A-Za-z][A-Za-z0-9{HYPHENS}]*[A-Za-z0-9]|[A-Za-z]|\d+(?:\.\d+)?")
 _QUESTION_WORDS = frozenset(
     """what which who whom whose when where why how is are was were do does did can could should would will
     may might must the a an of to in for on and or with by about tell me my i you your it its this that

@@ -43,6 +43,16 @@ from evidence.search.analysis import get_analyzer
 HEAD = 3
 
 
+def sigmoid(z: float) -> float:
+    """The logistic function, without overflow at either end (`math.exp` of a large positive
+    number raises): every fitted logistic model here (answerability, refusal, the coach's) reads
+    its probability through it."""
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """logit = dense * cosine + coverage * coverage + bias (fitted by bench/answerability.py)."""
@@ -52,11 +62,7 @@ class Calibration:
     bias: float
 
     def probability(self, cosine: float, coverage: float) -> float:
-        z = self.dense * cosine + self.coverage * coverage + self.bias
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return sigmoid(self.dense * cosine + self.coverage * coverage + self.bias)
 
 
 #: Per embedder id: the cosine scale is the embedder's own.

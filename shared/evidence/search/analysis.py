@@ -179,9 +179,13 @@ class EnglishAnalyzer:
         return [t for t in terms if t]
 
 
-#: The hyphens a compound is written with (hyphen-minus, hyphen, non-breaking hyphen).
-_HYPHENS = "\\-\u2010\u2011"
-_HYPHEN = re.compile(f"[{_HYPHENS}]")
+#: The hyphens a compound is written with, as a regex character class's body: hyphen-minus,
+#: hyphen (U+2010) and non-breaking hyphen (U+2011), which PDFs and HTML write, and the soft
+#: hyphen (U+00AD, an invisible break hint: "encryp\u00adtion" means "encryption"). The tokenizer
+#: splits a word at each of them alike; everything that reads a hyphenated word (the joined query
+#: word here, the refusal signal's question words) takes this one set.
+HYPHENS = "\\-\u2010\u2011\u00ad"
+_HYPHEN = re.compile(f"[{HYPHENS}]")
 #: A compound a query writes with hyphens, of letters only ("non-opioid", "co-administered",
 #: "e-mail"; not "COVID-19", "p53-dependent" or "2-3"), whole: it neither starts nor ends next
 #: to a word character or another hyphen, and each part is the analyser's token, letters joined
@@ -190,8 +194,8 @@ _HYPHEN = re.compile(f"[{_HYPHENS}]")
 #: fails at its end backtracks through it once.
 _COMPOUND_PART = rf"{_LETTER}+(?:[{_MID_LETTER}]{_LETTER}+)*"
 _HYPHENATED = re.compile(
-    rf"(?<![\w{_HYPHENS}])(?<!{_LETTER}[{_MID_LETTER}])"
-    rf"{_COMPOUND_PART}(?:[{_HYPHENS}]{_COMPOUND_PART})+(?![\w{_HYPHENS}])"
+    rf"(?<![\w{HYPHENS}])(?<!{_LETTER}[{_MID_LETTER}])"
+    rf"{_COMPOUND_PART}(?:[{HYPHENS}]{_COMPOUND_PART})+(?![\w{HYPHENS}])"
 )
 
 

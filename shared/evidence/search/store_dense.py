@@ -19,7 +19,7 @@ from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, Restriction, crc_of
 from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
-from evidence.search.store_records import RecordStore, select_in
+from evidence.search.store_records import RecordStore, immediate, select_in
 
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096
@@ -156,8 +156,7 @@ class DenseStore(RecordStore):
                     dim = int(longest) // 4
                     self.set_info("dimension", str(dim))
             while dim is not None:
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(db):
                     rows = db.execute(
                         "SELECT rowid, vector FROM chunks WHERE rowid > ? AND vector IS NOT NULL"
                         " AND LENGTH(vector) = ? ORDER BY rowid LIMIT ?",
@@ -170,25 +169,14 @@ class DenseStore(RecordStore):
                             for rowid, blob in rows
                         ],
                     )
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
                 if not rows:
                     break
                 converted += len(rows)
                 last = int(rows[-1][0])
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(db):
                 if converted:
                     self.set_info("generation", str(self.generation(db) + 1))
                 self.set_info("vector_format", VECTOR_FORMAT)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
             return converted
 
     def _after_write(

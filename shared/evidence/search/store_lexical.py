@@ -19,7 +19,7 @@ from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer, with_joined_compounds
 from evidence.search.ann import AnnConfig
 from evidence.search.base import Filters, filter_value
-from evidence.search.store_records import RecordStore, _metadata_terms, meta_term
+from evidence.search.store_records import RecordStore, _metadata_terms, immediate, meta_term
 
 if TYPE_CHECKING:
     import tantivy
@@ -220,18 +220,12 @@ class LexicalStore(RecordStore):
             writer.wait_merging_threads()
         del writers  # tantivy's own directory lock goes with the writers, before our lock
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(db):
             db.executemany("DELETE FROM lexical_pending WHERE document_id = ?", [(d,) for d in pending])
             # Readers in other processes reload their searchers when this moves (the records'
             # generation moved before tantivy had these documents). A counter of its own: the
             # record caches keyed by `generation` stay valid.
             self.set_info("lexical_generation", str(self._lexical_generation(db) + 1))
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
 
     def _lexical_generation(self, db: sqlite3.Connection | None = None) -> int:
         return int(self.info("lexical_generation", db) or 0)

@@ -92,6 +92,22 @@ _LOGGED = -1
 IN_BATCH = 900
 
 
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction on the writer's connection (`isolation_level=None`): BEGIN IMMEDIATE
+    takes the write lock at once, COMMIT at the block's end. Whatever the block raises rolls it
+    back, unless SQLite rolled back by itself (SQLITE_FULL), where a second ROLLBACK would raise
+    and hide the cause."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 def select_in(db: sqlite3.Connection, sql: str, keys: Sequence[Any], *params: Any) -> Iterator[Any]:
     """The rows of `sql`, whose `{marks}` stands for the placeholders of `keys`, asked in batches
     of `IN_BATCH`; `params` are bound after the keys."""

@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING
 from evidence.errors import EvidenceError
 from evidence.names import MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
-from evidence.rank.confidence import HEAD, AnswerSignal, on_bar
+from evidence.rank.confidence import HEAD, AnswerSignal, on_bar, sigmoid
 from evidence.records import Chunk, ChunkKind
+from evidence.search.analysis import HYPHENS
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
@@ -62,11 +63,7 @@ class RefusalModel:
     bias: float
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.bias + sum(c * features.get(name, 0.0) for name, c in self.coefficients.items())
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return sigmoid(self.bias + sum(c * features.get(name, 0.0) for name, c in self.coefficients.items()))
 
     def given(self, feature: str, value: float) -> RefusalModel:
         """The same model with `feature` fixed at `value` (folded into the bias)."""
@@ -110,8 +107,9 @@ SAFETY_NET_FLOOR = 0.4
 HITS_REFUSAL_FLOOR = 0.3
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
-#: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound.
-_WORD = re.compile(r"[^\W_](?:[^\W_]|['\-])*")
+#: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
+#: the analyser's `HYPHENS`: "non\u2010opioid" reads as "non-opioid").
+_WORD = re.compile(rf"[^\W_](?:[^\W_]|['{HYPHENS}])*")
 #: Where a compound word splits into the parts the analyser reads one by one.
 _PART = re.compile(r"[\W_]+")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's

@@ -116,3 +116,14 @@ def test_rules_extend_by_configuration_and_refuse_bad_patterns() -> None:
     with pytest.raises(ValueError, match="malformed"):
         VerbatimRules.from_config({"attributes": [{"name": "x"}]})
     assert default_rules().why_terms
+
+
+@pytest.mark.parametrize("hyphen", ["\u2010", "\u2011", "\u00ad"])
+def test_a_compound_with_a_unicode_hyphen_is_one_word_as_with_a_hyphen_minus(hyphen: str) -> None:
+    question = "Is a non-opioid co-analgesic enough?"
+    words = content_words(question.replace("-", hyphen))
+    assert (
+        [w.replace(hyphen, "-") for w in words]
+        == content_words(question)
+        == ["non-opioid", "co-analgesic", "enough"]
+    )

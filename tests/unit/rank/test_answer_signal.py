@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evidence.coach.confidence import logistic
 from evidence.config import Settings
 from evidence.embed.minilm import MODEL_ID
 from evidence.errors import BackendError
@@ -19,12 +20,15 @@ from evidence.rank.confidence import (
     HEAD,
     LEXICAL_CALIBRATION,
     AnswerSignal,
+    Calibration,
     answer_signal,
     head_cosines,
     missing_cosines,
     on_bar,
+    sigmoid,
     term_coverage,
 )
+from evidence.verbatim.grounding import RefusalModel
 from tests.unit.rank.rankkit import cand, chunk, new_backend, vec
 
 QUERY = "Is customer data encrypted at rest?"
@@ -172,3 +176,14 @@ def test_on_bar_puts_the_bar_at_one_half() -> None:
     assert on_bar(0.65, 0.3) == pytest.approx(0.75)
     assert on_bar(0.42, 0.5) == pytest.approx(0.42)  # the identity at 0.5
     assert on_bar(0.0, 0.0) == 0.5 and on_bar(1.0, 1.0) == 1.0
+
+
+@pytest.mark.parametrize("z", [-1000.0, -3.5, 0.0, 0.7, 1000.0])
+def test_every_logistic_model_reads_the_one_overflow_free_sigmoid(z: float) -> None:
+    # The answerability calibration, the refusal model and the coach's logistic share it: at
+    # |z| = 1000 `math.exp` of the other sign would overflow.
+    p = sigmoid(z)
+    assert 0.0 <= p <= 1.0 and math.isclose(p, 1.0 - sigmoid(-z), abs_tol=1e-12)
+    assert Calibration(dense=0.0, coverage=0.0, bias=z).probability(0.3, 0.4) == p
+    assert RefusalModel({}, bias=z).probability({}) == p
+    assert logistic([z], []) == p

@@ -125,6 +125,9 @@ def test_analyzer_is_configurable_and_recorded_per_index(tmp_path: Path) -> None
     [
         ("Are non-opioid treatments as good?", "Are non-opioid treatments as good? nonopioid"),
         ("co\u2010administered with e-mail", "co\u2010administered with e-mail coadministered email"),
+        # A non-breaking hyphen joins like any other; a soft hyphen is an invisible break hint in
+        # a pasted word, which the query then also asks as the word it breaks.
+        ("non\u2011opioid encryp\u00adtion", "non\u2011opioid encryp\u00adtion nonopioid encryption"),
         ("data-at-rest", "data-at-rest dataatrest"),
         ("größen-abhängig", "größen-abhängig größenabhängig"),
         # Numbers are no compound words: a range, a version, a name with a number.

@@ -65,6 +65,17 @@ def test_a_rare_word_weighs_more_than_a_common_one() -> None:
     assert weights["levorphanol"] > weights["typic"] > weights["lower"]
 
 
+@pytest.mark.parametrize("hyphen", ["\u2010", "\u2011", "\u00ad"])
+def test_a_word_joined_by_a_unicode_hyphen_reads_as_with_a_hyphen_minus(hyphen: str) -> None:
+    # PDFs and HTML write "non\u2010opioid" (or a soft hyphen inside a word): the tokenizer splits it
+    # as it splits "non-opioid", and its rarity is the compound's, not that of its parts read alone
+    # ("non" is common English, the compound is not).
+    q = "Is the non-opioid dose lower?"
+    other = q.replace("-", hyphen)
+    assert terms(other) == terms(q)
+    assert concept_weights(other, question_groups(other)) == concept_weights(q, question_groups(q))
+
+
 def test_evidence_missing_the_asked_about_slot_is_refused_and_present_is_answered() -> None:
     missing = _judge(TERM, [PK])
     present = _judge(TERM, [PK_HALF])
