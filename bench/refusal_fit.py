@@ -70,7 +70,13 @@ PROFILES = ("verbatim", "default")
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
 #: What only a dense index reads: the lexical model fixes them (`LEXICAL_COSINE`, `LEXICAL_AGREEMENT`).
-DENSE_ONLY = ("cosine", "agreement")
+#: Key-term ablation's dense readings need the query vector too (`key_ablation`): the lexical
+#: model fixes them at their training mean, as it fixes the agreement.
+DENSE_ONLY = (
+    "cosine",
+    "agreement",
+    *(f"{p}_dense_{x}" for p in ("kab", "rab") for x in ("same", "rr", "drop")),
+)
 
 
 def features(row: dict[str, Any]) -> dict[str, float]:
@@ -665,7 +671,10 @@ def run(
         ties: the most rows without an answer refused, then the lowest cosine. None within the
         budget: 1 (the fewest refusals)."""
         coef = m["coefficients"]
-        fixed = m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train)
+        # The other dense-only readings (key-term ablation's) at their training means.
+        fixed = (
+            m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train) + other_dense(coef, read, train)
+        )
 
         def at(cosine: float) -> np.ndarray:
             return np.array([*(coef[c] for c in columns), fixed + coef.get("cosine", 0.0) * cosine])
@@ -716,6 +725,16 @@ def run(
         for pr in PROFILES
     }
     return out
+
+
+def other_dense(coef: Mapping[str, float], read: Sequence[Mapping[str, float]], train: np.ndarray) -> float:
+    """What the dense-only features besides the cosine and the agreement add to the lexical
+    model's bias: each fixed at its mean over the training rows."""
+    return sum(
+        coef[c] * float(np.mean([f.get(c, 0.0) for f, t in zip(read, train, strict=True) if t]))
+        for c in coef
+        if c in DENSE_ONLY and c not in ("cosine", "agreement")
+    )
 
 
 def model(columns: Sequence[str], w: np.ndarray) -> dict[str, Any]:

@@ -191,3 +191,12 @@ def test_index_contrast_compares_own_evidence_with_the_index_others(fit: ModuleT
     assert answered["ctr_idx"] == pytest.approx(1.0) and answered["ctr_pct"] == 0.0
     assert unanswered["ctr_idx"] == pytest.approx(-1.0) and unanswered["ctr_pct"] == 1.0
     assert answered["ctr_eng"] == pytest.approx(1.0)
+
+
+def test_the_lexical_model_fixes_key_ablations_dense_readings_at_their_mean(fit: ModuleType) -> None:
+    read = [{"rab_dense_same": 1.0, "rab_lex_share": 0.5}, {"rab_dense_same": 0.0}, {"rab_dense_same": 1.0}]
+    coef = {"grounding": 1.0, "agreement": 2.0, "rab_dense_same": 0.3, "rab_lex_share": 1.0}
+    # A dense reading needs the query vector: fixed at its mean over the training rows (the first
+    # two: 0.5); the lexical reading and the agreement (fixed apart) are not folded in here.
+    assert "rab_dense_same" in fit.DENSE_ONLY and "rab_lex_share" not in fit.DENSE_ONLY
+    assert fit.other_dense(coef, read, np.array([True, True, False])) == pytest.approx(0.15)
