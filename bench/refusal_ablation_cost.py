@@ -51,28 +51,37 @@ def main() -> int:
         docs = sorted({d[0] for d in abl["full"]["dense"]})
         work.append((index, abl["rarest"]["text"], docs))
     work = work[: args.limit]
+    embed_ms: list[float] = []
     dense_ms: list[float] = []
     lex_ms: list[float] = []
     try:
+        if work:  # the model's first load is no per-retrieve cost
+            service.query_vector(work[0][0], work[0][1])
         for _ in range(args.rounds):
             for index, text, docs in work:
                 filters = {"document_id": docs}
                 t0 = time.perf_counter()
                 vector = service.query_vector(index, text)
                 assert vector is not None
+                t1 = time.perf_counter()
                 service.backend.dense(
                     index, vector, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE
                 )
-                t1 = time.perf_counter()
+                t2 = time.perf_counter()
                 service.backend.lexical(
                     index, text, k=AGREEMENT_DEPTH, filters=filters, kind=ChunkKind.PASSAGE
                 )
-                t2 = time.perf_counter()
-                dense_ms.append((t1 - t0) * 1000)
-                lex_ms.append((t2 - t1) * 1000)
+                t3 = time.perf_counter()
+                embed_ms.append((t1 - t0) * 1000)
+                dense_ms.append((t2 - t0) * 1000)
+                lex_ms.append((t3 - t2) * 1000)
     finally:
         service.close()
-    for name, xs in (("ablation_dense (embed + dense call)", dense_ms), ("ablation_lex (BM25 call)", lex_ms)):
+    for name, xs in (
+        ("embedding the ablated question", embed_ms),
+        ("ablation_dense (embed + dense call)", dense_ms),
+        ("ablation_lex (BM25 call)", lex_ms),
+    ):
         a = np.asarray(xs)
         print(f"{name}: n {len(a)} median {np.median(a):.1f} ms p90 {np.percentile(a, 90):.1f} ms")
     return 0
