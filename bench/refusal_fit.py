@@ -5,6 +5,8 @@ Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
            [--default-cap 0.30] [--min-confidence 0.3] [--nested]
            [--features grounding,cosine,typed_key,agreement,index_absent,typed_rarest]
            [--label found] [--json]
+(`kab_`/`rab_` features, `key_ablation`, read rows recorded with `refusal_rows.py --ablation`;
+`ctr_` features, `index_contrast`, read the other questions' evidence: measured, not shipped)
 (a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
 in token_best.json next to rows.json)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)

@@ -1,6 +1,8 @@
 """The evidence every QA question gets with the refusal off, for fitting the refusal signal.
 
-Usage: python bench/refusal_rows.py [QA_ROOT] [--store DIR] [--families a,b] > rows.json
+Usage: python bench/refusal_rows.py [QA_ROOT] [--store DIR] [--families a,b] [--ablation] > rows.json
+(`--ablation` also records the rankings key-term ablation reads, `ablation_rankings`:
+docs/verbatim.md#refusal-key-ablation)
 
 Every family of QA_ROOT (default bench/qa) is indexed as `evidence eval --qa` does, then every
 question runs through the `verbatim` and `default` profiles with every refusal floor off (the
