@@ -5,6 +5,8 @@ Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
            [--default-cap 0.30] [--min-confidence 0.3] [--nested]
            [--features grounding,cosine,typed_key,agreement,index_absent,typed_rarest]
            [--label found] [--json]
+(`kab_`/`rab_` features, `key_ablation`, read rows recorded with `refusal_rows.py --ablation`;
+`ctr_` features, `index_contrast`, read the other questions' evidence: measured, not shipped)
 (a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
 in token_best.json next to rows.json)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
@@ -70,7 +72,13 @@ PROFILES = ("verbatim", "default")
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
 #: What only a dense index reads: the lexical model fixes them (`LEXICAL_COSINE`, `LEXICAL_AGREEMENT`).
-DENSE_ONLY = ("cosine", "agreement")
+#: Key-term ablation's dense readings need the query vector too (`key_ablation`): the lexical
+#: model fixes them at their training mean, as it fixes the agreement.
+DENSE_ONLY = (
+    "cosine",
+    "agreement",
+    *(f"{p}_dense_{x}" for p in ("kab", "rab") for x in ("same", "rr", "drop")),
+)
 
 
 def features(row: dict[str, Any]) -> dict[str, float]:
@@ -88,11 +96,136 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
+    if judged.get("ablation"):
+        out.update(key_ablation(judged["ablation"]))
+    if "_contrast" in row:
+        out.update(row["_contrast"])
     if "_vectors" in row:
         out.update(ablation(row["question"], groups, texts, given, row["_vectors"]))
     if "_best" in row:
         out.update(token_cover(row["question"], groups, row["_best"], texts, given, bodies=bodies))
     return out
+
+
+def _same_place(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Two ranked passages ([document, start, end, score]) overlap: the same place."""
+    return bool(a[0] == b[0] and a[1] < b[2] and a[2] > b[1])
+
+
+def key_ablation(rankings: Mapping[str, Any]) -> dict[str, float]:
+    """Key-term ablation (a candidate refusal feature, measured, not shipped:
+    docs/verbatim.md#refusal-key-ablation). `rankings` (`refusal_rows.py --ablation`): the dense
+    and BM25 passage rankings, within the evidence's documents, of the question (`full`) and of
+    the question without its key concepts (`key`: the heaviest by English rarity, what `typed_key`
+    reads; `rarest`: the least used by the index, what `typed_rarest` reads). When the evidence's
+    documents answer the question, its key term steers the retrieval: without it another passage
+    wins and the best score drops. When they do not carry it, the same passage wins about as well.
+    Per reading (prefix `kab_` for `key`, `rab_` for `rarest`):
+
+    - `_dense_same` / `_lex_same`: 1 when the ablated question's first passage is the full one's;
+    - `_dense_rr`: the reciprocal rank of the full question's first dense passage in the ablated
+      ranking (0 past the depth);
+    - `_dense_drop`: the first dense cosine's drop (full minus ablated);
+    - `_lex_share`: the share of the first BM25 score the key term carries (1 - ablated / full).
+
+    A question with nothing to ablate reads as if its key term moved nothing (same 1, drops 0)."""
+    full = rankings["full"]
+    out: dict[str, float] = {}
+    for name, prefix in (("key", "kab"), ("rarest", "rab")):
+        abl = rankings.get(name)
+        fd, fl = full["dense"], full["lexical"]
+        if not abl or not fd:
+            out.update(
+                {
+                    f"{prefix}_dense_same": 1.0,
+                    f"{prefix}_lex_same": 1.0,
+                    f"{prefix}_dense_rr": 1.0,
+                    f"{prefix}_dense_drop": 0.0,
+                    f"{prefix}_lex_share": 0.0,
+                }
+            )
+            continue
+        ad, al = abl["dense"], abl["lexical"]
+        rr = next((1.0 / (1 + i) for i, h in enumerate(ad) if _same_place(h, fd[0])), 0.0)
+        out[f"{prefix}_dense_same"] = 1.0 if ad and _same_place(ad[0], fd[0]) else 0.0
+        out[f"{prefix}_dense_rr"] = rr
+        out[f"{prefix}_dense_drop"] = fd[0][3] - (ad[0][3] if ad else 0.0)
+        out[f"{prefix}_lex_same"] = 1.0 if fl and al and _same_place(al[0], fl[0]) else 0.0
+        out[f"{prefix}_lex_share"] = (
+            1.0 - (al[0][3] / fl[0][3]) if fl and al and fl[0][3] > 0 else (1.0 if fl else 0.0)
+        )
+    return out
+
+
+def index_contrast(rows: list[dict[str, Any]]) -> None:
+    """Per-index contrast (a candidate refusal feature, measured, not shipped:
+    docs/verbatim.md#refusal-key-ablation): how much better the question's own evidence covers its
+    concepts than the evidence of the other questions asked of the same index (same family and
+    profile: a stand-in for spans drawn from the index at random). The coverage is the best single
+    text's weighted share of the question's concepts (`grounding` per text), each concept weighted
+    by its index rarity (`_BASE_WEIGHT` + `index_rarity`: the IDF mass) or, `_eng`, by its English
+    rarity (`concept_weights`). Evidence no better than random evidence of the index is about the
+    index's topic, not about the question. Sets each row's `_contrast`:
+
+    - `ctr_idx` / `ctr_eng`: own coverage minus the mean over the other questions' evidence;
+    - `ctr_pct`: the share of the other questions' evidence that covers the question at least as
+      well as its own (index weights; high: the own evidence is nothing special)."""
+    from evidence.verbatim.grounding import _BASE_WEIGHT, index_rarity
+    from evidence.verbatim.scoring import _by_prefix, _extends, identifier_parts, terms
+
+    bags: dict[str, tuple[set[str], dict[str, list[str]]]] = {}
+
+    def bag(text: str) -> tuple[set[str], dict[str, list[str]]]:
+        if text not in bags:
+            b = set(terms(text))
+            if "_" in text:
+                b.update(t for part in identifier_parts(text) for t in terms(part))
+            bags[text] = (b, _by_prefix(b))
+        return bags[text]
+
+    def cover(concepts: list[tuple[str, ...]], w: list[float], texts: Sequence[str]) -> float:
+        best = 0.0
+        for t in texts:
+            b, near = bag(t)
+            got = sum(
+                wi
+                for c, wi in zip(concepts, w, strict=True)
+                if any(x in b for x in c) or any(_extends(x, near.get(x[:3], ())) for x in c)
+            )
+            best = max(best, got / sum(w) if sum(w) else 1.0)
+        return best
+
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.get("judged") and r["judged"]["texts"]:
+            groups.setdefault((r["family"], r["profile"]), []).append(i)
+    for members in groups.values():
+        evidence = {
+            i: [*rows[i]["judged"]["texts"], *(rows[i]["judged"].get("given") or ())] for i in members
+        }
+        for i in members:
+            r = rows[i]
+            concepts = list(dict.fromkeys(tuple(x) for x in r["judged"]["groups"] if x))
+            if not concepts:
+                r["_contrast"] = {"ctr_idx": 0.0, "ctr_eng": 0.0, "ctr_pct": 1.0}
+                continue
+            df = r["judged"].get("df") or {}
+            eng = concept_weights(r["question"], r["judged"]["groups"])
+            wi = [_BASE_WEIGHT + index_rarity(c, df) for c in concepts]
+            we = [max(eng.get(t, 1.0) for t in c) for c in concepts]
+            own_i, own_e = cover(concepts, wi, evidence[i]), cover(concepts, we, evidence[i])
+            others = [j for j in members if j != i]
+            oi = [cover(concepts, wi, evidence[j]) for j in others]
+            oe = [cover(concepts, we, evidence[j]) for j in others]
+            r["_contrast"] = {
+                "ctr_idx": own_i - float(np.mean(oi)) if oi else 0.0,
+                "ctr_eng": own_e - float(np.mean(oe)) if oe else 0.0,
+                "ctr_pct": float(np.mean([o >= own_i - 1e-9 for o in oi])) if oi else 1.0,
+            }
+
+
+#: Candidate per-index contrast features (`index_contrast`); measured, not shipped.
+CONTRAST_FEATURES = ("ctr_idx", "ctr_eng", "ctr_pct")
 
 
 #: `token_cover`: a question word piece is matched when its best cosine with an evidence word
@@ -540,7 +673,10 @@ def run(
         ties: the most rows without an answer refused, then the lowest cosine. None within the
         budget: 1 (the fewest refusals)."""
         coef = m["coefficients"]
-        fixed = m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train)
+        # The other dense-only readings (key-term ablation's) at their training means.
+        fixed = (
+            m["bias"] + coef.get("agreement", 0.0) * agreement_mean(train) + other_dense(coef, read, train)
+        )
 
         def at(cosine: float) -> np.ndarray:
             return np.array([*(coef[c] for c in columns), fixed + coef.get("cosine", 0.0) * cosine])
@@ -591,6 +727,16 @@ def run(
         for pr in PROFILES
     }
     return out
+
+
+def other_dense(coef: Mapping[str, float], read: Sequence[Mapping[str, float]], train: np.ndarray) -> float:
+    """What the dense-only features besides the cosine and the agreement add to the lexical
+    model's bias: each fixed at its mean over the training rows."""
+    return sum(
+        coef[c] * float(np.mean([f.get(c, 0.0) for f, t in zip(read, train, strict=True) if t]))
+        for c in coef
+        if c in DENSE_ONLY and c not in ("cosine", "agreement")
+    )
 
 
 def model(columns: Sequence[str], w: np.ndarray) -> dict[str, Any]:
@@ -657,6 +803,8 @@ def main() -> int:
     dense = [c for c in args.features.split(",") if c]
     if any(c in TOKEN_FEATURES for c in dense):
         read_tokens(rows, args.rows.with_name("token_best.json"))
+    if any(c in CONTRAST_FEATURES for c in dense):
+        index_contrast(rows)
     if any(c in ABLATION_FEATURES for c in dense):
         read_sentences(rows, args.rows.with_name("sent_vectors.json"))
     fitted = run(

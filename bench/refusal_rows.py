@@ -1,6 +1,8 @@
 """The evidence every QA question gets with the refusal off, for fitting the refusal signal.
 
-Usage: python bench/refusal_rows.py [QA_ROOT] [--store DIR] [--families a,b] > rows.json
+Usage: python bench/refusal_rows.py [QA_ROOT] [--store DIR] [--families a,b] [--ablation] > rows.json
+(`--ablation` also records the rankings key-term ablation reads, `ablation_rankings`:
+docs/verbatim.md#refusal-key-ablation)
 
 Every family of QA_ROOT (default bench/qa) is indexed as `evidence eval --qa` does, then every
 question runs through the `verbatim` and `default` profiles with every refusal floor off (the
@@ -51,6 +53,8 @@ def floors_off() -> None:
 
 
 SEEN: list[dict[str, Any]] = []
+#: `--ablation`: record the rankings key-term ablation reads (`ablation_rankings`).
+OPTIONS = {"ablation": False}
 #: The service and index the questions run against, for `index_df` (set per family).
 CURRENT: dict[str, Any] = {}
 
@@ -92,6 +96,7 @@ def record_judgements() -> None:
                 "bodies": None if bodies is None else list(bodies),
                 "agreement": agreement,
                 "df": df,
+                "ablation": ablation_rankings(question, groups, df) if OPTIONS["ablation"] else None,
             }
         )
         return judge(
@@ -109,11 +114,127 @@ def record_judgements() -> None:
     rs.judge = recorded  # type: ignore[attr-defined]
 
 
+#: `record_ablation`: the last `passage_agreement` call's (backend, index, vector, documents), by question.
+RANKED: dict[str, tuple[Any, str, Any, tuple[str, ...]]] = {}
+#: Rankings already read, by (question, documents): the cascade judges several paths' evidence.
+ABLATED: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def key_concepts(question: str, groups: Any, df: Any) -> dict[str, list[tuple[str, ...]]]:
+    """The question's key concepts as the refusal signal reads them (`read_evidence`): `key`, the
+    heaviest subject concepts by English rarity (what `typed_key` asks a span to hold); `rarest`,
+    the subject concepts the index uses least (what `typed_rarest` asks for; None without counts)."""
+    import evidence.verbatim.grounding as rg
+    from evidence.verbatim.answer_types import answer_types
+    from evidence.verbatim.scoring import terms
+
+    weights = rg.concept_weights(question, groups)
+    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
+    types = answer_types().expected(question)
+    asking = {
+        t
+        for w in rg._WORD.findall(question)
+        if any(a.asked_by(w, hints=False) for a in types)
+        for t in terms(w)
+    }
+    subject = [c for c in concepts if not asking & set(c)]
+    out: dict[str, list[tuple[str, ...]]] = {}
+    if subject:
+        top = max(max(weights.get(t, 1.0) for t in c) for c in subject)
+        out["key"] = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= top - 1e-9]
+        if df is not None:
+            rare = max(rg.index_rarity(c, df) for c in subject)
+            out["rarest"] = [c for c in subject if rg.index_rarity(c, df) >= rare - 1e-9]
+    return out
+
+
+def without(question: str, concepts: Any) -> str:
+    """`question` without the words that carry any of `concepts`."""
+    import evidence.verbatim.grounding as rg
+    from evidence.verbatim.scoring import terms
+
+    drop = {t for c in concepts for t in c}
+    words = [m for m in rg._WORD.finditer(question) if set(terms(m.group())) & drop]
+    rest = question
+    for m in reversed(words):
+        rest = rest[: m.start()] + rest[m.end() :]
+    return " ".join(rest.split())
+
+
+def ranked(hits: Any) -> list[list[Any]]:
+    """A backend ranking as [document, start, end, score] rows (the dense leg's cosine when given)."""
+    return [
+        [
+            h.chunk.document_id,
+            h.chunk.char_start,
+            h.chunk.char_end,
+            float(h.dense if h.dense is not None else h.score),
+        ]
+        for h in hits
+    ]
+
+
+def ablation_rankings(question: str, groups: Any, df: Any) -> dict[str, Any] | None:
+    """Key-term ablation's raw material (docs/verbatim.md#refusal-key-ablation): the dense and BM25
+    passage rankings, within the evidence's documents (those the agreement read), of the question
+    and of the question without its key concepts (each of `key_concepts`' readings)."""
+    import evidence.verbatim.grounding as rg
+    from evidence.records import ChunkKind
+
+    if question not in RANKED:
+        return None
+    backend, index, vector, documents = RANKED[question]
+    memo = (question, documents)
+    if memo in ABLATED:
+        return ABLATED[memo]
+    filters = {"document_id": sorted(set(documents))}
+    k = rg.AGREEMENT_DEPTH
+
+    def rank(text: str, vec: Any) -> dict[str, Any]:
+        return {
+            "text": text,
+            "dense": ranked(backend.dense(index, vec, k=k, filters=filters, kind=ChunkKind.PASSAGE)),
+            "lexical": ranked(backend.lexical(index, text, k=k, filters=filters, kind=ChunkKind.PASSAGE))
+            if text
+            else [],
+        }
+
+    out: dict[str, Any] = {"full": rank(question, vector)}
+    service = CURRENT["service"]
+    for name, concepts in key_concepts(question, groups, df).items():
+        rest = without(question, concepts)
+        if rest and rest != question:
+            out[name] = {
+                "concepts": [list(c) for c in concepts],
+                **rank(rest, service.query_vector(index, rest)),
+            }
+    ABLATED[memo] = out
+    return out
+
+
+def record_ablation() -> None:
+    """Remember each `passage_agreement` call's inputs, so the judgement that follows can record the
+    rankings key-term ablation reads (`ablation_rankings`)."""
+    import evidence.verbatim.grounding as rg
+    import evidence.verbatim.run_state as rs
+
+    agree = rg.passage_agreement
+
+    def remembered(backend: Any, index: str, question: str, vector: Any, documents: Any) -> Any:
+        if vector is not None and documents:
+            RANKED[question] = (backend, index, vector, tuple(sorted(set(documents))))
+        return agree(backend, index, question, vector, documents)
+
+    rg.passage_agreement = remembered
+    rs.passage_agreement = remembered  # type: ignore[attr-defined]
+
+
 def recording_service(store: Path) -> EvidenceService:
     """A service over `store` with every refusal floor off and each judgement recorded in `SEEN`:
     the rows' features are read where no floor has cut the evidence yet."""
     floors_off()
     record_judgements()
+    record_ablation()
     # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py
     # --min-confidence` re-reads its refusals at the bar being fitted.
     settings = Settings(store_dir=store).model_copy(
@@ -127,7 +248,9 @@ def main() -> int:
     ap.add_argument("root", nargs="?", type=Path, default=ROOT / "bench" / "qa")
     ap.add_argument("--store", type=Path, default=Path(".evidence"))
     ap.add_argument("--families", default="")
+    ap.add_argument("--ablation", action="store_true", help="also record key-term ablation's rankings")
     args = ap.parse_args()
+    OPTIONS["ablation"] = args.ablation
     service = recording_service(args.store)
     wanted = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
@@ -138,6 +261,7 @@ def main() -> int:
             for rec in load_qa(family.questions):
                 for profile, limit in PROFILES.items():
                     SEEN.clear()
+                    RANKED.clear()
                     resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=profile))
                     texts = [h.text for h in resp.hits]
                     answers = list(rec["answers"])

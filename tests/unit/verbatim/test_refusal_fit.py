@@ -156,3 +156,47 @@ def test_concept_ablation_reads_how_the_fit_moves_without_each_missing_concept(f
         {**vectors, "oxycodone dose after a tonsillectomy": unit[0]},
     )
     assert held["abl_missing"] == 0.0
+
+
+def test_key_ablation_reads_whether_the_key_term_moves_the_ranking(fit: ModuleType) -> None:
+    full = {"dense": [["d", 0, 100, 0.70], ["d", 200, 300, 0.50]], "lexical": [["d", 0, 100, 8.0]]}
+    # Without its index-rarest concept the question still ranks the same place first (dense,
+    # overlapping windows count as one place) and BM25 keeps three quarters of its score;
+    # without the key concept another passage wins.
+    rankings = {
+        "full": full,
+        "rarest": {"dense": [["d", 50, 150, 0.68]], "lexical": [["d", 0, 100, 6.0]]},
+        "key": {"dense": [["d", 200, 300, 0.55], ["d", 0, 100, 0.52]], "lexical": [["d", 400, 500, 2.0]]},
+    }
+    read = fit.key_ablation(rankings)
+    assert read["rab_dense_same"] == 1.0 and read["rab_dense_rr"] == 1.0
+    assert read["rab_dense_drop"] == pytest.approx(0.02) and read["rab_lex_share"] == pytest.approx(0.25)
+    assert read["rab_lex_same"] == 1.0
+    assert read["kab_dense_same"] == 0.0 and read["kab_dense_rr"] == pytest.approx(0.5)
+    assert read["kab_lex_same"] == 0.0 and read["kab_lex_share"] == pytest.approx(0.75)
+    # Nothing to ablate: as if the key term moved nothing.
+    assert fit.key_ablation({"full": full})["kab_dense_same"] == 1.0
+
+
+def test_index_contrast_compares_own_evidence_with_the_index_others(fit: ModuleType) -> None:
+    rows = [
+        refusal_row("f", answerable, "verbatim", cosine=0.5, agreement=0.5) for answerable in (True, False)
+    ]
+    for r in rows:
+        r["judged"]["df"] = {"disput": 3, "bind": 10, "arbitr": 2}
+    fit.index_contrast(rows)
+    answered, unanswered = (r["_contrast"] for r in rows)
+    # The answerable row's evidence holds every concept, the other row's none: its own evidence
+    # beats the index's other evidence; the unanswerable row's is beaten by it.
+    assert answered["ctr_idx"] == pytest.approx(1.0) and answered["ctr_pct"] == 0.0
+    assert unanswered["ctr_idx"] == pytest.approx(-1.0) and unanswered["ctr_pct"] == 1.0
+    assert answered["ctr_eng"] == pytest.approx(1.0)
+
+
+def test_the_lexical_model_fixes_key_ablations_dense_readings_at_their_mean(fit: ModuleType) -> None:
+    read = [{"rab_dense_same": 1.0, "rab_lex_share": 0.5}, {"rab_dense_same": 0.0}, {"rab_dense_same": 1.0}]
+    coef = {"grounding": 1.0, "agreement": 2.0, "rab_dense_same": 0.3, "rab_lex_share": 1.0}
+    # A dense reading needs the query vector: fixed at its mean over the training rows (the first
+    # two: 0.5); the lexical reading and the agreement (fixed apart) are not folded in here.
+    assert "rab_dense_same" in fit.DENSE_ONLY and "rab_lex_share" not in fit.DENSE_ONLY
+    assert fit.other_dense(coef, read, np.array([True, True, False])) == pytest.approx(0.15)
