@@ -197,3 +197,25 @@ def test_serve_runs_one_blas_thread_per_request_thread() -> None:
     if out == ["none"]:
         pytest.skip("numpy is not linked to OpenBLAS here")
     assert out == ["True", "1"]
+
+
+def test_a_port_in_use_fails_cleanly_without_warming_the_model(tmp_path: Path) -> None:
+    """The bind fails before anything loads: a clear error and exit code, never a signal (the
+    warm-up thread building onnxruntime's session while the interpreter ended aborted it)."""
+    import socket
+
+    from evidence.cli.common import EXIT_FAILED
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+        cmd = [sys.executable, "-m", "evidence.cli", "serve", "--port", str(port), "--workers", "1"]
+        cmd += ["--store", str(tmp_path / "store")]
+        done = subprocess.run(
+            cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == EXIT_FAILED, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr

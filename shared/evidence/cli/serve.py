@@ -147,9 +147,6 @@ def serve_one(
     except ConfigurationError as exc:
         service.close()
         raise CliError(exc.message, EXIT_USAGE) from None
-    # At start, beside the listener: a request arriving meanwhile waits for it outside its budget.
-    warming = threading.Thread(target=runtime.warm, name="warm", daemon=True)
-    warming.start()
     # The document-embedding worker starts with the first upload (BackgroundDocuments), not
     # here: a server that only reads never pays its process and model (250-300 MB).
     get_app()
@@ -180,6 +177,11 @@ def serve_one(
             background.close()
         runtime.reset()
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}", EXIT_FAILED) from exc
+    # Once the socket is bound, beside the listener: a request arriving meanwhile waits for it
+    # outside its budget. Not before: a port that cannot be bound must not leave onnxruntime
+    # building its session in a thread while the interpreter ends (that aborted the process).
+    warming = threading.Thread(target=runtime.warm, name="warm", daemon=True)
+    warming.start()
     if listener is None:
         started = {"listening": server.url, "store": str(settings.store_dir), "workers": 1}
         print(json.dumps(started | ({"why": chosen.reason} if chosen else {})), flush=True)
