@@ -4,6 +4,7 @@ dense/BM25 agreement (both fixed, so that one model and one set of floors ship).
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -156,3 +157,24 @@ def test_concept_ablation_reads_how_the_fit_moves_without_each_missing_concept(f
         {**vectors, "oxycodone dose after a tonsillectomy": unit[0]},
     )
     assert held["abl_missing"] == 0.0
+
+
+def test_static_token_reading_gives_each_question_piece_its_best_cosine_per_text(
+    fit: ModuleType, tmp_path: Path
+) -> None:
+    """`--static TABLE`: `_best` (what the `tok_` features read) from static word-piece vectors, one
+    row per evidence text, one column per question word piece (docs/ranking.md#focus-static)."""
+    from evidence.embed.tokenizer import get_tokenizer
+
+    tok = get_tokenizer()
+    table = np.zeros((tok.get_vocab_size(), 2), dtype=np.float16)
+    table[:, 1] = 1.0
+    table[tok.token_to_id("fee")] = table[tok.token_to_id("charge")] = [1.0, 0.0]
+    np.savez(tmp_path / "t.npz", vectors=table)
+    rows = [
+        {"question": "charge", "judged": {"texts": ["a fee", "a cat"]}},
+        {"question": "x", "judged": None},
+    ]
+    fit.read_static_tokens(rows, tmp_path / "t.npz")
+    assert rows[0]["_best"] == [[1.0], [0.0]]
+    assert "_best" not in rows[1]
