@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -171,7 +172,7 @@ def test_static_token_reading_gives_each_question_piece_its_best_cosine_per_text
     table[:, 1] = 1.0
     table[tok.token_to_id("fee")] = table[tok.token_to_id("charge")] = [1.0, 0.0]
     np.savez(tmp_path / "t.npz", vectors=table)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"question": "charge", "judged": {"texts": ["a fee", "a cat"]}},
         {"question": "x", "judged": None},
     ]
