@@ -747,7 +747,31 @@ def model(columns: Sequence[str], w: np.ndarray) -> dict[str, Any]:
     }
 
 
+def read_static_tokens(rows: list[dict[str, Any]], table_path: Path) -> None:
+    """Set each row's `_best` as `read_tokens` does, from static word-piece vectors
+    (`bench/static_pieces.py`: each piece embedded alone, no context) instead of MiniLM's
+    contextual ones: a table lookup and one product a text, no model run (docs/ranking.md#focus-static)."""
+    from evidence.embed.tokenizer import get_tokenizer
+
+    with np.load(table_path) as data:
+        table = np.asarray(data["vectors"], dtype=np.float32)
+    tok = get_tokenizer()
+
+    def pieces(text: str) -> np.ndarray:
+        return table[tok.encode(text, add_special_tokens=False).ids]
+
+    for r in rows:
+        if r.get("judged") and r["judged"]["texts"]:
+            q = pieces(r["question"])
+            r["_best"] = [
+                [float(x) for x in (q @ e.T).max(axis=1)] if len(e := pieces(t)) else [0.0] * len(q)
+                for t in r["judged"]["texts"]
+            ]
+
+
 def main() -> int:
+    # `--token-match` sets the module's threshold that `token_cover` reads (a script's one run).
+    global TOKEN_MATCH  # noqa: PLW0603
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rows", type=Path)
     ap.add_argument("--max-loss", type=float, default=0.03)
@@ -786,6 +810,14 @@ def main() -> int:
     )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
+        "--static",
+        type=Path,
+        default=None,
+        help="the `tok_` features from this static word-piece table (bench/static_pieces.py) "
+        "instead of MiniLM's contextual pieces",
+    )
+    ap.add_argument("--token-match", type=float, default=TOKEN_MATCH, help="`tok_share`'s match cosine")
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -801,8 +833,12 @@ def main() -> int:
             if r["profile"] == "default":
                 r["can_answer"] = r["confidence"] >= args.min_confidence
     dense = [c for c in args.features.split(",") if c]
+    TOKEN_MATCH = args.token_match
     if any(c in TOKEN_FEATURES for c in dense):
-        read_tokens(rows, args.rows.with_name("token_best.json"))
+        if args.static is not None:
+            read_static_tokens(rows, args.static)
+        else:
+            read_tokens(rows, args.rows.with_name("token_best.json"))
     if any(c in CONTRAST_FEATURES for c in dense):
         index_contrast(rows)
     if any(c in ABLATION_FEATURES for c in dense):

@@ -2,6 +2,7 @@
 leave-one-family-out.
 
 Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
+       [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
 
 Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
 asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
@@ -32,6 +33,11 @@ hits, because the grounding check reads the hits' text.
   question, unanswerable questions refused, false refusals). `fill` (runs grown back to the
   reader's 2,000 characters when the hits come to less) is not in the grid: it is the budget
   itself, at its default (docs/ranking.md#focus-fill).
+- `--static TABLE` (built by `bench/static_pieces.py`): the static word-piece paraphrase credit
+  in the run value (`FocusHits(paraphrase=…)`), in-sample for each point of `--static-floors` x
+  `--static-weights` x credit for every lacking term / only for terms the hit lacks, with each
+  point's focus CPU time a question; `--static-lofo K,…` fits those points (and the lever off)
+  leave-one-family-out with the sizes (docs/ranking.md#focus-static).
 """
 
 from __future__ import annotations
@@ -434,6 +440,8 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
         report["miss_classes"] = miss_classes(report["misses"])
+    if args.static:
+        report["static"] = _static_lever(asked, expected, args)
     if args.fit:
         fast = _memoise(expected)
         grid = [
@@ -464,6 +472,84 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     return report
 
 
+def _static_lever(asked: Sequence[Asked], expected: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The static word-piece paraphrase credit (`bench/static_pieces.py`) in focus's run value
+    (docs/ranking.md#focus-static): in-sample at the shipped sizes for every (floor, weight,
+    absent_only) point, each point's focus CPU time a question (the first point of a floor reads
+    every hit's words; later points find them cached); with `--static-lofo K,…` those in-sample
+    points (and the lever off) fitted leave-one-family-out with the sizes on a 96-point sub-grid
+    (it reproduces `--fit`'s held-out figure with the lever off)."""
+    import time
+
+    sys.path.insert(0, str(HERE.parent))
+    from static_pieces import StaticPieces
+
+    fast = _memoise(expected)
+    table = StaticPieces.load(Path(args.static)).table
+    floors = [float(x) for x in args.static_floors.split(",")]
+    weights = [float(x) for x in args.static_weights.split(",")]
+    models = {(f, ab): StaticPieces(table, floor=f, absent_only=ab) for f in floors for ab in (False, True)}
+    levers: list[dict[str, Any]] = [{"paraphrase_weight": 0.0}]
+    for ab, f, w in itertools.product((False, True), floors, weights):
+        levers.append({"absent_only": ab, "floor": f, "paraphrase_weight": w})
+
+    def build(lever: int = 0, **sizes: Any) -> FocusRule:
+        p = levers[lever]
+        model = models[(p["floor"], p["absent_only"])] if p["paraphrase_weight"] > 0 else None
+        return FocusHits(
+            **sizes, paraphrase=model, paraphrase_weight=p["paraphrase_weight"], expected=fast
+        ).run
+
+    out: dict[str, Any] = {"in_sample": []}
+    for k, lever in enumerate(levers):
+        t0 = time.process_time()
+        rows = score(asked, build(k))
+        cpu = (time.process_time() - t0) / len(asked) * 1000
+        found = {
+            n: sum(r.found_2000 for r in rows if r.family == n and r.answerable) for n in by_family(rows)
+        }
+        line = {
+            "point": k,
+            **lever,
+            "found_2000": sum(found.values()),
+            "cpu_ms": round(cpu, 2),
+            "families": found,
+        }
+        out["in_sample"].append(line)
+        print(json.dumps(line), file=sys.stderr, flush=True)
+    chosen = [0, *(int(x) for x in args.static_lofo.split(",") if x)]
+    if len(chosen) > 1:
+        sizes = [
+            {
+                "window": w,
+                "first_window": f,
+                "lead": ld,
+                "second_window": s2,
+                "type_weight": tw,
+                "collapse_space": cs,
+            }
+            for w, f, ld, s2, tw, cs in itertools.product(
+                (150, 200), (1000, 1200), (400, 600), (200, 400, 500), (0.0, 1.5), (False, True)
+            )
+        ]
+        for name, points in (("lofo_off", [0]), ("lofo", chosen)):
+            fit = leave_one_family_out(asked, [{**sz, "lever": k} for k in points for sz in sizes], build)
+            out[name] = {
+                "held_out": fit["held_out"],
+                "families": {
+                    n: {
+                        "parameter": f["parameter"],
+                        "recall_2000": f["recall_2000"],
+                        "tied_2000": f["tied_2000"],
+                    }
+                    for n, f in fit["families"].items()
+                },
+                "fitted_on_all": fit["fitted_on_all"]["parameter"],
+            }
+    out["levers"] = levers
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("root", nargs="?", default=str(HERE))
@@ -472,6 +558,10 @@ def main() -> int:
     ap.add_argument("--misses", action="store_true")
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--static", default=None, help="the paraphrase lever's table (bench/static_pieces.py)")
+    ap.add_argument("--static-floors", default="0.5,0.6")
+    ap.add_argument("--static-weights", default="1,2,4")
+    ap.add_argument("--static-lofo", default="", help="in-sample lever points fitted with the sizes")
     args = ap.parse_args()
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)

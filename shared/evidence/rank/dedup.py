@@ -238,6 +238,15 @@ COLLAPSE_SPACE = True
 FILL: int | None = 2000
 
 
+class Paraphrase(Protocol):
+    """How near each sentence of a text comes to each question term it may lack: per sentence,
+    question term -> similarity in (0, 1] (terms at or below the similarity floor left out)."""
+
+    def credit(
+        self, query: str, terms: set[str], text: str, spans: Sequence[tuple[int, int]]
+    ) -> list[dict[str, float]]: ...
+
+
 class FocusHits:
     """Each passage hit is cut to the sentences that best match the question (minimal evidence).
 
@@ -258,6 +267,9 @@ class FocusHits:
       whole sentences to `first_window` characters from there.
     - With `collapse_space` (the default) those sizes count a whitespace run as one character,
       as the reader's budget does, so indented or line-broken text gets as much text as prose.
+    - With `paraphrase` and `paraphrase_weight` > 0 (off by default; a bench lever,
+      docs/ranking.md#focus-static), a question term a run lacks is credited by how near the
+      run's words come to it (`Paraphrase.credit`), times its IDF and `paraphrase_weight`.
     - With `fill` (the default: 2,000), when the cut hits come to less than `fill` characters
       (few hits: a short document), the runs grow back over whole sentences, first hit first, on
       after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
@@ -283,6 +295,8 @@ class FocusHits:
         expected: Callable[[str], Sequence[ValueKind]] | None = None,
         collapse_space: bool = COLLAPSE_SPACE,
         fill: int | None = FILL,
+        paraphrase: Paraphrase | None = None,
+        paraphrase_weight: float = 0.0,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -301,6 +315,8 @@ class FocusHits:
         self.expected = expected
         self.collapse_space = collapse_space
         self.fill = fill
+        self.paraphrase = paraphrase if paraphrase_weight > 0 else None
+        self.paraphrase_weight = paraphrase_weight
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -315,6 +331,10 @@ class FocusHits:
         bags = {i: [set(ts) for ts in terms] for i, (_, terms) in read.items()}
         weight = _idf([bag & q for listed in bags.values() for bag in listed])
         kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
+        if self.paraphrase is not None:
+            # A question term no sentence holds weighs as a term in one sentence would.
+            top = math.log(1 + (sum(len(b) for b in bags.values()) - 0.5) / 1.5)
+            qweight = {t: self.paraphrase_weight * weight.get(t, top) for t in q}
         out: list[Candidate] = []
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
@@ -341,7 +361,15 @@ class FocusHits:
             )
             size = self.second_window if i == 1 else self.window
             at = _Reading(ch.text) if self.collapse_space else None
-            start, end = _best_run(sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at)
+            soft = None
+            if self.paraphrase is not None:
+                soft = [
+                    {t: qweight[t] * v for t, v in sim.items() if t in qweight}
+                    for sim in self.paraphrase.credit(ctx.query, q, ch.text, sents[i])
+                ]
+            start, end = _best_run(
+                sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at, soft=soft
+            )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
             runs[len(out)] = (sents[i], start, end, at)
@@ -392,17 +420,21 @@ def _best_run(
     stating: Sequence[float] | None = None,
     *,
     at: _Reading | None = None,
+    soft: Sequence[dict[str, float]] | None = None,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
     alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
     the `stating` bonus of its best sentence (one that states the kind of answer asked); the
-    earliest on a tie. No sentence with a question term: the first sentences."""
+    earliest on a tie. No sentence with a question term: the first sentences. With `soft` (per
+    sentence, question term -> weighted similarity), a question term the run lacks adds its best
+    similarity among the run's sentences."""
     best = (-1.0, 0, 0)
     for i, (start, first_end) in enumerate(sents):
         if not bags[i] and (i or any(bags)):
             continue  # a run starts at a question word: text before it only delays the answer
         end, seen = first_end, set(bags[i])
         bonus = stating[i] if stating else 0.0
+        near: dict[str, float] = dict(soft[i]) if soft else {}
         for j in range(i + 1, len(sents)):
             if _span(at, start, sents[j][1]) > size:
                 break
@@ -410,7 +442,14 @@ def _best_run(
             seen |= bags[j]
             if stating:
                 bonus = max(bonus, stating[j])
+            if soft:
+                for t, v in soft[j].items():
+                    if v > near.get(t, 0.0):
+                        near[t] = v
         value = sum(weight.get(t, 0.0) for t in seen) + bonus
+        if near:
+            # A question term the run lacks, credited by its nearest word in the run.
+            value += sum(v for t, v in near.items() if t not in seen)
         if value > best[0] + 1e-9:
             best = (value, start, end)
     return best[1], best[2]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import RankContext
 from tests.benchkit import load_bench
@@ -55,3 +57,32 @@ def test_in_sample_miss_classes_have_no_fold_count() -> None:
     asked = [_asked("a", "what is the limit", "limit is 42")]
     rows = fit.misses(asked, _keep(0, 5)())
     assert fit.miss_classes(rows)["a"] == {"not_in_hits": 0, "past_budget": 0, "cut_first": 1, "cut_later": 0}
+
+
+def test_static_pieces_credit_a_paraphrase_and_only_terms_the_hit_lacks() -> None:
+    """bench/static_pieces.py's `StaticPieces` (the focus paraphrase lever, docs/ranking.md#focus-static):
+    a question term is credited in the sentence whose word's static vector is near its own, rescaled
+    above the floor; with `absent_only`, a term the hit says anywhere is not credited at all."""
+    import numpy as np
+
+    from evidence.embed.tokenizer import get_tokenizer
+
+    static: Any = load_bench("static_pieces.py", "static_pieces")
+    tok = get_tokenizer()
+    size = tok.get_vocab_size()
+    table = np.zeros((size, 3), dtype=np.float32)
+    table[:, 2] = 1.0  # every piece alike, far from the two below
+    table[tok.token_to_id("charge")] = table[tok.token_to_id("fee")] = [1.0, 0.0, 0.0]
+    table[tok.token_to_id("copies")] = [0.0, 1.0, 0.0]
+    text = "You may distribute copies. A fee may be asked."
+    spans = [(0, 26), (27, len(text))]
+    query = "Can I charge for copies?"
+    terms = {"charg", "copi"}
+    lacking = static.StaticPieces(table, floor=0.5, absent_only=True).credit(query, terms, text, spans)
+    assert lacking == [{}, {"charg": 1.0}]  # "copi" is in the hit: no credit for it anywhere
+    every = static.StaticPieces(table, floor=0.5, absent_only=False).credit(query, terms, text, spans)
+    assert every == [{"copi": 1.0}, {"charg": 1.0}]
+    table[tok.token_to_id("fee")] = [0.75, (1 - 0.75**2) ** 0.5, 0.0]  # cosine 0.75 with "charge"
+    near = static.StaticPieces(table, floor=0.5).credit(query, terms, text, spans)
+    assert near[1]["charg"] == pytest.approx(0.5)  # (0.75 - floor) / (1 - floor)
+    assert static.StaticPieces(table, floor=0.8).credit(query, terms, text, spans) == [{}, {}]

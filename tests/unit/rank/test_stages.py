@@ -605,3 +605,33 @@ def test_focus_fill_grows_runs_over_whole_sentences_to_the_reader_budget() -> No
     assert sum(len(h.chunk.text) for h in capped) + 1 <= 900
     with pytest.raises(ConfigurationError):
         FocusHits(fill=0)
+
+
+def test_focus_paraphrase_credit_counts_a_question_term_the_run_lacks() -> None:
+    """With a `Paraphrase` and `paraphrase_weight` > 0 (a bench lever, off by default), a question
+    term a run lacks adds its similarity to the run's words x its IDF x the weight: a run that
+    paraphrases "charge" ("a fee") can outweigh one that repeats more of the question's words."""
+    import functools
+    from collections.abc import Sequence
+
+    from evidence.rank.stages import FocusHits
+
+    class FeeIsCharge:
+        def credit(
+            self, query: str, terms: set[str], text: str, spans: Sequence[tuple[int, int]]
+        ) -> list[dict[str, float]]:
+            return [{"charg": 0.8} if "fee" in text[a:b] and "charg" in terms else {} for a, b in spans]
+
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    answer = "A fee may be asked for copies."
+    text = f"{_PAD} You may distribute copies of the work. {answer} {_PAD}"
+    c = cand(chunk("p", text), 0.5)
+    query = "Can I charge money to distribute copies?"
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=45, second_window=45)
+    plain = sized().run([first, c], ctx(None, query=query))[1].chunk.text
+    assert plain.startswith("You may distribute copies")
+    credited = sized(paraphrase=FeeIsCharge(), paraphrase_weight=4.0)
+    assert credited.run([first, c], ctx(None, query=query))[1].chunk.text.startswith(answer)
+    # Weight 0 is off: the paraphrase is never asked.
+    off = sized(paraphrase=FeeIsCharge(), paraphrase_weight=0.0)
+    assert off.run([first, c], ctx(None, query=query))[1].chunk.text == plain

@@ -4,7 +4,9 @@ dense/BM25 agreement (both fixed, so that one model and one set of floors ship).
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -200,3 +202,24 @@ def test_the_lexical_model_fixes_key_ablations_dense_readings_at_their_mean(fit:
     # two: 0.5); the lexical reading and the agreement (fixed apart) are not folded in here.
     assert "rab_dense_same" in fit.DENSE_ONLY and "rab_lex_share" not in fit.DENSE_ONLY
     assert fit.other_dense(coef, read, np.array([True, True, False])) == pytest.approx(0.15)
+
+
+def test_static_token_reading_gives_each_question_piece_its_best_cosine_per_text(
+    fit: ModuleType, tmp_path: Path
+) -> None:
+    """`--static TABLE`: `_best` (what the `tok_` features read) from static word-piece vectors, one
+    row per evidence text, one column per question word piece (docs/ranking.md#focus-static)."""
+    from evidence.embed.tokenizer import get_tokenizer
+
+    tok = get_tokenizer()
+    table = np.zeros((tok.get_vocab_size(), 2), dtype=np.float16)
+    table[:, 1] = 1.0
+    table[tok.token_to_id("fee")] = table[tok.token_to_id("charge")] = [1.0, 0.0]
+    np.savez(tmp_path / "t.npz", vectors=table)
+    rows: list[dict[str, Any]] = [
+        {"question": "charge", "judged": {"texts": ["a fee", "a cat"]}},
+        {"question": "x", "judged": None},
+    ]
+    fit.read_static_tokens(rows, tmp_path / "t.npz")
+    assert rows[0]["_best"] == [[1.0], [0.0]]
+    assert "_best" not in rows[1]
