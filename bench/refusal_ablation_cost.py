@@ -5,9 +5,10 @@ Usage: python bench/refusal_ablation_cost.py ROWS_JSON --store DIR [--rounds 3] 
 ROWS_JSON: rows recorded with `bench/refusal_rows.py --ablation`. For each row's recorded
 ablation (the question without its index-rarest key concept, within the evidence's documents),
 times the work a served ablation adds: embedding the ablated question (MiniLM, uncached) and one
-dense passage call filtered to those documents (`_dense`), or one BM25 call instead (`_lex`);
-the reads are interleaved with an untimed pass so that caches stay as warm as serving leaves
-them. Prints median / p90 milliseconds. A shared machine's numbers: re-measure on an idle one.
+dense passage call filtered to those documents (`_dense`), or one BM25 call instead (`_lex`),
+`--rounds` times over the first `--limit` rows, after one untimed embedding that loads the model
+(query vectors are not cached, so every round embeds again; the store's pages are warm after the
+first). Prints median / p90 milliseconds. A shared machine's numbers: re-measure on an idle one.
 """
 
 from __future__ import annotations

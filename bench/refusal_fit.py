@@ -816,7 +816,12 @@ def main() -> int:
         help="the `tok_` features from this static word-piece table (bench/static_pieces.py) "
         "instead of MiniLM's contextual pieces",
     )
-    ap.add_argument("--token-match", type=float, default=TOKEN_MATCH, help="`tok_share`'s match cosine")
+    ap.add_argument(
+        "--token-match",
+        type=float,
+        default=TOKEN_MATCH,
+        help="`tok_share`/`tok_one`/`tok_soft`'s match cosine",
+    )
     ap.add_argument(
         "--label",
         choices=LABELS,

@@ -306,6 +306,9 @@ class FocusHits:
             )
         if fill is not None and fill < 1:
             raise ConfigurationError("focus: fill must be at least 1 (or None: off)")
+        if paraphrase_weight < 0:
+            # Below 0 would not switch the credit off but turn it into a penalty for paraphrases.
+            raise ConfigurationError("focus: paraphrase_weight must be at least 0 (0: off)")
         self.min_chars = min_chars
         self.window = window
         self.first_window = first_window

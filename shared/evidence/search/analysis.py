@@ -183,7 +183,7 @@ class EnglishAnalyzer:
 #: hyphen (U+2010) and non-breaking hyphen (U+2011), which PDFs and HTML write, and the soft
 #: hyphen (U+00AD, an invisible break hint: "encryp\u00adtion" means "encryption"). The tokenizer
 #: splits a word at each of them alike; everything that reads a hyphenated word (the joined query
-#: word here, the refusal signal's question words) takes this one set.
+#: word here, the refusal signal's and the planners' question words) takes this one set.
 HYPHENS = "\\-\u2010\u2011\u00ad"
 _HYPHEN = re.compile(f"[{HYPHENS}]")
 #: A compound a query writes with hyphens, of letters only ("non-opioid", "co-administered",

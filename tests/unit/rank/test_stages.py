@@ -632,6 +632,15 @@ def test_focus_paraphrase_credit_counts_a_question_term_the_run_lacks() -> None:
     assert plain.startswith("You may distribute copies")
     credited = sized(paraphrase=FeeIsCharge(), paraphrase_weight=4.0)
     assert credited.run([first, c], ctx(None, query=query))[1].chunk.text.startswith(answer)
-    # Weight 0 is off: the paraphrase is never asked.
-    off = sized(paraphrase=FeeIsCharge(), paraphrase_weight=0.0)
+
+    class NeverAsked:
+        def credit(
+            self, query: str, terms: set[str], text: str, spans: Sequence[tuple[int, int]]
+        ) -> list[dict[str, float]]:
+            raise AssertionError("a paraphrase at weight 0 must not be asked")
+
+    # Weight 0 is off: the paraphrase is never asked and the cut is the plain one.
+    off = sized(paraphrase=NeverAsked(), paraphrase_weight=0.0)
     assert off.run([first, c], ctx(None, query=query))[1].chunk.text == plain
+    with pytest.raises(ConfigurationError, match="paraphrase_weight"):
+        FocusHits(paraphrase=FeeIsCharge(), paraphrase_weight=-1.0)
