@@ -1,5 +1,5 @@
 """Names and limits every layer agrees on: the index-name rule, the default index, the query cap,
-the local embedder's id.
+the local embedder's id, the characters read as a hyphen.
 
 The one home of these values: the API models, settings, the backends and the CDK app
 (`infra/`) import them from here instead of copying the pattern.
@@ -83,3 +83,12 @@ def check_filters(filters: dict[str, Any] | None) -> dict[str, Any] | None:
                     f"a value of key {shown} is {len(v):,} characters; at most {MAX_FILTER_VALUE_CHARS:,}"
                 )
     return filters
+
+
+#: The hyphens a compound is written with, as a regex character class's body: hyphen-minus,
+#: hyphen (U+2010) and non-breaking hyphen (U+2011), which PDFs and HTML write, and the soft
+#: hyphen (U+00AD, an invisible break hint: "encryp\u00adtion" means "encryption"). The embedded
+#: analyser splits a word at each of them alike; everything that reads a hyphenated word (the
+#: joined query word, the refusal signal's and the planners' question words) takes this one set,
+#: so it lives here where the planners, below the search layer, may read it.
+HYPHENS = "\\-\u2010\u2011\u00ad"

@@ -6,7 +6,7 @@ import re
 
 from evidence.ids import criterion_hash, normalize_question
 from evidence.model import Plan, PlanRequest
-from evidence.search.analysis import HYPHENS
+from evidence.names import HYPHENS
 
 _WORD = re.compile(rf"[A-Za-z0-9][A-Za-z0-9'{HYPHENS}]*")  # a compound whole, any hyphen
 # Question scaffolding that carries no retrieval signal in assessment criteria.

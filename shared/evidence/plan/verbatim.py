@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence.ingest.sections import SectionVocabulary, default_vocabulary, normalise_heading
-from evidence.search.analysis import HYPHENS
+from evidence.names import HYPHENS
 
 QUERY_MODES = ("SECTION", "ATTRIBUTE", "MULTI_SECTION", "GENERIC", "GLOBAL")
 

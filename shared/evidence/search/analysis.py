@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from evidence.names import HYPHENS
 from evidence.search.porter import PorterStemmer
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET: what OpenSearch's `english` analyzer removes.
@@ -179,12 +180,7 @@ class EnglishAnalyzer:
         return [t for t in terms if t]
 
 
-#: The hyphens a compound is written with, as a regex character class's body: hyphen-minus,
-#: hyphen (U+2010) and non-breaking hyphen (U+2011), which PDFs and HTML write, and the soft
-#: hyphen (U+00AD, an invisible break hint: "encryp\u00adtion" means "encryption"). The tokenizer
-#: splits a word at each of them alike; everything that reads a hyphenated word (the joined query
-#: word here, the refusal signal's and the planners' question words) takes this one set.
-HYPHENS = "\\-\u2010\u2011\u00ad"
+#: `HYPHENS` (evidence.names): the analyser splits a word at each of them alike.
 _HYPHEN = re.compile(f"[{HYPHENS}]")
 #: A compound a query writes with hyphens, of letters only ("non-opioid", "co-administered",
 #: "e-mail"; not "COVID-19", "p53-dependent" or "2-3"), whole: it neither starts nor ends next

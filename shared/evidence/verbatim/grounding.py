@@ -43,11 +43,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from evidence.errors import EvidenceError
-from evidence.names import MINILM_MODEL_ID
+from evidence.names import HYPHENS, MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import HEAD, AnswerSignal, on_bar, sigmoid
 from evidence.records import Chunk, ChunkKind
-from evidence.search.analysis import HYPHENS
 from evidence.verbatim.answer_types import answer_types
 
 if TYPE_CHECKING:
