@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     #: least answer probability (`verbatim.grounding.judge`) the first hits must reach; 0 = off.
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
-    answer_min_grounding: float = Field(default=0.3, ge=0.0, le=1.0)
+    answer_min_grounding: float = Field(default=0.2508, ge=0.0, le=1.0)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES
