@@ -183,7 +183,11 @@ def test_fuzz_no_fragment_repeated_to_20_kb_costs_more_than_a_few_ordinary_docum
     fragment: str, prefix: str, suffix: str, fmt: str
 ) -> None:
     bad = prefix + fragment * (20_000 // len(fragment)) + suffix
-    assert ratio(bad, fmt) <= 8, (fragment, prefix, suffix, fmt)
+    # 16, not 8: linear inputs reach 8.4 ("<?xA. " as Markdown, whose cost doubles with its size
+    # from 20 to 80 KB) when the ordinary document's ~10 ms of CPU is read low; a quadratic
+    # regression costs far more at 20 KB (the fixed ones took 8-9 s there, hundreds of times an
+    # ordinary document: RELIABILITY.md).
+    assert ratio(bad, fmt) <= 16, (fragment, prefix, suffix, fmt)
 
 
 def dense_docx(paragraphs: int) -> bytes:
