@@ -430,6 +430,12 @@ def _memoise(expected: Callable[[str], Sequence[Any]]) -> Callable[[str], Sequen
     return functools.lru_cache(maxsize=None)(lambda q: tuple(Kind(k) for k in expected(q)))
 
 
+def size_grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every combination of the given `FocusHits` sizes, as its keyword arguments, in the order
+    the axes are given (the fits break ties by that order)."""
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
+
+
 def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any]:
     asked = capture(service, Path(args.root), [f for f in args.families.split(",") if f] or None)
     expected = answer_types().expected  # as the `default` plug-in builds its focus
@@ -444,24 +450,14 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
         report["static"] = _static_lever(asked, expected, args)
     if args.fit:
         fast = _memoise(expected)
-        grid = [
-            {
-                "window": w,
-                "first_window": f,
-                "lead": ld,
-                "second_window": s2,
-                "type_weight": tw,
-                "collapse_space": cs,
-            }
-            for w, f, ld, s2, tw, cs in itertools.product(
-                (150, 200, 300),
-                (900, 1000, 1200),
-                (200, 400, 600),
-                (200, 300, 400, 500),
-                (0.0, 1.5),
-                (False, True),
-            )
-        ]
+        grid = size_grid(
+            window=(150, 200, 300),
+            first_window=(900, 1000, 1200),
+            lead=(200, 400, 600),
+            second_window=(200, 300, 400, 500),
+            type_weight=(0.0, 1.5),
+            collapse_space=(False, True),
+        )
         report["lofo"] = leave_one_family_out(asked, grid, lambda **p: FocusHits(**p, expected=fast).run)
         if args.misses:
             found_shipped = {(m["family"], m["question"]) for m in report["misses"]}
@@ -519,19 +515,14 @@ def _static_lever(asked: Sequence[Asked], expected: Any, args: argparse.Namespac
         print(json.dumps(line), file=sys.stderr, flush=True)
     chosen = [0, *(int(x) for x in args.static_lofo.split(",") if x)]
     if len(chosen) > 1:
-        sizes = [
-            {
-                "window": w,
-                "first_window": f,
-                "lead": ld,
-                "second_window": s2,
-                "type_weight": tw,
-                "collapse_space": cs,
-            }
-            for w, f, ld, s2, tw, cs in itertools.product(
-                (150, 200), (1000, 1200), (400, 600), (200, 400, 500), (0.0, 1.5), (False, True)
-            )
-        ]
+        sizes = size_grid(
+            window=(150, 200),
+            first_window=(1000, 1200),
+            lead=(400, 600),
+            second_window=(200, 400, 500),
+            type_weight=(0.0, 1.5),
+            collapse_space=(False, True),
+        )
         for name, points in (("lofo_off", [0]), ("lofo", chosen)):
             fit = leave_one_family_out(asked, [{**sz, "lever": k} for k in points for sz in sizes], build)
             out[name] = {

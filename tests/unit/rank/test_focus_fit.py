@@ -86,3 +86,15 @@ def test_static_pieces_credit_a_paraphrase_and_only_terms_the_hit_lacks() -> Non
     near = static.StaticPieces(table, floor=0.5).credit(query, terms, text, spans)
     assert near[1]["charg"] == pytest.approx(0.5)  # (0.75 - floor) / (1 - floor)
     assert static.StaticPieces(table, floor=0.8).credit(query, terms, text, spans) == [{}, {}]
+
+
+def test_the_size_grid_is_every_combination_in_the_axes_order() -> None:
+    # The fits break ties by grid order, so the last axis varies fastest, as itertools.product.
+    grid = fit.size_grid(window=(150, 200), lead=(400,), collapse_space=(False, True))
+    assert grid == [
+        {"window": 150, "lead": 400, "collapse_space": False},
+        {"window": 150, "lead": 400, "collapse_space": True},
+        {"window": 200, "lead": 400, "collapse_space": False},
+        {"window": 200, "lead": 400, "collapse_space": True},
+    ]
+    assert [list(p) for p in grid] == [["window", "lead", "collapse_space"]] * 4
