@@ -45,6 +45,14 @@ BLIND_SETS = {
     # a Boehringer Ingelheim label converted from its SPL to Markdown (script kept with it), the CDC
     # doxycycline PEP guideline (MMWR 2024) as Markdown
     "qa-blind8": {"drug-label-markdown", "clinical-guideline-markdown"},
+    # two DailyMed label PDFs (a Dr. Reddy's prescription label in the old format, an OTC Drug Facts
+    # label) as one family, five Varnish Cache manual pages in HTML, an FDA guidance (bioavailability
+    # studies, 2022) as a PDF with nested numbered sections
+    "qa-blind9": {
+        "drug-labels-dailymed-pdf",
+        "technical-manual-varnish-html",
+        "scientific-guideline-fda-pdf",
+    },
 }
 
 
