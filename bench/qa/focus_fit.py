@@ -2,7 +2,7 @@
 leave-one-family-out.
 
 Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
-       [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
+       [--repeats] [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
 
 Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
 asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
@@ -33,6 +33,9 @@ hits, because the grounding check reads the hits' text.
   question, unanswerable questions refused, false refusals). `fill` (runs grown back to the
   reader's 2,000 characters when the hits come to less) is not in the grid: it is the budget
   itself, at its default (docs/ranking.md#focus-fill).
+- `--repeats`: the shipped rule with `drop_repeats` (a hit whose kept text is already in the
+  evidence before it dropped; no constant, so in-sample is held out), per family, with the
+  questions whose figures it changes (docs/ranking.md#focus-repeats).
 - `--static TABLE` (built by `bench/static_pieces.py`): the static word-piece paraphrase credit
   in the run value (`FocusHits(paraphrase=…)`), in-sample for each point of `--static-floors` x
   `--static-weights` x credit for every lacking term / only for terms the hit lacks, with each
@@ -446,6 +449,8 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
     if args.misses:
         report["misses"] = misses(asked, shipped.run)
         report["miss_classes"] = miss_classes(report["misses"])
+    if args.repeats:
+        report["repeats"] = _repeats(asked, kept, FocusHits(expected=expected, drop_repeats=True))
     if args.static:
         report["static"] = _static_lever(asked, expected, args)
     if args.fit:
@@ -466,6 +471,25 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
             )
             report["lofo_miss_classes"] = miss_classes(report["lofo_misses"])
     return report
+
+
+def _repeats(asked: Sequence[Asked], shipped: Sequence[Scored], rule: FocusHits) -> dict[str, Any]:
+    """`drop_repeats` against the shipped rule on the same captured hits: figures, answers found
+    per family, and each question whose recall@600/@2000 or refusal it changes."""
+    rows = score(asked, rule.run, refusals=True)
+    found = {n: sum(r.found_2000 for r in rows if r.family == n and r.answerable) for n in by_family(rows)}
+    changed = [
+        {
+            "family": a.family,
+            "answerable": new.answerable,
+            "found_2000": [old.found_2000, new.found_2000],
+            "found_600": [old.found_600, new.found_600],
+            "refused": [old.refused, new.refused],
+        }
+        for a, old, new in zip(asked, shipped, rows, strict=True)
+        if (old.found_2000, old.found_600, old.refused) != (new.found_2000, new.found_600, new.refused)
+    ]
+    return {**figures(rows), "found_2000": found, "changed": changed}
 
 
 def _static_lever(asked: Sequence[Asked], expected: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -549,6 +573,7 @@ def main() -> int:
     ap.add_argument("--misses", action="store_true")
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--repeats", action="store_true", help="the drop_repeats lever against the shipped rule")
     ap.add_argument("--static", default=None, help="the paraphrase lever's table (bench/static_pieces.py)")
     ap.add_argument("--static-floors", default="0.5,0.6")
     ap.add_argument("--static-weights", default="1,2,4")

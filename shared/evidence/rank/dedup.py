@@ -237,6 +237,10 @@ COLLAPSE_SPACE = True
 #: unspent (docs/ranking.md#focus-fill).
 FILL: int | None = 2000
 
+#: Whether a hit whose focused text (whitespace runs once) already occurs in the evidence before
+#: it is dropped: repeated text spends the reader's budget on nothing new (docs/ranking.md#focus-repeats).
+DROP_REPEATS = False
+
 
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
@@ -273,6 +277,8 @@ class FocusHits:
     - With `fill` (the default: 2,000), when the cut hits come to less than `fill` characters
       (few hits: a short document), the runs grow back over whole sentences, first hit first, on
       after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
+    - With `drop_repeats` (off by default; a bench lever, docs/ranking.md#focus-repeats), a hit
+      whose kept text is already in the evidence before it is dropped, before the fill.
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -297,6 +303,7 @@ class FocusHits:
         fill: int | None = FILL,
         paraphrase: Paraphrase | None = None,
         paraphrase_weight: float = 0.0,
+        drop_repeats: bool = DROP_REPEATS,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -320,6 +327,7 @@ class FocusHits:
         self.fill = fill
         self.paraphrase = paraphrase if paraphrase_weight > 0 else None
         self.paraphrase_weight = paraphrase_weight
+        self.drop_repeats = drop_repeats
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -377,6 +385,8 @@ class FocusHits:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
+        if self.drop_repeats:
+            out, runs = _drop_repeats(out, runs, ctx)
         if self.fill is not None:
             # A caller's `max_chars` (counted raw by the guardrail) caps the fill, so no hit the
             # guardrail would have kept is pushed out by a grown run.
@@ -515,6 +525,29 @@ def _widen(
             break
         end = b
     return new, end
+
+
+def _drop_repeats(
+    hits: Sequence[Candidate],
+    runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]],
+    ctx: RankContext,
+) -> tuple[list[Candidate], dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]]]:
+    """The hits without those whose kept text (their run, or the whole hit), whitespace runs
+    read as one space, already occurs in the kept hits before them; `runs` re-keyed to match."""
+    out: list[Candidate] = []
+    kept: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
+    seen = ""
+    for k, c in enumerate(hits):
+        text = c.chunk.text[runs[k][1] : runs[k][2]] if k in runs else c.chunk.text
+        flat = " ".join(text.split())
+        if out and flat and flat in seen:
+            ctx.trace.drop(ctx, c, "focus: its text is already in the evidence before it")
+            continue
+        if k in runs:
+            kept[len(out)] = runs[k]
+        out.append(c)
+        seen += " " + flat
+    return out, kept
 
 
 def _fill(

@@ -644,3 +644,26 @@ def test_focus_paraphrase_credit_counts_a_question_term_the_run_lacks() -> None:
     assert off.run([first, c], ctx(None, query=query))[1].chunk.text == plain
     with pytest.raises(ConfigurationError, match="paraphrase_weight"):
         FocusHits(paraphrase=FeeIsCharge(), paraphrase_weight=-1.0)
+
+
+def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -> None:
+    """With `drop_repeats` (a bench lever, off by default: docs/ranking.md#focus-repeats), a hit
+    (never the first) whose kept text, whitespace runs read as one space, already occurs in the
+    hits before it is dropped; the hits after it keep their order. Off, nothing is dropped."""
+    import functools
+
+    from evidence.rank.stages import FocusHits
+
+    boiler = "Backups   are kept\nfor 35 days."
+    first = cand(chunk("a", f"Backups are kept for 35 days. Restores take an hour. {_PAD}", doc="d1"), 0.9)
+    repeat = cand(chunk("b", f"{_PAD} {boiler} {_PAD}", doc="d2"), 0.8)
+    last = cand(chunk("c", f"{_PAD} Backups are kept offsite in a second region. {_PAD}", doc="d3"), 0.7)
+    query = "How long are backups kept?"
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=40, second_window=40)
+    plain = sized().run([first, repeat, last], ctx(None, query=query))
+    assert [h.chunk_id for h in plain] == ["a", "b", "c"] and plain[1].chunk.text == boiler
+    run = ctx(None, query=query, explain=True)
+    dropped = sized(drop_repeats=True).run([first, repeat, last], run)
+    assert [h.chunk_id for h in dropped] == ["a", "c"]
+    assert [h.chunk.text for h in dropped] == [plain[0].chunk.text, plain[2].chunk.text]
+    assert [d["chunk_id"] for d in run.trace.detail["dropped"]] == ["b"]
