@@ -102,6 +102,9 @@ class VerbatimCascade:
 
         The plan's entity when the index knows it; otherwise the subject of the passages that best
         match the question, if they agree on one (a single-label index needs no name in the question).
+        A passage of a document without a subject is a vote against every subject: one cookie-RFC
+        passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
+        subject (docs/verbatim.md, #subjectless).
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -109,15 +112,18 @@ class VerbatimCascade:
                 return plan.entity, {ENTITY_NAMES_KEY: name}
         hits = backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE)
         subjects: dict[str, list[str]] = {}
+        subjectless = False
         for h in hits:
             names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
             if isinstance(names, list) and names:
                 subjects.setdefault(str(names[0]), [str(n) for n in names])
+            else:
+                subjectless = True
         low = question.lower()
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
                 return first, {ENTITY_NAMES_KEY: first}
-        if len(subjects) == 1:
+        if len(subjects) == 1 and not subjectless:
             first = next(iter(subjects))
             return first, {ENTITY_NAMES_KEY: first}
         return None, None

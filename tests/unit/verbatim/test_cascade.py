@@ -151,3 +151,40 @@ def test_multi_section_questions_bundle_several_sections(label_service: Evidence
     assert res.path_used == MULTI_SECTION_EVIDENCE and res.multi_section
     joined = " ".join(h.chunk.text for h in res.hits)
     assert "2.1-fold" in joined
+
+
+class _Passages:
+    """A backend whose BM25 returns passages of given documents, each with or without a subject."""
+
+    def __init__(self, subjects: list[str | None]) -> None:
+        from types import SimpleNamespace
+
+        self.hits = [
+            SimpleNamespace(chunk=SimpleNamespace(metadata={"entity_names": [s]} if s else {}))
+            for s in subjects
+        ]
+
+    def lexical(self, index, query, k, kind):  # the one read resolve_entity makes
+        return self.hits[:k]
+
+    def lookup(self, *args, **kwargs):
+        return []
+
+
+def _resolve(subjects: list[str | None], question: str = "Can the server name be an IP address?"):
+    plan = plan_question(question)
+    return VerbatimCascade().resolve_entity(_Passages(subjects), INDEX, question, plan)  # type: ignore[arg-type]
+
+
+def test_the_best_passages_name_the_subject_only_if_they_all_have_it() -> None:
+    # All ten best passages are one subject's: the run is scoped to it.
+    assert _resolve(["cookies"] * 10) == ("cookies", {"entity_names": "cookies"})
+    # Nine of a document without a subject and one of a document with one: no agreement, so the
+    # run is not scoped to the one (it was, before: the subjectless passages did not vote).
+    assert _resolve([None] * 9 + ["cookies"]) == (None, None)
+    assert _resolve(["cookies", None]) == (None, None)
+    # Two subjects: no agreement either; a question naming one still picks it.
+    assert _resolve(["cookies", "tls"]) == (None, None)
+    named = _resolve([None, "cookies"], "How long do cookies last?")
+    assert named == ("cookies", {"entity_names": "cookies"})
+    assert _resolve([None] * 10) == (None, None)
