@@ -223,3 +223,24 @@ def test_static_token_reading_gives_each_question_piece_its_best_cosine_per_text
     fit.read_static_tokens(rows, tmp_path / "t.npz")
     assert rows[0]["_best"] == [[1.0], [0.0]]
     assert "_best" not in rows[1]
+
+
+def test_key_term_ablation_drops_the_key_concepts_the_signal_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`refusal_rows.key_concepts` is `grounding.key_concepts` (what `typed_key` and
+    `typed_rarest` read), not a copy of it: change the shared reading and the bench follows."""
+    import evidence.verbatim.grounding as rg
+    from evidence.verbatim.answer_types import answer_types
+    from evidence.verbatim.cascade import question_groups
+
+    rows = load_bench("refusal_rows.py", "refusal_rows")
+    q = "What is the maximum dose of naloxone?"
+    groups = question_groups(q)
+    df = {t: 1 for g in groups for t in g} | {"naloxon": 40}
+    shared = rg.key_concepts(
+        q, rg.unique_concepts(groups), rg.concept_weights(q, groups), answer_types().expected(q), df
+    )
+    assert shared.key and shared.rarest
+    assert rows.key_concepts(q, groups, df) == {"key": shared.key, "rarest": shared.rarest}
+    assert rows.key_concepts(q, groups, None) == {"key": shared.key}
+    monkeypatch.setattr(rg, "key_concepts", lambda *a, **k: rg.KeyConcepts(key=[("x",)], rarest=[]))
+    assert rows.key_concepts(q, groups, df) == {"key": [("x",)]}
