@@ -96,8 +96,7 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
-    if judged.get("ablation"):
-        out.update(key_ablation(judged["ablation"]))
+    out.update(key_ablation(judged.get("ablation")))
     if "_contrast" in row:
         out.update(row["_contrast"])
     if "_vectors" in row:
@@ -112,7 +111,11 @@ def _same_place(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return bool(a[0] == b[0] and a[1] < b[2] and a[2] > b[1])
 
 
-def key_ablation(rankings: Mapping[str, Any]) -> dict[str, float]:
+#: Key-term ablation's reading where there is nothing to read: as if the key term moved nothing.
+UNMOVED = {"_dense_same": 1.0, "_lex_same": 1.0, "_dense_rr": 1.0, "_dense_drop": 0.0, "_lex_share": 0.0}
+
+
+def key_ablation(rankings: Mapping[str, Any] | None) -> dict[str, float]:
     """Key-term ablation (a candidate refusal feature, measured, not shipped:
     docs/verbatim.md#refusal-key-ablation). `rankings` (`refusal_rows.py --ablation`): the dense
     and BM25 passage rankings, within the evidence's documents, of the question (`full`) and of
@@ -128,32 +131,29 @@ def key_ablation(rankings: Mapping[str, Any]) -> dict[str, float]:
     - `_dense_drop`: the first dense cosine's drop (full minus ablated);
     - `_lex_share`: the share of the first BM25 score the key term carries (1 - ablated / full).
 
-    A question with nothing to ablate reads as if its key term moved nothing (same 1, drops 0)."""
-    full = rankings["full"]
+    Nothing to read is one case, whatever the cause: no rankings recorded (None: no query vector
+    or no evidence documents, or rows recorded without `--ablation`), no key concept to ablate
+    (no `key`/`rarest` entry), or a leg whose full ranking is empty: that leg reads `UNMOVED`,
+    as if the key term moved nothing (same 1, reciprocal rank 1, drop and share 0). An ablated
+    ranking that comes back empty is a reading: the key term carried the whole ranking."""
     out: dict[str, float] = {}
+    full = (rankings or {}).get("full")
     for name, prefix in (("key", "kab"), ("rarest", "rab")):
-        abl = rankings.get(name)
-        fd, fl = full["dense"], full["lexical"]
-        if not abl or not fd:
-            out.update(
-                {
-                    f"{prefix}_dense_same": 1.0,
-                    f"{prefix}_lex_same": 1.0,
-                    f"{prefix}_dense_rr": 1.0,
-                    f"{prefix}_dense_drop": 0.0,
-                    f"{prefix}_lex_share": 0.0,
-                }
-            )
+        out.update({prefix + k: v for k, v in UNMOVED.items()})
+        abl = (rankings or {}).get(name)
+        if not full or not abl:
             continue
+        fd, fl = full["dense"], full["lexical"]
         ad, al = abl["dense"], abl["lexical"]
-        rr = next((1.0 / (1 + i) for i, h in enumerate(ad) if _same_place(h, fd[0])), 0.0)
-        out[f"{prefix}_dense_same"] = 1.0 if ad and _same_place(ad[0], fd[0]) else 0.0
-        out[f"{prefix}_dense_rr"] = rr
-        out[f"{prefix}_dense_drop"] = fd[0][3] - (ad[0][3] if ad else 0.0)
-        out[f"{prefix}_lex_same"] = 1.0 if fl and al and _same_place(al[0], fl[0]) else 0.0
-        out[f"{prefix}_lex_share"] = (
-            1.0 - (al[0][3] / fl[0][3]) if fl and al and fl[0][3] > 0 else (1.0 if fl else 0.0)
-        )
+        if fd:
+            out[f"{prefix}_dense_same"] = 1.0 if ad and _same_place(ad[0], fd[0]) else 0.0
+            out[f"{prefix}_dense_rr"] = next(
+                (1.0 / (1 + i) for i, h in enumerate(ad) if _same_place(h, fd[0])), 0.0
+            )
+            out[f"{prefix}_dense_drop"] = fd[0][3] - (ad[0][3] if ad else 0.0)
+        if fl:
+            out[f"{prefix}_lex_same"] = 1.0 if al and _same_place(al[0], fl[0]) else 0.0
+            out[f"{prefix}_lex_share"] = 1.0 - (al[0][3] / fl[0][3]) if al and fl[0][3] > 0 else 1.0
     return out
 
 

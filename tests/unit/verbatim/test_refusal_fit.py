@@ -180,6 +180,27 @@ def test_key_ablation_reads_whether_the_key_term_moves_the_ranking(fit: ModuleTy
     assert fit.key_ablation({"full": full})["kab_dense_same"] == 1.0
 
 
+def test_key_ablation_reads_nothing_to_read_one_way(fit: ModuleType) -> None:
+    """No rankings recorded, no key concept to ablate, and a leg without a full ranking all read
+    as if the key term moved nothing: a missing reading is not a reading that it moved all."""
+    unmoved = {p + k: v for p in ("kab", "rab") for k, v in fit.UNMOVED.items()}
+    full = {"dense": [["d", 0, 100, 0.70]], "lexical": [["d", 0, 100, 8.0]]}
+    assert fit.key_ablation(None) == unmoved
+    assert fit.key_ablation({"full": full}) == unmoved
+    moved = {"dense": [["d", 200, 300, 0.50]], "lexical": [["d", 400, 500, 2.0]]}
+    no_lexical = fit.key_ablation({"full": {**full, "lexical": []}, "key": moved})
+    assert no_lexical["kab_lex_same"] == 1.0 and no_lexical["kab_lex_share"] == 0.0
+    assert no_lexical["kab_dense_same"] == 0.0  # the dense leg still reads
+    no_dense = fit.key_ablation({"full": {**full, "dense": []}, "key": moved})
+    assert no_dense["kab_dense_same"] == 1.0 and no_dense["kab_lex_same"] == 0.0
+    # An ablated ranking that comes back empty is a reading: the key term carried it all.
+    emptied = fit.key_ablation({"full": full, "key": {"dense": [], "lexical": []}})
+    assert emptied["kab_dense_same"] == 0.0 and emptied["kab_lex_share"] == 1.0
+    # A row whose judgement recorded no rankings reads the same as one with nothing to ablate.
+    row = refusal_row("f", True, "verbatim", cosine=0.5, agreement=0.5)
+    assert fit.features(row)["rab_dense_same"] == 1.0
+
+
 def test_index_contrast_compares_own_evidence_with_the_index_others(fit: ModuleType) -> None:
     rows = [
         refusal_row("f", answerable, "verbatim", cosine=0.5, agreement=0.5) for answerable in (True, False)
