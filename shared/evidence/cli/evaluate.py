@@ -32,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
     if (args.dataset is None) == (args.qa is None):
         raise CliError("give --dataset DIR or --qa FILE --index NAME")
     if args.qa is not None:
+        # Refused rather than ignored: a quick check run with `--limit` would otherwise ask every
+        # question and report figures the caller takes for a sample's.
+        given = [o for o, v in (("--limit", args.limit is not None), ("--spans", args.spans)) if v]
+        if given:
+            raise CliError(f"{' and '.join(given)} go with --dataset DIR, not --qa")
         return _run_qa(args)
     from evidence.evaluation import run_eval
     from evidence.progress import Progress

@@ -42,6 +42,18 @@ def test_store_option_on_store_commands_only(tmp_path: Path) -> None:
         parser.parse_args(["migrate", "--from-store", "x", "--index", "i", "--store", "y"])
 
 
+def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--limit` and `--spans` are `--dataset` options (docs/contracts.md#cli): with `--qa` they
+    are refused (exit 2) before any store is opened, not ignored."""
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "q", "answers": []}\n', encoding="utf-8")
+    store = tmp_path / "s"
+    for extra in (["--limit", "3"], ["--spans"]):
+        assert main(["eval", "--qa", str(qa), "--index", "i", "--store", str(store), *extra]) == 2
+        assert f"{extra[0]} go with --dataset DIR" in capsys.readouterr().err
+    assert not store.exists()
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
