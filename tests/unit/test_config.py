@@ -59,3 +59,15 @@ def test_min_similarity_has_one_range_everywhere() -> None:
             Overrides(min_similarity=value)
         assert err.value.errors()[0]["loc"] == ("min_similarity",)
     assert Settings(min_similarity=0.3).min_similarity == Overrides(min_similarity=0.3).min_similarity
+
+
+@pytest.mark.parametrize("name", ["max_body_bytes", "max_document_bytes"])
+def test_a_size_limit_is_at_least_a_byte(name: str) -> None:
+    """0 or a negative limit would refuse every body or document as too large (413) instead of
+    naming the setting (docs/settings.md)."""
+    from pydantic import ValidationError
+
+    for value in (0, -1):
+        with pytest.raises(ValidationError):
+            Settings(**{name: value})
+    assert getattr(Settings(**{name: 1}), name) == 1
