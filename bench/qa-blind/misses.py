@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import Counter
 from difflib import SequenceMatcher
@@ -37,15 +36,10 @@ if str(ROOT / "shared") not in sys.path:
 
 from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.evaluation.suite import is_refusal  # noqa: E402
 from evidence.model import RetrieveRequest  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
-
-_SPACE = re.compile(r"\s+")
-
-
-def squash(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
 
 
 def partly_in(answer: str, text: str) -> bool:

@@ -58,8 +58,10 @@ def holds(text: str, wanted: list[str]) -> bool:
     return any(w in t for w in wanted)
 
 
-def across(spans: list[Any], wanted: list[str]) -> bool:
-    """Whether 2-4 consecutive spans of one document hold an answer that no single span does."""
+def run_start(spans: list[Any], wanted: list[str]) -> Any | None:
+    """The first span of the first run of 2-4 consecutive spans of one document that together
+    hold an answer (`wanted`, squashed), or None. Read after the single spans, it finds the
+    answers the span splitter cut (bench/qa/misses.py's `across_spans` too)."""
     texts = [squash(c.text) for c in spans]
     for i in range(len(spans)):
         for width in (2, 3, 4):
@@ -67,8 +69,13 @@ def across(spans: list[Any], wanted: list[str]) -> bool:
             if len(run) < width or run[-1].document_id != run[0].document_id:
                 break
             if any(w in " ".join(texts[i : i + width]) for w in wanted):
-                return True
-    return False
+                return spans[i]
+    return None
+
+
+def across(spans: list[Any], wanted: list[str]) -> bool:
+    """Whether 2-4 consecutive spans of one document hold an answer (`run_start`)."""
+    return run_start(spans, wanted) is not None
 
 
 def hybrid_order(state: Any) -> tuple[list[int], set[int], list[int]]:

@@ -57,6 +57,19 @@ def test_across_reads_runs_of_one_document_only() -> None:
     split = [_Span("The name may hold", "a"), _Span("letters and digits.", "b")]
     assert not gaps.across(split, wanted)
     assert gaps.holds("The  name\nmay hold", [gaps.squash("name may")])
+    assert gaps.run_start(spans, wanted) is spans[0] and gaps.run_start(split, wanted) is None
+
+
+def test_misses_reads_a_cut_answer_with_the_gap_reading() -> None:
+    """bench/qa/misses.py classifies with recall_gaps' readings (`holds`, `run_start`), not a
+    copy of them: the run that holds a cut answer is found by the same code in both."""
+    misses: Any = load_bench("qa/misses.py", "qa_misses")
+    spans = [_Span("x", "b"), _Span("The name may hold", "a"), _Span("letters and digits.", "a")]
+    answers = ["may  hold letters and digits"]
+    assert misses.classify(answers, spans, []) == ("across_spans", spans[1])
+    assert misses.classify(["The name"], spans, []) == ("ranked_out", spans[1])
+    assert misses.classify(["digits. More"], spans, ["letters and digits. More"]) == ("passage_only", None)
+    assert misses.run_start.__module__ == misses.holds.__module__ == "recall_gaps"
 
 
 @pytest.mark.parametrize(
