@@ -54,6 +54,19 @@ def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.Cap
     assert not store.exists()
 
 
+def test_a_setting_that_cannot_work_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `ConfigurationError` found when a part is built (an OpenSearch backend without its
+    endpoint) is bad input, exit 2, as a misspelt variable is (docs/contracts.md#cli-conventions);
+    it was exit 1, a failure."""
+    monkeypatch.setenv("EVIDENCE_BACKEND", "opensearch")
+    monkeypatch.delenv("EVIDENCE_OPENSEARCH_ENDPOINT", raising=False)
+    assert main(["list", "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evidence list: error: ") and "EVIDENCE_OPENSEARCH_ENDPOINT" in err
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
