@@ -71,3 +71,12 @@ def test_a_size_limit_is_at_least_a_byte(name: str) -> None:
         with pytest.raises(ValidationError):
             Settings(**{name: value})
     assert getattr(Settings(**{name: 1}), name) == 1
+
+
+def test_the_default_refusal_floor_is_the_fitted_one() -> None:
+    """`EVIDENCE_ANSWER_MIN_GROUNDING`'s default and `verbatim.grounding.HITS_REFUSAL_FLOOR` are
+    one fitted value written in two places (config may not import the verbatim layer);
+    `make refusal-fit` prints it for both, and this holds a refit that pastes one of them."""
+    from evidence.verbatim.grounding import HITS_REFUSAL_FLOOR
+
+    assert Settings.model_fields["answer_min_grounding"].default == HITS_REFUSAL_FLOOR
