@@ -55,7 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence  # noqa: E402
+from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence, unique_concepts  # noqa: E402
 
 PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
@@ -205,7 +205,7 @@ def index_contrast(rows: list[dict[str, Any]]) -> None:
         }
         for i in members:
             r = rows[i]
-            concepts = list(dict.fromkeys(tuple(x) for x in r["judged"]["groups"] if x))
+            concepts = unique_concepts(r["judged"]["groups"])
             if not concepts:
                 r["_contrast"] = {"ctr_idx": 0.0, "ctr_eng": 0.0, "ctr_pct": 1.0}
                 continue
@@ -266,7 +266,7 @@ def token_cover(
     from evidence.embed.tokenizer import token_offsets
     from evidence.verbatim.scoring import grounding, terms
 
-    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
+    concepts = unique_concepts(groups)
     if not best or not concepts:
         return {}
     weights = concept_weights(question, groups)
@@ -327,16 +327,20 @@ def ablated(question: str, groups: Sequence[Sequence[str]]) -> list[tuple[tuple[
     no question word behind it (a label word alone) has no such question."""
     from evidence.verbatim.scoring import terms
 
-    words = list(_WORD.finditer(question))
-    out = []
-    for g in dict.fromkeys(tuple(x) for x in groups if x):
-        drop = [m for m in words if set(terms(m.group())) & set(g)]
-        if drop:
-            rest = question
-            for m in reversed(drop):
-                rest = rest[: m.start()] + rest[m.end() :]
-            out.append((g, " ".join(rest.split())))
-    return out
+    words = [set(terms(m.group())) for m in _WORD.finditer(question)]
+    return [(g, without(question, [g])) for g in unique_concepts(groups) if any(w & set(g) for w in words)]
+
+
+def without(question: str, concepts: Iterable[Sequence[str]]) -> str:
+    """`question` without the words that carry any of `concepts` (the question's words as the
+    refusal signal reads them, `grounding._WORD`), its spaces folded."""
+    from evidence.verbatim.scoring import terms
+
+    drop = {t for c in concepts for t in c}
+    rest = question
+    for m in reversed([m for m in _WORD.finditer(question) if set(terms(m.group())) & drop]):
+        rest = rest[: m.start()] + rest[m.end() :]
+    return " ".join(rest.split())
 
 
 def ablation(

@@ -25,6 +25,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
+if str(ROOT / "bench") not in sys.path:  # refusal_fit, a sibling script, when imported from elsewhere
+    sys.path.insert(0, str(ROOT / "bench"))
+
+from refusal_fit import without  # noqa: E402
 
 from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import (  # noqa: E402
@@ -136,19 +140,6 @@ def key_concepts(question: str, groups: Any, df: Any) -> dict[str, list[tuple[st
         df,
     )
     return {name: concepts for name, concepts in (("key", keys.key), ("rarest", keys.rarest)) if concepts}
-
-
-def without(question: str, concepts: Any) -> str:
-    """`question` without the words that carry any of `concepts`."""
-    import evidence.verbatim.grounding as rg
-    from evidence.verbatim.scoring import terms
-
-    drop = {t for c in concepts for t in c}
-    words = [m for m in rg._WORD.finditer(question) if set(terms(m.group())) & drop]
-    rest = question
-    for m in reversed(words):
-        rest = rest[: m.start()] + rest[m.end() :]
-    return " ".join(rest.split())
 
 
 def ranked(hits: Any) -> list[list[Any]]:

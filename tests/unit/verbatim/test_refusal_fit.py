@@ -265,3 +265,16 @@ def test_key_term_ablation_drops_the_key_concepts_the_signal_reads(monkeypatch: 
     assert rows.key_concepts(q, groups, None) == {"key": shared.key}
     monkeypatch.setattr(rg, "key_concepts", lambda *a, **k: rg.KeyConcepts(key=[("x",)], rarest=[]))
     assert rows.key_concepts(q, groups, df) == {"key": [("x",)]}
+
+
+def test_one_question_without_a_concept_for_both_ablations(fit: ModuleType) -> None:
+    """`refusal_rows` (key-term ablation) drops a concept's words with `refusal_fit.without`, the
+    code the text ablation (`ablated`) uses, not a copy of it."""
+    rows = load_bench("refusal_rows.py", "refusal_rows")
+    assert rows.without.__module__ == "refusal_fit"
+    q = "What is the maximum  dose of naloxone?"
+    assert fit.without(q, [("naloxon",)]) == "What is the maximum dose of ?"
+    assert fit.without(q, [("nowher",)]) == "What is the maximum dose of naloxone?"
+    read = dict(fit.ablated(q, [["maximum"], ["naloxon"], ["dosag", "dose"], ["label"]]))
+    assert read[("naloxon",)] == fit.without(q, [("naloxon",)]) and ("label",) not in read
+    assert read[("dosag", "dose")] == "What is the maximum of naloxone?"
