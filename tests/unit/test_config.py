@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from evidence.config import Settings, environment_names, unknown_environment
@@ -67,10 +69,13 @@ def test_a_size_limit_is_at_least_a_byte(name: str) -> None:
     naming the setting (docs/settings.md)."""
     from pydantic import ValidationError
 
-    for value in (0, -1):
-        with pytest.raises(ValidationError):
-            Settings(**{name: value})
-    assert getattr(Settings(**{name: 1}), name) == 1
+    for value in (0, -1, 1):
+        given: dict[str, Any] = {name: value}
+        if value < 1:
+            with pytest.raises(ValidationError):
+                Settings(**given)
+        else:
+            assert getattr(Settings(**given), name) == 1
 
 
 def test_the_default_refusal_floor_is_the_fitted_one() -> None:
