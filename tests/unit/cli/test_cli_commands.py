@@ -43,15 +43,16 @@ def test_store_option_on_store_commands_only(tmp_path: Path) -> None:
 
 
 def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`--limit` and `--spans` are `--dataset` options (docs/contracts.md#cli): with `--qa` they
-    are refused (exit 2) before any store is opened, not ignored."""
+    """`--mode`, `--limit` and `--spans` are `--dataset` options (docs/contracts.md#cli): with
+    `--qa` they are refused (exit 2) before any store is opened, not ignored."""
     qa = tmp_path / "qa.jsonl"
     qa.write_text('{"question": "q", "answers": []}\n', encoding="utf-8")
     store = tmp_path / "s"
-    for extra in (["--limit", "3"], ["--spans"]):
+    for extra in (["--limit", "3"], ["--spans"], ["--mode", "bm25"]):
         assert main(["eval", "--qa", str(qa), "--index", "i", "--store", str(store), *extra]) == 2
-        assert f"{extra[0]} go with --dataset DIR" in capsys.readouterr().err
+        assert f"{extra[0]}: --dataset options" in capsys.readouterr().err
     assert not store.exists()
+    assert build_parser().parse_args(["eval", "--dataset", "d"]).mode is None  # hybrid, when run
 
 
 def test_a_setting_that_cannot_work_exits_2(
