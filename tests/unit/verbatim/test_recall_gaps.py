@@ -85,3 +85,30 @@ def test_misses_reads_a_cut_answer_with_the_gap_reading() -> None:
 )
 def test_whole_name_drops_only_names_given_whole(question: str, names: list[str], dropped: list[str]) -> None:
     assert variants.whole_names(question, names) == dropped
+
+
+def test_cascade_runs_keeps_each_runs_state_once_and_puts_the_path_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One recorder of the cascade's runs (`recall_gaps.cascade_runs`) for this script and
+    bench/span_rank_fit.py, which each patched `CascadePaths.run_path` themselves."""
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    calls: list[tuple[object, str]] = []
+
+    def stub(self: object, path: str) -> tuple[list[Any], str]:
+        calls.append((self, path))
+        return [], path
+
+    monkeypatch.setattr(CascadePaths, "run_path", stub)
+    a, b = object(), object()
+    with gaps.cascade_runs() as runs:
+        for state, path in ((a, "SECTION_EXACT"), (a, "HYBRID_FACTSPAN"), (b, "SECTION_EXACT")):
+            assert CascadePaths.run_path(state, path) == ([], path)  # type: ignore[arg-type]
+    assert runs == [a, b] and len(calls) == 3
+    assert CascadePaths.run_path is stub
+    with pytest.raises(RuntimeError), gaps.cascade_runs():
+        raise RuntimeError
+    assert CascadePaths.run_path is stub
+    fit: Any = load_bench("span_rank_fit.py", "span_rank_fit")
+    assert fit.cascade_runs.__module__ == "recall_gaps"
