@@ -55,7 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence  # noqa: E402
+from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence, unique_concepts  # noqa: E402
 
 PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
@@ -96,8 +96,7 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
         judged["cosine"], judged.get("agreement")
     )
-    if judged.get("ablation"):
-        out.update(key_ablation(judged["ablation"]))
+    out.update(key_ablation(judged.get("ablation")))
     if "_contrast" in row:
         out.update(row["_contrast"])
     if "_vectors" in row:
@@ -112,7 +111,11 @@ def _same_place(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return bool(a[0] == b[0] and a[1] < b[2] and a[2] > b[1])
 
 
-def key_ablation(rankings: Mapping[str, Any]) -> dict[str, float]:
+#: Key-term ablation's reading where there is nothing to read: as if the key term moved nothing.
+UNMOVED = {"_dense_same": 1.0, "_lex_same": 1.0, "_dense_rr": 1.0, "_dense_drop": 0.0, "_lex_share": 0.0}
+
+
+def key_ablation(rankings: Mapping[str, Any] | None) -> dict[str, float]:
     """Key-term ablation (a candidate refusal feature, measured, not shipped:
     docs/verbatim.md#refusal-key-ablation). `rankings` (`refusal_rows.py --ablation`): the dense
     and BM25 passage rankings, within the evidence's documents, of the question (`full`) and of
@@ -128,32 +131,29 @@ def key_ablation(rankings: Mapping[str, Any]) -> dict[str, float]:
     - `_dense_drop`: the first dense cosine's drop (full minus ablated);
     - `_lex_share`: the share of the first BM25 score the key term carries (1 - ablated / full).
 
-    A question with nothing to ablate reads as if its key term moved nothing (same 1, drops 0)."""
-    full = rankings["full"]
+    Nothing to read is one case, whatever the cause: no rankings recorded (None: no query vector
+    or no evidence documents, or rows recorded without `--ablation`), no key concept to ablate
+    (no `key`/`rarest` entry), or a leg whose full ranking is empty: that leg reads `UNMOVED`,
+    as if the key term moved nothing (same 1, reciprocal rank 1, drop and share 0). An ablated
+    ranking that comes back empty is a reading: the key term carried the whole ranking."""
     out: dict[str, float] = {}
+    full = (rankings or {}).get("full")
     for name, prefix in (("key", "kab"), ("rarest", "rab")):
-        abl = rankings.get(name)
-        fd, fl = full["dense"], full["lexical"]
-        if not abl or not fd:
-            out.update(
-                {
-                    f"{prefix}_dense_same": 1.0,
-                    f"{prefix}_lex_same": 1.0,
-                    f"{prefix}_dense_rr": 1.0,
-                    f"{prefix}_dense_drop": 0.0,
-                    f"{prefix}_lex_share": 0.0,
-                }
-            )
+        out.update({prefix + k: v for k, v in UNMOVED.items()})
+        abl = (rankings or {}).get(name)
+        if not full or not abl:
             continue
+        fd, fl = full["dense"], full["lexical"]
         ad, al = abl["dense"], abl["lexical"]
-        rr = next((1.0 / (1 + i) for i, h in enumerate(ad) if _same_place(h, fd[0])), 0.0)
-        out[f"{prefix}_dense_same"] = 1.0 if ad and _same_place(ad[0], fd[0]) else 0.0
-        out[f"{prefix}_dense_rr"] = rr
-        out[f"{prefix}_dense_drop"] = fd[0][3] - (ad[0][3] if ad else 0.0)
-        out[f"{prefix}_lex_same"] = 1.0 if fl and al and _same_place(al[0], fl[0]) else 0.0
-        out[f"{prefix}_lex_share"] = (
-            1.0 - (al[0][3] / fl[0][3]) if fl and al and fl[0][3] > 0 else (1.0 if fl else 0.0)
-        )
+        if fd:
+            out[f"{prefix}_dense_same"] = 1.0 if ad and _same_place(ad[0], fd[0]) else 0.0
+            out[f"{prefix}_dense_rr"] = next(
+                (1.0 / (1 + i) for i, h in enumerate(ad) if _same_place(h, fd[0])), 0.0
+            )
+            out[f"{prefix}_dense_drop"] = fd[0][3] - (ad[0][3] if ad else 0.0)
+        if fl:
+            out[f"{prefix}_lex_same"] = 1.0 if al and _same_place(al[0], fl[0]) else 0.0
+            out[f"{prefix}_lex_share"] = 1.0 - (al[0][3] / fl[0][3]) if al and fl[0][3] > 0 else 1.0
     return out
 
 
@@ -205,7 +205,7 @@ def index_contrast(rows: list[dict[str, Any]]) -> None:
         }
         for i in members:
             r = rows[i]
-            concepts = list(dict.fromkeys(tuple(x) for x in r["judged"]["groups"] if x))
+            concepts = unique_concepts(r["judged"]["groups"])
             if not concepts:
                 r["_contrast"] = {"ctr_idx": 0.0, "ctr_eng": 0.0, "ctr_pct": 1.0}
                 continue
@@ -266,7 +266,7 @@ def token_cover(
     from evidence.embed.tokenizer import token_offsets
     from evidence.verbatim.scoring import grounding, terms
 
-    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
+    concepts = unique_concepts(groups)
     if not best or not concepts:
         return {}
     weights = concept_weights(question, groups)
@@ -327,16 +327,20 @@ def ablated(question: str, groups: Sequence[Sequence[str]]) -> list[tuple[tuple[
     no question word behind it (a label word alone) has no such question."""
     from evidence.verbatim.scoring import terms
 
-    words = list(_WORD.finditer(question))
-    out = []
-    for g in dict.fromkeys(tuple(x) for x in groups if x):
-        drop = [m for m in words if set(terms(m.group())) & set(g)]
-        if drop:
-            rest = question
-            for m in reversed(drop):
-                rest = rest[: m.start()] + rest[m.end() :]
-            out.append((g, " ".join(rest.split())))
-    return out
+    words = [set(terms(m.group())) for m in _WORD.finditer(question)]
+    return [(g, without(question, [g])) for g in unique_concepts(groups) if any(w & set(g) for w in words)]
+
+
+def without(question: str, concepts: Iterable[Sequence[str]]) -> str:
+    """`question` without the words that carry any of `concepts` (the question's words as the
+    refusal signal reads them, `grounding._WORD`), its spaces folded."""
+    from evidence.verbatim.scoring import terms
+
+    drop = {t for c in concepts for t in c}
+    rest = question
+    for m in reversed([m for m in _WORD.finditer(question) if set(terms(m.group())) & drop]):
+        rest = rest[: m.start()] + rest[m.end() :]
+    return " ".join(rest.split())
 
 
 def ablation(

@@ -25,6 +25,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
+if str(ROOT / "bench") not in sys.path:  # refusal_fit, a sibling script, when imported from elsewhere
+    sys.path.insert(0, str(ROOT / "bench"))
+
+from refusal_fit import without  # noqa: E402
 
 from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import (  # noqa: E402
@@ -121,44 +125,21 @@ ABLATED: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
 
 
 def key_concepts(question: str, groups: Any, df: Any) -> dict[str, list[tuple[str, ...]]]:
-    """The question's key concepts as the refusal signal reads them (`read_evidence`): `key`, the
-    heaviest subject concepts by English rarity (what `typed_key` asks a span to hold); `rarest`,
-    the subject concepts the index uses least (what `typed_rarest` asks for; None without counts)."""
+    """The question's key concepts as the refusal signal reads them (`grounding.key_concepts`, the
+    code `read_evidence` calls): `key`, the heaviest subject concepts by English rarity (what
+    `typed_key` asks a span to hold); `rarest`, the subject concepts the index uses least (what
+    `typed_rarest` asks for; not read without counts). A reading with no concept is left out."""
     import evidence.verbatim.grounding as rg
     from evidence.verbatim.answer_types import answer_types
-    from evidence.verbatim.scoring import terms
 
-    weights = rg.concept_weights(question, groups)
-    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
-    types = answer_types().expected(question)
-    asking = {
-        t
-        for w in rg._WORD.findall(question)
-        if any(a.asked_by(w, hints=False) for a in types)
-        for t in terms(w)
-    }
-    subject = [c for c in concepts if not asking & set(c)]
-    out: dict[str, list[tuple[str, ...]]] = {}
-    if subject:
-        top = max(max(weights.get(t, 1.0) for t in c) for c in subject)
-        out["key"] = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= top - 1e-9]
-        if df is not None:
-            rare = max(rg.index_rarity(c, df) for c in subject)
-            out["rarest"] = [c for c in subject if rg.index_rarity(c, df) >= rare - 1e-9]
-    return out
-
-
-def without(question: str, concepts: Any) -> str:
-    """`question` without the words that carry any of `concepts`."""
-    import evidence.verbatim.grounding as rg
-    from evidence.verbatim.scoring import terms
-
-    drop = {t for c in concepts for t in c}
-    words = [m for m in rg._WORD.finditer(question) if set(terms(m.group())) & drop]
-    rest = question
-    for m in reversed(words):
-        rest = rest[: m.start()] + rest[m.end() :]
-    return " ".join(rest.split())
+    keys = rg.key_concepts(
+        question,
+        rg.unique_concepts(groups),
+        rg.concept_weights(question, groups),
+        answer_types().expected(question),
+        df,
+    )
+    return {name: concepts for name, concepts in (("key", keys.key), ("rarest", keys.rarest)) if concepts}
 
 
 def ranked(hits: Any) -> list[list[Any]]:

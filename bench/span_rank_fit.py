@@ -101,6 +101,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(ROOT / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "shared"))
+if str(HERE / "qa") not in sys.path:  # recall_gaps (bench/qa), for `cascade_runs`
+    sys.path.insert(0, str(HERE / "qa"))
+
+from recall_gaps import cascade_runs  # noqa: E402
 
 from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
@@ -157,16 +161,6 @@ class Row:
 def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> dict[str, Any]:
     from evidence.model import RetrieveRequest
     from evidence.service import EvidenceService
-    from evidence.verbatim.cascade_paths import CascadePaths
-
-    captured: list[Any] = []
-    original = CascadePaths.run_path
-
-    def recording(self: CascadePaths, path: str) -> Any:
-        if not captured or captured[-1] is not self:
-            captured.append(self)
-        return original(self, path)
-
     from evidence.verbatim.span_rank import load_model, piece_maxsim, question_pieces
 
     settings = Settings(store_dir=store) if store else Settings()
@@ -182,82 +176,83 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
     embed_seconds = 0.0
     embedded: dict[str, np.ndarray] = {}
     span_counts: dict[str, int] = {}
-    CascadePaths.run_path = recording  # type: ignore[method-assign]
     try:
-        for family in find_qa_families(root, families):
-            index, _ = ensure_qa_index(service, family)
-            for rec in load_qa(family.questions):
-                if not rec["answers"]:
-                    continue
-                captured.clear()
-                resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
-                if not captured:
-                    continue
-                state = captured[0]
-                spans = state.spans
-                if not spans:
-                    continue
-                lexical, candidates, _ = state.hybrid_features()
-                texts = [c.text for c in spans]
-                # embedded as the cascade embeds them: a table row with its caption and header
-                scoring = list(state.stats.texts)
-                todo = [
-                    t
-                    for t in dict.fromkeys([*scoring, *(c.section for c in spans if c.section)])
-                    if t not in embedded
-                ]
-                t0 = time.perf_counter()
-                for start in range(0, len(todo), 64):
-                    part = todo[start : start + 64]
-                    embedded.update(
-                        zip(part, np.asarray(inner.embed_documents(part), dtype=np.float32), strict=True)
-                    )
-                embed_seconds += time.perf_counter() - t0
-                span_counts[family.name] = max(span_counts.get(family.name, 0), len(spans))
-                q = np.asarray(state.vector, dtype=np.float32).reshape(-1)
-                q = q / (np.linalg.norm(q) or 1.0)
+        with cascade_runs() as captured:
+            for family in find_qa_families(root, families):
+                index, _ = ensure_qa_index(service, family)
+                for rec in load_qa(family.questions):
+                    if not rec["answers"]:
+                        continue
+                    captured.clear()
+                    resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
+                    if not captured:
+                        continue
+                    state = captured[0]
+                    spans = state.spans
+                    if not spans:
+                        continue
+                    lexical, candidates, _ = state.hybrid_features()
+                    texts = [c.text for c in spans]
+                    # embedded as the cascade embeds them: a table row with its caption and header
+                    scoring = list(state.stats.texts)
+                    todo = [
+                        t
+                        for t in dict.fromkeys([*scoring, *(c.section for c in spans if c.section)])
+                        if t not in embedded
+                    ]
+                    t0 = time.perf_counter()
+                    for start in range(0, len(todo), 64):
+                        part = todo[start : start + 64]
+                        embedded.update(
+                            zip(part, np.asarray(inner.embed_documents(part), dtype=np.float32), strict=True)
+                        )
+                    embed_seconds += time.perf_counter() - t0
+                    span_counts[family.name] = max(span_counts.get(family.name, 0), len(spans))
+                    q = np.asarray(state.vector, dtype=np.float32).reshape(-1)
+                    q = q / (np.linalg.norm(q) or 1.0)
 
-                def cos(t: str, q: np.ndarray = q) -> float:
-                    v = embedded[t]
-                    return float(v @ q / (np.linalg.norm(v) or 1.0))
+                    def cos(t: str, q: np.ndarray = q) -> float:
+                        v = embedded[t]
+                        return float(v @ q / (np.linalg.norm(v) or 1.0))
 
-                # Token-match features of the shipped lexical model's best TOKEN_HEAD spans.
-                t0 = time.perf_counter()
-                qp = question_pieces(rec["question"], tokener.embed_tokens([rec["question"]])[0])
-                cand = np.asarray(candidates, dtype=np.int64)
-                zl = np.full(len(cand), shipped.bias)
-                for f, w in shipped.weights.items():
-                    zl += w * lexical[f][cand]
-                head = [int(cand[j]) for j in sorted(range(len(cand)), key=lambda j: (-zl[j], int(cand[j])))]
-                head = head[:TOKEN_HEAD]
-                need = [t for t in dict.fromkeys(scoring[i] for i in head) if t not in token_cache]
-                for t, m in zip(need, tokener.embed_tokens(need), strict=True):
-                    token_cache[t] = np.asarray(m, dtype=np.float16)
-                sims = {i: piece_maxsim(qp, token_cache[scoring[i]]) for i in head}
-                tok = token_values(qp, sims, spans)
-                token_seconds += time.perf_counter() - t0
-                wanted = [squash(a) for a in rec["answers"]]
-                rows.append(
-                    Row(
-                        family=family.name,
-                        question=rec["question"],
-                        answers=tuple(rec["answers"]),
-                        path_used=resp.telemetry.path_used,
-                        texts=texts,
-                        lexical=lexical,
-                        candidates=np.asarray(candidates, dtype=np.int64),
-                        positive=np.asarray([any(w in squash(t) for w in wanted) for t in texts]),
-                        span_cosine=np.asarray([cos(t) for t in scoring]),
-                        heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
-                        sections=tuple(c.section or "" for c in spans),
-                        documents=tuple(c.document_id for c in spans),
-                        tokens=tok,
-                        piece_sims=sims,
+                    # Token-match features of the shipped lexical model's best TOKEN_HEAD spans.
+                    t0 = time.perf_counter()
+                    qp = question_pieces(rec["question"], tokener.embed_tokens([rec["question"]])[0])
+                    cand = np.asarray(candidates, dtype=np.int64)
+                    zl = np.full(len(cand), shipped.bias)
+                    for f, w in shipped.weights.items():
+                        zl += w * lexical[f][cand]
+                    head = [
+                        int(cand[j]) for j in sorted(range(len(cand)), key=lambda j: (-zl[j], int(cand[j])))
+                    ]
+                    head = head[:TOKEN_HEAD]
+                    need = [t for t in dict.fromkeys(scoring[i] for i in head) if t not in token_cache]
+                    for t, m in zip(need, tokener.embed_tokens(need), strict=True):
+                        token_cache[t] = np.asarray(m, dtype=np.float16)
+                    sims = {i: piece_maxsim(qp, token_cache[scoring[i]]) for i in head}
+                    tok = token_values(qp, sims, spans)
+                    token_seconds += time.perf_counter() - t0
+                    wanted = [squash(a) for a in rec["answers"]]
+                    rows.append(
+                        Row(
+                            family=family.name,
+                            question=rec["question"],
+                            answers=tuple(rec["answers"]),
+                            path_used=resp.telemetry.path_used,
+                            texts=texts,
+                            lexical=lexical,
+                            candidates=np.asarray(candidates, dtype=np.int64),
+                            positive=np.asarray([any(w in squash(t) for w in wanted) for t in texts]),
+                            span_cosine=np.asarray([cos(t) for t in scoring]),
+                            heading_cosine=np.asarray([cos(c.section) if c.section else 0.0 for c in spans]),
+                            sections=tuple(c.section or "" for c in spans),
+                            documents=tuple(c.document_id for c in spans),
+                            tokens=tok,
+                            piece_sims=sims,
+                        )
                     )
-                )
-                print(f"{family.name}: {len(rows)} rows", file=sys.stderr, end="\r")
+                    print(f"{family.name}: {len(rows)} rows", file=sys.stderr, end="\r")
     finally:
-        CascadePaths.run_path = original  # type: ignore[method-assign]
         service.close()
     return {
         "rows": rows,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import Counter
 from difflib import SequenceMatcher
@@ -36,16 +35,18 @@ if str(ROOT / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.config import Settings  # noqa: E402
-from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation import (  # noqa: E402
+    QA_EVIDENCE_CHARS,
+    QA_WIDE_CHARS,
+    answer_found,
+    ensure_qa_index,
+    find_qa_families,
+    load_qa,
+)
+from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.evaluation.suite import is_refusal  # noqa: E402
 from evidence.model import RetrieveRequest  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
-
-_SPACE = re.compile(r"\s+")
-
-
-def squash(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
 
 
 def partly_in(answer: str, text: str) -> bool:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)
-    limit = 600 if args.profile == "verbatim" else 2000
+    limit = QA_EVIDENCE_CHARS if args.profile == "verbatim" else QA_WIDE_CHARS
     rows: list[dict[str, Any]] = []
     for family in find_qa_families(Path(args.root)):
         index, _ = ensure_qa_index(service, family)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,34 +29,35 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 if str(ROOT / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "shared"))
+if str(HERE) not in sys.path:  # recall_gaps, a sibling script, when imported from elsewhere
+    sys.path.insert(0, str(HERE))
+
+from recall_gaps import holds, run_start  # noqa: E402
 
 from evidence.config import Settings  # noqa: E402
-from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation import (  # noqa: E402
+    QA_EVIDENCE_CHARS,
+    QA_WIDE_CHARS,
+    answer_found,
+    ensure_qa_index,
+    find_qa_families,
+    load_qa,
+)
+from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.model import RetrieveRequest  # noqa: E402
 from evidence.records import ChunkKind  # noqa: E402
 from evidence.service import EvidenceService  # noqa: E402
-
-_SPACE = re.compile(r"\s+")
-
-
-def squash(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
 
 
 def classify(answers: list[str], spans: list[Any], passages: list[str]) -> tuple[str, Any]:
     """(class, the span holding the answer or starting the run of spans holding it)."""
     wanted = [squash(a) for a in answers]
-    texts = [squash(c.text) for c in spans]
-    for c, t in zip(spans, texts, strict=True):
-        if any(w in t for w in wanted):
+    for c in spans:
+        if holds(c.text, wanted):
             return "ranked_out", c
-    for i in range(len(spans)):
-        for width in (2, 3, 4):
-            run = spans[i : i + width]
-            if len(run) < width or run[-1].document_id != run[0].document_id:
-                break
-            if any(w in " ".join(texts[i : i + width]) for w in wanted):
-                return "across_spans", spans[i]
+    start = run_start(spans, wanted)
+    if start is not None:
+        return "across_spans", start
     if any(any(w in squash(p) for w in wanted) for p in passages):
         return "passage_only", None
     return "not_parsed", None
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)
-    limit = 600 if args.profile == "verbatim" else 2000
+    limit = QA_EVIDENCE_CHARS if args.profile == "verbatim" else QA_WIDE_CHARS
     only = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
     for family in find_qa_families(Path(args.root), only):

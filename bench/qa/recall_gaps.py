@@ -30,6 +30,8 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +60,10 @@ def holds(text: str, wanted: list[str]) -> bool:
     return any(w in t for w in wanted)
 
 
-def across(spans: list[Any], wanted: list[str]) -> bool:
-    """Whether 2-4 consecutive spans of one document hold an answer that no single span does."""
+def run_start(spans: list[Any], wanted: list[str]) -> Any | None:
+    """The first span of the first run of 2-4 consecutive spans of one document that together
+    hold an answer (`wanted`, squashed), or None. Read after the single spans, it finds the
+    answers the span splitter cut (bench/qa/misses.py's `across_spans` too)."""
     texts = [squash(c.text) for c in spans]
     for i in range(len(spans)):
         for width in (2, 3, 4):
@@ -67,8 +71,35 @@ def across(spans: list[Any], wanted: list[str]) -> bool:
             if len(run) < width or run[-1].document_id != run[0].document_id:
                 break
             if any(w in " ".join(texts[i : i + width]) for w in wanted):
-                return True
-    return False
+                return spans[i]
+    return None
+
+
+def across(spans: list[Any], wanted: list[str]) -> bool:
+    """Whether 2-4 consecutive spans of one document hold an answer (`run_start`)."""
+    return run_start(spans, wanted) is not None
+
+
+@contextmanager
+def cascade_runs() -> Iterator[list[Any]]:
+    """The state (`CascadePaths`) of every verbatim cascade run while the block runs, in order,
+    one per run: how this script and bench/span_rank_fit.py read the cascade's own scope and
+    ranking instead of computing them again. `CascadePaths.run_path` is restored on the way out."""
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    captured: list[Any] = []
+    original = CascadePaths.run_path
+
+    def recording(self: CascadePaths, path: str) -> Any:
+        if not captured or captured[-1] is not self:
+            captured.append(self)
+        return original(self, path)
+
+    CascadePaths.run_path = recording  # type: ignore[method-assign]
+    try:
+        yield captured
+    finally:
+        CascadePaths.run_path = original  # type: ignore[method-assign]
 
 
 def hybrid_order(state: Any) -> tuple[list[int], set[int], list[int]]:
@@ -166,7 +197,6 @@ def gap_class(
 def main(argv: list[str] | None = None) -> int:
     from evidence.model import RetrieveRequest
     from evidence.service import EvidenceService
-    from evidence.verbatim.cascade_paths import CascadePaths
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("root", nargs="?", default=str(HERE))
@@ -176,44 +206,35 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)
-    captured: list[Any] = []
-    original = CascadePaths.run_path
-
-    def recording(self: CascadePaths, path: str) -> Any:
-        if not captured or captured[-1] is not self:
-            captured.append(self)
-        return original(self, path)
-
     only = [f for f in args.families.split(",") if f] or None
     rows: list[dict[str, Any]] = []
-    CascadePaths.run_path = recording  # type: ignore[method-assign]
     try:
-        for family in find_qa_families(Path(args.root), only):
-            index, _ = ensure_qa_index(service, family)
-            docs = [d.document_id for d in service.backend.list_documents(index)]
-            every = sorted(
-                (
-                    h.chunk
-                    for h in service.backend.lookup(
-                        index, {"document_id": docs}, limit=1_000_000, kind=ChunkKind.SPAN
-                    )
-                ),
-                key=lambda c: (c.document_id, c.char_start, c.sequence),
-            )
-            for rec in load_qa(family.questions):
-                if not rec["answers"]:
-                    continue
-                captured.clear()
-                resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
-                texts = [h.text for h in resp.hits]
-                if answer_found(texts, rec["answers"], 1_000_000):
-                    continue
-                row = classify_run(rec, resp, captured[0] if captured else None, every)
-                row.update({"family": family.name, "question": rec["question"]})
-                rows.append(row)
-                print(f"{family.name}: {len(rows)}", file=sys.stderr, end="\r")
+        with cascade_runs() as captured:
+            for family in find_qa_families(Path(args.root), only):
+                index, _ = ensure_qa_index(service, family)
+                docs = [d.document_id for d in service.backend.list_documents(index)]
+                every = sorted(
+                    (
+                        h.chunk
+                        for h in service.backend.lookup(
+                            index, {"document_id": docs}, limit=1_000_000, kind=ChunkKind.SPAN
+                        )
+                    ),
+                    key=lambda c: (c.document_id, c.char_start, c.sequence),
+                )
+                for rec in load_qa(family.questions):
+                    if not rec["answers"]:
+                        continue
+                    captured.clear()
+                    resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
+                    texts = [h.text for h in resp.hits]
+                    if answer_found(texts, rec["answers"], 1_000_000):
+                        continue
+                    row = classify_run(rec, resp, captured[0] if captured else None, every)
+                    row.update({"family": family.name, "question": rec["question"]})
+                    rows.append(row)
+                    print(f"{family.name}: {len(rows)}", file=sys.stderr, end="\r")
     finally:
-        CascadePaths.run_path = original  # type: ignore[method-assign]
         service.close()
     if args.json:
         print(json.dumps(rows))

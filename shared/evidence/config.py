@@ -233,9 +233,10 @@ class Settings(BaseSettings):
     #: of a JSON file. Unset = open (every caller, every index), the local default.
     access_policy: str | None = None
 
-    # Limits (docs/contracts.md#limits)
-    max_body_bytes: int = 6 * 1024 * 1024
-    max_document_bytes: int = 50 * 1024 * 1024
+    # Limits (docs/contracts.md#limits). At least a byte: 0 or less would refuse every body or
+    # document as too large (413) instead of saying the setting is wrong.
+    max_body_bytes: int = Field(default=6 * 1024 * 1024, ge=1)
+    max_document_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
 
     # `evidence serve` (docs/api.md#evidence-serve): how it holds connections, and uploads.
     #: Worker processes of `evidence serve`, sharing its port and store: the retrieve is mostly

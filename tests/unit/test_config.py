@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from evidence.config import Settings, environment_names, unknown_environment
@@ -59,3 +61,27 @@ def test_min_similarity_has_one_range_everywhere() -> None:
             Overrides(min_similarity=value)
         assert err.value.errors()[0]["loc"] == ("min_similarity",)
     assert Settings(min_similarity=0.3).min_similarity == Overrides(min_similarity=0.3).min_similarity
+
+
+@pytest.mark.parametrize("name", ["max_body_bytes", "max_document_bytes"])
+def test_a_size_limit_is_at_least_a_byte(name: str) -> None:
+    """0 or a negative limit would refuse every body or document as too large (413) instead of
+    naming the setting (docs/settings.md)."""
+    from pydantic import ValidationError
+
+    for value in (0, -1, 1):
+        given: dict[str, Any] = {name: value}
+        if value < 1:
+            with pytest.raises(ValidationError):
+                Settings(**given)
+        else:
+            assert getattr(Settings(**given), name) == 1
+
+
+def test_the_default_refusal_floor_is_the_fitted_one() -> None:
+    """`EVIDENCE_ANSWER_MIN_GROUNDING`'s default and `verbatim.grounding.HITS_REFUSAL_FLOOR` are
+    one fitted value written in two places (config may not import the verbatim layer);
+    `make refusal-fit` prints it for both, and this holds a refit that pastes one of them."""
+    from evidence.verbatim.grounding import HITS_REFUSAL_FLOOR
+
+    assert Settings.model_fields["answer_min_grounding"].default == HITS_REFUSAL_FLOOR

@@ -27,7 +27,7 @@ from evidence.cli import (
     serve,
 )
 from evidence.cli.common import EXIT_FAILED, EXIT_USAGE, CliError, Command, store_option
-from evidence.errors import EvidenceError, NotFoundError
+from evidence.errors import ConfigurationError, EvidenceError, NotFoundError
 from evidence.version import package_version
 
 COMMANDS: tuple[Command, ...] = (
@@ -75,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotFoundError as exc:
         print(f"evidence {args.command}: error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
+    except ConfigurationError as exc:
+        # A setting that cannot work (an OpenSearch backend without an endpoint, a broken access
+        # policy), found when the part that reads it is built: bad input, as a misspelt variable
+        # is (docs/contracts.md#cli-conventions), though it maps to a 500 inside the API.
+        print(f"evidence {args.command}: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
     except EvidenceError as exc:
         print(f"evidence {args.command}: error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE if 400 <= exc.status < 500 else EXIT_FAILED

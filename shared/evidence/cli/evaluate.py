@@ -22,7 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", metavar="NAME", help="the index --qa FILE questions are asked of")
     p.add_argument("--families", metavar="A,B", help="only these families of a --qa DIR suite")
     p.add_argument("--profile", default="verbatim", help="profile for --qa (default verbatim)")
-    p.add_argument("--mode", choices=("bm25", "dense", "hybrid", "full"), default="hybrid")
+    p.add_argument(
+        "--mode", choices=("bm25", "dense", "hybrid", "full"), help="--dataset's first stage (default hybrid)"
+    )
     p.add_argument("--spans", action="store_true", help="also score fact spans against rationale sentences")
     p.add_argument("--limit", type=int, help="only the first N queries (quick checks)")
     p.add_argument("--json", action="store_true", help="print one JSON line")
@@ -32,15 +34,25 @@ def run(args: argparse.Namespace) -> int:
     if (args.dataset is None) == (args.qa is None):
         raise CliError("give --dataset DIR or --qa FILE --index NAME")
     if args.qa is not None:
+        # Refused rather than ignored: a quick check run with `--limit` would otherwise ask every
+        # question and report figures the caller takes for a sample's.
+        given = [
+            o
+            for o, v in (("--mode", args.mode), ("--limit", args.limit), ("--spans", args.spans or None))
+            if v is not None
+        ]
+        if given:
+            raise CliError(f"{', '.join(given)}: --dataset options, not --qa's")
         return _run_qa(args)
+    mode = args.mode or "hybrid"
     from evidence.evaluation import run_eval
     from evidence.progress import Progress
 
     with common.quiet_service(args) as service:  # `--json` must be the last line on stdout
-        bar = Progress(f"eval {args.mode}")
+        bar = Progress(f"eval {mode}")
         try:
             result = run_eval(
-                service, Path(args.dataset), mode=args.mode, spans=args.spans, limit=args.limit, progress=bar
+                service, Path(args.dataset), mode=mode, spans=args.spans, limit=args.limit, progress=bar
             )
         finally:
             bar.close()

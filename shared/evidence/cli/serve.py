@@ -119,12 +119,7 @@ def serve_one(
     limit_blas_threads()  # the request threads are the parallelism
     settings = settings_from_args(args, **({"embed_threads": query_threads} if query_threads else {}))
     runtime.configure(settings=settings)
-    from evidence.errors import ConfigurationError
-
-    try:  # a broken access policy stops the server here, not each request
-        authorizer = runtime.get_authorizer()
-    except ConfigurationError as exc:
-        raise CliError(exc.message, EXIT_USAGE) from None
+    authorizer = runtime.get_authorizer()  # a broken access policy stops the server here, not each request
     if authorizer.open and args.host not in {"127.0.0.1", "::1", "localhost"}:
         print(
             f"evidence serve: warning: no access policy (EVIDENCE_ACCESS_POLICY) and listening on "
@@ -144,9 +139,9 @@ def serve_one(
     add_launcher(local_launcher)  # EVIDENCE_BATCH_LOCAL_ASL: batches on the state machine's own ASL
     try:
         get_launcher()  # a missing results bucket stops the server here, not the first batch
-    except ConfigurationError as exc:
+    except BaseException:
         service.close()
-        raise CliError(exc.message, EXIT_USAGE) from None
+        raise
     # The document-embedding worker starts with the first upload (BackgroundDocuments), not
     # here: a server that only reads never pays its process and model (250-300 MB).
     get_app()

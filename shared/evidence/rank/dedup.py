@@ -344,7 +344,7 @@ class FocusHits:
         kinds = self.expected(ctx.query) if self.expected is not None and self.type_weight > 0 else ()
         if self.paraphrase is not None:
             # A question term no sentence holds weighs as a term in one sentence would.
-            top = math.log(1 + (sum(len(b) for b in bags.values()) - 0.5) / 1.5)
+            top = _bm25_idf(sum(len(b) for b in bags.values()), 1)
             qweight = {t: self.paraphrase_weight * weight.get(t, top) for t in q}
         out: list[Candidate] = []
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
@@ -422,7 +422,12 @@ def _idf(bags: Sequence[set[str]]) -> dict[str, float]:
         for t in bag:
             df[t] = df.get(t, 0) + 1
     n = len(bags)
-    return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+    return {t: _bm25_idf(n, d) for t, d in df.items()}
+
+
+def _bm25_idf(n: int, d: int) -> float:
+    """BM25's IDF of a term in `d` of `n` sentences."""
+    return math.log(1 + (n - d + 0.5) / (d + 0.5))
 
 
 def _best_run(

@@ -47,7 +47,7 @@ from evidence.names import HYPHENS, MINILM_MODEL_ID
 from evidence.rank.candidate import Candidate
 from evidence.rank.confidence import HEAD, AnswerSignal, on_bar, sigmoid
 from evidence.records import Chunk, ChunkKind
-from evidence.verbatim.answer_types import answer_types
+from evidence.verbatim.answer_types import AnswerType, answer_types
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchReader, Vector
@@ -229,26 +229,19 @@ def read_evidence(
     (a heading's "4.2.2." is no count, no size); by default the texts themselves. `df`: how many
     of the index's passages use each concept term (`index_df`), for the index features
     (`index_reading`); None when not read."""
-    from evidence.verbatim.scoring import grounding, terms
+    from evidence.verbatim.scoring import grounding
 
     weights = concept_weights(question, groups)
     g, missing = grounding(groups, [*texts, *given], weights)
-    concepts = list(dict.fromkeys(tuple(x) for x in groups if x))
+    concepts = unique_concepts(groups)
     types = answer_types().expected(question)
-    # The words that ask for the kind of answer are answered by the answer itself ("4.1%" answers
-    # "what percentage"), not carried: the key concept is the heaviest of the others.
-    asking = {
-        t for w in _WORD.findall(question) if any(a.asked_by(w, hints=False) for a in types) for t in terms(w)
-    }
-    subject = [c for c in concepts if not asking & set(c)]
-    heaviest = max((max(weights.get(t, 1.0) for t in c) for c in subject), default=0.0)
-    keys = [c for c in subject if max(weights.get(t, 1.0) for t in c) >= heaviest - 1e-9]
+    keys = key_concepts(question, concepts, weights, types, df)
     best = key = 0.0
     typed = typed_key = False
     for t, body in zip(texts, bodies if bodies is not None else texts, strict=True):
         own, _ = grounding(groups, [t, *given], weights)
         best = max(best, own)
-        has_key = grounding(keys, [t, *given], weights)[0] if keys else 1.0
+        has_key = grounding(keys.key, [t, *given], weights)[0] if keys.key else 1.0
         key = max(key, has_key)
         reads = any(a.reads_in(body) for a in types)
         typed = typed or reads
@@ -262,12 +255,11 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
-    if df is not None and types:
+    if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
         # subject they all talk about.
-        top = max((index_rarity(c, df) for c in subject), default=0.0)
-        rarest = [c for c in subject if index_rarity(c, df) >= top - 1e-9]
+        rarest = keys.rarest
         by_index["typed_rarest"] = (
             1.0
             if any(
@@ -288,6 +280,59 @@ def read_evidence(
         missing=tuple(missing),
         # Without passage counts the rarest concept is unknown: the typed key is read as it is.
         **({} if df is not None else {"typed_rarest": 1.0 if typed_key or not types else 0.0}),
+    )
+
+
+def unique_concepts(groups: Iterable[Sequence[str]]) -> list[tuple[str, ...]]:
+    """The question's concepts (`groups`), each once, in order, the empty ones left out."""
+    return list(dict.fromkeys(tuple(x) for x in groups if x))
+
+
+def heaviest(
+    concepts: Sequence[tuple[str, ...]], weight: Callable[[tuple[str, ...]], float]
+) -> list[tuple[str, ...]]:
+    """The concepts of the largest `weight` (ties: all of them; none of none)."""
+    top = max((weight(c) for c in concepts), default=0.0)
+    return [c for c in concepts if weight(c) >= top - 1e-9]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConcepts:
+    """The question's key concepts, as `read_evidence` reads them, among its subject concepts:
+    those besides the words that ask for the kind of answer, which the answer itself answers
+    ("4.1%" answers "what percentage") rather than carries.
+
+    - `key`: the heaviest subject concepts by English rarity (`concept_weights`), what
+      `typed_key` and `key_span` ask a text to hold;
+    - `rarest`: the subject concepts the index uses least (`index_rarity`), what `typed_rarest`
+      asks for; None without passage counts.
+
+    Both are empty when every concept asks for the kind of answer. `bench/refusal_rows.py`
+    ablates the same concepts (docs/verbatim.md#refusal-key-ablation)."""
+
+    key: list[tuple[str, ...]]
+    rarest: list[tuple[str, ...]] | None
+
+
+def key_concepts(
+    question: str,
+    concepts: Sequence[tuple[str, ...]],
+    weights: Mapping[str, float],
+    types: Sequence[AnswerType],
+    df: Mapping[str, int] | None = None,
+) -> KeyConcepts:
+    """`question`'s key concepts among `concepts` (`unique_concepts`), weighted by `weights`
+    (`concept_weights`), given the kinds of answer it expects (`types`:
+    `answer_types().expected(question)`); `df`: the index's passage counts (`index_df`), or None."""
+    from evidence.verbatim.scoring import terms
+
+    asking = {
+        t for w in _WORD.findall(question) if any(a.asked_by(w, hints=False) for a in types) for t in terms(w)
+    }
+    subject = [c for c in concepts if not asking & set(c)]
+    return KeyConcepts(
+        key=heaviest(subject, lambda c: max(weights.get(t, 1.0) for t in c)),
+        rarest=None if df is None else heaviest(subject, lambda c: index_rarity(c, df)),
     )
 
 
@@ -316,15 +361,14 @@ def index_reading(
     """
     from evidence.verbatim.scoring import grounding
 
-    concepts = [tuple(c) for c in dict.fromkeys(tuple(x) for x in concepts if x)]
+    concepts = unique_concepts(concepts)
     if not concepts:
         return {"index_grounding": 1.0, "index_absent": 0.0, "rarest_carried": 1.0}
     rarity = {c: index_rarity(c, df) for c in concepts}
     weights = {t: _BASE_WEIGHT + rarity[c] for c in concepts for t in c}
     share, missing = grounding(concepts, evidence, weights)
     absent = set(missing)
-    top = max(rarity.values())
-    rarest = [c for c in concepts if rarity[c] >= top - 1e-9]
+    rarest = heaviest(concepts, rarity.__getitem__)
     return {
         "index_grounding": share,
         "index_absent": 1.0 if any(max(df.get(t, 0) for t in c) == 0 for c in concepts) else 0.0,

@@ -42,6 +42,32 @@ def test_store_option_on_store_commands_only(tmp_path: Path) -> None:
         parser.parse_args(["migrate", "--from-store", "x", "--index", "i", "--store", "y"])
 
 
+def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--mode`, `--limit` and `--spans` are `--dataset` options (docs/contracts.md#cli): with
+    `--qa` they are refused (exit 2) before any store is opened, not ignored."""
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "q", "answers": []}\n', encoding="utf-8")
+    store = tmp_path / "s"
+    for extra in (["--limit", "3"], ["--spans"], ["--mode", "bm25"]):
+        assert main(["eval", "--qa", str(qa), "--index", "i", "--store", str(store), *extra]) == 2
+        assert f"{extra[0]}: --dataset options" in capsys.readouterr().err
+    assert not store.exists()
+    assert build_parser().parse_args(["eval", "--dataset", "d"]).mode is None  # hybrid, when run
+
+
+def test_a_setting_that_cannot_work_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `ConfigurationError` found when a part is built (an OpenSearch backend without its
+    endpoint) is bad input, exit 2, as a misspelt variable is (docs/contracts.md#cli-conventions);
+    it was exit 1, a failure."""
+    monkeypatch.setenv("EVIDENCE_BACKEND", "opensearch")
+    monkeypatch.delenv("EVIDENCE_OPENSEARCH_ENDPOINT", raising=False)
+    assert main(["list", "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evidence list: error: ") and "EVIDENCE_OPENSEARCH_ENDPOINT" in err
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

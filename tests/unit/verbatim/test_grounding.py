@@ -39,8 +39,10 @@ from evidence.verbatim.grounding import (
     index_df,
     index_rarity,
     judge,
+    key_concepts,
     passage_agreement,
     read_evidence,
+    unique_concepts,
     unnamed_groups,
     word_rarity,
 )
@@ -404,6 +406,32 @@ def test_the_word_asking_for_the_kind_is_not_the_key_concept() -> None:
     reading = read_evidence(q, ["Each unit sold pays $2."], question_groups(q))
     assert reading.missing == ("royalti",) and reading.typed_key == 1.0
     assert read_evidence(q, ["Each unit sold is shipped."], question_groups(q)).typed_key == 0.0
+
+
+def test_key_concepts_are_the_subjects_heaviest_in_english_and_rarest_in_the_index() -> None:
+    """One reading of the key concepts (`key_concepts`) serves `read_evidence` and the bench's
+    key-term ablation (bench/refusal_rows.py)."""
+    q = "What is the maximum dose of naloxone?"
+    groups = question_groups(q)
+    concepts, weights = unique_concepts(groups), concept_weights(q, groups)
+    types = answer_types().expected(q)
+    (maximum,) = [c for c in concepts if c == tuple(terms("maximum"))]
+    (naloxone,) = [c for c in concepts if c == tuple(terms("naloxone"))]
+    (dose,) = [c for c in concepts if c not in (maximum, naloxone)]
+    # "maximum" asks for the kind of answer (a limit): never a key, however rare.
+    df = {maximum[0]: 0, naloxone[0]: 30, dose[0]: 1}
+    keys = key_concepts(q, concepts, weights, types, df)
+    assert keys.key == [naloxone] and keys.rarest == [dose]
+    # Without passage counts the index-rarest concept is not read; ties keep every concept.
+    assert key_concepts(q, concepts, weights, types).rarest is None
+    tied = key_concepts(q, concepts, weights, types, {})
+    assert tied.rarest == [naloxone, dose]
+    # A question whose every concept asks for the kind of answer has no key.
+    only = key_concepts(q, [maximum], weights, types, df)
+    assert only.key == [] and only.rarest == []
+    # read_evidence reads the same key: the figure must stand next to naloxone.
+    assert read_evidence(q, ["The maximum dose of naloxone is 10 mg."], groups).typed_key == 1.0
+    assert read_evidence(q, ["The maximum dose is 10 mg."], groups).typed_key == 0.0
 
 
 def test_apply_grounding_reads_the_agreement_over_the_first_hits_documents() -> None:

@@ -57,6 +57,19 @@ def test_across_reads_runs_of_one_document_only() -> None:
     split = [_Span("The name may hold", "a"), _Span("letters and digits.", "b")]
     assert not gaps.across(split, wanted)
     assert gaps.holds("The  name\nmay hold", [gaps.squash("name may")])
+    assert gaps.run_start(spans, wanted) is spans[0] and gaps.run_start(split, wanted) is None
+
+
+def test_misses_reads_a_cut_answer_with_the_gap_reading() -> None:
+    """bench/qa/misses.py classifies with recall_gaps' readings (`holds`, `run_start`), not a
+    copy of them: the run that holds a cut answer is found by the same code in both."""
+    misses: Any = load_bench("qa/misses.py", "qa_misses")
+    spans = [_Span("x", "b"), _Span("The name may hold", "a"), _Span("letters and digits.", "a")]
+    answers = ["may  hold letters and digits"]
+    assert misses.classify(answers, spans, []) == ("across_spans", spans[1])
+    assert misses.classify(["The name"], spans, []) == ("ranked_out", spans[1])
+    assert misses.classify(["digits. More"], spans, ["letters and digits. More"]) == ("passage_only", None)
+    assert misses.run_start.__module__ == misses.holds.__module__ == "recall_gaps"
 
 
 @pytest.mark.parametrize(
@@ -72,3 +85,30 @@ def test_across_reads_runs_of_one_document_only() -> None:
 )
 def test_whole_name_drops_only_names_given_whole(question: str, names: list[str], dropped: list[str]) -> None:
     assert variants.whole_names(question, names) == dropped
+
+
+def test_cascade_runs_keeps_each_runs_state_once_and_puts_the_path_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One recorder of the cascade's runs (`recall_gaps.cascade_runs`) for this script and
+    bench/span_rank_fit.py, which each patched `CascadePaths.run_path` themselves."""
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    calls: list[tuple[object, str]] = []
+
+    def stub(self: object, path: str) -> tuple[list[Any], str]:
+        calls.append((self, path))
+        return [], path
+
+    monkeypatch.setattr(CascadePaths, "run_path", stub)
+    a, b = object(), object()
+    with gaps.cascade_runs() as runs:
+        for state, path in ((a, "SECTION_EXACT"), (a, "HYBRID_FACTSPAN"), (b, "SECTION_EXACT")):
+            assert CascadePaths.run_path(state, path) == ([], path)  # type: ignore[arg-type]
+    assert runs == [a, b] and len(calls) == 3
+    assert CascadePaths.run_path is stub
+    with pytest.raises(RuntimeError), gaps.cascade_runs():
+        raise RuntimeError
+    assert CascadePaths.run_path is stub
+    fit: Any = load_bench("span_rank_fit.py", "span_rank_fit")
+    assert fit.cascade_runs.__module__ == "recall_gaps"

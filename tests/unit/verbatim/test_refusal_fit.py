@@ -180,6 +180,27 @@ def test_key_ablation_reads_whether_the_key_term_moves_the_ranking(fit: ModuleTy
     assert fit.key_ablation({"full": full})["kab_dense_same"] == 1.0
 
 
+def test_key_ablation_reads_nothing_to_read_one_way(fit: ModuleType) -> None:
+    """No rankings recorded, no key concept to ablate, and a leg without a full ranking all read
+    as if the key term moved nothing: a missing reading is not a reading that it moved all."""
+    unmoved = {p + k: v for p in ("kab", "rab") for k, v in fit.UNMOVED.items()}
+    full = {"dense": [["d", 0, 100, 0.70]], "lexical": [["d", 0, 100, 8.0]]}
+    assert fit.key_ablation(None) == unmoved
+    assert fit.key_ablation({"full": full}) == unmoved
+    moved = {"dense": [["d", 200, 300, 0.50]], "lexical": [["d", 400, 500, 2.0]]}
+    no_lexical = fit.key_ablation({"full": {**full, "lexical": []}, "key": moved})
+    assert no_lexical["kab_lex_same"] == 1.0 and no_lexical["kab_lex_share"] == 0.0
+    assert no_lexical["kab_dense_same"] == 0.0  # the dense leg still reads
+    no_dense = fit.key_ablation({"full": {**full, "dense": []}, "key": moved})
+    assert no_dense["kab_dense_same"] == 1.0 and no_dense["kab_lex_same"] == 0.0
+    # An ablated ranking that comes back empty is a reading: the key term carried it all.
+    emptied = fit.key_ablation({"full": full, "key": {"dense": [], "lexical": []}})
+    assert emptied["kab_dense_same"] == 0.0 and emptied["kab_lex_share"] == 1.0
+    # A row whose judgement recorded no rankings reads the same as one with nothing to ablate.
+    row = refusal_row("f", True, "verbatim", cosine=0.5, agreement=0.5)
+    assert fit.features(row)["rab_dense_same"] == 1.0
+
+
 def test_index_contrast_compares_own_evidence_with_the_index_others(fit: ModuleType) -> None:
     rows = [
         refusal_row("f", answerable, "verbatim", cosine=0.5, agreement=0.5) for answerable in (True, False)
@@ -223,3 +244,37 @@ def test_static_token_reading_gives_each_question_piece_its_best_cosine_per_text
     fit.read_static_tokens(rows, tmp_path / "t.npz")
     assert rows[0]["_best"] == [[1.0], [0.0]]
     assert "_best" not in rows[1]
+
+
+def test_key_term_ablation_drops_the_key_concepts_the_signal_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`refusal_rows.key_concepts` is `grounding.key_concepts` (what `typed_key` and
+    `typed_rarest` read), not a copy of it: change the shared reading and the bench follows."""
+    import evidence.verbatim.grounding as rg
+    from evidence.verbatim.answer_types import answer_types
+    from evidence.verbatim.cascade import question_groups
+
+    rows = load_bench("refusal_rows.py", "refusal_rows")
+    q = "What is the maximum dose of naloxone?"
+    groups = question_groups(q)
+    df = {t: 1 for g in groups for t in g} | {"naloxon": 40}
+    shared = rg.key_concepts(
+        q, rg.unique_concepts(groups), rg.concept_weights(q, groups), answer_types().expected(q), df
+    )
+    assert shared.key and shared.rarest
+    assert rows.key_concepts(q, groups, df) == {"key": shared.key, "rarest": shared.rarest}
+    assert rows.key_concepts(q, groups, None) == {"key": shared.key}
+    monkeypatch.setattr(rg, "key_concepts", lambda *a, **k: rg.KeyConcepts(key=[("x",)], rarest=[]))
+    assert rows.key_concepts(q, groups, df) == {"key": [("x",)]}
+
+
+def test_one_question_without_a_concept_for_both_ablations(fit: ModuleType) -> None:
+    """`refusal_rows` (key-term ablation) drops a concept's words with `refusal_fit.without`, the
+    code the text ablation (`ablated`) uses, not a copy of it."""
+    rows = load_bench("refusal_rows.py", "refusal_rows")
+    assert rows.without.__module__ == "refusal_fit"
+    q = "What is the maximum  dose of naloxone?"
+    assert fit.without(q, [("naloxon",)]) == "What is the maximum dose of ?"
+    assert fit.without(q, [("nowher",)]) == "What is the maximum dose of naloxone?"
+    read = dict(fit.ablated(q, [["maximum"], ["naloxon"], ["dosag", "dose"], ["label"]]))
+    assert read[("naloxon",)] == fit.without(q, [("naloxon",)]) and ("label",) not in read
+    assert read[("dosag", "dose")] == "What is the maximum of naloxone?"
