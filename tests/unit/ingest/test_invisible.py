@@ -76,3 +76,13 @@ def test_a_clean_document_is_returned_unchanged() -> None:
     doc = ParsedDocument(text="Plain text. Nothing hidden.", title="T")
     assert clean_document(doc) is doc
     assert clean_text("naïve café – 5 µg") == "naïve café – 5 µg"
+
+
+def test_a_text_of_format_characters_only_is_an_empty_document() -> None:
+    import pytest
+
+    from evidence.errors import DocumentParseError
+    from evidence.ingest import parse_text
+
+    with pytest.raises(DocumentParseError, match="empty document"):
+        parse_text(f"{ZWSP}{SHY}\n{BOM}", filename="blank.md", fmt="md")

@@ -81,7 +81,10 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
         doc = replace(doc, source_text=source)
     # Format characters removed, ligatures spelled out (parsers/invisible.py), in the source
     # text too: it differs from the parsed text by its CRs only, which stay where they were.
-    return clean_document(doc)
+    doc = clean_document(doc)
+    if not doc.text.strip():
+        raise DocumentParseError(filename, "empty document (only invisible format characters)")
+    return doc
 
 
 def _parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
