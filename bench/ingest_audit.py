@@ -102,7 +102,8 @@ def own_extents(sections: tuple[Section, ...], n: int) -> list[tuple[Section, in
     out = []
     for i, sec in enumerate(ordered):
         nxt = ordered[i + 1].char_start if i + 1 < len(ordered) else n
-        out.append((sec, max(0, min(nxt, sec.char_end if sec.char_end > sec.char_start else n) - sec.char_start)))
+        end = sec.char_end if sec.char_end > sec.char_start else n
+        out.append((sec, max(0, min(nxt, end) - sec.char_start)))
     return out
 
 
@@ -200,7 +201,8 @@ def show(row: dict[str, Any]) -> str:
         f"  passages {row['passages']}; spans {row['spans']} (p50 {row['span_p50']}, max {row['span_max']}),"
         f" table rows {row['table_rows']}; covered {row['covered']:.1%}",
         f"  long spans (> {LONG_SPAN}) {row['long_spans']}: {row['long_examples'][:2]}",
-        f"  swallowing sections {row['swallow']}; junk headings {row['junk_count']}: {row['junk_headings'][:3]}",
+        f"  swallowing sections {row['swallow']};"
+        f" junk headings {row['junk_count']}: {row['junk_headings'][:3]}",
         f"  lost words {row['lost_words']} ({row['lost_share']:.1%}): {row['lost_examples']}",
         f"  odd characters {row['odd']}",
     ]

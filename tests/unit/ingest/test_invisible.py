@@ -75,7 +75,7 @@ def test_ligatures_are_spelled_out_and_sections_and_pages_move_with_the_text() -
 def test_a_clean_document_is_returned_unchanged() -> None:
     doc = ParsedDocument(text="Plain text. Nothing hidden.", title="T")
     assert clean_document(doc) is doc
-    assert clean_text("naïve café – 5 µg") == "naïve café – 5 µg"
+    assert clean_text("naïve café \u2013 5 µg") == "naïve café \u2013 5 µg"
 
 
 def test_a_text_of_format_characters_only_is_an_empty_document() -> None:

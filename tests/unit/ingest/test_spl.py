@@ -127,7 +127,8 @@ def test_table_and_paragraph_footnotes_are_kept_after_their_block() -> None:
     xml = f"""<document xmlns="{NS}"><component><structuredBody>
       <component><section><code code="34084-4"/><title>6 ADVERSE REACTIONS</title><text>
         <table><tbody>
-          <tr><td>Abnormal vision<footnote ID="a">Mild and transient, predominantly color tinge to vision.</footnote></td><td>3%</td></tr>
+          <tr><td>Abnormal vision<footnote ID="a">Mild and transient, predominantly color tinge
+            to vision.</footnote></td><td>3%</td></tr>
         </tbody></table>
         <paragraph>Take it with water.<footnote ID="b">Or with milk.</footnote> Do not chew.</paragraph>
       </text></section></component>

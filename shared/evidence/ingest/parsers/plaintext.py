@@ -63,7 +63,9 @@ _NUMBERED = re.compile(
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
 #: A list item's marker: "3.", "3)", "(a)", "A.", "iv.", "-", "*", "•".
-_ITEM_MARK = re.compile(r"^[ \t]*(?:\(?(?:\d{1,3}(?:\.\d{1,3})*|[A-Za-z]|[ivxlc]{1,6})[.)][ \t]|[-*+\u2022][ \t])")
+_ITEM_MARK = re.compile(
+    r"^[ \t]*(?:\(?(?:\d{1,3}(?:\.\d{1,3})*|[A-Za-z]|[ivxlc]{1,6})[.)][ \t]|[-*+\u2022][ \t])"
+)
 _SMALL_WORDS = frozenset(
     "a an and as at by for from in into of on or over per the to under upon with without its their".split()
 )
@@ -127,7 +129,10 @@ def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | No
         return None
     strict = _title_case(title) or _caps(title)
     ends = m.group("end").strip()
-    if not strict and not (loose and len(title.split()) <= MAX_TITLE_WORDS and (ends == "" or (dot_ok and ends == "."))):
+    sentence_case_ok = (
+        loose and len(title.split()) <= MAX_TITLE_WORDS and (ends == "" or (dot_ok and ends == "."))
+    )
+    if not strict and not sentence_case_ok:
         return None
     rest = line[m.end() :].strip()
     bare = not m.group("kw") and not m.group("dot") and "." not in num
