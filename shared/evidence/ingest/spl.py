@@ -38,7 +38,9 @@ _SKIP_CODES = frozenset({"48780-1"})
 #: the text grows linearly with the nesting.
 _MAX_INDENT_LEVELS = 8
 _BULLET_GLYPH = re.compile(r"[\u2022\u2023\u2043\u2219\u25aa\u25ab\u25cf\u25e6\u00b7*\-\u2013\u2014]?")
-_INLINE_SKIP = frozenset({f"{_V3}footnote", f"{_V3}renderMultiMedia", f"{_V3}observationMedia"})
+_FOOTNOTE = f"{_V3}footnote"
+#: Left out of the text they sit in: media, and footnotes (each a paragraph after its block).
+_INLINE_SKIP = frozenset({_FOOTNOTE, f"{_V3}renderMultiMedia", f"{_V3}observationMedia"})
 
 
 def is_spl(data: bytes) -> bool:
@@ -78,7 +80,7 @@ def _inline(el: ElementTree.Element) -> str:
     out: list[str] = []
 
     def walk(node: ElementTree.Element) -> None:
-        if node.tag in _INLINE_SKIP:
+        if node is not el and node.tag in _INLINE_SKIP:
             if node.tail:
                 out.append(node.tail)
             return
@@ -163,6 +165,15 @@ def _list(b: _Builder, lst: ElementTree.Element, depth: int = 0) -> None:
             _list(b, c, depth + 1)
 
 
+def _footnotes(b: _Builder, block: ElementTree.Element) -> None:
+    """The footnotes inside a paragraph, list or table, each a paragraph after it (where the FDA's
+    stylesheet prints them: under the table). Inline they would cut a sentence or a cell in two;
+    left out, their facts were lost ("Abnormal Vision: Mild to moderate in severity …", "Use
+    with caution and with the lowest dose necessary")."""
+    for note in block.iter(_FOOTNOTE):
+        b.block(_inline(note))
+
+
 def _text_blocks(b: _Builder, text_el: ElementTree.Element) -> None:
     if text_el.text and text_el.text.strip():
         b.block(_WS.sub(" ", text_el.text).strip())
@@ -174,10 +185,11 @@ def _text_blocks(b: _Builder, text_el: ElementTree.Element) -> None:
             _list(b, child)
         elif tag == f"{_V3}table":
             _table(b, child)
-        elif tag in _INLINE_SKIP:
+        elif tag in _INLINE_SKIP and tag != _FOOTNOTE:
             pass
-        else:
+        elif tag != _FOOTNOTE:
             b.block(_inline(child))
+        _footnotes(b, child)
         if child.tail and child.tail.strip():
             b.block(_WS.sub(" ", child.tail).strip())
 

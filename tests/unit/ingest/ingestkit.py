@@ -16,8 +16,14 @@ def _pdf_escape(s: str) -> str:
 StyledLine = tuple[str, float, bool]
 
 
-def make_pdf(pages: Sequence[Sequence[str | StyledLine]], *, title: str | None = None) -> bytes:
+def make_pdf(
+    pages: Sequence[Sequence[str | StyledLine]], *, title: str | None = None, differences: str = ""
+) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
+
+    `differences` re-maps character codes of the regular face to other glyph names (the body of
+    an encoding's /Differences array, e.g. "88 /fi /ffi 87 /g18": X is drawn as the fi ligature,
+    Y as ffi, W as the private glyph g18, which maps to no character).
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
     Helvetica-Bold). An empty inner list makes a page with no text (as a scanned page looks to a
@@ -31,7 +37,12 @@ def make_pdf(pages: Sequence[Sequence[str | StyledLine]], *, title: str | None =
 
     catalog = add(b"")  # filled once the page tree's number is known
     pages_obj = add(b"")
-    font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+    encoding = (
+        f"<< /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [{differences}] >>"
+        if differences
+        else "/WinAnsiEncoding"
+    )
+    font = add(f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding {encoding} >>".encode())
     bold = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
     kids: list[int] = []
     for lines in pages:

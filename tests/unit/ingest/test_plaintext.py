@@ -81,3 +81,59 @@ def test_the_first_short_line_is_the_title_unless_given() -> None:
 def test_a_question_or_labelled_first_line_is_not_a_title() -> None:
     for text in ("Q: Do you encrypt data at rest?\nA: Yes.\n", "Note: keys rotate yearly\nMore text.\n"):
         assert parse_text(text, filename="f.txt").title == ""
+
+
+LICENCE_CLAUSES = """LICENSE
+
+1. Definitions.
+
+     1.1. "Covered Code" means the Original Code.
+
+4. Inability to Comply Due to Statute or Regulation.
+
+     If it is impossible for You to comply with any of the terms of this
+     License, You must comply to the maximum extent possible.
+
+5. Application of this License.
+
+     This License applies to code to which the Initial Developer has
+     attached the notice in Exhibit A.
+
+9. LIMITATION OF LIABILITY.
+
+     UNDER NO CIRCUMSTANCES SHALL THE INITIAL DEVELOPER BE LIABLE.
+
+10. U.S. GOVERNMENT END USERS.
+
+     The Covered Code is a "commercial item," as that term is defined in
+     48 C.F.R. 2.101 (Oct. 1995). Consistent with 48
+     C.F.R. 12.212 and 48 C.F.R. 227.7202-1 (June 1995), all U.S.
+     Government End Users acquire Covered Code with only those rights.
+
+11. MISCELLANEOUS.
+
+     This License represents the complete agreement.
+"""
+
+
+def test_dot_ended_clause_titles_over_an_indented_body_and_initialisms_are_sections() -> None:
+    # MPL 1.1 (an audit document): "5. Application of this License." (lower-case words, a closing
+    # dot) and "10. U.S. GOVERNMENT END USERS." (an initialism's dots) were not sections, so clause
+    # 5 read as part of clause 4 and clause 10 of clause 9.
+    doc = parse_text(LICENCE_CLAUSES, filename="l.txt")
+    names = [s.name for s in doc.sections]
+    assert "5. Application of this License" in names
+    assert "10. U.S. GOVERNMENT END USERS" in names
+    assert not any("C.F.R" in n for n in names)  # "C.F.R. 12.212 …" is not Roman numeral C
+    ten = next(s for s in doc.sections if s.name.startswith("10."))
+    assert "commercial item" in doc.text[ten.char_start : ten.char_end]
+
+
+def test_a_dot_ended_list_item_or_sentence_is_not_a_clause_title() -> None:
+    steps = (
+        "1. Scope\n\nThe steps follow.\n\n2. Procedure\n\n"
+        "3. The package's files are removed.\n\n   4. postrm remove\n\n   It runs last.\n\n"
+        "4. The fee is due within thirty days.\n\nLate fees apply after that.\n"
+    )
+    names = [s.name for s in parse_text(steps, filename="s.txt").sections]
+    assert names == ["1. Scope", "2. Procedure"]

@@ -9,7 +9,7 @@ import pytest
 from evidence.errors import DocumentParseError
 from evidence.ingest.sections import label_sections
 from evidence.ingest.spans import extract_spans
-from evidence.ingest.spl import is_spl, parse_spl
+from evidence.ingest.spl import NS, is_spl, parse_spl
 from evidence.records import SpanType
 
 SAMPLE = (Path(__file__).parent / "data" / "spl-sample.xml").read_bytes()
@@ -51,12 +51,14 @@ def test_lists_tables_and_captions_become_spans_and_highlights_are_left_out() ->
     assert "- Concomitant use with gemfibrozil." in by_type[SpanType.BULLET]
     assert "| Adults of Asian ancestry | 5 mg once daily | 20 mg once daily |" in by_type[SpanType.TABLE_ROW]
     assert "Table 1: Recommended Dosage of LIPRAVEX by Patient Population" in by_type[SpanType.CAPTION]
-    # inline markup flattened, the footnote left out of the sentence it is attached to
+    # inline markup flattened, the footnote out of the sentence it is attached to: its own
+    # paragraph after the paragraph
     assert (
         "The terminal elimination half-life (t1/2) of ferlostatin is approximately 19 hours."
         in by_type[SpanType.SENTENCE]
     )
-    assert "Geometric mean" not in doc.text
+    assert "19 hours.Geometric" not in doc.text
+    assert "Ferlostatin is 96% bound to plasma proteins.\n\nGeometric mean." in doc.text
     assert "(1)" not in doc.text  # the highlights excerpt
     assert "product data elements" not in doc.text.lower()
     assert "Store at 20°C to 25°C (68°F to 77°F)." in doc.text
@@ -116,3 +118,24 @@ def test_list_items_keep_the_text_after_a_caption_or_a_nested_list() -> None:
     assert "- a) Avoid alcohol." in text
     assert "- Stop if a rash appears and call your doctor." in text
     assert "  - including a mild one" in text
+
+
+def test_table_and_paragraph_footnotes_are_kept_after_their_block() -> None:
+    # Drug-label tables carry facts in footnotes ("Abnormal Vision: Mild to moderate in severity
+    # ..."); they were dropped with the media. Each is a paragraph after its table or paragraph,
+    # never inside a cell or a sentence.
+    xml = f"""<document xmlns="{NS}"><component><structuredBody>
+      <component><section><code code="34084-4"/><title>6 ADVERSE REACTIONS</title><text>
+        <table><tbody>
+          <tr><td>Abnormal vision<footnote ID="a">Mild and transient, predominantly color tinge
+            to vision.</footnote></td><td>3%</td></tr>
+        </tbody></table>
+        <paragraph>Take it with water.<footnote ID="b">Or with milk.</footnote> Do not chew.</paragraph>
+      </text></section></component>
+    </structuredBody></component></document>""".encode()
+    doc = parse_spl(xml, "label.xml")
+    assert "| Abnormal vision | 3% |" in doc.text
+    assert "| 3% |\n\nMild and transient, predominantly color tinge to vision." in doc.text
+    assert "Take it with water. Do not chew.\n\nOr with milk." in doc.text
+    spans = {sp.text for sp in extract_spans(doc)}
+    assert "Mild and transient, predominantly color tinge to vision." in spans

@@ -21,6 +21,7 @@ from evidence.ingest.parsers.detect import (
 )
 from evidence.ingest.parsers.docx import parse_docx
 from evidence.ingest.parsers.html import parse_html
+from evidence.ingest.parsers.invisible import clean_document
 from evidence.ingest.parsers.layout import normalise_newlines
 from evidence.ingest.parsers.markdown import parse_markdown
 from evidence.ingest.parsers.pdf import parse_pdf
@@ -45,12 +46,14 @@ def parse_bytes(data: bytes, *, filename: str, content_type: str | None = None) 
     if not data or not data.strip():
         raise DocumentParseError(filename, "empty document")
     fmt = detect_format(data, filename=filename, content_type=content_type)
+    # Format characters and ligatures go where the text is made (parsers/invisible.py): text
+    # formats in `parse_text`, the binary ones here.
     if fmt == "spl":
-        doc = _parse_spl(data, filename)
+        doc = clean_document(_parse_spl(data, filename))
     elif fmt == "pdf":
-        doc = parse_pdf(data, filename)
+        doc = clean_document(parse_pdf(data, filename))
     elif fmt == "docx":
-        doc = parse_docx(data, filename)
+        doc = clean_document(parse_docx(data, filename))
     else:
         _, charset = content_type_format(content_type)
         text = decode_text(data, filename=filename, charset=charset)
@@ -68,13 +71,19 @@ def _parse_spl(data: bytes, filename: str) -> ParsedDocument:
 
 
 def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
-    """Parse already-decoded text (API `text` uploads, JSONL records) of a text format."""
+    """Parse already-decoded text (API `text` uploads; not JSONL records, which are stored as
+    given) of a text format."""
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
     if fmt != "html" and "\r" in text:
         # Offsets must slice the original: the chunker maps them back (ingest/offsets.py); page
         # furniture blanked in plain text is blanked there too.
         source = blank_source(text, doc.text) if fmt == "txt" and doc.page_starts else text
         doc = replace(doc, source_text=source)
+    # Format characters removed, ligatures spelled out (parsers/invisible.py), in the source
+    # text too: it differs from the parsed text by its CRs only, which stay where they were.
+    doc = clean_document(doc)
+    if not doc.text.strip():
+        raise DocumentParseError(filename, "empty document (only invisible format characters)")
     return doc
 
 

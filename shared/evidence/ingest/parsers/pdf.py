@@ -49,6 +49,13 @@ _NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
 # kind, any number) on purpose: a match here makes a body line a heading, which drops it from the
 # fact spans, so only a whole line of four or more dots and a page number counts.
 _TOC_ENTRY = re.compile(r"^\s*(\S.{1,98}?)\s*(?:\.\s*){4,}\s*\d{1,4}\s*$")
+# pypdf writes a glyph its font maps to no character (no ToUnicode map, a private glyph name in
+# the encoding's Differences) as the glyph's name: "/g18/g152/g135/g3". Such text cannot be read;
+# a run of three or more names, three times in the document, marks a font of that kind (a URL's
+# "/v1" alone is not one), and then every such name is dropped rather than indexed as words.
+_GLYPH_NAME = re.compile(r"/[A-Za-z]{1,4}\d{1,5}(?![\w])")
+_GLYPH_RUN = re.compile(r"(?:/[A-Za-z]{1,4}\d{1,5}){3,}")
+_GLYPH_RUNS_MIN = 3
 
 
 def contents_names(lines: list[str]) -> set[str]:
@@ -108,8 +115,19 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
     page_texts, title, styles = _read_pdf(data, filename)
     if not page_texts:
         raise DocumentParseError(filename, "corrupt PDF: no pages")
+    page_texts, dropped = drop_glyph_names(page_texts)
     if not any(t.strip() for t in page_texts):
+        if dropped:
+            raise DocumentParseError(
+                filename, "PDF has no extractable text (its fonts map glyphs to no characters)"
+            )
         raise DocumentParseError(filename, "PDF has no extractable text (scanned? no text layer)")
+    if dropped:
+        log.warning(
+            "%s: %d glyph names dropped: text in fonts that map glyphs to no characters cannot be read",
+            filename,
+            dropped,
+        )
     pages = _strip_running_lines(page_texts)
     words = vocabulary(pages)
     text, starts = _join_pages([dehyphenate(p, words) for p in pages])
@@ -121,6 +139,26 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         page_starts=tuple(starts),
         fmt="pdf",
     )
+
+
+def drop_glyph_names(pages: list[str]) -> tuple[list[str], int]:
+    """Pages without the glyph names pypdf writes for unreadable glyphs (`_GLYPH_NAME`), and how
+    many were dropped; pages of a document with fewer than `_GLYPH_RUNS_MIN` runs of them are
+    returned as they are. A line left blank by the drop becomes empty."""
+    runs = 0
+    for page in pages:
+        runs += len(_GLYPH_RUN.findall(page))
+        if runs >= _GLYPH_RUNS_MIN:
+            break
+    else:
+        return pages, 0
+    dropped = 0
+    out = []
+    for page in pages:
+        cleaned, n = _GLYPH_NAME.subn("", page)
+        dropped += n
+        out.append("\n".join(line if line.strip() else "" for line in cleaned.split("\n")) if n else page)
+    return out, dropped
 
 
 class _PypdfLog(logging.Handler):

@@ -57,9 +57,15 @@ _NUMBERED = re.compile(
     r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
     r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?)"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
-    r"(?P<title>[A-Z][^.\n:;!?]{0,78})(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
+    # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
+    r"(?P<title>[A-Z](?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
+    r"(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
+#: A list item's marker: "3.", "3)", "(a)", "A.", "iv.", "-", "*", "•".
+_ITEM_MARK = re.compile(
+    r"^[ \t]*(?:\(?(?:\d{1,3}(?:\.\d{1,3})*|[A-Za-z]|[ivxlc]{1,6})[.)][ \t]|[-*+\u2022][ \t])"
+)
 _SMALL_WORDS = frozenset(
     "a an and as at by for from in into of on or over per the to under upon with without its their".split()
 )
@@ -103,7 +109,10 @@ def _numbered_heading(line: str) -> tuple[int, str] | None:
     return None if found is None else (found.level, found.heading)
 
 
-def _numbered(line: str, *, loose: bool) -> _Numbered | None:
+def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | None:
+    """`loose`: a title in sentence case may count (where it continues the numbering); `dot_ok`:
+    so may one that ends on a dot ("5. Application of this License."), which the caller allows
+    only over a body indented deeper than the line (a one-sentence numbered paragraph is not)."""
     m = _NUMBERED.match(line)
     if not m or _LEADER.search(line):
         return None
@@ -114,10 +123,16 @@ def _numbered(line: str, *, loose: bool) -> _Numbered | None:
         return None  # "I think …": a Roman numeral needs its dot or a keyword
     if lettered and "." not in num and not m.group("kw"):
         return None  # "A Guide to …": a lone letter is a number only after "Appendix"
+    if (roman or lettered) and m.group("dot") and not line[m.end("dot") : m.end("dot") + 1].isspace():
+        return None  # "C.F.R. 12.212": an initialism, not Roman numeral C and a title
     if not title or _COLUMNS.search(title):
         return None
     strict = _title_case(title) or _caps(title)
-    if not strict and not (loose and len(title.split()) <= MAX_TITLE_WORDS and m.group("end").strip() == ""):
+    ends = m.group("end").strip()
+    sentence_case_ok = (
+        loose and len(title.split()) <= MAX_TITLE_WORDS and (ends == "" or (dot_ok and ends == "."))
+    )
+    if not strict and not sentence_case_ok:
         return None
     rest = line[m.end() :].strip()
     bare = not m.group("kw") and not m.group("dot") and "." not in num
@@ -233,7 +248,19 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        found = _numbered(line, loose=prev_blank and not nxt.strip())
+        loose = prev_blank and not nxt.strip()
+        # A dot-ended sentence-case title ("5. Application of this License.") over a body indented
+        # deeper than it (the MPL's clauses), never over text at its own margin.
+        # A list item's next sibling or sub-item under it ("2. The package's files are removed." over
+        # "   3. postrm remove") is no body.
+        body = _next_text(lines, i + 1)
+        dot_ok = (
+            loose
+            and line.rstrip().endswith(".")
+            and _indent(body) > _indent(line)
+            and not _ITEM_MARK.match(body)
+        )
+        found = _numbered(line, loose=loose, dot_ok=dot_ok)
         if (
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
