@@ -151,3 +151,58 @@ def test_multi_section_questions_bundle_several_sections(label_service: Evidence
     assert res.path_used == MULTI_SECTION_EVIDENCE and res.multi_section
     joined = " ".join(h.chunk.text for h in res.hits)
     assert "2.1-fold" in joined
+
+
+def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
+    label_service: EvidenceService,
+) -> None:
+    """`span_ranking` is `HYBRID_FACTSPAN`'s ranking of the named documents' spans (lexical model
+    on a store without vectors); `SpanAnchors` gives each passage hit the best of them inside its
+    offsets, what `default`'s focus may anchor its run on (docs/ranking.md#focus-span-anchor)."""
+    from dataclasses import replace
+
+    from evidence.rank.candidate import Candidate
+    from evidence.rank.context import ProfileParams, RankContext
+    from evidence.records import ChunkKind
+    from evidence.verbatim.cascade import SpanAnchors, span_ranking
+
+    backend = label_service.backend
+    question = "What is the elimination half-life of talmopril?"
+    passages = [h.chunk for h in backend.lexical(INDEX, question, k=5, kind=ChunkKind.PASSAGE)]
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    ranked = span_ranking(backend, INDEX, question, docs)
+    assert ranked and all(s.kind is ChunkKind.SPAN and s.document_id in docs for _, s in ranked)
+    assert [sc for sc, _ in ranked] == sorted((sc for sc, _ in ranked), reverse=True)
+    assert "half-life of talmopril is approximately 11 hours" in ranked[0][1].text
+    assert span_ranking(backend, INDEX, question, []) == []
+
+    ctx = RankContext(
+        index=INDEX,
+        query=question,
+        query_vector=None,
+        criterion_question=None,
+        criterion_hash=None,
+        params=ProfileParams(),
+        filters=None,
+        explain=False,
+        backend=backend,
+        reranker=None,
+    )
+    hits = [Candidate(chunk=p, score=1.0, first_stage_score=1.0) for p in passages]
+    found = SpanAnchors().find(hits, ctx)
+    assert found
+    for i, (a, b) in found.items():
+        p = hits[i].chunk
+        assert p.char_start <= a < b <= p.char_end
+    top = ranked[0][1]
+    holding = [
+        i
+        for i, h in enumerate(hits)
+        if h.chunk.document_id == top.document_id
+        and h.chunk.char_start <= top.char_start
+        and top.char_end <= h.chunk.char_end
+    ]
+    assert holding and found[holding[0]] == (top.char_start, top.char_end)
+    # A hit that is not a passage gets no anchor.
+    span_hit = Candidate(chunk=replace(top, kind=ChunkKind.SPAN), score=1.0, first_stage_score=1.0)
+    assert 0 not in SpanAnchors().find([span_hit], ctx)
