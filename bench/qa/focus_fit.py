@@ -573,7 +573,8 @@ def _span_anchor_lever(
     scorer's weights were fitted on `SPAN_FITTED`, reported apart): for the lexical model alone
     (no embedding), the full one (dense / tokens model over the `top_n` spans, the index's
     embedder through the store's caches, as `verbatim` runs it) and `dense` (the full one without
-    word pieces: span and heading vectors only), each anchor mode (`models`: which of the three). The anchors
+    word pieces: span and heading vectors only) and `within` (the full one over the spans inside
+    the hits only, not every span of their documents), each anchor mode (`models`: which of them). The anchors
     are found once per question and model (the time of that, a question, is reported: the first
     model to run pays the embedding of spans the store's cache does not hold yet)."""
     import time
@@ -608,7 +609,9 @@ def _span_anchor_lever(
         ms: list[float] = []
         for a in asked:
             anchors = SpanAnchors(
-                embed=None if model == "lexical" else embed_of(a), config=dense if model == "dense" else None
+                embed=None if model == "lexical" else embed_of(a),
+                config=dense if model == "dense" else None,
+                within_hits=model == "within",
             )
             t0 = time.perf_counter()
             found[id(a)] = anchors.find(a.hits, _fresh(a.ctx))
@@ -636,7 +639,7 @@ def main() -> int:
     ap.add_argument("--static-weights", default="1,2,4")
     ap.add_argument("--static-lofo", default="", help="in-sample lever points fitted with the sizes")
     ap.add_argument("--span-anchor", action="store_true", help="the span scorer anchoring focus runs")
-    ap.add_argument("--span-anchor-models", default="lexical,full", help="lexical, full, dense")
+    ap.add_argument("--span-anchor-models", default="lexical,full", help="lexical, full, dense, within")
     args = ap.parse_args()
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)

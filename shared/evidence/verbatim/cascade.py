@@ -311,12 +311,14 @@ def span_ranking(
     query_vector: Any = None,
     embed: Any = None,
     config: CascadeConfig | None = None,
+    within: Sequence[Chunk] = (),
 ) -> list[tuple[float, Chunk]]:
     """(score, span) of the spans of `documents`, best first, as `HYBRID_FACTSPAN` ranks them (the
     fitted span scorer, `CascadePaths.hybrid_ranking`: lexical model, then its `top_n` re-ranked by
     the dense or tokens model when there is a query vector and `embed`), for a question with no
     plan; header rows and spans with neither a question word nor a scored passage left out. What
-    `default`'s focus reads to anchor a hit's run (`SpanAnchors`, off by default)."""
+    `default`'s focus reads to anchor a hit's run (`SpanAnchors`, off by default). `within`: only
+    the spans inside these passages are ranked (and the features' scope is theirs alone)."""
     if not documents:
         return []
     cascade = VerbatimCascade(config)
@@ -331,6 +333,15 @@ def span_ranking(
         query_vector=query_vector,
         embed=embed,
     )
+    if within:
+        state._spans = [
+            s
+            for s in state.spans
+            if any(
+                p.document_id == s.document_id and p.char_start <= s.char_start and s.char_end <= p.char_end
+                for p in within
+            )
+        ]
     if not state.spans:
         return []
     ranked, _, _ = state.hybrid_ranking()
@@ -346,6 +357,9 @@ class SpanAnchors:
 
     embed: Any = None
     config: CascadeConfig | None = None
+    #: Rank only the spans inside the hits (cheaper; the features' scope is theirs), not every
+    #: span of their documents.
+    within_hits: bool = False
 
     def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
         passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]
@@ -358,6 +372,7 @@ class SpanAnchors:
             query_vector=ctx.query_vector,
             embed=self.embed,
             config=self.config,
+            within=[c for _, c in passages] if self.within_hits else (),
         )
         out: dict[int, tuple[int, int]] = {}
         for _, s in ranked:

@@ -175,6 +175,13 @@ def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     assert [sc for sc, _ in ranked] == sorted((sc for sc, _ in ranked), reverse=True)
     assert "half-life of talmopril is approximately 11 hours" in ranked[0][1].text
     assert span_ranking(backend, INDEX, question, []) == []
+    # `within`: only the spans inside the given passages are ranked.
+    inside = span_ranking(backend, INDEX, question, docs, within=passages[:1])
+    p0 = passages[0]
+    assert inside and all(
+        s.document_id == p0.document_id and p0.char_start <= s.char_start and s.char_end <= p0.char_end
+        for _, s in inside
+    )
 
     ctx = RankContext(
         index=INDEX,
@@ -203,6 +210,7 @@ def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
         and top.char_end <= h.chunk.char_end
     ]
     assert holding and found[holding[0]] == (top.char_start, top.char_end)
+    assert SpanAnchors(within_hits=True).find(hits, ctx)[holding[0]] == (top.char_start, top.char_end)
     # A hit that is not a passage gets no anchor.
     span_hit = Candidate(chunk=replace(top, kind=ChunkKind.SPAN), score=1.0, first_stage_score=1.0)
     assert 0 not in SpanAnchors().find([span_hit], ctx)
