@@ -3,6 +3,7 @@ leave-one-family-out.
 
 Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
        [--repeats] [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
+       [--span-anchor [--span-anchor-models lexical,full,dense]]
 
 Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
 asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
@@ -41,6 +42,10 @@ hits, because the grounding check reads the hits' text.
   `--static-weights` x credit for every lacking term / only for terms the hit lacks, with each
   point's focus CPU time a question; `--static-lofo K,…` fits those points (and the lever off)
   leave-one-family-out with the sizes (docs/ranking.md#focus-static).
+- `--span-anchor`: each hit's run anchored on its best span by the `verbatim` profile's span
+  scorer (`FocusHits(anchors=…)`), lexical and full model, both anchor modes, in-sample at the
+  shipped sizes; the five families the span scorer was fitted on reported apart, with the
+  anchors' time a question (docs/ranking.md#focus-span-anchor).
 """
 
 from __future__ import annotations
@@ -453,6 +458,9 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
         report["repeats"] = _repeats(asked, kept, FocusHits(expected=expected, drop_repeats=True))
     if args.static:
         report["static"] = _static_lever(asked, expected, args)
+    if args.span_anchor:
+        models = args.span_anchor_models.split(",")
+        report["span_anchor"] = _span_anchor_lever(asked, expected, kept, models)
     if args.fit:
         fast = _memoise(expected)
         grid = size_grid(
@@ -565,6 +573,83 @@ def _static_lever(asked: Sequence[Asked], expected: Any, args: argparse.Namespac
     return out
 
 
+#: The families the shipped span scorer was fitted on (`verbatim/data/span_rank.json`: bench/qa's
+#: first five): in-sample for it, so the span-anchor lever reports the others apart.
+SPAN_FITTED = ("clinical-guideline", "contract", "drug-labels", "standard", "technical-manual")
+
+
+@dataclass
+class _Fixed:
+    """Anchors found once a question (`FocusHits(anchors=…)` asks on every scoring)."""
+
+    by_question: dict[tuple[str, str], Any]
+
+    def find(self, hits: Sequence[Candidate], ctx: RankContext) -> dict[int, tuple[int, int]]:
+        found: dict[int, tuple[int, int]] = self.by_question[(ctx.index, ctx.query)]
+        return found
+
+
+def _span_anchor_lever(
+    asked: Sequence[Asked], expected: Any, shipped: Sequence[Scored], models: Sequence[str]
+) -> dict[str, Any]:
+    """The `verbatim` profile's span scorer anchoring each hit's run (`FocusHits(anchors=…)`,
+    `verbatim.cascade.SpanAnchors`), at the shipped sizes, in-sample (nothing fitted; the span
+    scorer's weights were fitted on `SPAN_FITTED`, reported apart): for the lexical model alone
+    (no embedding), the full one (dense / tokens model over the `top_n` spans, the index's
+    embedder through the store's caches, as `verbatim` runs it) and `dense` (the full one without
+    word pieces: span and heading vectors only) and `within` (the full one over the spans inside
+    the hits only, not every span of their documents), each anchor mode (`models`: which of them). The anchors
+    are found once per question and model (the time of that, a question, is reported: the first
+    model to run pays the embedding of spans the store's cache does not hold yet)."""
+    import time
+
+    from evidence.verbatim.cascade import CascadeConfig, SpanAnchors
+    from evidence.verbatim.span_rank import IndexEmbed, load_model
+
+    def embed_of(a: Asked) -> Any:
+        services, index = a.env.services, a.ctx.index
+        if services is None:
+            return None
+        embedder = services.document_embedder
+        return IndexEmbed(lambda: embedder(index))
+
+    def split(rows: Sequence[Scored]) -> dict[str, Any]:
+        fitted = [r for r in rows if r.family in SPAN_FITTED]
+        other = [r for r in rows if r.family not in SPAN_FITTED]
+
+        def found(part: Sequence[Scored]) -> dict[str, Any]:
+            ans = [r for r in part if r.answerable]
+            n600, n2000 = sum(r.found_600 for r in ans), sum(r.found_2000 for r in ans)
+            falsely = sum(bool(r.refused) for r in ans)
+            return {**figures(part), "found_600": n600, "found_2000": n2000, "false_refused": falsely}
+
+        return {"all": found(rows), "span_fitted_5": found(fitted), "other_14": found(other)}
+
+    out: dict[str, Any] = {"shipped": split(shipped)}
+    # `dense`: the dense model without the word-piece (tokens) one, span and heading vectors only.
+    dense = CascadeConfig(span_model=replace(load_model(), tokens=None))
+    for model in models:
+        found: dict[int, Any] = {}
+        ms: list[float] = []
+        for a in asked:
+            anchors = SpanAnchors(
+                embed=None if model == "lexical" else embed_of(a),
+                config=dense if model == "dense" else None,
+                within_hits=model == "within",
+            )
+            t0 = time.perf_counter()
+            found[id(a)] = anchors.find(a.hits, _fresh(a.ctx))
+            ms.append((time.perf_counter() - t0) * 1000)
+        qs = statistics.quantiles(ms, n=20)
+        by_question = {(a.ctx.index, a.question): found[id(a)] for a in asked}
+        for mode in ("contain", "start"):
+            rule = FocusHits(expected=expected, anchors=_Fixed(by_question), anchor_mode=mode)
+            rows = score(asked, rule.run, refusals=True)
+            out[f"{model}/{mode}"] = {**split(rows), "families": by_family(rows)}
+        out[f"{model}/anchor_ms"] = {"p50": round(statistics.median(ms), 1), "p95": round(qs[18], 1)}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("root", nargs="?", default=str(HERE))
@@ -578,6 +663,8 @@ def main() -> int:
     ap.add_argument("--static-floors", default="0.5,0.6")
     ap.add_argument("--static-weights", default="1,2,4")
     ap.add_argument("--static-lofo", default="", help="in-sample lever points fitted with the sizes")
+    ap.add_argument("--span-anchor", action="store_true", help="the span scorer anchoring focus runs")
+    ap.add_argument("--span-anchor-models", default="lexical,full", help="lexical, full, dense, within")
     args = ap.parse_args()
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)

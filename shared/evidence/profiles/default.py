@@ -5,7 +5,7 @@ A question naming a document is scoped to it; the grounding check may refuse.
 
 from __future__ import annotations
 
-from evidence.profiles.base import PipelinePlugin
+from evidence.profiles.base import PipelinePlugin, ProfileEnv
 from evidence.rank.pipeline import Profile
 
 
@@ -20,6 +20,30 @@ class DefaultPlugin(PipelinePlugin):
 
         # `focus` raises the sentences stating the kind of value asked for (a duration, a dose…).
         return default_profile(expected=answer_types().expected)
+
+    def pipeline(self, env: ProfileEnv | None = None) -> Profile:
+        """The profile; with the `focus_span_anchor` setting, an index and a service, `focus` reads
+        the span scorer's best span of each hit, its cosines through the index's document embedder
+        (off by default: its cost is above the profile's latency budget,
+        docs/ranking.md#focus-span-anchor)."""
+        base = super().pipeline(env)
+        if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
+            return base
+        import copy
+        from dataclasses import replace
+
+        from evidence.rank.dedup import FocusHits
+        from evidence.verbatim.cascade import SpanAnchors
+        from evidence.verbatim.span_rank import IndexEmbed
+
+        index, embedder = env.index, env.services.document_embedder
+        stages = list(base.stages)
+        for k, s in enumerate(stages):
+            if isinstance(s, FocusHits):
+                anchored = copy.copy(s)
+                anchored.anchors = SpanAnchors(embed=IndexEmbed(lambda: embedder(index)))
+                stages[k] = anchored
+        return replace(base, stages=tuple(stages))
 
 
 def plugin() -> DefaultPlugin:

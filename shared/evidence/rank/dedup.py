@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
@@ -251,6 +251,20 @@ class Paraphrase(Protocol):
     ) -> list[dict[str, float]]: ...
 
 
+class Anchors(Protocol):
+    """Where in each passage hit a span scorer puts the answer: hit position -> the document
+    character range of its best span (`verbatim.cascade.SpanAnchors`: the `verbatim` profile's
+    fitted span scorer); hits it says nothing of are focused as usual."""
+
+    def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]: ...
+
+
+#: How an anchor places a run: "contain" (the best run, by focus's own value, among those holding
+#: the anchor's first sentence; none with a question word: the run from the anchor sentence) or
+#: "start" (the run from the anchor sentence).
+ANCHOR_MODES = ("contain", "start")
+
+
 class FocusHits:
     """Each passage hit is cut to the sentences that best match the question (minimal evidence).
 
@@ -274,6 +288,9 @@ class FocusHits:
     - With `paraphrase` and `paraphrase_weight` > 0 (off by default; a bench lever,
       docs/ranking.md#focus-static), a question term a run lacks is credited by how near the
       run's words come to it (`Paraphrase.credit`), times its IDF and `paraphrase_weight`.
+    - With `anchors` (off by default; docs/ranking.md#focus-span-anchor), a hit whose best span
+      by the `verbatim` profile's span scorer is known keeps a run holding that span's first
+      sentence (`anchor_mode`).
     - With `fill` (the default: 2,000), when the cut hits come to less than `fill` characters
       (few hits: a short document), the runs grow back over whole sentences, first hit first, on
       after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
@@ -304,6 +321,8 @@ class FocusHits:
         paraphrase: Paraphrase | None = None,
         paraphrase_weight: float = 0.0,
         drop_repeats: bool = DROP_REPEATS,
+        anchors: Anchors | None = None,
+        anchor_mode: str = "contain",
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -316,6 +335,10 @@ class FocusHits:
         if paraphrase_weight < 0:
             # Below 0 would not switch the credit off but turn it into a penalty for paraphrases.
             raise ConfigurationError("focus: paraphrase_weight must be at least 0 (0: off)")
+        if anchor_mode not in ANCHOR_MODES:
+            raise ConfigurationError(f"focus: anchor_mode must be one of {', '.join(ANCHOR_MODES)}")
+        self.anchors = anchors
+        self.anchor_mode = anchor_mode
         self.min_chars = min_chars
         self.window = window
         self.first_window = first_window
@@ -346,6 +369,7 @@ class FocusHits:
             # A question term no sentence holds weighs as a term in one sentence would.
             top = _bm25_idf(sum(len(b) for b in bags.values()), 1)
             qweight = {t: self.paraphrase_weight * weight.get(t, top) for t in q}
+        fixed = self.anchors.find(candidates, ctx) if self.anchors is not None else {}
         out: list[Candidate] = []
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
@@ -378,8 +402,21 @@ class FocusHits:
                     {t: qweight[t] * v for t, v in sim.items() if t in qweight}
                     for sim in self.paraphrase.credit(ctx.query, q, ch.text, sents[i])
                 ]
+            anchor = None
+            if i in fixed:
+                # The sentence holding the anchor span's start (or the first after it).
+                rel = fixed[i][0] - ch.char_start
+                anchor = next((k for k, (_, b) in enumerate(sents[i]) if b > rel), len(sents[i]) - 1)
             start, end = _best_run(
-                sents[i], [bag & q for bag in bags[i]], weight, size, stating, at=at, soft=soft
+                sents[i],
+                [bag & q for bag in bags[i]],
+                weight,
+                size,
+                stating,
+                at=at,
+                soft=soft,
+                anchor=anchor,
+                from_anchor=self.anchor_mode == "start",
             )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
@@ -439,24 +476,29 @@ def _best_run(
     *,
     at: _Reading | None = None,
     soft: Sequence[dict[str, float]] | None = None,
+    anchor: int | None = None,
+    from_anchor: bool = False,
 ) -> tuple[int, int]:
     """(start, end) of the run of whole sentences, at most `size` characters (a longer sentence
     alone), starting at a sentence with a question term, whose distinct terms weigh most, plus
     the `stating` bonus of its best sentence (one that states the kind of answer asked); the
     earliest on a tie. No sentence with a question term: the first sentences. With `soft` (per
     sentence, question term -> weighted similarity), a question term the run lacks adds its best
-    similarity among the run's sentences."""
+    similarity among the run's sentences. With `anchor` (a sentence's position), only runs that
+    hold that sentence; none with a question word, or `from_anchor`: the run from it."""
     best = (-1.0, 0, 0)
     for i, (start, first_end) in enumerate(sents):
-        if not bags[i] and (i or any(bags)):
+        if anchor is not None and (i > anchor or (from_anchor and i < anchor)):
+            continue
+        if not bags[i] and (i or any(bags)) and not (from_anchor and i == anchor):
             continue  # a run starts at a question word: text before it only delays the answer
-        end, seen = first_end, set(bags[i])
+        end, seen, last = first_end, set(bags[i]), i
         bonus = stating[i] if stating else 0.0
         near: dict[str, float] = dict(soft[i]) if soft else {}
         for j in range(i + 1, len(sents)):
             if _span(at, start, sents[j][1]) > size:
                 break
-            end = sents[j][1]
+            end, last = sents[j][1], j
             seen |= bags[j]
             if stating:
                 bonus = max(bonus, stating[j])
@@ -464,12 +506,18 @@ def _best_run(
                 for t, v in soft[j].items():
                     if v > near.get(t, 0.0):
                         near[t] = v
+        if anchor is not None and last < anchor:
+            continue
         value = sum(weight.get(t, 0.0) for t in seen) + bonus
         if near:
             # A question term the run lacks, credited by its nearest word in the run.
             value += sum(v for t, v in near.items() if t not in seen)
         if value > best[0] + 1e-9:
             best = (value, start, end)
+    if anchor is not None and best[0] < 0 and not from_anchor:
+        return _best_run(
+            sents, bags, weight, size, stating, at=at, soft=soft, anchor=anchor, from_anchor=True
+        )
     return best[1], best[2]
 
 

@@ -54,6 +54,7 @@ from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import header_rows, reading_order, scoring_texts, span_path, trigram_similarity
 
 if TYPE_CHECKING:
+    from evidence.records import Chunk
     from evidence.search.base import SearchReader
 
 __all__ = [
@@ -73,12 +74,14 @@ __all__ = [
     "CascadeResult",
     "PathRun",
     "PlanLike",
+    "SpanAnchors",
     "SpanHit",
     "VerbatimCascade",
     "header_rows",
     "question_groups",
     "scoring_texts",
     "span_path",
+    "span_ranking",
     "trigram_similarity",
 ]
 
@@ -303,6 +306,93 @@ def question_groups(question: str, *, rules: VerbatimRules | None = None) -> lis
     """The question's concepts as the cascade reads them (content words, lay words with their
     label words): what the grounding check asks the evidence of any profile to carry."""
     return VerbatimCascade(rules=rules)._question_terms(question, _NO_PLAN, [])
+
+
+def span_ranking(
+    backend: SearchReader,
+    index: str,
+    question: str,
+    documents: Sequence[str],
+    *,
+    query_vector: Any = None,
+    embed: Any = None,
+    config: CascadeConfig | None = None,
+    within: Sequence[Chunk] = (),
+) -> list[tuple[float, Chunk]]:
+    """(score, span) of the spans of `documents`, best first, as `HYBRID_FACTSPAN` ranks them (the
+    fitted span scorer, `CascadePaths.hybrid_ranking`: lexical model, then its `top_n` re-ranked by
+    the dense or tokens model when there is a query vector and `embed`), for a question with no
+    plan; header rows and spans with neither a question word nor a scored passage left out. What
+    `default`'s focus reads to anchor a hit's run (`SpanAnchors`, off by default). `within`: only
+    the spans inside these passages are ranked (and the features' scope is theirs alone)."""
+    if not documents:
+        return []
+    cascade = VerbatimCascade(config)
+    state = CascadePaths(
+        cascade,
+        backend=backend,
+        index=index,
+        question=question,
+        plan=_NO_PLAN,
+        scope={"document_id": list(documents)},
+        q_groups=cascade._question_terms(question, _NO_PLAN, []),
+        query_vector=query_vector,
+        embed=embed,
+    )
+    if within:
+        state._spans = [
+            s
+            for s in state.spans
+            if any(
+                p.document_id == s.document_id and p.char_start <= s.char_start and s.char_end <= p.char_end
+                for p in within
+            )
+        ]
+    if not state.spans:
+        return []
+    ranked, _, _ = state.hybrid_ranking()
+    return [(sc, state.spans[i]) for sc, i in ranked]
+
+
+@dataclass(frozen=True)
+class SpanAnchors:
+    """For `rank.dedup.FocusHits(anchors=…)`: in each passage hit, the character range of the
+    best span `span_ranking` ranks inside the passage (same document, within its offsets), ranked
+    over the spans of the hits' documents once a question. `embed`: embeds span texts for the
+    cosine features (the index's embedder behind the store's cache); None: the lexical model."""
+
+    embed: Any = None
+    config: CascadeConfig | None = None
+    #: Rank only the spans inside the hits (cheaper; the features' scope is theirs), not every
+    #: span of their documents.
+    within_hits: bool = False
+
+    def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
+        passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]
+        docs = list(dict.fromkeys(c.document_id for _, c in passages))
+        ranked = span_ranking(
+            ctx.backend,
+            ctx.index,
+            ctx.query,
+            docs,
+            query_vector=ctx.query_vector,
+            embed=self.embed,
+            config=self.config,
+            within=[c for _, c in passages] if self.within_hits else (),
+        )
+        out: dict[int, tuple[int, int]] = {}
+        for _, s in ranked:
+            for i, c in passages:
+                if (
+                    i not in out
+                    and s.document_id == c.document_id
+                    and c.char_start <= s.char_start
+                    and s.char_end <= c.char_end
+                ):
+                    out[i] = (s.char_start, s.char_end)
+            if len(out) == len(passages):
+                break
+        return out
 
 
 @dataclass(frozen=True)

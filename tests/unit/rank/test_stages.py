@@ -667,3 +667,107 @@ def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -
     assert [h.chunk_id for h in dropped] == ["a", "c"]
     assert [h.chunk.text for h in dropped] == [plain[0].chunk.text, plain[2].chunk.text]
     assert [d["chunk_id"] for d in run.trace.detail["dropped"]] == ["b"]
+def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With `anchors` (off by default; docs/ranking.md#focus-span-anchor) a hit's run holds the
+    sentence where the span scorer puts the answer, even one without the question's words:
+    `contain` keeps the best run (focus's own value) among those holding it, `start` starts the
+    run at it. `verbatim.cascade.SpanAnchors` maps the scorer's ranking to each passage's best
+    span inside its offsets."""
+    import functools
+    from collections.abc import Mapping, Sequence
+
+    from evidence.rank.context import RankContext
+    from evidence.rank.stages import FocusHits
+    from evidence.verbatim import cascade
+
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
+    lead = "You may distribute copies of the work."
+    answer = "A fee may be asked for the physical act of transfer."
+    text = f"{_PAD} {lead} {answer} {_PAD}"
+    c = cand(chunk("p", text), 0.5)
+    query = "Can I charge money to distribute copies?"
+    at = text.index(answer)
+
+    class Fixed:
+        def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]:
+            return {1: (at, at + len(answer))}
+
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=45, second_window=45)
+    plain = sized().run([first, c], ctx(None, query=query))[1].chunk.text
+    assert plain.startswith(lead) and answer not in plain
+    # `contain`: the anchor sentence is the only run holding it within 45 characters (the run from
+    # the question's words would need 92): the run from the anchor.
+    held = sized(anchors=Fixed()).run([first, c], ctx(None, query=query))[1].chunk.text
+    assert held.startswith(answer)
+    # A wider window: the best run holding the anchor is the one from the question's words.
+    wide = functools.partial(FocusHits, fill=None, min_chars=10, window=120, second_window=120)
+    held = wide(anchors=Fixed()).run([first, c], ctx(None, query=query))[1].chunk.text
+    assert held.startswith(lead) and answer in held
+    started = wide(anchors=Fixed(), anchor_mode="start").run([first, c], ctx(None, query=query))
+    assert started[1].chunk.text.startswith(answer)
+    # A hit the anchors say nothing of is focused as without them.
+    assert (
+        sized(anchors=Fixed()).run([first, c], ctx(None, query=query))[0]
+        == sized().run([first, c], ctx(None, query=query))[0]
+    )
+    with pytest.raises(ConfigurationError, match="anchor_mode"):
+        FocusHits(anchor_mode="centre")
+
+    # SpanAnchors: per passage, the best-ranked span inside its offsets (same document).
+    def span(cid: str, doc: str, a: int, b: int) -> Chunk:
+        return replace(chunk(cid, "x" * (b - a), doc=doc), kind=ChunkKind.SPAN, char_start=a, char_end=b)
+
+    ranked = [
+        (0.9, span("s1", "other", 5, 20)),
+        (0.8, span("s2", "doc-p", 10_000, 10_050)),  # outside the passage
+        (0.7, span("s3", "doc-p", at, at + len(answer))),
+        (0.6, span("s4", "doc-p", 0, 30)),
+    ]
+    seen: dict[str, object] = {}
+
+    def fake(backend: object, index: str, question: str, documents: Sequence[str], **kw: object) -> object:
+        seen["documents"] = list(documents)
+        return ranked
+
+    monkeypatch.setattr(cascade, "span_ranking", fake)
+    found = cascade.SpanAnchors().find([first, c], ctx(None, query=query))
+    assert found == {0: (5, 20), 1: (at, at + len(answer))}
+    assert seen["documents"] == ["other", "doc-p"]
+
+
+def test_default_profile_anchors_focus_only_when_switched_on() -> None:
+    """The `focus_span_anchor` setting (off by default) gives `focus` the span scorer's anchors,
+    with the index's document embedder for their cosines; off, the profile is the one it builds."""
+    from evidence.config import Settings
+    from evidence.profiles import default
+    from evidence.profiles.base import ProfileEnv, ProfileServices
+    from evidence.rank.stages import FocusHits
+    from evidence.verbatim.cascade import SpanAnchors
+
+    asked: list[str] = []
+    services = ProfileServices(
+        document_embedder=asked.append,  # type: ignore[arg-type]
+        coach_runtime=lambda: None,  # type: ignore[arg-type,return-value]
+    )
+    env = ProfileEnv(backend=None, settings=Settings(), index="ix", services=services)  # type: ignore[arg-type]
+    plugin = default.DefaultPlugin()
+    off = plugin.pipeline(env)
+    assert all(s.anchors is None for s in off.stages if isinstance(s, FocusHits))
+    assert Settings().focus_span_anchor is False
+    switched = ProfileEnv(
+        backend=None,  # type: ignore[arg-type]
+        settings=Settings(focus_span_anchor=True),
+        index="ix",
+        services=services,
+    )
+    on = default.DefaultPlugin().pipeline(switched)
+    (focus,) = [s for s in on.stages if isinstance(s, FocusHits)]
+    assert isinstance(focus.anchors, SpanAnchors) and focus.anchors.embed is not None
+    assert asked == []  # the embedder is built on first use only
+    focus.anchors.embed.build()
+    assert asked == ["ix"]
+    # The profile the plug-in built and keeps is not changed by an anchored copy.
+    kept = super(default.DefaultPlugin, plugin).pipeline(env)
+    assert kept is off and all(s.anchors is None for s in kept.stages if isinstance(s, FocusHits))

@@ -188,3 +188,64 @@ def test_the_best_passages_name_the_subject_only_if_they_all_have_it() -> None:
     named = _resolve([None, "cookies"], "How long do cookies last?")
     assert named == ("cookies", {"entity_names": "cookies"})
     assert _resolve([None] * 10) == (None, None)
+def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
+    label_service: EvidenceService,
+) -> None:
+    """`span_ranking` is `HYBRID_FACTSPAN`'s ranking of the named documents' spans (lexical model
+    on a store without vectors); `SpanAnchors` gives each passage hit the best of them inside its
+    offsets, what `default`'s focus may anchor its run on (docs/ranking.md#focus-span-anchor)."""
+    from dataclasses import replace
+
+    from evidence.rank.candidate import Candidate
+    from evidence.rank.context import ProfileParams, RankContext
+    from evidence.records import ChunkKind
+    from evidence.verbatim.cascade import SpanAnchors, span_ranking
+
+    backend = label_service.backend
+    question = "What is the elimination half-life of talmopril?"
+    passages = [h.chunk for h in backend.lexical(INDEX, question, k=5, kind=ChunkKind.PASSAGE)]
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    ranked = span_ranking(backend, INDEX, question, docs)
+    assert ranked and all(s.kind is ChunkKind.SPAN and s.document_id in docs for _, s in ranked)
+    assert [sc for sc, _ in ranked] == sorted((sc for sc, _ in ranked), reverse=True)
+    assert "half-life of talmopril is approximately 11 hours" in ranked[0][1].text
+    assert span_ranking(backend, INDEX, question, []) == []
+    # `within`: only the spans inside the given passages are ranked.
+    inside = span_ranking(backend, INDEX, question, docs, within=passages[:1])
+    p0 = passages[0]
+    assert inside and all(
+        s.document_id == p0.document_id and p0.char_start <= s.char_start and s.char_end <= p0.char_end
+        for _, s in inside
+    )
+
+    ctx = RankContext(
+        index=INDEX,
+        query=question,
+        query_vector=None,
+        criterion_question=None,
+        criterion_hash=None,
+        params=ProfileParams(),
+        filters=None,
+        explain=False,
+        backend=backend,
+        reranker=None,
+    )
+    hits = [Candidate(chunk=p, score=1.0, first_stage_score=1.0) for p in passages]
+    found = SpanAnchors().find(hits, ctx)
+    assert found
+    for i, (a, b) in found.items():
+        p = hits[i].chunk
+        assert p.char_start <= a < b <= p.char_end
+    top = ranked[0][1]
+    holding = [
+        i
+        for i, h in enumerate(hits)
+        if h.chunk.document_id == top.document_id
+        and h.chunk.char_start <= top.char_start
+        and top.char_end <= h.chunk.char_end
+    ]
+    assert holding and found[holding[0]] == (top.char_start, top.char_end)
+    assert SpanAnchors(within_hits=True).find(hits, ctx)[holding[0]] == (top.char_start, top.char_end)
+    # A hit that is not a passage gets no anchor.
+    span_hit = Candidate(chunk=replace(top, kind=ChunkKind.SPAN), score=1.0, first_stage_score=1.0)
+    assert 0 not in SpanAnchors().find([span_hit], ctx)
