@@ -667,6 +667,8 @@ def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -
     assert [h.chunk_id for h in dropped] == ["a", "c"]
     assert [h.chunk.text for h in dropped] == [plain[0].chunk.text, plain[2].chunk.text]
     assert [d["chunk_id"] for d in run.trace.detail["dropped"]] == ["b"]
+
+
 def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

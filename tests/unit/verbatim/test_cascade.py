@@ -188,6 +188,8 @@ def test_the_best_passages_name_the_subject_only_if_they_all_have_it() -> None:
     named = _resolve([None, "cookies"], "How long do cookies last?")
     assert named == ("cookies", {"entity_names": "cookies"})
     assert _resolve([None] * 10) == (None, None)
+
+
 def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     label_service: EvidenceService,
 ) -> None:
