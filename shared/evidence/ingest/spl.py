@@ -185,9 +185,7 @@ def _text_blocks(b: _Builder, text_el: ElementTree.Element) -> None:
             _list(b, child)
         elif tag == f"{_V3}table":
             _table(b, child)
-        elif tag in _INLINE_SKIP and tag != _FOOTNOTE:
-            pass
-        elif tag != _FOOTNOTE:
+        elif tag not in _INLINE_SKIP:  # media are left out; a footnote is placed just below
             b.block(_inline(child))
         _footnotes(b, child)
         if child.tail and child.tail.strip():
