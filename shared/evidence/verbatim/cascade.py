@@ -51,7 +51,14 @@ from evidence.verbatim.cascade_model import (
 from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
-from evidence.verbatim.spans import header_rows, reading_order, scoring_texts, span_path, trigram_similarity
+from evidence.verbatim.spans import (
+    header_rows,
+    inside,
+    reading_order,
+    scoring_texts,
+    span_path,
+    trigram_similarity,
+)
 
 if TYPE_CHECKING:
     from evidence.records import Chunk
@@ -340,14 +347,7 @@ def span_ranking(
         embed=embed,
     )
     if within:
-        state._spans = [
-            s
-            for s in state.spans
-            if any(
-                p.document_id == s.document_id and p.char_start <= s.char_start and s.char_end <= p.char_end
-                for p in within
-            )
-        ]
+        state._spans = [s for s in state.spans if any(inside(s, p) for p in within)]
     if not state.spans:
         return []
     ranked, _, _ = state.hybrid_ranking()
@@ -383,12 +383,7 @@ class SpanAnchors:
         out: dict[int, tuple[int, int]] = {}
         for _, s in ranked:
             for i, c in passages:
-                if (
-                    i not in out
-                    and s.document_id == c.document_id
-                    and c.char_start <= s.char_start
-                    and s.char_end <= c.char_end
-                ):
+                if i not in out and inside(s, c):
                     out[i] = (s.char_start, s.char_end)
             if len(out) == len(passages):
                 break

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evidence.records import Chunk, ChunkKind
+from evidence.verbatim.spans import inside
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ def _passage_score(span: Chunk, top: list[Any], pnorm: list[float]) -> float:
         ch = c.chunk
         if ch.document_id != span.document_id:
             continue
-        if ch.char_start <= span.char_start and span.char_end <= ch.char_end:
+        if inside(span, ch):
             return p
         if best is None:
             best = p

@@ -10,6 +10,15 @@ from evidence.ingest.sections import SECTION_PATH_KEY, default_vocabulary
 from evidence.records import Chunk, SpanType
 
 
+def inside(span: Chunk, passage: Chunk) -> bool:
+    """Whether `span` lies within `passage`: the same document, inside its character offsets."""
+    return (
+        span.document_id == passage.document_id
+        and passage.char_start <= span.char_start
+        and span.char_end <= passage.char_end
+    )
+
+
 def span_path(chunk: Chunk) -> tuple[str, ...]:
     """Canonical section names of a span: recorded at ingestion, else read off its heading."""
     path = chunk.metadata.get(SECTION_PATH_KEY)

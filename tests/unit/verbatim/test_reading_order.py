@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from evidence.evaluation.qa import answer_found
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade import HYBRID_FACTSPAN, CascadeConfig, SpanHit, VerbatimCascade
-from evidence.verbatim.spans import is_label, reading_order, scoring_texts
+from evidence.verbatim.spans import inside, is_label, reading_order, scoring_texts
 
 
 def span(text: str, seq: int, section: str = "9.2.2. UID and GID classes", doc: str = "policy") -> Chunk:
@@ -178,3 +180,13 @@ def test_a_label_is_followed_by_the_span_it_labels_from_any_rank() -> None:
     ranked = [dt, LONG, RANGE, dd]
     assert reading_order(ranked, 200) == [0, 3, 1, 2]
     assert reading_order([NOBODY, LONG, NOGROUP], 200) == [0, 2, 1]
+
+
+def test_a_span_is_inside_a_passage_of_its_document_within_its_offsets_bounds_included() -> None:
+    s = span("The dose is 10 mg.", 2)  # characters 200-218 of "policy"
+    passage = replace(s, chunk_id="p", kind=ChunkKind.PASSAGE, char_start=150, char_end=300)
+    assert inside(s, passage)
+    assert inside(s, replace(passage, char_start=200, char_end=218))  # the same offsets
+    assert not inside(s, replace(passage, char_start=201))  # starts before the passage
+    assert not inside(s, replace(passage, char_end=217))  # ends after it
+    assert not inside(s, replace(passage, document_id="other"))  # another document's offsets
