@@ -372,7 +372,7 @@ class FocusHits:
         fixed = self.anchors.find(candidates, ctx) if self.anchors is not None else {}
         out: list[Candidate] = []
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
-        runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
+        runs: dict[int, _Run] = {}
         focused = 0
         for i, given in enumerate(candidates):
             if not cut[i]:
@@ -547,6 +547,11 @@ class _Reading:
         return x - before
 
 
+#: A focused hit: its sentences (start, end), the run kept (start, end offsets in its text), and
+#: how its characters are counted (None: raw).
+_Run = tuple[list[tuple[int, int]], int, int, _Reading | None]
+
+
 def _span(at: _Reading | None, a: int, b: int) -> int:
     """Characters of `[a, b)`: raw, or as `at` counts them (whitespace runs once)."""
     return b - a if at is None else at.count(b) - at.count(a)
@@ -582,13 +587,13 @@ def _widen(
 
 def _drop_repeats(
     hits: Sequence[Candidate],
-    runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]],
+    runs: dict[int, _Run],
     ctx: RankContext,
-) -> tuple[list[Candidate], dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]]]:
+) -> tuple[list[Candidate], dict[int, _Run]]:
     """The hits without those whose kept text (their run, or the whole hit), whitespace runs
     read as one space, already occurs in the kept hits before them; `runs` re-keyed to match."""
     out: list[Candidate] = []
-    kept: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]] = {}
+    kept: dict[int, _Run] = {}
     seen = ""
     for k, c in enumerate(hits):
         text = c.chunk.text[runs[k][1] : runs[k][2]] if k in runs else c.chunk.text
@@ -605,7 +610,7 @@ def _drop_repeats(
 
 def _fill(
     hits: Sequence[Candidate],
-    runs: dict[int, tuple[list[tuple[int, int]], int, int, _Reading | None]],
+    runs: dict[int, _Run],
     budget: int,
     *,
     raw: bool = False,
