@@ -38,15 +38,15 @@ def target(osmem_clone: Any) -> Iterator[OpenSearchBackend]:
     backend.close()
 
 
-def _cli(store: Path, url: str, *extra: str) -> tuple[int, dict[str, Any] | None]:
+def _cli(
+    store: Path, url: str, *extra: str, option: str = "--from-store"
+) -> tuple[int, dict[str, Any] | None]:
     import contextlib
     import io
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(
-            ["migrate", "--from-store", str(store), "--index", SRC, "--endpoint", url, "--json", *extra]
-        )
+        code = main(["migrate", option, str(store), "--index", SRC, "--endpoint", url, "--json", *extra])
     lines = out.getvalue().strip().splitlines()
     return code, (json.loads(lines[-1]) if lines else None)
 
@@ -71,6 +71,17 @@ def test_migrate_copies_documents_and_vectors(
         assert target.document_hash(SRC, doc.document_id) == doc.content_hash
     source.close()
     assert target.lexical(SRC, "breaches notified", k=1)[0].chunk.document_id == "incident"
+
+
+def test_migrate_reads_store_like_every_command(
+    store: Path, target: OpenSearchBackend, osmem_clone: Any
+) -> None:
+    """`--store DIR` names the source store as it does for every other command; the same run
+    as `--from-store`."""
+    code, report = _cli(store, osmem_clone.url, option="--store")
+    assert code == 0 and report is not None
+    assert (report["documents"], report["created"]) == (len(corpus()), len(corpus()))
+    assert target.get_index(SRC).documents == len(corpus())
 
 
 def test_migrate_is_resumable(store: Path, target: OpenSearchBackend, osmem_clone: Any) -> None:

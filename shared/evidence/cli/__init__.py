@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS:
         p = sub.add_parser(
             command.name,
-            parents=[store] if command.store else [],
+            parents=[store],
             help=command.help,
             description=command.description,
         )

@@ -29,18 +29,18 @@ class CliError(Exception):
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its arguments and what runs it. `store`: it takes `--store DIR`."""
+    """One subcommand: its arguments and what runs it. Every subcommand takes `--store DIR`
+    (`store_option`)."""
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     description: str | None = None
-    store: bool = True
 
 
 def store_option() -> argparse.ArgumentParser:
-    """The parent parser of every subcommand that works on a store."""
+    """The parent parser of every subcommand (each works on a store; `migrate` reads it)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store",

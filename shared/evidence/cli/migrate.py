@@ -1,4 +1,8 @@
-"""`evidence migrate --from-store DIR --index NAME`: copy an embedded index into OpenSearch."""
+"""`evidence migrate [--store DIR] --index NAME`: copy an embedded index into OpenSearch.
+
+The embedded store it reads is named as every other command names its store, `--store DIR`
+(default `./.evidence`, or `EVIDENCE_STORE_DIR`); `--from-store DIR`, the older spelling
+(docs/contracts.md#cli), names the same thing and stays accepted."""
 
 from __future__ import annotations
 
@@ -12,10 +16,10 @@ from evidence.cli.output import print_migrate_report
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from-store",
-        required=True,
+        type=Path,
         metavar="DIR",
         dest="from_store",
-        help="the embedded store directory to read",
+        help="the embedded store directory to read: the same as --store (kept for older scripts)",
     )
     p.add_argument("--index", required=True, metavar="NAME", help="the index to copy")
     p.add_argument(
@@ -45,13 +49,13 @@ def run(args: argparse.Namespace) -> int:
     from evidence.search.embedded import EmbeddedBackend
     from evidence.search.opensearch import OpenSearchBackend
 
-    store = Path(args.from_store)
-    if not (store / "indexes" / args.index).exists():
-        raise CliError(f"no index {args.index!r} in store {store}")
     if args.batch_size < 1:
         raise CliError("--batch-size must be >= 1")
     endpoint = {"opensearch_endpoint": args.endpoint} if args.endpoint else {}
     settings = settings_from_args(args, backend=BackendKind.OPENSEARCH, **endpoint)
+    store = source_store(args, settings.store_dir)
+    if not (store / "indexes" / args.index).exists():
+        raise CliError(f"no index {args.index!r} in store {store}")
     source = EmbeddedBackend(store)
     target = OpenSearchBackend(settings)
     bar = Progress(f"migrating {args.index}")
@@ -72,10 +76,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
+def source_store(args: argparse.Namespace, default: Path) -> Path:
+    """The embedded store to read: `--store` or `--from-store` (one directory, named either way),
+    else `default` (the settings' `store_dir`: `EVIDENCE_STORE_DIR` or `./.evidence`)."""
+    named = {Path(p) for p in (args.store, args.from_store) if p is not None}
+    if len(named) > 1:
+        raise CliError(f"--store {args.store} and --from-store {args.from_store} name two stores: give one")
+    return named.pop() if named else Path(default)
+
+
 COMMAND = Command(
     "migrate",
     "copy an embedded index into OpenSearch (resumable; vectors copied, not re-embedded)",
     add_arguments,
     run,
-    store=False,
 )

@@ -35,11 +35,47 @@ def test_every_contract_command_is_registered_once() -> None:
     assert all(name in help_text for name in names)
 
 
-def test_store_option_on_store_commands_only(tmp_path: Path) -> None:
+def test_every_command_takes_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--store DIR` on every subcommand, `migrate` included (its source store; `--from-store`,
+    the older spelling, still parses)."""
     parser = build_parser()
+    for command in COMMANDS:
+        with pytest.raises(SystemExit):
+            parser.parse_args([command.name, "--help"])
+        assert "--store DIR" in capsys.readouterr().out, command.name
     assert parser.parse_args(["list", "--store", str(tmp_path)]).store == tmp_path
-    with pytest.raises(SystemExit):
-        parser.parse_args(["migrate", "--from-store", "x", "--index", "i", "--store", "y"])
+    args = parser.parse_args(["migrate", "--store", str(tmp_path), "--index", "i"])
+    assert (args.store, args.from_store) == (tmp_path, None)
+    assert parser.parse_args(["migrate", "--from-store", "x", "--index", "i"]).from_store == Path("x")
+
+
+def test_migrate_reads_the_store_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`migrate` on a temp store: `--store`, `--from-store` and `EVIDENCE_STORE_DIR` each name
+    the store it reads (an index it lacks is a usage error naming that store, before any
+    OpenSearch is reached), and two different stores are refused."""
+    from evidence.search.embedded import EmbeddedBackend
+
+    store = tmp_path / "store"
+    EmbeddedBackend(store).close()
+    endpoint = ["--endpoint", "http://127.0.0.1:9"]  # never contacted: every run stops before it
+    monkeypatch.delenv("EVIDENCE_STORE_DIR", raising=False)
+    for named in (
+        ["--store", str(store)],
+        ["--from-store", str(store)],
+        ["--store", str(store), "--from-store", str(store)],
+    ):
+        assert main(["migrate", *named, "--index", "nope", *endpoint]) == 2
+        assert capsys.readouterr().err.strip() == f"evidence migrate: error: no index 'nope' in store {store}"
+    monkeypatch.setenv("EVIDENCE_STORE_DIR", str(store))
+    assert main(["migrate", "--index", "nope", *endpoint]) == 2
+    assert f"in store {store}" in capsys.readouterr().err
+    assert (
+        main(["migrate", "--store", str(store), "--from-store", str(tmp_path), "--index", "i", *endpoint])
+        == 2
+    )
+    assert "name two stores" in capsys.readouterr().err
 
 
 def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
