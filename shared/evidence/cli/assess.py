@@ -24,18 +24,28 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", required=True, help="index name")
-    p.add_argument("--criteria", required=True, type=Path, help="JSONL of {id, question}")
-    p.add_argument("--out", type=Path, default=None, help="JSONL of per-criterion results (default: stdout)")
-    p.add_argument("--profile", default="default", help="ranking profile (default: default)")
+    p.add_argument("--index", required=True, metavar="NAME", help="index name")
+    p.add_argument(
+        "--criteria", required=True, type=Path, metavar="FILE.jsonl", help="JSONL of {id, question}"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="JSONL of per-criterion results (default: stdout)",
+    )
+    p.add_argument("--profile", default="default", metavar="P", help="ranking profile (default: default)")
     p.add_argument(
         "--output-s3-uri",
         default=None,
+        metavar="S3URI",
         help="write each criterion's result to s3://bucket/prefix/ as the state machine does",
     )
     p.add_argument(
         "--principal",
         default=None,
+        metavar="P",
         help="run the batch as this principal: with an access policy set (EVIDENCE_ACCESS_POLICY) "
         "it needs read access to the index",
     )

@@ -21,12 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--index", metavar="NAME", help="the index --qa FILE questions are asked of")
     p.add_argument("--families", metavar="A,B", help="only these families of a --qa DIR suite")
-    p.add_argument("--profile", default="verbatim", help="profile for --qa (default verbatim)")
+    p.add_argument("--profile", default="verbatim", metavar="P", help="profile for --qa (default verbatim)")
     p.add_argument(
         "--mode", choices=("bm25", "dense", "hybrid", "full"), help="--dataset's first stage (default hybrid)"
     )
     p.add_argument("--spans", action="store_true", help="also score fact spans against rationale sentences")
-    p.add_argument("--limit", type=int, help="only the first N queries (quick checks)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N queries (quick checks)")
     p.add_argument("--json", action="store_true", help="print one JSON line")
 
 
@@ -99,4 +99,9 @@ def _run_qa_suite(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMAND = Command("eval", "quality and latency on a BEIR-layout dataset", add_arguments, run)
+COMMAND = Command(
+    "eval",
+    "quality and latency on a BEIR-layout dataset (--dataset) or a QA file or suite (--qa)",
+    add_arguments,
+    run,
+)

@@ -16,7 +16,7 @@ from evidence.invoke import FUNCTIONS
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("function", choices=FUNCTIONS, help="which handler")
-    p.add_argument("event", type=Path, help="event JSON file (see events/)")
+    p.add_argument("event", type=Path, metavar="EVENT.json", help="event JSON file (see events/)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from evidence.cli.output import print_plan
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", metavar="TEXT")
-    p.add_argument("--profile", default="verbatim")
+    p.add_argument("--profile", default="verbatim", metavar="P", help="ranking profile (default: verbatim)")
     p.add_argument("--criterion", metavar="Q", help="the criterion question (vrm)")
     p.add_argument("--index", metavar="NAME", help="recognise the entities this index holds (verbatim)")
     p.add_argument("--json", action="store_true", help="print one JSON line")

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", metavar="TEXT")
     p.add_argument("--index", required=True, metavar="NAME")
-    p.add_argument("--profile", default="default")
+    p.add_argument("--profile", default="default", metavar="P", help="ranking profile (default: default)")
     p.add_argument("--criterion", metavar="Q", help="the criterion question (follow-ups are linked to it)")
-    p.add_argument("--top-k", type=int, dest="top_k")
+    p.add_argument(
+        "--top-k", type=int, dest="top_k", metavar="N", help="how many hits (default: the profile's)"
+    )
     p.add_argument(
         "--filter",
         action="append",
