@@ -74,17 +74,25 @@ class RefusalModel:
 #: families: docs/verbatim.md#refusal-nineteen), both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
-#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
+#: --features grounding,cosine,typed_key,agreement,typed_rarest,absent_rare`, `final`; session 41:
+#: docs/verbatim.md#refusal-absent-rare).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.7854, "cosine": 1.9064, "typed_key": 0.5012, "agreement": 1.2945, "typed_rarest": 0.008},
-    bias=-2.8021,
+    {
+        "grounding": 1.2782,
+        "cosine": 1.6385,
+        "typed_key": 0.5717,
+        "agreement": 1.3059,
+        "typed_rarest": -0.0078,
+        "absent_rare": -0.5534,
+    },
+    bias=-2.1583,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.35
-LEXICAL_AGREEMENT = 0.5375
+LEXICAL_COSINE = 0.275
+LEXICAL_AGREEMENT = 0.5388
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
@@ -96,15 +104,15 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
 #: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
-#: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
+#: current ranking 0.28 for the rule paths and 0.34 for the safety net (HYBRID_FACTSPAN, no bar of
 #: its own).
-REFUSAL_FLOOR = 0.31
-SAFETY_NET_FLOOR = 0.33
+REFUSAL_FLOOR = 0.28
+SAFETY_NET_FLOOR = 0.34
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2508
+HITS_REFUSAL_FLOOR = 0.2948
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
@@ -174,8 +182,10 @@ class Reading:
       some text holds, 1 when it has none.
 
     With passage counts (`index_df`; `index_reading`): `index_grounding`, `index_absent`,
-    `rarest_carried`, and `typed_rarest` (the typed key with the subject concept the index uses
-    least; without counts, `typed_key`).
+    `rarest_carried`, `typed_rarest` (the typed key with the subject concept the index uses
+    least; without counts, `typed_key`) and `absent_rare` (the English rarity of the rarest
+    concept that neither the evidence nor any passage of the index holds: a specific thing the
+    documents never name; 0 without counts).
 
     The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
     others are read so that `bench/refusal_fit.py --features` measures them
@@ -194,6 +204,7 @@ class Reading:
     index_absent: float = 0.0
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
+    absent_rare: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -201,6 +212,7 @@ class Reading:
             "index_absent": self.index_absent,
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
+            "absent_rare": self.absent_rare,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -255,6 +267,8 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
+    if df is not None:
+        by_index["absent_rare"] = absent_rarity(concepts, absent, weights, df)
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -344,6 +358,28 @@ def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
     is everywhere in it."""
     used = max((df.get(t, 0) for t in concept), default=0)
     return 1.0 - min(used, DF_CAP) / DF_CAP
+
+
+def absent_rarity(
+    concepts: Sequence[Sequence[str]],
+    missing: Iterable[str],
+    weights: Mapping[str, float],
+    df: Mapping[str, int],
+) -> float:
+    """The English rarity (`concept_weights` less the base, on [0, 1]) of the rarest concept among
+    `concepts` that no evidence text holds (its first term in `missing`, as `grounding` reports it)
+    and no passage of the index uses (every term's `df` 0); 0 when there is none. A common word the
+    documents never write is most often a paraphrase ("myself", "find"); a rare one ("XPath",
+    "hidradenitis") names something they do not talk about, whatever the ranking returned."""
+    absent = set(missing)
+    return max(
+        (
+            max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT
+            for c in concepts
+            if c and c[0] in absent and all(df.get(t, 0) == 0 for t in c)
+        ),
+        default=0.0,
+    )
 
 
 def index_reading(
