@@ -116,7 +116,7 @@ eval: $(STAMP)
 # suite's indexes and embedding cache (a second run re-embeds nothing). A tok_ feature in
 # REFUSAL_FEATURES (token-level coverage: measured, not shipped) also embeds the evidence's word pieces.
 REFUSAL_STORE ?= build/refusal
-REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement,typed_rarest,absent_rare
+REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement,typed_rarest
 REFUSAL_MIN_CONFIDENCE ?= 0.3
 # The QA folder fitted on: since session 39 the 19 development families, bench/qa and blind sets
 # 2-6 in one folder of links (docs/verbatim.md#refusal-nineteen: `make qa19`).

@@ -26,7 +26,7 @@ from refusal_fit import ABLATION_FEATURES, PROFILES, TOKEN_FEATURES, read_senten
 
 from evidence.verbatim.grounding import read_evidence
 
-SHIPPED = "grounding,cosine,typed_key,agreement,typed_rarest,absent_rare"
+SHIPPED = "grounding,cosine,typed_key,agreement,typed_rarest"
 SHOWN = ("grounding", "cosine", "typed_key", "agreement", "typed_rarest", "answer_type", "index_absent")
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import refusal_fit as rf
 
-SHIPPED = ["grounding", "cosine", "typed_key", "agreement", "typed_rarest", "absent_rare"]
+SHIPPED = ["grounding", "cosine", "typed_key", "agreement", "typed_rarest"]
 
 
 def auc(x: np.ndarray, y: np.ndarray) -> float:

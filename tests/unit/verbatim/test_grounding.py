@@ -635,17 +635,16 @@ def test_apply_grounding_counts_the_questions_terms_in_the_index() -> None:
 
     def rare(words: Sequence[str]) -> dict[str, int]:
         asked.append(list(words))
-        return {w: 0 if w == "autoremov" else DF_CAP for w in words}
+        return {w: 1 if w == "autoremov" else DF_CAP for w in words}
 
     hits = [cand(chunk("a", "A package with a release-critical bug is reviewed within 10 days."), 1.0)]
     signal = AnswerSignal(0.9, True, "lexical", {})
     out = apply_grounding(q, hits, signal, 0.0, groups, counter=rare)
     assert asked and set(asked[0]) == {t for g in groups for t in g}
-    # The counts reach the model: "autoremoved", rare in English, is in no passage of the index
-    # and not in the evidence (`absent_rare`), so the evidence answers less than where every
-    # passage uses every word.
+    # The counts reach the model: the figure stands next to the subject, not next to the word
+    # the index uses least, so the typed key read with the index's rarity fails.
     common = apply_grounding(q, hits, signal, 0.0, groups, counter=lambda ws: dict.fromkeys(ws, DF_CAP))
-    assert DENSE_MODEL.coefficients["absent_rare"] < 0
+    assert DENSE_MODEL.coefficients["typed_rarest"] > 0
     assert out.features["answer_probability"] < common.features["answer_probability"]
 
 
@@ -656,6 +655,8 @@ PARSER = "The parser reads a document and calls your handler for each element."
 
 
 def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_holds() -> None:
+    # A reading for bench/refusal_fit.py --features (measured in session 41, not in DENSE_MODEL:
+    # docs/verbatim.md#refusal-absent-rare).
     groups = question_groups(XPATH_Q)
     weights = concept_weights(XPATH_Q, groups)
     used = {t: DF_CAP for g in groups for t in g}
@@ -663,6 +664,7 @@ def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_ho
     r = read_evidence(XPATH_Q, [PARSER], groups, df=absent)
     assert "xpath" in r.missing
     assert r.absent_rare == pytest.approx(weights["xpath"] - 0.1) and r.absent_rare > 0.9
+    assert r.features(0.5)["absent_rare"] == r.absent_rare
     # The index uses it somewhere (a ranking miss, not an absent fact): nothing is read.
     assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 3}).absent_rare == 0.0
     # Counts of 0 for a concept the evidence holds (an analyser mismatch, a heading) read nothing.
@@ -675,13 +677,5 @@ def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_ho
     pg = question_groups(plain)
     common = read_evidence(plain, [PARSER], pg, df={t: DF_CAP for g in pg for t in g} | {"find": 0})
     assert "find" in common.missing and 0 < common.absent_rare < 0.2
-
-
-def test_a_rare_concept_no_passage_uses_lowers_the_probability_below_the_floor() -> None:
-    groups = question_groups(XPATH_Q)
-    used = {t: DF_CAP for g in groups for t in g}
-    somewhere = judge(XPATH_Q, [PARSER], groups=groups, df=used | {"xpath": 3}, cosine=0.45, agreement=0.1)
-    nowhere = judge(XPATH_Q, [PARSER], groups=groups, df=used | {"xpath": 0}, cosine=0.45, agreement=0.1)
-    assert nowhere.probability < somewhere.probability
-    # The same evidence: answered while the documents use the word, refused when none does.
-    assert not somewhere.refused(SAFETY_NET_FLOOR) and nowhere.refused(SAFETY_NET_FLOOR)
+    # Not in the shipped model: reading it changes no verdict.
+    assert "absent_rare" not in DENSE_MODEL.coefficients
