@@ -174,8 +174,10 @@ class Reading:
       some text holds, 1 when it has none.
 
     With passage counts (`index_df`; `index_reading`): `index_grounding`, `index_absent`,
-    `rarest_carried`, and `typed_rarest` (the typed key with the subject concept the index uses
-    least; without counts, `typed_key`).
+    `rarest_carried`, `typed_rarest` (the typed key with the subject concept the index uses
+    least; without counts, `typed_key`) and `absent_rare` (the English rarity of the rarest
+    concept that neither the evidence nor any passage of the index holds: a specific thing the
+    documents never name; 0 without counts).
 
     The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
     others are read so that `bench/refusal_fit.py --features` measures them
@@ -194,6 +196,7 @@ class Reading:
     index_absent: float = 0.0
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
+    absent_rare: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -201,6 +204,7 @@ class Reading:
             "index_absent": self.index_absent,
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
+            "absent_rare": self.absent_rare,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -255,6 +259,8 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
+    if df is not None:
+        by_index["absent_rare"] = absent_rarity(concepts, absent, weights, df)
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -344,6 +350,28 @@ def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
     is everywhere in it."""
     used = max((df.get(t, 0) for t in concept), default=0)
     return 1.0 - min(used, DF_CAP) / DF_CAP
+
+
+def absent_rarity(
+    concepts: Sequence[Sequence[str]],
+    missing: Iterable[str],
+    weights: Mapping[str, float],
+    df: Mapping[str, int],
+) -> float:
+    """The English rarity (`concept_weights` less the base, on [0, 1]) of the rarest concept among
+    `concepts` that no evidence text holds (its first term in `missing`, as `grounding` reports it)
+    and no passage of the index uses (every term's `df` 0); 0 when there is none. A common word the
+    documents never write is most often a paraphrase ("myself", "find"); a rare one ("XPath",
+    "hidradenitis") names something they do not talk about, whatever the ranking returned."""
+    absent = set(missing)
+    return max(
+        (
+            max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT
+            for c in concepts
+            if c and c[0] in absent and all(df.get(t, 0) == 0 for t in c)
+        ),
+        default=0.0,
+    )
 
 
 def index_reading(

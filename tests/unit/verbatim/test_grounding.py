@@ -646,3 +646,36 @@ def test_apply_grounding_counts_the_questions_terms_in_the_index() -> None:
     common = apply_grounding(q, hits, signal, 0.0, groups, counter=lambda ws: dict.fromkeys(ws, DF_CAP))
     assert DENSE_MODEL.coefficients["typed_rarest"] > 0
     assert out.features["answer_probability"] < common.features["answer_probability"]
+
+
+#: A question naming something the documents never talk about: "XPath" is rare in English and no
+#: passage of the index uses it; the evidence is about the parser and its documents.
+XPATH_Q = "Can the parser run XPath queries on a document?"
+PARSER = "The parser reads a document and calls your handler for each element."
+
+
+def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_holds() -> None:
+    # A reading for bench/refusal_fit.py --features (measured in session 41, not in DENSE_MODEL:
+    # docs/verbatim.md#refusal-absent-rare).
+    groups = question_groups(XPATH_Q)
+    weights = concept_weights(XPATH_Q, groups)
+    used = {t: DF_CAP for g in groups for t in g}
+    absent = used | {"xpath": 0}
+    r = read_evidence(XPATH_Q, [PARSER], groups, df=absent)
+    assert "xpath" in r.missing
+    assert r.absent_rare == pytest.approx(weights["xpath"] - 0.1) and r.absent_rare > 0.9
+    assert r.features(0.5)["absent_rare"] == r.absent_rare
+    # The index uses it somewhere (a ranking miss, not an absent fact): nothing is read.
+    assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 3}).absent_rare == 0.0
+    # Counts of 0 for a concept the evidence holds (an analyser mismatch, a heading) read nothing.
+    held = read_evidence(XPATH_Q, [PARSER + " XPath is not supported."], groups, df=absent)
+    assert held.absent_rare == 0.0
+    # Without passage counts it is not read.
+    assert read_evidence(XPATH_Q, [PARSER], groups).absent_rare == 0.0
+    # A common word no passage writes (a paraphrase, most often) weighs little.
+    plain = "Can the parser find a word in a document for me?"
+    pg = question_groups(plain)
+    common = read_evidence(plain, [PARSER], pg, df={t: DF_CAP for g in pg for t in g} | {"find": 0})
+    assert "find" in common.missing and 0 < common.absent_rare < 0.2
+    # Not in the shipped model: reading it changes no verdict.
+    assert "absent_rare" not in DENSE_MODEL.coefficients
