@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,27 @@ if TYPE_CHECKING:
 
 MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
+#: Questions whose word pieces `embed_query` keeps for `embed_tokens` (the last ones asked; each
+#: is taken once).
+ASKED_KEPT = 8
+
+
+def _pooled(mask: npt.NDArray[np.int64], hidden: npt.NDArray[np.float32]) -> Matrix:
+    """A batch's unit vectors: each input's pieces' mean (its attention mask's positions)."""
+    m = mask[..., None].astype(np.float32)
+    pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    out: Matrix = pooled / np.maximum(norms, 1e-12)
+    return out
+
+
+def _pieces(hidden: npt.NDArray[np.float32], n: int) -> Matrix:
+    """One input's word-piece vectors ([CLS] and [SEP] dropped: `n` is its length with them),
+    rows L2-normalised."""
+    pieces = np.asarray(hidden[1 : n - 1], dtype=np.float32)
+    norms = np.linalg.norm(pieces, axis=1, keepdims=True)
+    out: Matrix = pieces / np.maximum(norms, 1e-12)
+    return out
 
 
 class MiniLMEmbedder:
@@ -48,6 +70,9 @@ class MiniLMEmbedder:
         self.threads = threads or (os.cpu_count() or 1)
         self._session: onnxruntime.InferenceSession | None = None
         self._lock = threading.Lock()
+        #: The word pieces of the last questions `embed_query` embedded, by text (`embed_tokens`).
+        self._asked: OrderedDict[str, Matrix] = OrderedDict()
+        self._asked_lock = threading.Lock()
 
     @property
     def document_rule(self) -> str:
@@ -137,10 +162,7 @@ class MiniLMEmbedder:
         if not ids:
             return out
         for batch, mask, hidden in self._hidden(ids, pad_to):
-            m = mask[..., None].astype(np.float32)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[batch] = pooled / np.maximum(norms, 1e-12)
+            out[batch] = _pooled(mask, hidden)
         return out
 
     def embed_tokens(self, texts: Sequence[str]) -> list[Matrix]:
@@ -148,15 +170,24 @@ class MiniLMEmbedder:
 
         [CLS] and [SEP] are dropped and a text is its first window. For token-level matching
         (the best match of each query piece in a span), which a pooled vector averages away."""
-        inputs, _ = self.windows(texts, first_only=True)
-        out: list[Matrix] = [np.empty((0, DIMENSION), dtype=np.float32) for _ in inputs]
-        if not inputs:
+        out: list[Matrix] = [np.empty((0, DIMENSION), dtype=np.float32) for _ in texts]
+        todo: list[int] = []
+        with self._asked_lock:
+            for i, t in enumerate(texts):
+                # A question `embed_query` just embedded: its pieces came out of that pass (the
+                # same first window; the attention mask makes its exact width and a padded one the
+                # same vectors), so it is not run through the model a second time.
+                kept = self._asked.pop(t, None)
+                if kept is None:
+                    todo.append(i)
+                else:
+                    out[i] = kept
+        if not todo:
             return out
+        inputs, _ = self.windows([texts[i] for i in todo], first_only=True)
         for batch, _, hidden in self._hidden(inputs, 32):
-            for row, i in enumerate(batch):
-                pieces = np.asarray(hidden[row, 1 : len(inputs[i]) - 1], dtype=np.float32)
-                norms = np.linalg.norm(pieces, axis=1, keepdims=True)
-                out[i] = pieces / np.maximum(norms, 1e-12)
+            for row, j in enumerate(batch):
+                out[todo[j]] = _pieces(hidden[row], len(inputs[j]))
         return out
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
@@ -174,8 +205,17 @@ class MiniLMEmbedder:
         # Its first window at its exact width: one input of one shape per query, so no arena
         # growth to guard against, and padding to a multiple of 32 cost ~40% of a query's
         # inference (bench/query_embedding.py).
+        # The pass's word pieces are kept for the few questions asked last (in process, never
+        # stored): the span scorer's token match (`verbatim.span_rank.token_columns`) asks the
+        # question's pieces right after its vector, and this saves it a second forward pass.
         inputs, _ = self.windows([text], first_only=True)
-        row: Matrix = self.embed_ids(inputs, pad_to=1)[0]
+        ((_, mask, hidden),) = self._hidden(inputs, 1)
+        row: Matrix = _pooled(mask, hidden)[0]
+        with self._asked_lock:
+            self._asked[text] = _pieces(hidden[0], len(inputs[0]))
+            self._asked.move_to_end(text)
+            while len(self._asked) > ASKED_KEPT:
+                self._asked.popitem(last=False)
         return row
 
 

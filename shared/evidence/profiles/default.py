@@ -23,9 +23,9 @@ class DefaultPlugin(PipelinePlugin):
 
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
         """The profile; with the `focus_span_anchor` setting, an index and a service, `focus` reads
-        the span scorer's best span of each hit, its cosines through the index's document embedder
-        (off by default: its cost is above the profile's latency budget,
-        docs/ranking.md#focus-span-anchor)."""
+        the span scorer's best span of each hit (ranked over the spans inside the hits only), its
+        cosines through the index's document embedder (off by default: its cost is above the
+        profile's latency budget, docs/ranking.md#focus-span-anchor)."""
         base = super().pipeline(env)
         if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
             return base
@@ -41,7 +41,7 @@ class DefaultPlugin(PipelinePlugin):
         for k, s in enumerate(stages):
             if isinstance(s, FocusHits):
                 anchored = copy.copy(s)
-                anchored.anchors = SpanAnchors(embed=IndexEmbed(lambda: embedder(index)))
+                anchored.anchors = SpanAnchors(embed=IndexEmbed(lambda: embedder(index)), within_hits=True)
                 stages[k] = anchored
         return replace(base, stages=tuple(stages))
 

@@ -89,6 +89,7 @@ __all__ = [
     "scoring_texts",
     "span_path",
     "span_ranking",
+    "spans_within",
     "trigram_similarity",
 ]
 
@@ -315,6 +316,33 @@ def question_groups(question: str, *, rules: VerbatimRules | None = None) -> lis
     return VerbatimCascade(rules=rules)._question_terms(question, _NO_PLAN, [])
 
 
+def spans_within(spans: Sequence[Chunk], passages: Sequence[Chunk]) -> list[Chunk]:
+    """The spans that lie inside one of `passages` (`spans.inside`: the same document, within its
+    offsets), in their order. Each document's spans are compared with its own passages at once
+    (a span times every passage through `inside` was ~20 ms a question at 10 hits of one
+    document of ~1,000 spans)."""
+    import numpy as np
+
+    bounds: dict[str, tuple[Any, Any]] = {}
+    for doc in dict.fromkeys(p.document_id for p in passages):
+        own = [p for p in passages if p.document_id == doc]
+        bounds[doc] = (
+            np.asarray([p.char_start for p in own], dtype=np.int64),
+            np.asarray([p.char_end for p in own], dtype=np.int64),
+        )
+    by_document: dict[str, list[int]] = {}
+    for i, s in enumerate(spans):
+        if s.document_id in bounds:
+            by_document.setdefault(s.document_id, []).append(i)
+    keep = np.zeros(len(spans), dtype=np.bool_)
+    for doc, idx in by_document.items():
+        starts, ends = bounds[doc]
+        s0 = np.asarray([spans[i].char_start for i in idx], dtype=np.int64)
+        s1 = np.asarray([spans[i].char_end for i in idx], dtype=np.int64)
+        keep[idx] = ((starts[None, :] <= s0[:, None]) & (s1[:, None] <= ends[None, :])).any(axis=1)
+    return [s for s, k in zip(spans, keep, strict=True) if k]
+
+
 def span_ranking(
     backend: SearchReader,
     index: str,
@@ -347,7 +375,7 @@ def span_ranking(
         embed=embed,
     )
     if within:
-        state._spans = [s for s in state.spans if any(inside(s, p) for p in within)]
+        state._spans = spans_within(state.spans, within)
     if not state.spans:
         return []
     ranked, _, _ = state.hybrid_ranking()

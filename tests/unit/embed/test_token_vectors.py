@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from evidence.embed.minilm import DIMENSION, MiniLMEmbedder
+from evidence.embed.minilm import ASKED_KEPT, DIMENSION, MiniLMEmbedder
 from evidence.embed.tokenizer import get_tokenizer
 
 
@@ -29,3 +31,33 @@ def test_a_word_matches_its_own_piece_in_context_better_than_an_unrelated_one() 
     # "kidney" finds "renal": a match by meaning that no lexical signal sees.
     assert pieces[int((query[0] @ span.T).argmax())] == "renal"
     assert (query @ span.T).max(axis=1).min() > 0.3
+
+
+def test_a_question_just_embedded_gives_its_word_pieces_without_a_second_pass() -> None:
+    """`embed_query` keeps its pass's word pieces for `embed_tokens` (the span scorer asks the
+    question's pieces right after its vector): the same matrices, one forward pass fewer."""
+    emb = MiniLMEmbedder()
+    plain = MiniLMEmbedder()
+    question = "How long should opioid therapy continue after surgery?"
+    span = "Opioids for acute pain should rarely be needed for more than 7 days."
+    vector = emb.embed_query(question)
+    assert np.array_equal(vector, plain.embed_ids(plain.windows([question], first_only=True)[0], pad_to=1)[0])
+    runs: list[int] = []
+    hidden = emb._hidden
+
+    def counted(ids: Any, pad_to: int) -> Any:
+        runs.append(len(ids))
+        return hidden(ids, pad_to)
+
+    emb._hidden = counted  # type: ignore[method-assign]
+    got = emb.embed_tokens([question, span])
+    want = plain.embed_tokens([question, span])
+    assert runs == [1]  # only the span went through the model
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    # Taken once: asked again, the question is embedded again.
+    emb.embed_tokens([question])
+    assert runs == [1, 1]
+    # Only the last few questions are kept.
+    for n in range(ASKED_KEPT + 1):
+        emb.embed_query(f"question number {n}")
+    assert len(emb._asked) == ASKED_KEPT and "question number 0" not in emb._asked

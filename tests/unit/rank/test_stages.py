@@ -767,6 +767,9 @@ def test_default_profile_anchors_focus_only_when_switched_on() -> None:
     on = default.DefaultPlugin().pipeline(switched)
     (focus,) = [s for s in on.stages if isinstance(s, FocusHits)]
     assert isinstance(focus.anchors, SpanAnchors) and focus.anchors.embed is not None
+    # Ranked over the spans inside the hits only (the same answers as over their documents' every
+    # span, at a fraction of the features' cost: docs/ranking.md#focus-span-anchor).
+    assert focus.anchors.within_hits is True
     assert asked == []  # the embedder is built on first use only
     focus.anchors.embed.build()
     assert asked == ["ix"]

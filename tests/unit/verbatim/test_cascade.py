@@ -251,3 +251,48 @@ def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     # A hit that is not a passage gets no anchor.
     span_hit = Candidate(chunk=replace(top, kind=ChunkKind.SPAN), score=1.0, first_stage_score=1.0)
     assert 0 not in SpanAnchors().find([span_hit], ctx)
+
+
+def test_spans_within_keeps_the_spans_inside_a_passage_of_their_own_document_in_order() -> None:
+    """`spans_within` is `spans.inside` over every passage, by document at once: the same spans,
+    in the same order (against the span-by-passage comparison it replaces)."""
+    import random
+
+    from evidence.records import Chunk, ChunkKind
+    from evidence.verbatim.cascade import spans_within
+    from evidence.verbatim.spans import inside
+
+    rng = random.Random(7)
+
+    def chunk(doc: str, a: int, b: int, kind: ChunkKind) -> Chunk:
+        return Chunk(
+            chunk_id=f"{doc}:{a}:{b}:{kind.value}",
+            document_id=doc,
+            text="x" * (b - a),
+            char_start=a,
+            char_end=b,
+            kind=kind,
+            sequence=a,
+        )
+
+    spans = []
+    for _ in range(400):
+        a = rng.randrange(0, 2000)
+        spans.append(chunk(rng.choice("abc"), a, a + rng.randrange(1, 120), ChunkKind.SPAN))
+    passages = []
+    for _ in range(12):
+        a = rng.randrange(0, 1800)
+        passages.append(chunk(rng.choice("ab"), a, a + rng.randrange(50, 400), ChunkKind.PASSAGE))
+    want = [s for s in spans if any(inside(s, p) for p in passages)]
+    assert want and len(want) < len(spans)
+    assert spans_within(spans, passages) == want
+    # The bounds are inclusive; another document's passage holds nothing.
+    p = chunk("a", 100, 200, ChunkKind.PASSAGE)
+    edge = [
+        chunk("a", 100, 200, ChunkKind.SPAN),
+        chunk("a", 99, 150, ChunkKind.SPAN),
+        chunk("a", 150, 201, ChunkKind.SPAN),
+        chunk("b", 120, 130, ChunkKind.SPAN),
+    ]
+    assert spans_within(edge, [p]) == edge[:1]
+    assert spans_within(edge, []) == []
