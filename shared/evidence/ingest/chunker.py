@@ -199,16 +199,43 @@ def document_hash(
     source: str,
     metadata: Mapping[str, Any],
     params: Mapping[str, Any],
+    layout: str = "",
 ) -> str:
-    """Identity of everything that shapes the stored chunks: a change in any of it re-indexes."""
+    """Identity of everything that shapes the stored chunks: a change in any of it re-indexes.
+
+    `layout` (`chunk_layout`) is where the chunks fall: a parser or extractor change that moves a
+    span boundary or renames a section without changing the text (an HTML `<pre>` line made a
+    span of its own, a PDF figure label no longer a heading) re-indexes the documents it changes,
+    and only those."""
     envelope = json.dumps(
-        {"v": CHUNKER_VERSION, "title": title, "source": source, "metadata": metadata, "params": params},
+        {
+            "v": CHUNKER_VERSION,
+            "title": title,
+            "source": source,
+            "metadata": metadata,
+            "params": params,
+            "layout": layout,
+        },
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
         default=str,
     )
     return content_hash(text + "\x00" + envelope)
+
+
+def chunk_layout(chunks: Sequence[Chunk]) -> str:
+    """A digest of every chunk's kind, offsets, section, page and span type."""
+    return content_hash(
+        json.dumps(
+            [
+                [c.kind.value, c.char_start, c.char_end, c.section, c.page, c.span_type and c.span_type.value]
+                for c in chunks
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+    )
 
 
 def chunk_document(
@@ -300,7 +327,9 @@ def chunk_document(
     }
     return DocumentChunks(
         document_id=document_id,
-        content_hash=document_hash(text, title=title, source=source, metadata=meta, params=params),
+        content_hash=document_hash(
+            text, title=title, source=source, metadata=meta, params=params, layout=chunk_layout(chunks)
+        ),
         source=source,
         chunks=tuple(chunks),
         metadata=meta,

@@ -44,6 +44,17 @@ _PDF_LABELLED = re.compile(
     r"(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])\.?(?:\s*[:.\u2013\u2014-]\s*[A-Z][^.!?;]{0,60})?$"
 )
 _NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
+# A figure's or table's label, alone or opening its caption ("Figure 3", "Fig. 2A", "FIGURE 1:
+# Outcomes", "Table S2"): set large or bold, it is never a section heading.
+_FIGURE_LABEL = re.compile(
+    r"^(?:\*\*)?(?:figure|fig\.?|figs\.?|table|chart|diagram|graph|plate|scheme|panel|illustration)"
+    r"\s*(?:[A-Z]|S)?\d+[A-Za-z]?(?:[.\-]\d+)*(?=$|[\s:.)\u2013\u2014-])",
+    re.IGNORECASE,
+)
+#: A label inside a figure (an axis title, a box of a diagram: "Interpret", "Bytecodes") is a
+#: short line among short lines; a heading has body text on one side of it.
+_LABEL_WORDS = 3
+_LABEL_CHARS = 30
 # A table of contents' entry: a name, dot leaders and a page number ("References ........ 62").
 # Stricter than the page reference `verbatim.spans` strips (`_PAGE_REF`: three leaders of any
 # kind, any number) on purpose: a match here makes a body line a heading, which drops it from the
@@ -340,7 +351,13 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i)
+        return (
+            s.startswith("|")
+            or is_code_line(s)
+            or _next_to_code(lines, i)
+            or bool(_FIGURE_LABEL.match(s))
+            or _among_labels(lines, i)
+        )
 
     styled = styled_headings(lines, styles, excluded) if styles is not None else {}
     listed = contents_names(lines)
@@ -360,7 +377,12 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             numbered = level or numbered
             heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
             skip = count - 1
-        elif (is_pdf_heading(line) or line.strip() in listed) and not _next_to_code(lines, i):
+        elif (
+            (is_pdf_heading(line) or line.strip() in listed)
+            and not _next_to_code(lines, i)
+            and not _FIGURE_LABEL.match(line.strip())
+            and not _among_labels(lines, i)
+        ):
             level = _numbered_level(line.strip())
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))
@@ -377,6 +399,22 @@ def _numbered_level(name: str) -> int:
     """ "2.3 Dosing" is level 2; an unnumbered heading 0 (its level comes from elsewhere)."""
     m = _NUMBERING.match(name)
     return min(m.group(1).count(".") + 1, 4) if m else 0
+
+
+def _short_label(line: str) -> bool:
+    s = line.strip()
+    return bool(s) and len(s) <= _LABEL_CHARS and len(s.split()) <= _LABEL_WORDS and s[-1] not in ".:;!?"
+
+
+def _among_labels(lines: list[str], i: int) -> bool:
+    """An unnumbered short line whose neighbours (the lines right before and after it) are short
+    labels too: text set inside a figure (its boxes, axis titles, legend), not a heading over a
+    body. A line at the start or end of the text, or next to a blank line, has no such neighbour."""
+    if not _short_label(lines[i]) or _NUMBERING.match(lines[i].strip()):
+        return False
+    before = lines[i - 1] if i else ""
+    after = lines[i + 1] if i + 1 < len(lines) else ""
+    return _short_label(before) and _short_label(after)
 
 
 def _next_to_code(lines: list[str], i: int) -> bool:
