@@ -351,15 +351,12 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return (
-            s.startswith("|")
-            or is_code_line(s)
-            or _next_to_code(lines, i)
-            or bool(_FIGURE_LABEL.match(s))
-            or _among_labels(lines, i)
-        )
+        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i) or _among_labels(lines, i)
 
-    styled = styled_headings(lines, styles, excluded) if styles is not None else {}
+    def label(i: int) -> bool:
+        return bool(_FIGURE_LABEL.match(lines[i].lstrip()))
+
+    styled = styled_headings(lines, styles, excluded, label) if styles is not None else {}
     listed = contents_names(lines)
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
