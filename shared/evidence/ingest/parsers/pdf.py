@@ -52,9 +52,10 @@ _FIGURE_LABEL = re.compile(
     re.IGNORECASE,
 )
 #: A label inside a figure (an axis title, a box of a diagram: "Interpret", "Bytecodes") is a
-#: short line among short lines; a heading has body text on one side of it.
+#: short line in a run of `_LABEL_RUN` or more short lines (`_inside_label_runs`).
 _LABEL_WORDS = 3
 _LABEL_CHARS = 30
+_LABEL_RUN = 5
 # A table of contents' entry: a name, dot leaders and a page number ("References ........ 62").
 # Stricter than the page reference `verbatim.spans` strips (`_PAGE_REF`: three leaders of any
 # kind, any number) on purpose: a match here makes a body line a heading, which drops it from the
@@ -348,10 +349,15 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
     extractor skips the whole heading rather than gluing its second line onto the prose after it.
     Numbered headings nest by their numbering ("2.3" under "2"), typographic ones by size."""
     lines = text.split("\n")
+    in_run = _inside_label_runs(lines)
+
+    def among_labels(i: int) -> bool:
+        """Text inside a figure or a table's cells, not a heading over a body."""
+        return in_run[i] and not _NUMBERING.match(lines[i].strip())
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i) or _among_labels(lines, i)
+        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i) or among_labels(i)
 
     def label(i: int) -> bool:
         return bool(_FIGURE_LABEL.match(lines[i].lstrip()))
@@ -378,7 +384,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             (is_pdf_heading(line) or line.strip() in listed)
             and not _next_to_code(lines, i)
             and not _FIGURE_LABEL.match(line.strip())
-            and not _among_labels(lines, i)
+            and not among_labels(i)
         ):
             level = _numbered_level(line.strip())
             numbered = level or numbered
@@ -403,15 +409,25 @@ def _short_label(line: str) -> bool:
     return bool(s) and len(s) <= _LABEL_CHARS and len(s.split()) <= _LABEL_WORDS and s[-1] not in ".:;!?"
 
 
-def _among_labels(lines: list[str], i: int) -> bool:
-    """An unnumbered short line whose neighbours (the lines right before and after it) are short
-    labels too: text set inside a figure (its boxes, axis titles, legend), not a heading over a
-    body. A line at the start or end of the text, or next to a blank line, has no such neighbour."""
-    if not _short_label(lines[i]) or _NUMBERING.match(lines[i].strip()):
-        return False
-    before = lines[i - 1] if i else ""
-    after = lines[i + 1] if i + 1 < len(lines) else ""
-    return _short_label(before) and _short_label(after)
+def _inside_label_runs(lines: list[str]) -> list[bool]:
+    """For each line, whether it lies inside a run of `_LABEL_RUN` or more consecutive short label
+    lines, after the run's first line: the boxes, axis titles and legend of a figure, or a table's
+    cells, come out of pypdf as such a run. The first line may be the heading over a table or a
+    list of short items ("PATIENT INFORMATION" over "VEKLURY® (VEK-lur-ee)" / "(remdesivir)")."""
+    inside = [False] * len(lines)
+    i = 0
+    while i < len(lines):
+        if not _short_label(lines[i]):
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and _short_label(lines[j]):
+            j += 1
+        if j - i >= _LABEL_RUN:
+            for k in range(i + 1, j):
+                inside[k] = True
+        i = j
+    return inside
 
 
 def _next_to_code(lines: list[str], i: int) -> bool:
