@@ -128,7 +128,9 @@ def test_a_question_is_cleaned_of_format_characters_as_documents_are(
     from evidence.model import PlanRequest
     from evidence.service import _clean_questions
 
-    req = RetrieveRequest(query="encryp\u00adtion key rota\u200btion", criterion_question="Do you encryp\u00adt?")
+    req = RetrieveRequest(
+        query="encryp\u00adtion key rota\u200btion", criterion_question="Do you encryp\u00adt?"
+    )
     cleaned = _clean_questions(req)
     assert (cleaned.query, cleaned.criterion_question) == ("encryption key rotation", "Do you encrypt?")
     plain = RetrieveRequest(query="key rotation")
@@ -140,6 +142,8 @@ def test_a_question_is_cleaned_of_format_characters_as_documents_are(
     folder = _folder(tmp_path)
     service.index_paths("acme", [folder])
     for profile in ("default", "verbatim"):
-        resp = service.retrieve("acme", RetrieveRequest(query="Encryp\u00adtion keys ro\u200btate?", profile=profile))
+        resp = service.retrieve(
+            "acme", RetrieveRequest(query="Encryp\u00adtion keys ro\u200btate?", profile=profile)
+        )
         assert resp.plan.query == "Encryption keys rotate?"
         assert resp.hits and "rotate every 365 days" in resp.hits[0].text

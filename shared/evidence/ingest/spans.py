@@ -419,14 +419,18 @@ def _bullet_end(
     j = i + 1
     prev = line
     opened = line.count("(") - line.count(")")
-    while j < len(lines) and end not in line_ends and _continues_bullet(
-        lines[j],
-        prev,
-        indent,
-        opened=opened,
-        is_table=table[j],
-        heading_starts=heading_starts,
-        start=offsets[j],
+    while (
+        j < len(lines)
+        and end not in line_ends
+        and _continues_bullet(
+            lines[j],
+            prev,
+            indent,
+            opened=opened,
+            is_table=table[j],
+            heading_starts=heading_starts,
+            start=offsets[j],
+        )
     ):
         prev = lines[j]
         opened += prev.count("(") - prev.count(")")

@@ -41,7 +41,7 @@ def test_references_outside_code_are_decoded_and_offsets_follow() -> None:
 
 
 def test_a_crlf_upload_maps_to_its_decoded_source() -> None:
-    text, spans = _spans(SOURCE.replace("\n", "\r\n"))
+    _, spans = _spans(SOURCE.replace("\n", "\r\n"))
     assert "Our solutions cost \u20ac5\u00a0per seat \u2011 billed \u2011 monthly." in spans
     assert "x &amp; y" in spans
 

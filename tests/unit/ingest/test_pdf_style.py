@@ -193,7 +193,7 @@ def test_a_url_line_is_not_code_so_the_heading_after_it_stands() -> None:
 
 
 def test_figure_labels_and_text_inside_a_figure_are_not_headings() -> None:
-    """"Figure 3" / "Fig. 2A" set bold or large, and short bold labels among short labels (a
+    """ "Figure 3" / "Fig. 2A" set bold or large, and short bold labels among short labels (a
     diagram's boxes, an axis title), are no sections; the real headings around them stay."""
     page: list[str | StyledLine] = [
         ("Interpreter Design", 14, True),
@@ -212,4 +212,3 @@ def test_figure_labels_and_text_inside_a_figure_are_not_headings() -> None:
     doc = parse_bytes(make_pdf([page]), filename="paper.pdf")
     assert _sections(doc) == [(1, "Interpreter Design"), (1, "Evaluation")]
     _spans_are_verbatim(doc)
-

@@ -487,10 +487,11 @@ def parse_html(
     )
 
 
-#: A line ending on an article, a preposition or a conjunction, a comma-less hyphen, or a line
-#: the next one continues in lower case: a sentence wrapped with <br>, not a line of its own.
+#: A line ending on an article, a preposition, a conjunction or a hyphen: a sentence wrapped
+#: with <br>, not a line of its own (so is a line the next one continues in lower case).
 _WRAPPED_END = re.compile(
-    r"(?:\s(?:the|a|an|this|these|its|their|of|with|by|from|into|to|in|on|for|at|and|or|nor)|[-\u2010])[ \t]*$",
+    r"(?:\s(?:the|a|an|this|these|its|their|of|with|by|from|into|to|in|on|for|at|and|or|nor)"
+    r"|[-\u2010])[ \t]*$",
     re.IGNORECASE,
 )
 

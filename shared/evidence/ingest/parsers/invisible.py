@@ -23,8 +23,8 @@ import re
 import sys
 import unicodedata
 from bisect import bisect_left
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import accumulate
 
 from evidence.records import ParsedDocument, Section

@@ -123,7 +123,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
             continue
         if not line.strip():
             blanks.append(start)
-            blank_before, indented = True, indented
+            blank_before = True  # an indented block goes on over blank lines
             continue
         lead = len(line) - len(line.lstrip(" \t"))
         code = line[:lead].expandtabs(4)
@@ -164,7 +164,7 @@ def entity_edits(text: str) -> list[tuple[int, int, str]]:
     edits: list[tuple[int, int, str]] = []
     for m in _ENTITY.finditer(text):
         a = m.start()
-        if a and text[a - 1] == "\\" or (code and _inside(code, a)):
+        if (a and text[a - 1] == "\\") or (code and _inside(code, a)):
             continue
         char = html.unescape(m.group())
         if char != m.group() and _readable(char):

@@ -63,7 +63,7 @@ _NUMBERED = re.compile(
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
 #: A document's attached part: "ADDENDUM: How to use this License …", "EXHIBIT A -Mozilla Public
-#: License.", "Schedule 1 – Fees", "APPENDIX B", "Annex II. Definitions". The keyword in capitals
+#: License.", "Schedule 1 - Fees", "APPENDIX B", "Annex II. Definitions". The keyword in capitals
 #: or capitalised, an optional letter, number or Roman numeral, then nothing or a separator and a
 #: short title (`_part_heading`).
 _PART = re.compile(
