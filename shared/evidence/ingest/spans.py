@@ -302,7 +302,7 @@ def _raw_spans(
     text: str, sections: Sequence[Section], max_chars: int, *, line_ends: frozenset[int] = frozenset()
 ) -> list[tuple[int, int, SpanType]]:
     """`line_ends`: the line breaks that end a span whatever follows (`ParsedDocument.line_ends`:
-    an HTML `<pre>` listing's lines, `<br>` lines of an address or a listing)."""
+    `<br>` lines of an address or a listing in HTML)."""
     lines = text.split("\n")
     offsets: list[int] = []
     pos = 0

@@ -344,9 +344,9 @@ def test_a_numbered_clause_wrapped_at_its_numbers_column_continues() -> None:
     ]
 
 
-def test_html_pre_lines_and_br_lines_of_a_listing_are_spans_of_their_own() -> None:
-    """Each line of a <pre> listing, and each <br> line of an address or a changelog, is one span;
-    a sentence wrapped with <br> stays one sentence."""
+def test_html_br_lines_of_a_listing_are_spans_of_their_own() -> None:
+    """Each <br> line of an address or a changelog is one span; a sentence wrapped with <br> stays
+    one sentence. (A <pre> block's lines are not split: that cost answers, ingest13.md.)"""
     from evidence.ingest import chunk_document, parse_bytes
     from evidence.records import ChunkKind
 
@@ -362,9 +362,6 @@ def test_html_pre_lines_and_br_lines_of_a_listing_are_spans_of_their_own() -> No
     chunks = chunk_document(doc, document_id="d", source="manual.html", metadata={})
     spans = [c.text for c in chunks.chunks if c.kind is ChunkKind.SPAN]
     for line in (
-        "==1234== Memcheck, a memory error detector",
-        "==1234== Copyright (C) 2002-2017",
-        "==1234== Command: ./prog",
         "Acme Corporation",
         "100 Main Street",
         "Springfield, IL 62701",

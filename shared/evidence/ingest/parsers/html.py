@@ -117,9 +117,9 @@ class _HtmlText(HTMLParser):
         self.after_prefix = False  # just wrote a list marker: breaks wait for the item's text
         self.space_pending = False
         self.br_pending = False  # the owed line break is a <br>'s
-        # Offsets of the "\n" of each <pre> line, and of <br> line breaks (`_listing_breaks`
-        # keeps those that end a line of a listing or an address, not a wrapped sentence).
-        self.pre_ends: list[int] = []
+        # Offsets of the "\n" of <br> line breaks (`_listing_breaks` keeps those that end a line of
+        # a listing or an address, not a wrapped sentence). A <pre> block's lines are not marked:
+        # one span per line of code cost 3 answers of 839 (bench/data/session41/ingest13.md).
         self.br_ends: list[int] = []
         # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
         # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
@@ -441,7 +441,6 @@ class _HtmlText(HTMLParser):
         for i, line in enumerate(lines):
             if i:
                 self._start_text()
-                self.pre_ends.append(self.length)
                 self._emit("\n")
             if line:
                 self._start_text()
@@ -477,7 +476,7 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = sorted({*parser.pre_ends, *_listing_breaks(text, parser.br_ends)})
+    ends = _listing_breaks(text, parser.br_ends)
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,
