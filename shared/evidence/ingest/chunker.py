@@ -204,7 +204,7 @@ def document_hash(
     """Identity of everything that shapes the stored chunks: a change in any of it re-indexes.
 
     `layout` (`chunk_layout`) is where the chunks fall: a parser or extractor change that moves a
-    span boundary or renames a section without changing the text (an HTML `<pre>` line made a
+    span boundary or renames a section without changing the text (an HTML `<br>` line made a
     span of its own, a PDF figure label no longer a heading) re-indexes the documents it changes,
     and only those."""
     envelope = json.dumps(
