@@ -227,13 +227,10 @@ def document_hash(
 def chunk_layout(chunks: Sequence[Chunk]) -> str:
     """A digest of every chunk's kind, offsets, section, page and span type."""
     return content_hash(
-        json.dumps(
-            [
-                [c.kind.value, c.char_start, c.char_end, c.section, c.page, c.span_type and c.span_type.value]
-                for c in chunks
-            ],
-            ensure_ascii=False,
-            separators=(",", ":"),
+        "\x1e".join(
+            f"{c.kind.value}\x1f{c.char_start}\x1f{c.char_end}\x1f{c.section}\x1f{c.page}\x1f"
+            f"{c.span_type.value if c.span_type else ''}"
+            for c in chunks
         )
     )
 
