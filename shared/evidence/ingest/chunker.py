@@ -205,7 +205,7 @@ def document_hash(
 
     `layout` (`chunk_layout`) is where the chunks fall: a parser or extractor change that moves a
     span boundary or renames a section without changing the text (an HTML `<br>` line made a
-    span of its own, a PDF figure label no longer a heading) re-indexes the documents it changes,
+    span of its own, a plain-text `EXHIBIT A` line made a section) re-indexes the documents it changes,
     and only those."""
     envelope = json.dumps(
         {

@@ -191,24 +191,3 @@ def test_a_url_line_is_not_code_so_the_heading_after_it_stands() -> None:
     doc = parse_bytes(make_pdf([lines]), filename="r.pdf")
     assert [name for _, name in _sections(doc)] == ["Recommendation 9"]
 
-
-def test_figure_labels_and_text_inside_a_figure_are_not_headings() -> None:
-    """ "Figure 3" / "Fig. 2A" set bold or large, and short bold labels among short labels (a
-    diagram's boxes, an axis title), are no sections; the real headings around them stay."""
-    page: list[str | StyledLine] = [
-        ("Interpreter Design", 14, True),
-        *_BODY,
-        ("Figure 3", 12, True),
-        ("Source", 10, False),
-        ("Interpret", 12, True),
-        ("Bytecodes", 10, False),
-        ("Fig. 2A", 14, True),
-        *_BODY,
-        ("TABLE 2", 12, True),
-        *_BODY,
-        ("Evaluation", 14, True),
-        *_BODY,
-    ]
-    doc = parse_bytes(make_pdf([page]), filename="paper.pdf")
-    assert _sections(doc) == [(1, "Interpreter Design"), (1, "Evaluation")]
-    _spans_are_verbatim(doc)

@@ -44,18 +44,6 @@ _PDF_LABELLED = re.compile(
     r"(?:\d+(?:\.\d+)*|[IVXLC]+|[A-Z])\.?(?:\s*[:.\u2013\u2014-]\s*[A-Z][^.!?;]{0,60})?$"
 )
 _NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s")
-# A figure's or table's label, alone or opening its caption ("Figure 3", "Fig. 2A", "FIGURE 1:
-# Outcomes", "Table S2"): set large or bold, it is never a section heading.
-_FIGURE_LABEL = re.compile(
-    r"^(?:\*\*)?(?:figure|fig\.?|figs\.?|table|chart|diagram|graph|plate|scheme|panel|illustration)"
-    r"\s*(?:[A-Z]|S)?\d+[A-Za-z]?(?:[.\-]\d+)*(?=$|[\s:.)\u2013\u2014-])",
-    re.IGNORECASE,
-)
-#: A label inside a figure (an axis title, a box of a diagram: "Interpret", "Bytecodes") is a
-#: short line in a run of `_LABEL_RUN` or more short lines (`_inside_label_runs`).
-_LABEL_WORDS = 3
-_LABEL_CHARS = 30
-_LABEL_RUN = 5
 # A table of contents' entry: a name, dot leaders and a page number ("References ........ 62").
 # Stricter than the page reference `verbatim.spans` strips (`_PAGE_REF`: three leaders of any
 # kind, any number) on purpose: a match here makes a body line a heading, which drops it from the
@@ -349,20 +337,12 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
     extractor skips the whole heading rather than gluing its second line onto the prose after it.
     Numbered headings nest by their numbering ("2.3" under "2"), typographic ones by size."""
     lines = text.split("\n")
-    in_run = _inside_label_runs(lines)
-
-    def among_labels(i: int) -> bool:
-        """Text inside a figure or a table's cells, not a heading over a body."""
-        return in_run[i] and not _NUMBERING.match(lines[i].strip())
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i) or among_labels(i)
+        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i)
 
-    def label(i: int) -> bool:
-        return bool(_FIGURE_LABEL.match(lines[i].lstrip()))
-
-    styled = styled_headings(lines, styles, excluded, label) if styles is not None else {}
+    styled = styled_headings(lines, styles, excluded) if styles is not None else {}
     listed = contents_names(lines)
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
@@ -380,12 +360,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             numbered = level or numbered
             heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
             skip = count - 1
-        elif (
-            (is_pdf_heading(line) or line.strip() in listed)
-            and not _next_to_code(lines, i)
-            and not _FIGURE_LABEL.match(line.strip())
-            and not among_labels(i)
-        ):
+        elif (is_pdf_heading(line) or line.strip() in listed) and not _next_to_code(lines, i):
             level = _numbered_level(line.strip())
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))
@@ -402,32 +377,6 @@ def _numbered_level(name: str) -> int:
     """ "2.3 Dosing" is level 2; an unnumbered heading 0 (its level comes from elsewhere)."""
     m = _NUMBERING.match(name)
     return min(m.group(1).count(".") + 1, 4) if m else 0
-
-
-def _short_label(line: str) -> bool:
-    s = line.strip()
-    return bool(s) and len(s) <= _LABEL_CHARS and len(s.split()) <= _LABEL_WORDS and s[-1] not in ".:;!?"
-
-
-def _inside_label_runs(lines: list[str]) -> list[bool]:
-    """For each line, whether it lies inside a run of `_LABEL_RUN` or more consecutive short label
-    lines, after the run's first line: the boxes, axis titles and legend of a figure, or a table's
-    cells, come out of pypdf as such a run. The first line may be the heading over a table or a
-    list of short items ("PATIENT INFORMATION" over "VEKLURY® (VEK-lur-ee)" / "(remdesivir)")."""
-    inside = [False] * len(lines)
-    i = 0
-    while i < len(lines):
-        if not _short_label(lines[i]):
-            i += 1
-            continue
-        j = i
-        while j < len(lines) and _short_label(lines[j]):
-            j += 1
-        if j - i >= _LABEL_RUN:
-            for k in range(i + 1, j):
-                inside[k] = True
-        i = j
-    return inside
 
 
 def _next_to_code(lines: list[str], i: int) -> bool:

@@ -154,15 +154,12 @@ def styled_headings(
     lines: list[str],
     styles: DocumentStyles,
     is_excluded: Callable[[int], bool],
-    is_label: Callable[[int], bool] = lambda i: False,
 ) -> dict[int, tuple[int, str, LineStyle]]:
     """Line index → (number of lines, heading text, style) for each typographic heading.
 
     Consecutive heading-styled lines of one style form a group: a group of at most
     `MAX_HEADING_LINES` lines is one heading (a title wrapped over two lines), a longer one is
-    emphasised prose and gives none. A group opened by a figure's or table's label (`is_label`:
-    "Table 10  Laboratory Abnormalities …" wrapped over three lines) gives none either, so the
-    rest of its caption is no heading."""
+    emphasised prose and gives none."""
     out: dict[int, tuple[int, str, LineStyle]] = {}
     i = 0
     while i < len(lines):
@@ -173,9 +170,6 @@ def styled_headings(
         j = i + 1
         while j < len(lines) and lines[j].strip() and styles.heading_style(lines[j]) == style:
             j += 1
-        if is_label(i):
-            i = j
-            continue
         name = " ".join(lines[k].strip() for k in range(i, j))
         if j - i <= MAX_HEADING_LINES and reads_like_heading(name):
             out[i] = (j - i, name, style)
