@@ -190,4 +190,3 @@ def test_a_url_line_is_not_code_so_the_heading_after_it_stands() -> None:
     lines = [*_BODY, "Resources are listed at https://example.org.", "Recommendation 9", *_BODY]
     doc = parse_bytes(make_pdf([lines]), filename="r.pdf")
     assert [name for _, name in _sections(doc)] == ["Recommendation 9"]
-
