@@ -54,6 +54,9 @@ class ParsedDocument:
     #: The decoded upload when parsing changed its line ends (CRLF to LF): chunk offsets and
     #: texts are then taken from it, so they slice the user's own file (ingest/offsets.py).
     source_text: str | None = None
+    #: Offsets of the line breaks that end a fact span whatever follows them: an HTML `<br>` line
+    #: of an address or a listing (`ingest/spans.py`).
+    line_ends: tuple[int, ...] = ()
 
     def page_at(self, offset: int) -> int | None:
         if not self.page_starts:

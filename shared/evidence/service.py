@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evidence.config import BackendKind, HybridMode, Settings, get_settings
 from evidence.embed.factory import build_embedder, drop_store_cache, with_store_cache
@@ -256,6 +256,8 @@ class EvidenceService(Indexing):
         `/v1/plan` plans any profile name (its schema has no enum): an unknown one gets the rules."""
         from evidence.profiles import PipelinePlugin, get_plugin, unknown_profile
 
+        request = _clean_questions(request)
+
         plugin = PipelinePlugin() if unknown_profile(request.profile) else get_plugin(request.profile)
         return plugin.plan(request, self._env(index, request.filters))
 
@@ -327,6 +329,8 @@ class EvidenceService(Indexing):
 
         check_index_name(index)
         started = time.perf_counter()
+        # Read as the documents were (format characters out): plan, lexical, dense, cascade alike.
+        request = _clean_questions(request)
         info = self.backend.get_index(index)
         plugin = get_plugin(request.profile)
         env = self._env(
@@ -426,3 +430,20 @@ __all__ = [
     "check_index_name",
     "content_document_id",
 ]
+
+
+_Asked = TypeVar("_Asked", RetrieveRequest, PlanRequest)
+
+
+def _clean_questions(request: _Asked) -> _Asked:
+    """`request` with its query and criterion question cleaned of format characters as documents
+    are at parse time (`ingest/parsers/invisible.py`); the same object when they have none.
+    `plan.query`, the effective query (docs/api.md), shows the cleaned text."""
+    from evidence.ingest.parsers.invisible import clean_question
+
+    query, criterion = clean_question(request.query), clean_question(request.criterion_question)
+    if not (query or "").strip():
+        query = request.query  # nothing but format characters: left as sent (it matches nothing)
+    if query == request.query and criterion == request.criterion_question:
+        return request
+    return request.model_copy(update={"query": query, "criterion_question": criterion})

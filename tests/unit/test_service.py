@@ -118,3 +118,32 @@ def test_api_uploads_without_an_id_never_collide(service: EvidenceService) -> No
     assert service.index_document("acme", named).status == "created"
     newer = named.model_copy(update={"text": "v2"})
     assert service.index_document("acme", newer).status == "updated"
+
+
+def test_a_question_is_cleaned_of_format_characters_as_documents_are(
+    service: EvidenceService, tmp_path: Path
+) -> None:
+    """A soft hyphen or zero-width space in a question is read as the documents are read (removed)
+    in every profile's path: planned, searched lexically and densely, and in the verbatim cascade."""
+    from evidence.model import PlanRequest
+    from evidence.service import _clean_questions
+
+    req = RetrieveRequest(
+        query="encryp\u00adtion key rota\u200btion", criterion_question="Do you encryp\u00adt?"
+    )
+    cleaned = _clean_questions(req)
+    assert (cleaned.query, cleaned.criterion_question) == ("encryption key rotation", "Do you encrypt?")
+    plain = RetrieveRequest(query="key rotation")
+    assert _clean_questions(plain) is plain
+    only = RetrieveRequest(query="\u200b\u200b")
+    assert _clean_questions(only).query == "\u200b\u200b"  # nothing left: left as sent
+    assert _clean_questions(PlanRequest(query="encryp\u00adtion")).query == "encryption"
+
+    folder = _folder(tmp_path)
+    service.index_paths("acme", [folder])
+    for profile in ("default", "verbatim"):
+        resp = service.retrieve(
+            "acme", RetrieveRequest(query="Encryp\u00adtion keys ro\u200btate?", profile=profile)
+        )
+        assert resp.plan.query == "Encryption keys rotate?"
+        assert resp.hits and "rotate every 365 days" in resp.hits[0].text

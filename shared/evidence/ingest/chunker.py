@@ -199,16 +199,40 @@ def document_hash(
     source: str,
     metadata: Mapping[str, Any],
     params: Mapping[str, Any],
+    layout: str = "",
 ) -> str:
-    """Identity of everything that shapes the stored chunks: a change in any of it re-indexes."""
+    """Identity of everything that shapes the stored chunks: a change in any of it re-indexes.
+
+    `layout` (`chunk_layout`) is where the chunks fall: a parser or extractor change that moves a
+    span boundary or renames a section without changing the text (an HTML `<br>` line made a
+    span of its own, a plain-text `EXHIBIT A` line made a section) re-indexes the documents it changes,
+    and only those."""
     envelope = json.dumps(
-        {"v": CHUNKER_VERSION, "title": title, "source": source, "metadata": metadata, "params": params},
+        {
+            "v": CHUNKER_VERSION,
+            "title": title,
+            "source": source,
+            "metadata": metadata,
+            "params": params,
+            "layout": layout,
+        },
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ":"),
         default=str,
     )
     return content_hash(text + "\x00" + envelope)
+
+
+def chunk_layout(chunks: Sequence[Chunk]) -> str:
+    """A digest of every chunk's kind, offsets, section, page and span type."""
+    return content_hash(
+        "\x1e".join(
+            f"{c.kind.value}\x1f{c.char_start}\x1f{c.char_end}\x1f{c.section}\x1f{c.page}\x1f"
+            f"{c.span_type.value if c.span_type else ''}"
+            for c in chunks
+        )
+    )
 
 
 def chunk_document(
@@ -300,7 +324,9 @@ def chunk_document(
     }
     return DocumentChunks(
         document_id=document_id,
-        content_hash=document_hash(text, title=title, source=source, metadata=meta, params=params),
+        content_hash=document_hash(
+            text, title=title, source=source, metadata=meta, params=params, layout=chunk_layout(chunks)
+        ),
         source=source,
         chunks=tuple(chunks),
         metadata=meta,

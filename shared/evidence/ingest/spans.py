@@ -272,7 +272,7 @@ def _line_table(lines: Sequence[str]) -> list[bool]:
 def extract_spans(doc: ParsedDocument, *, max_chars: int = DEFAULT_MAX_SPAN_CHARS) -> list[FactSpan]:
     """All fact spans of a document in text order, with section, page and sequence."""
     text = doc.text
-    raw = _raw_spans(text, doc.sections, max_chars)
+    raw = _raw_spans(text, doc.sections, max_chars, line_ends=frozenset(doc.line_ends))
     sec_starts = [s.char_start for s in doc.sections]
     pages = doc.page_starts
     out: list[FactSpan] = []
@@ -298,7 +298,11 @@ def _section_at(sections: Sequence[Section], starts: Sequence[int], offset: int)
     return ""
 
 
-def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[tuple[int, int, SpanType]]:
+def _raw_spans(
+    text: str, sections: Sequence[Section], max_chars: int, *, line_ends: frozenset[int] = frozenset()
+) -> list[tuple[int, int, SpanType]]:
+    """`line_ends`: the line breaks that end a span whatever follows (`ParsedDocument.line_ends`:
+    `<br>` lines of an address or a listing in HTML)."""
     lines = text.split("\n")
     offsets: list[int] = []
     pos = 0
@@ -351,10 +355,14 @@ def _raw_spans(text: str, sections: Sequence[Section], max_chars: int) -> list[t
         if kind is None:
             para = (start, end) if para is None else (para[0], end)
             i += 1
+            if end in line_ends:
+                flush()
             continue
         flush()
         if kind is SpanType.BULLET:
-            i, end = _bullet_end(lines, offsets, i, table=table, heading_starts=heading_starts)
+            i, end = _bullet_end(
+                lines, offsets, i, table=table, heading_starts=heading_starts, line_ends=line_ends
+            )
         else:
             i += 1
         _emit_item(text, start, end, kind, max_chars=max_chars, out=out)
@@ -395,23 +403,34 @@ def _line_kind(line: str, *, is_table: bool) -> SpanType | None:
 
 
 def _bullet_end(
-    lines: Sequence[str], offsets: Sequence[int], i: int, *, table: Sequence[bool], heading_starts: set[int]
+    lines: Sequence[str],
+    offsets: Sequence[int],
+    i: int,
+    *,
+    table: Sequence[bool],
+    heading_starts: set[int],
+    line_ends: frozenset[int] = frozenset(),
 ) -> tuple[int, int]:
-    """The bullet starting at line `i` with its continuation lines: (next line index, end offset)."""
+    """The bullet starting at line `i` with its continuation lines: (next line index, end offset);
+    a line break in `line_ends` ends it."""
     line = lines[i]
     indent = len(line) - len(line.lstrip())
     end = offsets[i] + len(line)
     j = i + 1
     prev = line
     opened = line.count("(") - line.count(")")
-    while j < len(lines) and _continues_bullet(
-        lines[j],
-        prev,
-        indent,
-        opened=opened,
-        is_table=table[j],
-        heading_starts=heading_starts,
-        start=offsets[j],
+    while (
+        j < len(lines)
+        and end not in line_ends
+        and _continues_bullet(
+            lines[j],
+            prev,
+            indent,
+            opened=opened,
+            is_table=table[j],
+            heading_starts=heading_starts,
+            start=offsets[j],
+        )
     ):
         prev = lines[j]
         opened += prev.count("(") - prev.count(")")

@@ -246,3 +246,23 @@ def test_blockwise_word_pieces_on_a_long_text_without_spaces() -> None:
 
     text = "a" * 5000 + " " + "\u4e2d\u6587" * 3000 + "\n" + "b" * 100
     assert word_pieces(text, block_chars=1000) == token_offsets(text)
+
+
+def test_the_document_hash_follows_the_chunk_layout_not_only_the_text() -> None:
+    """A parser change that moves span boundaries or sections without changing the text re-indexes
+    the documents it changes (and only those): the hash covers where the chunks fall."""
+    from dataclasses import replace
+
+    from evidence.ingest import chunk_document
+    from evidence.records import ParsedDocument, Section
+
+    text = "Listing\n\nAcme Corporation\n100 Main Street\nSpringfield\n"
+    plain = ParsedDocument(text=text, fmt="html")
+    split = replace(plain, line_ends=(25, 41))
+    named = replace(plain, sections=(Section(name="Listing", char_start=0, char_end=len(text)),))
+
+    def digest(doc: ParsedDocument) -> str:
+        return chunk_document(doc, document_id="d", source="a.html", metadata={}).content_hash
+
+    assert digest(plain) == digest(ParsedDocument(text=text, fmt="html"))
+    assert len({digest(plain), digest(split), digest(named)}) == 3

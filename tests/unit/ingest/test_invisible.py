@@ -86,3 +86,18 @@ def test_a_text_of_format_characters_only_is_an_empty_document() -> None:
 
     with pytest.raises(DocumentParseError, match="empty document"):
         parse_text(f"{ZWSP}{SHY}\n{BOM}", filename="blank.md", fmt="md")
+
+
+def test_the_precomputed_format_ranges_are_category_cf_exactly() -> None:
+    """The table that spares every process a scan of all code points is what `unicodedata` says
+    (on a Python with another Unicode version the ranges are derived instead)."""
+    import unicodedata
+
+    import pytest
+
+    from evidence.ingest.parsers import invisible
+
+    if unicodedata.unidata_version != invisible.FORMAT_RANGES_VERSION:
+        pytest.skip("another Unicode version: the ranges are derived, not read from the table")
+    assert invisible.derive_format_ranges() == invisible.FORMAT_RANGES
+    assert invisible._format_ranges() is invisible.FORMAT_RANGES

@@ -137,3 +137,28 @@ def test_a_dot_ended_list_item_or_sentence_is_not_a_clause_title() -> None:
     )
     names = [s.name for s in parse_text(steps, filename="s.txt").sections]
     assert names == ["1. Scope", "2. Procedure"]
+
+
+def test_addendum_exhibit_schedule_appendix_and_annex_headings_are_sections() -> None:
+    """An attached part's heading standing alone is a section, with or without its letter or
+    number and title; a sentence that opens with the word is not."""
+    from evidence.ingest.parsers.plaintext import plaintext_headings
+
+    text = (
+        "TERMS OF SERVICE\n\n1. Definitions\n\nWords mean what they say.\n\n2. Fees\n\nFees are due.\n\n"
+        "EXHIBIT A -Mozilla Public License.\n\n     The contents of this file are subject to it.\n\n"
+        "ADDENDUM: How to use this License for your documents\n\nInclude a copy of the License.\n\n"
+        "Schedule 1 \u2013 Fees\n\nThe fees are listed below.\n\nAPPENDIX B\n\nMore text.\n\n"
+        "Exhibit A shows the layout of the building.\n\n"
+        "Schedule 1. The customer pays the fees within thirty days.\n\n"
+        "Appendix C: how the keys rotate\n"
+    )
+    names = [name for _, _, name in plaintext_headings(text)]
+    for expected in (
+        "EXHIBIT A -Mozilla Public License",
+        "ADDENDUM: How to use this License for your documents",
+        "Schedule 1 \u2013 Fees",
+        "APPENDIX B",
+    ):
+        assert expected in names
+    assert not any(n.startswith(("Exhibit A shows", "Schedule 1. The", "Appendix C")) for n in names)

@@ -342,3 +342,32 @@ def test_a_numbered_clause_wrapped_at_its_numbers_column_continues() -> None:
         "1. Turn the power on",
         "The light goes green.",
     ]
+
+
+def test_html_br_lines_of_a_listing_are_spans_of_their_own() -> None:
+    """Each <br> line of an address or a changelog is one span; a sentence wrapped with <br> stays
+    one sentence. (A <pre> block's lines are not split: that cost answers, ingest13.md.)"""
+    from evidence.ingest import chunk_document, parse_bytes
+    from evidence.records import ChunkKind
+
+    page = (
+        "<html><body><h1>Manual</h1><p>Its output looks like this:</p>"
+        "<pre>==1234== Memcheck, a memory error detector\n==1234== Copyright (C) 2002-2017\n"
+        "==1234== Command: ./prog\n</pre>"
+        "<p>Acme Corporation<br>100 Main Street<br>Springfield, IL 62701</p>"
+        "<p>The tablets are taken with<br>food. They last a day.<br>Keep them dry.</p>"
+        "<ul><li>- fixed the parser<br>- added an option</li></ul></body></html>"
+    )
+    doc = parse_bytes(page.encode(), filename="manual.html")
+    chunks = chunk_document(doc, document_id="d", source="manual.html", metadata={})
+    spans = [c.text for c in chunks.chunks if c.kind is ChunkKind.SPAN]
+    for line in (
+        "Acme Corporation",
+        "100 Main Street",
+        "Springfield, IL 62701",
+        "The tablets are taken with\nfood.",
+        "Keep them dry.",
+        "- - fixed the parser",
+        "- added an option",
+    ):
+        assert line in spans

@@ -23,7 +23,7 @@ from evidence.ingest.parsers.docx import parse_docx
 from evidence.ingest.parsers.html import parse_html
 from evidence.ingest.parsers.invisible import clean_document
 from evidence.ingest.parsers.layout import normalise_newlines
-from evidence.ingest.parsers.markdown import parse_markdown
+from evidence.ingest.parsers.markdown import decode_entities, parse_markdown
 from evidence.ingest.parsers.pdf import parse_pdf
 from evidence.ingest.parsers.plaintext import blank_source, parse_plaintext
 from evidence.ingest.parsers.text import decode_text
@@ -79,6 +79,10 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
         # furniture blanked in plain text is blanked there too.
         source = blank_source(text, doc.text) if fmt == "txt" and doc.page_starts else text
         doc = replace(doc, source_text=source)
+    if fmt == "md":
+        # Character references outside code read as their characters ("&shy;" is a soft hyphen,
+        # removed next), in the source text too (parsers/markdown.py).
+        doc = decode_entities(doc)
     # Format characters removed, ligatures spelled out (parsers/invisible.py), in the source
     # text too: it differs from the parsed text by its CRs only, which stay where they were.
     doc = clean_document(doc)

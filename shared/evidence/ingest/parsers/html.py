@@ -3,6 +3,7 @@ tables as pipe rows; site chrome (nav, scripts, hidden and landmark subtrees) dr
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from typing import Any
 
@@ -115,6 +116,11 @@ class _HtmlText(HTMLParser):
         self.trailing_newlines = 0  # newlines already at the end of the output
         self.after_prefix = False  # just wrote a list marker: breaks wait for the item's text
         self.space_pending = False
+        self.br_pending = False  # the owed line break is a <br>'s
+        # Offsets of the "\n" of <br> line breaks (`_listing_breaks` keeps those that end a line of
+        # a listing or an address, not a wrapped sentence). A <pre> block's lines are not marked:
+        # one span per line of code cost 3 answers of 839 (bench/data/session41/ingest13.md).
+        self.br_ends: list[int] = []
         # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
         # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
         self.skip_tag = ""
@@ -179,18 +185,23 @@ class _HtmlText(HTMLParser):
         if self.length and not self.after_prefix:
             self.pending_break = max(self.pending_break, n)
         self.space_pending = False
+        self.br_pending = False
 
     def _line_break(self) -> None:
         """<br>: each one adds a line, so two make a blank line."""
         if self.length and not self.after_prefix:
             self.pending_break = min(self.pending_break + 1, 2)
+            self.br_pending = True
         self.space_pending = False
 
     def _start_text(self) -> None:
         need = self.pending_break - self.trailing_newlines
         if self.pending_break and self.length and need > 0:
+            if self.br_pending and self.pending_break == 1:
+                self.br_ends.append(self.length)
             self._emit("\n" * need)
         self.pending_break = 0
+        self.br_pending = False
 
     def _write(self, text: str) -> None:
         if not text:
@@ -465,4 +476,34 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    return ParsedDocument(text=text, title=parser.title or parser.first_h1, sections=sections, fmt="html")
+    ends = _listing_breaks(text, parser.br_ends)
+    return ParsedDocument(
+        text=text,
+        title=parser.title or parser.first_h1,
+        sections=sections,
+        fmt="html",
+        line_ends=tuple(ends),
+    )
+
+
+#: A line ending on an article, a preposition, a conjunction or a hyphen: a sentence wrapped
+#: with <br>, not a line of its own (so is a line the next one continues in lower case).
+_WRAPPED_END = re.compile(
+    r"(?:\s(?:the|a|an|this|these|its|their|of|with|by|from|into|to|in|on|for|at|and|or|nor)"
+    r"|[-\u2010])[ \t]*$",
+    re.IGNORECASE,
+)
+
+
+def _listing_breaks(text: str, breaks: list[int]) -> list[int]:
+    """The <br> breaks that end a line of a listing, an address or a changelog ("Acme Corp" /
+    "1 Main Street", "- fixed the parser" / "- new option"): each such line is its own fact span.
+    A paragraph wrapped with <br> ("… taken with" / "food.") keeps its sentences whole."""
+    out: list[int] = []
+    for k in breaks:
+        line_start = text.rfind("\n", 0, k) + 1
+        nxt = text[k + 1 : k + 2]
+        if not nxt or nxt.islower() or _WRAPPED_END.search(text, line_start, k):
+            continue
+        out.append(k)
+    return out

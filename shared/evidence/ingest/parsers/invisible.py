@@ -23,6 +23,7 @@ import re
 import sys
 import unicodedata
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import replace
 from itertools import accumulate
 
@@ -40,19 +41,44 @@ LIGATURES = {
 }
 
 
-def _format_characters() -> str:
-    ranges: list[str] = []
+#: The code point ranges of category Cf in the Unicode database `FORMAT_RANGES_VERSION`
+#: (Python 3.11's `unicodedata`). Deriving them from `unicodedata` means testing all 1.1 M code
+#: points, ~0.13 s at the first parse of every process; a unit test checks this table against
+#: `unicodedata`, and a Python with another Unicode version derives its own (`_format_ranges`).
+FORMAT_RANGES_VERSION = "14.0.0"
+FORMAT_RANGES: tuple[tuple[int, int], ...] = (
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)  # fmt: skip
+
+
+def derive_format_ranges() -> tuple[tuple[int, int], ...]:
+    """Category Cf's code point ranges, from `unicodedata` (every code point tested)."""
+    ranges: list[tuple[int, int]] = []
     start = prev = -2
     for cp in range(sys.maxunicode + 1):
         if unicodedata.category(chr(cp)) != "Cf":
             continue
         if cp != prev + 1:
             if start >= 0:
-                ranges.append(_range(start, prev))
+                ranges.append((start, prev))
             start = cp
         prev = cp
-    ranges.append(_range(start, prev))
-    return "".join(ranges)
+    ranges.append((start, prev))
+    return tuple(ranges)
+
+
+def _format_ranges() -> tuple[tuple[int, int], ...]:
+    if unicodedata.unidata_version == FORMAT_RANGES_VERSION:
+        return FORMAT_RANGES
+    return derive_format_ranges()
+
+
+def _format_characters() -> str:
+    return "".join(_range(a, b) for a, b in _format_ranges())
 
 
 def _range(a: int, b: int) -> str:
@@ -69,35 +95,58 @@ def clean_text(text: str) -> str:
     return _INVISIBLE.sub(lambda m: LIGATURES.get(m.group(), ""), text)
 
 
-class _OffsetMap:
-    """Old offset → offset in the cleaned text: each change at old position q moves every offset
-    after q by its length difference (-1 for a removed character, +1 for "fi" from U+FB01)."""
+def clean_question(text: str | None) -> str | None:
+    """A question read as the documents are: format characters out, ligatures spelled out
+    (`Service.run_profile` and `Service.plan` clean `query` and `criterion_question` before any
+    analysis, so "encryp\u00adtion" asks for "encryption" on every path)."""
+    return None if text is None else clean_text(text)
 
-    def __init__(self, text: str) -> None:
-        self.positions: list[int] = []
-        deltas: list[int] = []
-        for m in _INVISIBLE.finditer(text):
-            self.positions.append(m.start())
-            deltas.append(len(LIGATURES.get(m.group(), "")) - 1)
-        self.shift = [0, *accumulate(deltas)]
+
+class _OffsetMap:
+    """Old offset → offset in the edited text: each edit at old position q moves every offset
+    after q by its length difference (-1 for a removed character, +1 for "fi" from U+FB01, -4 for
+    "&amp;" read as "&")."""
+
+    def __init__(self, edits: list[tuple[int, int, str]]) -> None:
+        self.positions = [a for a, _, _ in edits]
+        self.shift = [0, *accumulate(len(new) - (b - a) for a, b, new in edits)]
 
     def __call__(self, offset: int) -> int:
         return offset + self.shift[bisect_left(self.positions, offset)]
 
 
-def clean_document(doc: ParsedDocument) -> ParsedDocument:
-    """`doc` with format characters removed and ligatures spelled out in its text, title, subject
-    and section names; section and page offsets follow the text. Unchanged documents are returned
-    as they are."""
-    text = doc.text
-    changed_text = _INVISIBLE.search(text) is not None
-    names = [doc.title, *doc.subject, *(s.name for s in doc.sections)]
-    if not changed_text and not any(_INVISIBLE.search(n) for n in names):
-        return doc
-    at = _OffsetMap(text) if changed_text else (lambda offset: offset)
+def _invisible_edits(text: str) -> list[tuple[int, int, str]]:
+    return [(m.start(), m.end(), LIGATURES.get(m.group(), "")) for m in _INVISIBLE.finditer(text)]
+
+
+def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end, replacement) applied; the edits are sorted and disjoint."""
+    if not edits:
+        return text
+    out: list[str] = []
+    pos = 0
+    for a, b, new in edits:
+        out.append(text[pos:a])
+        out.append(new)
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def edit_document(
+    doc: ParsedDocument,
+    edits: list[tuple[int, int, str]],
+    *,
+    source_edits: list[tuple[int, int, str]] | None = None,
+    rename: Callable[[str], str] = lambda name: name,
+) -> ParsedDocument:
+    """`doc` with `edits` applied to its text (and `source_edits` to its CRLF source text), every
+    section and page offset moved with the text, and `rename` applied to its title, subject and
+    section names."""
+    at = _OffsetMap(edits) if edits else (lambda offset: offset)
     sections = tuple(
         Section(
-            name=clean_text(s.name),
+            name=rename(s.name),
             char_start=at(s.char_start),
             char_end=at(s.char_end),
             level=s.level,
@@ -105,12 +154,31 @@ def clean_document(doc: ParsedDocument) -> ParsedDocument:
         )
         for s in doc.sections
     )
+    source = doc.source_text
     return replace(
         doc,
-        text=clean_text(text),
-        title=clean_text(doc.title),
-        subject=tuple(clean_text(n) for n in doc.subject),
+        text=apply_edits(doc.text, edits),
+        title=rename(doc.title),
+        subject=tuple(rename(n) for n in doc.subject),
         sections=sections,
         page_starts=tuple(at(p) for p in doc.page_starts),
-        source_text=clean_text(doc.source_text) if doc.source_text is not None else None,
+        line_ends=tuple(at(e) for e in doc.line_ends),
+        source_text=apply_edits(source, source_edits or []) if source is not None else None,
+    )
+
+
+def clean_document(doc: ParsedDocument) -> ParsedDocument:
+    """`doc` with format characters removed and ligatures spelled out in its text, title, subject
+    and section names; section and page offsets follow the text. Unchanged documents are returned
+    as they are."""
+    text = doc.text
+    names = [doc.title, *doc.subject, *(s.name for s in doc.sections)]
+    if _INVISIBLE.search(text) is None and not any(_INVISIBLE.search(n) for n in names):
+        return doc
+    source = doc.source_text
+    return edit_document(
+        doc,
+        _invisible_edits(text),
+        source_edits=_invisible_edits(source) if source is not None else None,
+        rename=clean_text,
     )

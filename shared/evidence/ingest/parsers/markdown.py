@@ -1,12 +1,22 @@
-"""Markdown: the source is kept verbatim (a span is an exact substring of the uploaded file);
-ATX and setext headings outside fenced code become sections."""
+"""Markdown: the source is kept verbatim (a span is an exact substring of the uploaded file),
+but for its HTML character references outside code ("soluti&shy;ons", "R&amp;D", "&#8209;"),
+which are read as the characters they stand for (`decode_entities`); ATX and setext headings
+outside fenced code become sections."""
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
+from bisect import bisect_left, bisect_right
 
+from evidence.ingest.parsers.invisible import edit_document
 from evidence.ingest.parsers.layout import Heading, flat_sections
 from evidence.records import ParsedDocument, Section
+
+#: An HTML character reference: named ("&amp;", "&shy;"), decimal ("&#8209;") or hex ("&#x2011;").
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_BACKTICKS = re.compile(r"`+")
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -86,3 +96,93 @@ def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; the first level-1 heading is the default title."""
     sections, h1 = markdown_sections(text)
     return ParsedDocument(text=text, title=title or h1, sections=sections, fmt="md")
+
+
+def _code_ranges(text: str) -> list[tuple[int, int]]:
+    """Where `text` is code, in which a character reference is literal: fenced blocks, indented
+    blocks (four spaces after a blank line) and inline code spans (a backtick run closed by one of
+    the same length before a blank line). Lines may end in CRLF (an upload's source text)."""
+    ranges: list[tuple[int, int]] = []
+    fence: str | None = None
+    blank_before = True
+    indented = False
+    blanks: list[int] = []  # starts of blank lines: an inline code span does not cross one
+    pos = 0
+    for raw in text.split("\n"):
+        start, pos = pos, pos + len(raw) + 1
+        line = raw.rstrip("\r")
+        fm = _FENCE.match(line)
+        if fence is not None:
+            ranges.append((start, pos))
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                fence = None
+            continue
+        if fm:
+            fence = fm.group(1)
+            ranges.append((start, pos))
+            continue
+        if not line.strip():
+            blanks.append(start)
+            blank_before = True  # an indented block goes on over blank lines
+            continue
+        lead = len(line) - len(line.lstrip(" \t"))
+        code = line[:lead].expandtabs(4)
+        indented = len(code) >= 4 and (blank_before or indented)
+        if indented:
+            ranges.append((start, pos))
+        blank_before = False
+    runs: dict[int, list[int]] = {}
+    for m in _BACKTICKS.finditer(text):
+        runs.setdefault(m.end() - m.start(), []).append(m.start())
+    for m in _BACKTICKS.finditer(text):
+        n = m.end() - m.start()
+        if ranges and _inside(ranges, m.start()):
+            continue
+        same = runs[n]
+        k = bisect_right(same, m.start())
+        if k < len(same) and bisect_left(blanks, same[k]) == bisect_left(blanks, m.start()):
+            ranges.append((m.start(), same[k] + n))
+    return sorted(ranges)
+
+
+def _inside(ranges: list[tuple[int, int]], offset: int) -> bool:
+    i = bisect_right(ranges, (offset, float("inf"))) - 1
+    return i >= 0 and ranges[i][0] <= offset < ranges[i][1]
+
+
+def _readable(char: str) -> bool:
+    """A reference that stands for a line break or a control character stays as written: it
+    would change the document's lines (and the CRLF offset map), which the reference does not."""
+    return bool(char) and not any(c in "\r\n" or unicodedata.category(c) == "Cc" for c in char)
+
+
+def entity_edits(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, character) of every character reference outside code, not escaped (`\\&amp;`)."""
+    if "&" not in text:
+        return []
+    code = _code_ranges(text) if "`" in text or "    " in text or "\t" in text else []
+    edits: list[tuple[int, int, str]] = []
+    for m in _ENTITY.finditer(text):
+        a = m.start()
+        if (a and text[a - 1] == "\\") or (code and _inside(code, a)):
+            continue
+        char = html.unescape(m.group())
+        if char != m.group() and _readable(char):
+            edits.append((a, m.end(), char))
+    return edits
+
+
+def decode_entities(doc: ParsedDocument) -> ParsedDocument:
+    """A Markdown document with its character references outside code read as their characters
+    ("&shy;" a soft hyphen, removed with the other format characters next; "&amp;" "&"), section
+    offsets following the text; its source text (a CRLF upload's) alike."""
+    edits = entity_edits(doc.text)
+    if not edits and not any("&" in n for n in (doc.title, *(s.name for s in doc.sections))):
+        return doc
+    source = doc.source_text
+    return edit_document(
+        doc,
+        edits,
+        source_edits=entity_edits(source) if source is not None else None,
+        rename=lambda name: html.unescape(name) if "&" in name else name,
+    )

@@ -62,6 +62,16 @@ _NUMBERED = re.compile(
     r"(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
+#: A document's attached part: "ADDENDUM: How to use this License …", "EXHIBIT A -Mozilla Public
+#: License.", "Schedule 1 - Fees", "APPENDIX B", "Annex II. Definitions". The keyword in capitals
+#: or capitalised, an optional letter, number or Roman numeral, then nothing or a separator and a
+#: short title (`_part_heading`).
+_PART = re.compile(
+    r"^[ \t]*(?P<kw>(?:ADDENDUM|EXHIBIT|SCHEDULE|APPENDIX|ANNEX|ATTACHMENT|ENCLOSURE|SUPPLEMENT|RIDER)S?"
+    r"|(?:Addendum|Exhibit|Schedule|Appendix|Annex|Attachment|Enclosure|Supplement|Rider)s?)"
+    r"(?:[ \t]+(?P<num>\d{1,3}(?:\.\d{1,3})?|[IVXLC]{1,6}|[A-Z](?:-?\d{1,2})?)(?![\w'])"
+    r")?(?P<sep>[ \t]*(?:[.:][ \t]|[.:]?$|[ \t]+[-\u2013\u2014][ \t]*|[ \t]*[-\u2013\u2014][ \t]+))?"
+)
 #: A list item's marker: "3.", "3)", "(a)", "A.", "iv.", "-", "*", "•".
 _ITEM_MARK = re.compile(
     r"^[ \t]*(?:\(?(?:\d{1,3}(?:\.\d{1,3})*|[A-Za-z]|[ivxlc]{1,6})[.)][ \t]|[-*+\u2022][ \t])"
@@ -189,6 +199,30 @@ def _caps_heading(lines: list[str], i: int) -> bool:
     return not before and not (after and _caps(after) and not _UNDERLINE.match(after))
 
 
+def _part_heading(lines: list[str], i: int) -> str | None:
+    """An addendum, exhibit, schedule, appendix or annex heading standing alone (after a blank
+    line, not wrapped into the next line unless a blank follows the title): the line's text."""
+    s = lines[i].strip()
+    m = _PART.match(s)
+    if not m or len(s) > MAX_TITLE_CHARS or (i and lines[i - 1].strip()) or _LEADER.search(s):
+        return None
+    if m.group("sep") is None and m.end() < len(s):
+        return None  # "Exhibit A shows …", "Schedules are …": a sentence
+    title = s[m.end() :].strip()
+    if not title:
+        return s.rstrip(".:").strip() if (m.group("num") or m.group("kw").isupper()) else None
+    if s[-1] in ",;" or _COLUMNS.search(title) or len(title.split()) > MAX_TITLE_WORDS + 4:
+        return None
+    words = title.rstrip(".").strip()
+    colon = m.group("sep").strip() == ":" and m.group("kw").isupper()
+    if not (_title_case(words) or _caps(words) or colon):
+        return None  # "Schedule 1. The customer pays …": a clause's sentence
+    nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+    if nxt and not title.endswith((".", ":")) and nxt[:1].islower():
+        return None  # the title wraps on: prose
+    return s.rstrip(".:").strip()
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
@@ -273,7 +307,10 @@ def plaintext_headings(text: str) -> list[Heading]:
             numbered.append((at, found.level + 1, found.heading))
             last = found.parts or last
             continue
-        if _caps_heading(lines, i) and not (
+        part = _part_heading(lines, i)
+        if part is not None:
+            other.append((at, 1, part))
+        elif _caps_heading(lines, i) and not (
             body_indent and _indent(line) > body_indent and not _centred(line, width)
         ):
             other.append((at, 1, s))
