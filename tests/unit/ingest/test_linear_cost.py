@@ -110,7 +110,10 @@ def test_nested_html_lists_cost_linear_text_below_the_depth_limit() -> None:
     doc = parse_text(html, filename="deep.html", fmt="html")
     # Indentation stops at 8 levels: each item costs a bounded number of characters.
     assert max(len(line) - len(line.lstrip()) for line in doc.text.splitlines()) == 16
-    assert ratio(html, "html") <= 6
+    # 5,000 one-word items are 5,000 bullet spans, so the linear code measures 3.2-5.5x an
+    # ordinary page of that size on an idle 2-core machine (bound 6 failed there); indentation
+    # growing with depth (the defect, pinned exactly above) would be ~25x the text.
+    assert ratio(html, "html") <= 10
 
 
 def test_deep_spl_xml_is_refused_before_the_recursive_walk() -> None:
