@@ -49,3 +49,12 @@ def test_a_crlf_upload_maps_to_its_decoded_source() -> None:
 def test_a_reference_to_a_line_break_stays_as_written() -> None:
     text, _ = _spans("# A\n\nOne&#10;two &#13; three.\n")
     assert "One&#10;two &#13; three." in text
+
+
+def test_text_between_code_spans_is_not_code() -> None:
+    # A span's closing backticks open no second span, and a fenced block later in the file does
+    # not hide the inline spans ahead of it.
+    text, _ = _spans("Use `a` R&amp;D `b` and `c &amp; d`.\n\n```\nx &amp; y\n```\n\nmore `e` Q&amp;A `f`\n")
+    assert "Use `a` R&D `b` and `c &amp; d`." in text
+    assert "x &amp; y" in text
+    assert "more `e` Q&A `f`" in text

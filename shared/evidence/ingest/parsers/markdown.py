@@ -131,18 +131,24 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
         if indented:
             ranges.append((start, pos))
         blank_before = False
+    ticks = list(_BACKTICKS.finditer(text))
     runs: dict[int, list[int]] = {}
-    for m in _BACKTICKS.finditer(text):
+    for m in ticks:
         runs.setdefault(m.end() - m.start(), []).append(m.start())
-    for m in _BACKTICKS.finditer(text):
+    # The block ranges stay apart from the inline spans found here: `_inside` bisects a sorted
+    # list, and a span's closing run (before `closed`) must not open another span.
+    inline: list[tuple[int, int]] = []
+    closed = 0
+    for m in ticks:
         n = m.end() - m.start()
-        if ranges and _inside(ranges, m.start()):
+        if m.start() < closed or (ranges and _inside(ranges, m.start())):
             continue
         same = runs[n]
         k = bisect_right(same, m.start())
         if k < len(same) and bisect_left(blanks, same[k]) == bisect_left(blanks, m.start()):
-            ranges.append((m.start(), same[k] + n))
-    return sorted(ranges)
+            closed = same[k] + n
+            inline.append((m.start(), closed))
+    return sorted(ranges + inline)
 
 
 def _inside(ranges: list[tuple[int, int]], offset: int) -> bool:
