@@ -68,11 +68,13 @@ def test_60_kb_of_spaces_costs_at_most_3x_an_ordinary_60_kb_document() -> None:
     assert ratio(bad) <= 3
 
 
-def test_32000_dots_cost_at_most_5x() -> None:
-    # Each dot is a word piece (4-5x the tokens of prose per byte, so more passages): ~3x measured;
-    # 900x before the fix, when the sentence splitter rescanned the run from each dot.
-    assert ratio("a" + "." * 32_000) <= 5
-    assert ratio("." * 32_000 + " x") <= 5
+def test_32000_dots_cost_at_most_8x() -> None:
+    # Each dot is a word piece (4-5x the tokens of prose per byte, so more passages): 3.4-3.8x
+    # measured at load ~4; the nested-list case below, 4.5 at that load, read up to 5.5 on an idle
+    # machine, so the bound leaves the same room: 8. 900x before the fix, when the sentence
+    # splitter rescanned the run from each dot.
+    assert ratio("a" + "." * 32_000) <= 8
+    assert ratio("." * 32_000 + " x") <= 8
 
 
 @pytest.mark.parametrize(
