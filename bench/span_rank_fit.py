@@ -110,6 +110,7 @@ from evidence.config import Settings  # noqa: E402
 from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
 from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.rank.guardrail import within_chars  # noqa: E402
+from evidence.rank.similarity import cosine_rows  # noqa: E402
 from evidence.verbatim.hybrid import same_text as _same_text  # noqa: E402
 from evidence.verbatim.span_rank import (  # noqa: E402
     DENSE_FEATURES,
@@ -209,11 +210,10 @@ def collect(root: Path, store: Path | None, families: Sequence[str] | None) -> d
                     embed_seconds += time.perf_counter() - t0
                     span_counts[family.name] = max(span_counts.get(family.name, 0), len(spans))
                     q = np.asarray(state.vector, dtype=np.float32).reshape(-1)
-                    q = q / (np.linalg.norm(q) or 1.0)
 
                     def cos(t: str, q: np.ndarray = q) -> float:
-                        v = embedded[t]
-                        return float(v @ q / (np.linalg.norm(v) or 1.0))
+                        # the cosine the cascade's span scorer computes (`cosine_columns`)
+                        return float(cosine_rows(embedded[t][None, :], q)[0])
 
                     # Token-match features of the shipped lexical model's best TOKEN_HEAD spans.
                     t0 = time.perf_counter()

@@ -269,10 +269,11 @@ class EvidenceService(Indexing):
         from evidence.search.scoped import bind_filters
 
         # Closures, not the service: no attribute the profile is given is the backend itself (nor a
-        # bound method, whose `__self__` is the service).
+        # bound method, whose `__self__` is the service), nor the coach's runtime (whose service
+        # holds the backend): the profile gets its `coach` alone.
         services = ProfileServices(
             document_embedder=lambda name: self.document_embedder(name),  # noqa: PLW0108
-            coach_runtime=lambda: self.coach_runtime,
+            coach_runtime=lambda: self.coach_runtime.answering(),  # noqa: PLW0108
         )
         return ProfileEnv(
             backend=bind_filters(self.backend, filters),

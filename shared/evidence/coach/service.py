@@ -2,14 +2,18 @@
 
 `EvidenceService` keeps one `CoachRuntime` and delegates to it, so that the backend, embedder,
 reranker and settings are the service's own, and the per-stage cost estimates that the
-deadline logic uses live as long as the process.
+deadline logic uses live as long as the process. The service owns its runtime; the runtime
+refers back to it weakly (a strong reference made the two a cycle: a dropped service, with its
+backend and model, waited for the cyclic collector instead of going with its last reference).
+A profile is handed the runtime's `coach` alone (`CoachRuntime.answering`), never the runtime.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.coach.budget import StageCosts
@@ -68,9 +72,26 @@ class CoachAnswering(Protocol):
     ) -> CoachResponse: ...
 
 
+class _Answering:
+    """A runtime's `coach` and nothing else of it: no attribute of this leads to the runtime, whose
+    service holds the unfiltered backend (a closure's cell does: Python is no sandbox, as
+    `profiles.ProfileServices` says)."""
+
+    __slots__ = ("_coach",)
+
+    def __init__(self, coach: Callable[..., CoachResponse]) -> None:
+        self._coach = coach
+
+    def coach(
+        self, index: str, request: CoachRequest, *, guardrail: ProfileParams, backend: SearchReader
+    ) -> CoachResponse:
+        return self._coach(index, request, guardrail=guardrail, backend=backend)
+
+
 class CoachRuntime:
     def __init__(self, service: ServiceParts) -> None:
-        self.service = service
+        # Weakly: the service owns this runtime (`EvidenceService.coach_runtime`).
+        self._service = weakref.ref(service)
         self.costs = StageCosts()
         self._lock = threading.Lock()
         self._llm_built = False
@@ -79,6 +100,23 @@ class CoachRuntime:
         self._warm_lock = threading.Lock()
         self._warmed = False
         self._warm_indexes: set[str] = set()
+
+    @property
+    def service(self) -> ServiceParts:
+        service = self._service()
+        if service is None:
+            raise ReferenceError("the coach runtime outlived the service it belongs to")
+        return service
+
+    def answering(self) -> CoachAnswering:
+        """What a profile may use of this runtime: `coach` through the view it is handed."""
+
+        def coach(
+            index: str, request: CoachRequest, *, guardrail: ProfileParams, backend: SearchReader
+        ) -> CoachResponse:
+            return self.coach(index, request, guardrail=guardrail, backend=backend)
+
+        return _Answering(coach)
 
     def warm(self, index: str | None = None) -> None:
         """Load what a coach request needs before any request's time budget starts.

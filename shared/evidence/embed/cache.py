@@ -4,8 +4,9 @@ Re-indexing unchanged text costs no inference. The scope is the index by default
 shared by every index answered a tenant's upload of text that another tenant already held in
 ~60-200 ms instead of ~1-2 s, which told the second tenant what the first one had indexed
 (issue 26.5). `EVIDENCE_EMBEDDING_CACHE_SCOPE=shared` shares one scope across indexes again, for
-a store whose indexes all belong to one owner. SQLite in WAL mode: safe for concurrent readers
-and one writer.
+a store whose indexes all belong to one owner. SQLite in WAL mode (`sqlite_wal`): concurrent
+readers and one writer at a time, in any number of processes; each write is one transaction, so a
+process killed mid-write leaves the rows of its earlier writes and none of that one.
 
 The same store keeps texts' word-piece vectors apart (`embed.pieces`, `<store>/pieces.sqlite3`,
 in the same scopes), for the verbatim span scorer's token-level match.
@@ -25,6 +26,7 @@ import numpy as np
 from evidence.embed.base import Embedder, Matrix, document_key
 from evidence.embed.pieces import PieceCache, ScopedPieces
 from evidence.retry import check_deadline
+from evidence.sqlite_wal import immediate, open_wal
 
 #: Passages embedded between two looks at the request's deadline (~1-2 s of MiniLM on 2 cores).
 EMBED_SLICE = 32
@@ -40,11 +42,7 @@ class EmbeddingCache:
         self.path = path
         self.pieces_max_bytes = pieces_max_bytes
         self._pieces: PieceCache | None = None
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
-        from evidence.sqlite_wal import enable_wal
-
-        enable_wal(self._db)
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = open_wal(path, busy_s=60)
         # A table of its own: the rows of the earlier, unscoped table (`embeddings`) belong to no
         # index, so they are not read (a scoped store must not answer from them).
         self._db.execute(
@@ -70,18 +68,13 @@ class EmbeddingCache:
 
     def put_many(self, model: str, items: Sequence[tuple[str, Matrix]], *, scope: str = SHARED_SCOPE) -> None:
         """Best effort: a cache that cannot be written (a full disk) costs a re-embedding later,
-        never the caller's write; the transaction is rolled back so the next one can begin."""
+        never the caller's write. The items are written in one transaction, whole or not at all."""
+        rows = [(scope, model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items]
         with self._lock:
             try:
-                self._db.execute("BEGIN")
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO scoped_embeddings VALUES (?, ?, ?, ?)",
-                    [(scope, model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
-                )
-                self._db.execute("COMMIT")
+                with immediate(self._db):
+                    self._db.executemany("INSERT OR REPLACE INTO scoped_embeddings VALUES (?, ?, ?, ?)", rows)
             except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.rollback()
                 logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
 
     @property

@@ -21,10 +21,12 @@ it. "Used" is the time a row was written or last read; a read refreshes it at mo
 `TOUCH_S`, so a steady state of repeated questions writes nothing. SQLite frees the pages of
 deleted rows for reuse, so the file stays near the bound (it never shrinks without VACUUM).
 
-Several processes: WAL (readers never wait; one writer at a time), as `embeddings.sqlite3`. Every
-write is best effort: a busy or full disk costs a re-embedding later, never the query. A file that
-is not a database (or whose pages are found malformed) is moved aside to `pieces.sqlite3.corrupt`
-and a new one started; a row whose vectors are not unit rows is ignored and recomputed.
+Several processes: WAL (readers never wait; one writer at a time), opened and written as
+`embeddings.sqlite3` and the store's records are (`sqlite_wal`: each write one transaction, whole
+or not at all, so a process killed mid-write leaves a readable file). Every write is best effort:
+a busy or full disk costs a re-embedding later, never the query. A file that is not a database
+(or whose pages are found malformed) is moved aside to `pieces.sqlite3.corrupt` and a new one
+started; a row whose vectors are not unit rows is ignored and recomputed.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from evidence.sqlite_wal import immediate, open_wal
 
 log = logging.getLogger(__name__)
 
@@ -113,19 +117,14 @@ class PieceCache:
     # --- the file -------------------------------------------------------------------------
 
     def _open(self) -> None:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_S)
+        db = open_wal(self.path, busy_s=BUSY_S)
         try:
-            from evidence.sqlite_wal import enable_wal
-
-            enable_wal(db)
-            db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA recursive_triggers=ON")
             made = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'pieces_removed'").fetchone()
             if not made:  # the schema, once per file (an opener of a made file takes no write lock)
-                db.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA:
-                    db.execute(statement)
-                db.execute("COMMIT")
+                with immediate(db):
+                    for statement in _SCHEMA:
+                        db.execute(statement)
         except BaseException:
             db.close()
             raise
@@ -151,6 +150,8 @@ class PieceCache:
             self._db = None
 
     def _failed(self, exc: sqlite3.Error, doing: str) -> None:
+        # A write's transaction is rolled back by `immediate`; a read's (or a ROLLBACK that
+        # failed) is ended here.
         if self._db is not None and self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.rollback()
@@ -199,18 +200,14 @@ class PieceCache:
         assert self._db is not None
         try:
             self._db.execute("PRAGMA busy_timeout = 0")
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(
-                "UPDATE pieces SET used = ? WHERE scope = ? AND model = ? AND hash = ?",
-                [(now, scope, model, h) for h in hashes],
-            )
-            self._db.execute("COMMIT")
+            with immediate(self._db):
+                self._db.executemany(
+                    "UPDATE pieces SET used = ? WHERE scope = ? AND model = ? AND hash = ?",
+                    [(now, scope, model, h) for h in hashes],
+                )
         except sqlite3.Error as exc:
             if not _busy(exc):
                 self._failed(exc, "refreshed")
-            elif self._db is not None and self._db.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.rollback()
         finally:
             # Best effort as the rest: a read that found its rows must not fail on the way out.
             if self._db is not None:
@@ -231,10 +228,11 @@ class PieceCache:
             if self._db is None or not rows:
                 return
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                self._evict()
-                self._db.execute("COMMIT")
+                with immediate(self._db):
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO pieces VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+                    )
+                    self._evict()
             except sqlite3.Error as exc:
                 self._failed(exc, "written")
 

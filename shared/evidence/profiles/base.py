@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 class ProfileServices:
     """What a profile may use of the service beyond its view of the index: the index's document
     embedder (the verbatim cascade's span embeddings, through the store's embedding cache) and
-    the coach's runtime (its warm-up and per-stage cost estimates live as long as the process).
+    the coach's answering (`CoachRuntime.answering`: the runtime's `coach` alone; the runtime,
+    whose warm-up and per-stage cost estimates live as long as the process, stays the service's).
 
     Functions, not the service: the service holds the backend itself (its writes, the whole
     index), and a profile that reached it there would read past the request's filters. Python

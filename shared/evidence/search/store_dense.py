@@ -19,7 +19,8 @@ from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import REBUILD_SHARE, AnnConfig, AnnIndex, Restriction, crc_of
 from evidence.search.ann import available as ann_available
 from evidence.search.base import Filters, Vector
-from evidence.search.store_records import RecordStore, immediate, select_in
+from evidence.search.store_records import RecordStore, select_in
+from evidence.sqlite_wal import immediate
 
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 EXACT_FILTERED_MAX = 4096

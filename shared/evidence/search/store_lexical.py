@@ -19,7 +19,8 @@ from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer, with_joined_compounds
 from evidence.search.ann import AnnConfig
 from evidence.search.base import Filters, filter_value
-from evidence.search.store_records import RecordStore, _metadata_terms, immediate, meta_term
+from evidence.search.store_records import RecordStore, _metadata_terms, meta_term
+from evidence.sqlite_wal import immediate
 
 if TYPE_CHECKING:
     import tantivy

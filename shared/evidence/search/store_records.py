@@ -22,6 +22,7 @@ from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
 from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import DocumentInfo, Filters, IndexInfo, filter_value
+from evidence.sqlite_wal import open_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -92,22 +93,6 @@ _LOGGED = -1
 IN_BATCH = 900
 
 
-@contextmanager
-def immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction on the writer's connection (`isolation_level=None`): BEGIN IMMEDIATE
-    takes the write lock at once, COMMIT at the block's end. Whatever the block raises rolls it
-    back, unless SQLite rolled back by itself (SQLITE_FULL), where a second ROLLBACK would raise
-    and hide the cause."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-
-
 def select_in(db: sqlite3.Connection, sql: str, keys: Sequence[Any], *params: Any) -> Iterator[Any]:
     """The rows of `sql`, whose `{marks}` stands for the placeholders of `keys`, asked in batches
     of `IN_BATCH`; `params` are bound after the keys."""
@@ -167,17 +152,10 @@ class RecordStore:
         self._small = threading.Lock()  # the reader pool, the caches' dicts, the open tantivy indexes
         # Another process (a second `evidence index`, the server) may hold the write lock for a
         # batch: wait for it rather than fail.
-        self._db = sqlite3.connect(
-            root / "records.sqlite3", check_same_thread=False, isolation_level=None, timeout=60
-        )
         # A chunk row (text + float16 vector) is ~1.6 kB: 4 kB pages held two and left ~20% of
         # each page empty; 16 kB pages waste ~5%. Only a new file takes it (an existing one keeps
-        # its page size), so it goes before anything is written.
-        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        from evidence.sqlite_wal import enable_wal
-
-        enable_wal(self._db)
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # its page size).
+        self._db = open_wal(root / "records.sqlite3", busy_s=60, page_size=PAGE_SIZE)
         self._db.executescript(_SCHEMA)
         self._cache_gen = -1
         self._by_rowid: dict[int, Chunk] = {}

@@ -65,6 +65,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from evidence.errors import ConfigurationError, DeadlineExceededError, EvidenceError
+from evidence.rank.similarity import cosine_rows
 from evidence.records import Chunk, SpanType
 from evidence.verbatim.answer_types import AnswerType, answer_types
 
@@ -276,10 +277,8 @@ def cosine_columns(
     embed instead, e.g. a table row with its header) and distinct headings, embedded in one call."""
     texts = list(context) if context is not None else [c.text for c in spans]
     headings = list(dict.fromkeys(c.section for c in spans if c.section))
-    vectors = np.asarray(embed([*texts, *headings]), dtype=np.float32)
-    q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    cos = vectors @ q / ((np.linalg.norm(vectors, axis=1) * (np.linalg.norm(q) or 1.0)) + 1e-12)
-    span_cos = cos[: len(texts)].astype(np.float64)
+    cos = cosine_rows(embed([*texts, *headings]), query_vector)
+    span_cos = cos[: len(texts)]
     by_heading = dict(zip(headings, cos[len(texts) :].tolist(), strict=True))
     head_cos = np.asarray([by_heading.get(c.section, 0.0) for c in spans], dtype=np.float64)
     return {"span_cosine": span_cos, "heading_cosine": head_cos}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from evidence.rank.similarity import MarginalRelevance, cosine, cosines, mmr, unit_rows
+from evidence.rank.similarity import MarginalRelevance, cosine, cosine_rows, cosines, mmr, unit_rows
 
 
 def test_cosine_is_defined_for_zero_and_nonfinite_norms() -> None:
@@ -25,6 +25,22 @@ def test_cosines_by_key_leave_undefined_ones_out() -> None:
     stored = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 0.0]), "c": np.array([0.0, 1.0])}
     assert cosines([1.0, 0.0], stored) == pytest.approx({"a": 1.0, "c": 0.0})
     assert cosines(None, stored) == {}
+
+
+def test_cosine_rows_are_cosine_row_by_row_and_zero_without_a_direction() -> None:
+    rng = np.random.default_rng(7)
+    mat = rng.normal(size=(6, 5)).astype(np.float32)
+    mat[2] = 0.0
+    mat[4, 1] = math.nan
+    mat[5, 0] = math.inf
+    q = rng.normal(size=5).astype(np.float32)
+    got = cosine_rows(mat, q)
+    assert got.dtype == np.float64 and got.shape == (6,)
+    assert got.tolist() == pytest.approx([cosine(row, q) or 0.0 for row in mat], abs=1e-6)
+    assert got[[2, 4, 5]].tolist() == [0.0, 0.0, 0.0]
+    assert not cosine_rows(mat, np.zeros(5)).any()
+    assert not cosine_rows(mat, None).any()
+    assert cosine_rows(np.empty((0, 5)), q).shape == (0,)
 
 
 def test_unit_rows_zero_what_has_no_direction() -> None:

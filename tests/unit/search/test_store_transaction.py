@@ -1,4 +1,4 @@
-"""The stores' write transaction (`store_records.immediate`): committed whole or not at all, and a
+"""The stores' write transaction (`sqlite_wal.immediate`): committed whole or not at all, and a
 failure inside it surfaces as itself."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evidence.search.store_records import immediate
+from evidence.sqlite_wal import immediate
 
 
 @pytest.fixture
