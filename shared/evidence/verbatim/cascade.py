@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
-from evidence.records import ChunkKind
+from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
     ATTRIBUTE_LOOKUP,
     BM25_FACTSPAN,
@@ -367,9 +367,72 @@ def spans_in_hits(
     backend: SearchReader, index: str, passages: Sequence[Chunk], *, max_scan: int = 5000
 ) -> HitSpans:
     """The spans inside `passages` that may be an answer (no table header row, no span that only
-    repeats a heading), with their scoring texts. The passages' documents' spans are read whole:
-    a span's scoring text depends on the spans before it (a row's header, a continuation's
-    antecedent), and the backend's `lookup` has no offset filter."""
+    repeats a heading of its document), with their scoring texts. The passages' documents' spans
+    are read whole (the backend's `lookup` has no offset filter), but only the spans inside the
+    hits, and the few before each run of them that their scoring text reads, are worked on:
+    the same texts and the same spans as `scoring_texts`, `header_rows` and `heading_echoes`
+    over the whole documents give them (tested), at a fraction of the cost (those three over
+    every span of a long page took ~20 ms a question)."""
+    if not passages:
+        return HitSpans([], [])
+    from evidence.verbatim.spans import _heading_key, document_order
+
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
+    spans = document_order([h.chunk for h in found])
+    mask = _within_mask(spans, passages)
+    inner = mask.nonzero()[0].tolist()
+    if not inner:
+        return HitSpans([], [])
+    # A heading echo repeats one of its document's headings: each distinct heading keyed once.
+    headings: dict[str, set[str]] = {}
+    for doc, section in dict.fromkeys((c.document_id, c.section) for c in spans if c.section):
+        headings.setdefault(doc, set()).add(_heading_key(section))
+
+    def same_section(a: Chunk, b: Chunk) -> bool:
+        return a.document_id == b.document_id and a.section == b.section
+
+    texts: dict[int, str] = {}
+    k = 0
+    while k < len(inner):
+        # A run of consecutive spans inside the hits, with what their scoring texts read before
+        # it: the table (caption and rows) it starts in, and the span before that (it resets a
+        # table's caption and header, and may be the label a continuation is read with).
+        a = b = inner[k]
+        while k + 1 < len(inner) and inner[k + 1] == b + 1:
+            k += 1
+            b = inner[k]
+        k += 1
+        start = a
+        while (
+            start > 0
+            and same_section(spans[start - 1], spans[start])
+            and spans[start - 1].span_type in (SpanType.TABLE_ROW, SpanType.CAPTION)
+        ):
+            start -= 1
+        if start > 0 and same_section(spans[start - 1], spans[start]):
+            start -= 1
+        read = scoring_texts(spans[start : b + 1])
+        for i in range(a, b + 1):
+            texts[i] = read[i - start]
+    keep = []
+    for i in inner:
+        c = spans[i]
+        prev = spans[i - 1] if i else None
+        if c.span_type is SpanType.TABLE_ROW and (
+            prev is None or prev.span_type is not SpanType.TABLE_ROW or prev.section != c.section
+        ):
+            continue  # a table's header row (`header_rows`)
+        if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ()):
+            continue  # a heading echo (`heading_echoes`)
+        keep.append(i)
+    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
+
+
+def _spans_in_hits_whole(
+    backend: SearchReader, index: str, passages: Sequence[Chunk], *, max_scan: int = 5000
+) -> HitSpans:
+    """`spans_in_hits` the slow way, every function over the whole documents (for the tests)."""
     if not passages:
         return HitSpans([], [])
     from evidence.verbatim.spans import document_order, heading_echoes
@@ -378,8 +441,6 @@ def spans_in_hits(
     found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
     spans = document_order([h.chunk for h in found])
     mask = _within_mask(spans, passages)
-    if not mask.any():
-        return HitSpans([], [])
     texts = scoring_texts(spans)
     skip = header_rows(spans) | heading_echoes(spans)
     keep = [i for i in mask.nonzero()[0].tolist() if i not in skip]
@@ -538,6 +599,7 @@ class SpanAnchors:
             query_vector=ctx.query_vector,
         )
         state._spans = list(spans)
+        state._headers = set()  # the candidates it would drop are not read here
         lexical, _, _ = state.hybrid_features()
         return lexical
 
