@@ -3,7 +3,7 @@ leave-one-family-out.
 
 Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
        [--repeats] [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
-       [--span-anchor [--span-anchor-models lexical,full,dense]]
+       [--span-anchor [--span-anchor-models lexical,full,dense,within,cached-dense…] [--span-anchor-fill]]
 
 Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
 asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
@@ -45,7 +45,11 @@ hits, because the grounding check reads the hits' text.
 - `--span-anchor`: each hit's run anchored on its best span by the `verbatim` profile's span
   scorer (`FocusHits(anchors=…)`), lexical and full model, both anchor modes, in-sample at the
   shipped sizes; the five families the span scorer was fitted on reported apart, with the
-  anchors' time a question (docs/ranking.md#focus-span-anchor).
+  anchors' time a question (docs/ranking.md#focus-span-anchor). `--span-anchor-models
+  cached-cos,cached-cos_head,cached-cheap,cached-dense`: the cache-only anchors (span vectors
+  read from the store's embedding cache, never embedded; `span_cache` reports the share of the
+  in-hit spans it holds), with `--span-anchor-fill` after embedding the in-hit spans it lacks, as
+  indexing every fact span would (docs/ranking.md#focus-span-anchor-cached).
 """
 
 from __future__ import annotations

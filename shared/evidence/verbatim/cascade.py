@@ -520,7 +520,7 @@ class SpanAnchors:
     #: A cache-only vector read (`span_rank.IndexVectors`); None: `embed` as above.
     vectors: Any = None
     #: How the cache-only anchor scores a span (`ANCHOR_SCORERS`).
-    scorer: str = "cos_head"
+    scorer: str = "dense"
 
     def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
         passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]

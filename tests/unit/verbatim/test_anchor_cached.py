@@ -50,9 +50,10 @@ def test_cached_documents_reads_the_cache_and_never_embeds(tmp_path: Path) -> No
     assert inner.embedded == 2
     read = cached.cached_documents(["alpha", "gamma", "beta", "alpha"])
     assert inner.embedded == 2  # a read only
-    assert read[1] is None
-    assert np.array_equal(read[0], made[0]) and np.array_equal(read[2], made[1])
-    assert np.array_equal(read[3], made[0])
+    first, missing, second, again = read
+    assert missing is None and first is not None and second is not None and again is not None
+    assert np.array_equal(first, made[0]) and np.array_equal(second, made[1])
+    assert np.array_equal(again, made[0])
     assert cached.cached_documents([]) == []
     # Another index's scope holds nothing of it.
     assert cached.scoped("index:b").cached_documents(["alpha"]) == [None]
@@ -64,7 +65,7 @@ def test_cached_documents_reads_the_cache_and_never_embeds(tmp_path: Path) -> No
 
     assert cache_lookup(Wrapper(cached)) == cached.cached_documents
     assert cache_lookup(HashingEmbedder()) is None
-    assert IndexVectors(lambda: HashingEmbedder())(["alpha", "beta"]) == [None, None]
+    assert IndexVectors(HashingEmbedder)(["alpha", "beta"]) == [None, None]
     assert inner.embedded == 2
 
 
@@ -94,7 +95,9 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
     hits = [Candidate(chunk=p, score=1.0, first_stage_score=1.0) for p in passages]
     found = spans_in_hits(backend, INDEX, passages)
     assert found.spans and len(found.texts) == len(found.spans)
-    first = [k for k, s in enumerate(found.spans) if passages[0].char_start <= s.char_start < passages[0].char_end]
+    first = [
+        k for k, s in enumerate(found.spans) if passages[0].char_start <= s.char_start < passages[0].char_end
+    ]
     first = [k for k in first if found.spans[k].document_id == passages[0].document_id]
     assert len(first) >= 2
     target, runner_up = found.spans[first[-1]], found.spans[first[0]]
@@ -128,7 +131,7 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
             p = hits[i].chunk
             assert p.char_start <= a < b <= p.char_end
     # The best span uncached: the next best cached one anchors the hit.
-    anchors = SpanAnchors(vectors=vectors({found.texts[first[-1]]})).find(hits, ctx)
+    anchors = SpanAnchors(vectors=vectors({found.texts[first[-1]]}), scorer="cos").find(hits, ctx)
     assert anchors[0] == (runner_up.char_start, runner_up.char_end)
     # The spans are read with their document's scoring texts (the cache's keys), and headings.
     assert set(found.texts) <= set(asked[-1])
@@ -157,7 +160,9 @@ def test_default_profile_with_the_anchor_never_embeds_at_query_time(
         assert not service.index_paths(INDEX, [LABEL]).failed
         # What indexing the span vectors does (the indexer's side): every fact span's scoring
         # text and heading through the index's document embedder, into the cache.
-        spans = document_order([h.chunk for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)])
+        spans = document_order(
+            [h.chunk for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)]
+        )
         headings = list(dict.fromkeys(c.section for c in spans if c.section))
         service.document_embedder(INDEX).embed_documents([*scoring_texts(spans), *headings])
         inner.forbid = True
@@ -181,3 +186,44 @@ def test_default_profile_with_the_anchor_never_embeds_at_query_time(
     finally:
         service.close()
         embedder.cache.close()
+
+
+def test_spans_in_hits_reads_as_the_whole_documents_would(label_service: EvidenceService) -> None:
+    """`spans_in_hits` works on the spans inside the hits and the few before each run of them
+    that their scoring texts read (a table's caption and header, a label): the same spans and
+    texts as `scoring_texts`, `header_rows` and `heading_echoes` over the whole documents."""
+    import random
+
+    from evidence.records import SpanType
+    from evidence.verbatim.cascade import _spans_in_hits_whole
+
+    backend = label_service.backend
+    passages = [h.chunk for h in backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)]
+    spans = [h.chunk for h in backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)]
+    assert any(c.span_type is SpanType.TABLE_ROW for c in spans)  # the label has tables
+    rng = random.Random(5)
+    sets = [passages, *(rng.sample(passages, rng.randrange(1, min(8, len(passages)))) for _ in range(60))]
+    read = 0
+    for chosen in sets:
+        fast, whole = spans_in_hits(backend, INDEX, chosen), _spans_in_hits_whole(backend, INDEX, chosen)
+        assert [c.chunk_id for c in fast.spans] == [c.chunk_id for c in whole.spans]
+        assert fast.texts == whole.texts
+        read += len(fast.spans)
+    assert read
+    # A table row inside a hit is read with its header even when the header is not in the hit.
+    from dataclasses import replace
+
+    ordered = document_order(spans)
+    k = next(
+        k
+        for k in range(1, len(ordered))
+        if ordered[k].span_type is SpanType.TABLE_ROW and ordered[k - 1].span_type is SpanType.TABLE_ROW
+    )
+    row = ordered[k]
+    holder = next(p for p in passages if p.document_id == row.document_id)
+    cut = replace(holder, char_start=row.char_start, char_end=row.char_end)
+    one = spans_in_hits(backend, INDEX, [cut])
+    assert [c.chunk_id for c in one.spans] == [row.chunk_id]
+    assert one.texts[0] != row.text and one.texts[0].endswith(row.text)
+    assert one == _spans_in_hits_whole(backend, INDEX, [cut])
+    assert spans_in_hits(backend, INDEX, []) == _spans_in_hits_whole(backend, INDEX, [])
