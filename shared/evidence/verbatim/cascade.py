@@ -522,6 +522,12 @@ class SpanAnchors:
     #: How the cache-only anchor scores a span (`ANCHOR_SCORERS`).
     scorer: str = "dense"
 
+    def __post_init__(self) -> None:
+        if self.scorer not in ANCHOR_SCORERS:
+            from evidence.errors import ConfigurationError
+
+            raise ConfigurationError(f"span anchor: scorer must be one of {', '.join(ANCHOR_SCORERS)}")
+
     def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
         passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]
         if self.vectors is not None:
@@ -544,8 +550,6 @@ class SpanAnchors:
 
         from evidence.verbatim.span_rank import LinearModel, lexical_columns, load_model
 
-        if self.scorer not in ANCHOR_SCORERS:
-            raise ValueError(f"span anchor: scorer must be one of {', '.join(ANCHOR_SCORERS)}")
         if ctx.query_vector is None or not passages:
             return {}
         config = self.config or CascadeConfig()

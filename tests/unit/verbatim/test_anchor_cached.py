@@ -14,6 +14,7 @@ import pytest
 from evidence.config import Settings
 from evidence.demo import DATA
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.errors import ConfigurationError
 from evidence.model import RetrieveRequest
 from evidence.rank.candidate import Candidate
 from evidence.rank.context import ProfileParams, RankContext
@@ -143,8 +144,8 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
     # Every scorer runs on the same reads.
     for scorer in ANCHOR_SCORERS:
         assert SpanAnchors(vectors=vectors(set()), scorer=scorer).find(hits, ctx)
-    with pytest.raises(ValueError, match="scorer"):
-        SpanAnchors(vectors=vectors(set()), scorer="tokens").find(hits, ctx)
+    with pytest.raises(ConfigurationError, match="scorer"):
+        SpanAnchors(vectors=vectors(set()), scorer="tokens")
 
 
 def test_default_profile_with_the_anchor_never_embeds_at_query_time(
