@@ -3,7 +3,7 @@ leave-one-family-out.
 
 Usage: python bench/qa/focus_fit.py [ROOT] [--families A,B] [--store DIR] [--misses] [--fit] [--json]
        [--repeats] [--static TABLE [--static-floors F,…] [--static-weights W,…] [--static-lofo K,…]]
-       [--span-anchor [--span-anchor-models lexical,full,dense]]
+       [--span-anchor [--span-anchor-models lexical,full,dense,within,cached-dense…] [--span-anchor-fill]]
 
 Every family is indexed as `evidence eval --qa` does (re-used while unchanged) and each question
 asked once with the `default` profile **without** its `focus` stage: the hits as `top_k` leaves
@@ -45,7 +45,11 @@ hits, because the grounding check reads the hits' text.
 - `--span-anchor`: each hit's run anchored on its best span by the `verbatim` profile's span
   scorer (`FocusHits(anchors=…)`), lexical and full model, both anchor modes, in-sample at the
   shipped sizes; the five families the span scorer was fitted on reported apart, with the
-  anchors' time a question (docs/ranking.md#focus-span-anchor).
+  anchors' time a question (docs/ranking.md#focus-span-anchor). `--span-anchor-models
+  cached-cos,cached-cos_head,cached-cheap,cached-dense`: the cache-only anchors (span vectors
+  read from the store's embedding cache, never embedded; `span_cache` reports the share of the
+  in-hit spans it holds), with `--span-anchor-fill` after embedding the in-hit spans it lacks, as
+  indexing every fact span would (docs/ranking.md#focus-span-anchor-cached).
 """
 
 from __future__ import annotations
@@ -460,7 +464,7 @@ def _report(service: EvidenceService, args: argparse.Namespace) -> dict[str, Any
         report["static"] = _static_lever(asked, expected, args)
     if args.span_anchor:
         models = args.span_anchor_models.split(",")
-        report["span_anchor"] = _span_anchor_lever(asked, expected, kept, models)
+        report["span_anchor"] = _span_anchor_lever(asked, expected, kept, models, fill=args.span_anchor_fill)
     if args.fit:
         fast = _memoise(expected)
         grid = size_grid(
@@ -589,8 +593,56 @@ class _Fixed:
         return found
 
 
+def _span_cache(asked: Sequence[Asked], *, fill: bool) -> dict[str, Any]:
+    """How many of the spans inside the captured hits (and of their headings) the store's
+    embedding cache holds a vector of, per text as the cache-only anchor reads them
+    (`verbatim.cascade.spans_in_hits`); with `fill`, the missing ones are then embedded into it
+    (`embed_documents`), as indexing every fact span would have: the cache-only anchors then
+    behave as on a store whose indexer embedded its spans."""
+    from evidence.embed.cache import CachedEmbedder
+    from evidence.records import ChunkKind
+    from evidence.verbatim.cascade import spans_in_hits
+
+    texts = heads = cached_texts = cached_heads = 0
+    filled = 0
+    for a in asked:
+        services = a.env.services
+        if services is None:
+            continue
+        emb = services.document_embedder(a.ctx.index)
+        if not isinstance(emb, CachedEmbedder):
+            continue
+        passages = [h.chunk for h in a.hits if h.chunk.kind is ChunkKind.PASSAGE]
+        found = spans_in_hits(a.ctx.backend, a.ctx.index, passages)
+        headings = list(dict.fromkeys(c.section for c in found.spans if c.section))
+        read = emb.cached_documents([*found.texts, *headings])
+        n = len(found.texts)
+        texts += n
+        heads += len(headings)
+        cached_texts += sum(v is not None for v in read[:n])
+        cached_heads += sum(v is not None for v in read[n:])
+        if fill:
+            todo = [t for t, v in zip([*found.texts, *headings], read, strict=True) if v is None]
+            if todo:
+                emb.embed_documents(list(dict.fromkeys(todo)))
+                filled += len(set(todo))
+    return {
+        "span_texts": texts,
+        "span_texts_cached": cached_texts,
+        "cached_fraction": round(cached_texts / texts, 4) if texts else None,
+        "headings": heads,
+        "headings_cached": cached_heads,
+        "filled": filled,
+    }
+
+
 def _span_anchor_lever(
-    asked: Sequence[Asked], expected: Any, shipped: Sequence[Scored], models: Sequence[str]
+    asked: Sequence[Asked],
+    expected: Any,
+    shipped: Sequence[Scored],
+    models: Sequence[str],
+    *,
+    fill: bool = False,
 ) -> dict[str, Any]:
     """The `verbatim` profile's span scorer anchoring each hit's run (`FocusHits(anchors=…)`,
     `verbatim.cascade.SpanAnchors`), at the shipped sizes, in-sample (nothing fitted; the span
@@ -604,7 +656,7 @@ def _span_anchor_lever(
     import time
 
     from evidence.verbatim.cascade import CascadeConfig, SpanAnchors
-    from evidence.verbatim.span_rank import IndexEmbed, load_model
+    from evidence.verbatim.span_rank import IndexEmbed, IndexVectors, load_model
 
     def embed_of(a: Asked) -> Any:
         services, index = a.env.services, a.ctx.index
@@ -612,6 +664,13 @@ def _span_anchor_lever(
             return None
         embedder = services.document_embedder
         return IndexEmbed(lambda: embedder(index))
+
+    def vectors_of(a: Asked) -> Any:
+        services, index = a.env.services, a.ctx.index
+        if services is None:
+            return None
+        embedder = services.document_embedder
+        return IndexVectors(lambda: embedder(index))
 
     def split(rows: Sequence[Scored]) -> dict[str, Any]:
         fitted = [r for r in rows if r.family in SPAN_FITTED]
@@ -626,17 +685,22 @@ def _span_anchor_lever(
         return {"all": found(rows), "span_fitted_5": found(fitted), "other_14": found(other)}
 
     out: dict[str, Any] = {"shipped": split(shipped)}
+    if any(m.startswith("cached-") for m in models):
+        out["span_cache"] = _span_cache(asked, fill=fill)
     # `dense`: the dense model without the word-piece (tokens) one, span and heading vectors only.
     dense = CascadeConfig(span_model=replace(load_model(), tokens=None))
     for model in models:
         found: dict[int, Any] = {}
         ms: list[float] = []
         for a in asked:
-            anchors = SpanAnchors(
-                embed=None if model == "lexical" else embed_of(a),
-                config=dense if model == "dense" else None,
-                within_hits=model == "within",
-            )
+            if model.startswith("cached-"):
+                anchors = SpanAnchors(vectors=vectors_of(a), scorer=model.removeprefix("cached-"))
+            else:
+                anchors = SpanAnchors(
+                    embed=None if model == "lexical" else embed_of(a),
+                    config=dense if model == "dense" else None,
+                    within_hits=model == "within",
+                )
             t0 = time.perf_counter()
             found[id(a)] = anchors.find(a.hits, _fresh(a.ctx))
             ms.append((time.perf_counter() - t0) * 1000)
@@ -664,7 +728,16 @@ def main() -> int:
     ap.add_argument("--static-weights", default="1,2,4")
     ap.add_argument("--static-lofo", default="", help="in-sample lever points fitted with the sizes")
     ap.add_argument("--span-anchor", action="store_true", help="the span scorer anchoring focus runs")
-    ap.add_argument("--span-anchor-models", default="lexical,full", help="lexical, full, dense, within")
+    ap.add_argument(
+        "--span-anchor-models",
+        default="lexical,full",
+        help="lexical, full, dense, within; cached-cos, cached-cos_head, cached-cheap, cached-dense",
+    )
+    ap.add_argument(
+        "--span-anchor-fill",
+        action="store_true",
+        help="embed the in-hit spans the cache lacks before the cached-* models (as indexing would)",
+    )
     args = ap.parse_args()
     settings = Settings(store_dir=Path(args.store)) if args.store else Settings()
     service = EvidenceService(settings)

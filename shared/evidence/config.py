@@ -193,11 +193,12 @@ class Settings(BaseSettings):
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
     answer_min_grounding: float = Field(default=0.2508, ge=0.0, le=1.0)
-    #: The default profile's `focus` keeps, in each passage hit, a run holding the best span the
-    #: verbatim profile's span scorer finds there (docs/ranking.md#focus-span-anchor). Off: it
-    #: found 30 more answers within 2,000 characters on 19 QA families (636 -> 666 of 839) but
-    #: costs ~70-120 ms a question warm and seconds where the spans are not yet embedded, past
-    #: the profile's 50 ms p95 target; a deployment that values recall over latency turns it on.
+    #: The default profile's `focus` keeps, in each passage hit, a run holding the hit's best span
+    #: by the verbatim profile's `dense` span model, its span and heading vectors read from the
+    #: store's embedding cache only, never embedded at query time (docs/ranking.md
+    #: #focus-span-anchor-cached). Off: it finds 30 more answers within 2,000 characters on 19 QA
+    #: families (637 -> 667 of 839) where indexing cached the spans' vectors, but its own cost
+    #: (~13 / 40 ms CPU p50 / p95 at load ~12) is not yet shown to fit the 50 ms p95 target.
     focus_span_anchor: bool = False
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.

@@ -161,6 +161,16 @@ class CachedEmbedder:
     def embed_query(self, text: str) -> Matrix:
         return self.inner.embed_query(text)
 
+    def cached_documents(self, texts: Sequence[str]) -> list[Matrix | None]:
+        """Each text's document vector as the cache holds it (in this scope, this model), None
+        for a text it does not hold: a read only, nothing is ever embedded (the `default`
+        profile's span anchor reads the span vectors indexing put there, docs/ranking.md)."""
+        if not texts:
+            return []
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
+        return [found.get(k) for k in keys]
+
     def pieces(self, model: str) -> ScopedPieces | None:
         """The store's word-piece cache in this embedder's scope, for pieces made by `model` (a
         word-piece model's `piece_key`); None when it is off."""

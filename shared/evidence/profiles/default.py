@@ -22,10 +22,10 @@ class DefaultPlugin(PipelinePlugin):
         return default_profile(expected=answer_types().expected)
 
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
-        """The profile; with the `focus_span_anchor` setting, an index and a service, `focus` reads
-        the span scorer's best span of each hit (ranked over the spans inside the hits only), its
-        cosines through the index's document embedder (off by default: its cost is above the
-        profile's latency budget, docs/ranking.md#focus-span-anchor)."""
+        """The profile; with the `focus_span_anchor` setting, an index and a service, `focus` keeps
+        in each hit a run holding its best span by the question's cosine with the spans' (and
+        their headings') vectors, read from the store's embedding cache only, where indexing put
+        them: nothing is embedded at query time (off by default; docs/ranking.md#focus-span-anchor)."""
         base = super().pipeline(env)
         if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
             return base
@@ -34,16 +34,23 @@ class DefaultPlugin(PipelinePlugin):
 
         from evidence.rank.dedup import FocusHits
         from evidence.verbatim.cascade import SpanAnchors
-        from evidence.verbatim.span_rank import IndexEmbed
+        from evidence.verbatim.span_rank import IndexVectors
 
         index, embedder = env.index, env.services.document_embedder
         stages = list(base.stages)
         for k, s in enumerate(stages):
             if isinstance(s, FocusHits):
                 anchored = copy.copy(s)
-                anchored.anchors = SpanAnchors(embed=IndexEmbed(lambda: embedder(index)), within_hits=True)
+                anchored.anchors = SpanAnchors(
+                    vectors=IndexVectors(lambda: embedder(index)), scorer=ANCHOR_SCORER
+                )
                 stages[k] = anchored
         return replace(base, stages=tuple(stages))
+
+
+#: How the setting's anchor scores the spans inside a hit (`verbatim.cascade.ANCHOR_SCORERS`),
+#: chosen on the 19 development families (bench/data/session42/anchor14.md).
+ANCHOR_SCORER = "dense"
 
 
 def plugin() -> DefaultPlugin:

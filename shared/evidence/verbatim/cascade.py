@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
-from evidence.records import ChunkKind
+from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
     ATTRIBUTE_LOOKUP,
     BM25_FACTSPAN,
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from evidence.search.base import SearchReader
 
 __all__ = [
+    "ANCHOR_SCORERS",
     "ATTRIBUTE_LOOKUP",
     "BM25_FACTSPAN",
     "ENTITY_OVERVIEW",
@@ -79,6 +80,7 @@ __all__ = [
     "VECTOR_SCOPED",
     "CascadeConfig",
     "CascadeResult",
+    "HitSpans",
     "PathRun",
     "PlanLike",
     "SpanAnchors",
@@ -89,6 +91,7 @@ __all__ = [
     "scoring_texts",
     "span_path",
     "span_ranking",
+    "spans_in_hits",
     "spans_within",
     "trigram_similarity",
 ]
@@ -321,6 +324,12 @@ def spans_within(spans: Sequence[Chunk], passages: Sequence[Chunk]) -> list[Chun
     offsets), in their order. Each document's spans are compared with its own passages at once
     (a span times every passage through `inside` was ~20 ms a question at 10 hits of one
     document of ~1,000 spans)."""
+    keep = _within_mask(spans, passages)
+    return [s for s, k in zip(spans, keep, strict=True) if k]
+
+
+def _within_mask(spans: Sequence[Chunk], passages: Sequence[Chunk]) -> Any:
+    """Whether each span lies inside one of `passages` (`spans_within`), as a boolean array."""
     import numpy as np
 
     bounds: dict[str, tuple[Any, Any]] = {}
@@ -340,7 +349,111 @@ def spans_within(spans: Sequence[Chunk], passages: Sequence[Chunk]) -> list[Chun
         s0 = np.asarray([spans[i].char_start for i in idx], dtype=np.int64)
         s1 = np.asarray([spans[i].char_end for i in idx], dtype=np.int64)
         keep[idx] = ((starts[None, :] <= s0[:, None]) & (s1[:, None] <= ends[None, :])).any(axis=1)
-    return [s for s, k in zip(spans, keep, strict=True) if k]
+    return keep
+
+
+@dataclass(frozen=True)
+class HitSpans:
+    """The fact spans inside some passages, as the span anchor reads them (`spans_in_hits`)."""
+
+    #: The spans, in document order.
+    spans: list[Chunk]
+    #: Each span's text as its vector is keyed (`scoring_texts` over its whole document's spans:
+    #: a table row with its caption and header), as `verbatim` and the indexer embed it.
+    texts: list[str]
+
+
+def spans_in_hits(
+    backend: SearchReader, index: str, passages: Sequence[Chunk], *, max_scan: int = 5000
+) -> HitSpans:
+    """The spans inside `passages` that may be an answer (no table header row, no span that only
+    repeats a heading of its document), with their scoring texts. The passages' documents' spans
+    are read whole (the backend's `lookup` has no offset filter), but only the spans inside the
+    hits, and the few before each run of them that their scoring text reads, are worked on:
+    the same texts and the same spans as `scoring_texts`, `header_rows` and `heading_echoes`
+    over the whole documents give them (tested), at a fraction of the cost (those three over
+    every span of a long page took ~20 ms a question)."""
+    if not passages:
+        return HitSpans([], [])
+    from evidence.verbatim.spans import _heading_key, document_order
+
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
+    spans = document_order([h.chunk for h in found])
+    mask = _within_mask(spans, passages)
+    inner = mask.nonzero()[0].tolist()
+    if not inner:
+        return HitSpans([], [])
+    # A heading echo repeats one of its document's headings: each distinct heading keyed once.
+    headings: dict[str, set[str]] = {}
+    for doc, section in dict.fromkeys((c.document_id, c.section) for c in spans if c.section):
+        headings.setdefault(doc, set()).add(_heading_key(section))
+
+    def same_section(a: Chunk, b: Chunk) -> bool:
+        return a.document_id == b.document_id and a.section == b.section
+
+    texts: dict[int, str] = {}
+    k = 0
+    while k < len(inner):
+        # A run of consecutive spans inside the hits, with what their scoring texts read before
+        # it: the table (caption and rows) it starts in, and the span before that (it resets a
+        # table's caption and header, and may be the label a continuation is read with).
+        a = b = inner[k]
+        while k + 1 < len(inner) and inner[k + 1] == b + 1:
+            k += 1
+            b = inner[k]
+        k += 1
+        start = a
+        while (
+            start > 0
+            and same_section(spans[start - 1], spans[start])
+            and spans[start - 1].span_type in (SpanType.TABLE_ROW, SpanType.CAPTION)
+        ):
+            start -= 1
+        if start > 0 and same_section(spans[start - 1], spans[start]):
+            start -= 1
+        read = scoring_texts(spans[start : b + 1])
+        for i in range(a, b + 1):
+            texts[i] = read[i - start]
+    keep = []
+    for i in inner:
+        c = spans[i]
+        prev = spans[i - 1] if i else None
+        if c.span_type is SpanType.TABLE_ROW and (
+            prev is None or prev.span_type is not SpanType.TABLE_ROW or prev.section != c.section
+        ):
+            continue  # a table's header row (`header_rows`)
+        if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ()):
+            continue  # a heading echo (`heading_echoes`)
+        keep.append(i)
+    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
+
+
+def _spans_in_hits_whole(
+    backend: SearchReader, index: str, passages: Sequence[Chunk], *, max_scan: int = 5000
+) -> HitSpans:
+    """`spans_in_hits` the slow way, every function over the whole documents (for the tests)."""
+    if not passages:
+        return HitSpans([], [])
+    from evidence.verbatim.spans import document_order, heading_echoes
+
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
+    spans = document_order([h.chunk for h in found])
+    mask = _within_mask(spans, passages)
+    texts = scoring_texts(spans)
+    skip = header_rows(spans) | heading_echoes(spans)
+    keep = [i for i in mask.nonzero()[0].tolist() if i not in skip]
+    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
+
+
+#: How a cache-only `SpanAnchors` (`vectors=…`) scores the spans inside a hit, cheapest first:
+#: `cos` the span's cosine with the question; `cos_head` the `dense` span model's two cosine terms
+#: (span and heading, its fitted weights); `cheap` the `dense` model without its three corpus
+#: statistics (passage, BM25, coverage: cosines, answer type, row / bullet / length); `dense` the
+#: whole `dense` model (its statistics over the spans inside the hits).
+ANCHOR_SCORERS = ("cos", "cos_head", "cheap", "dense")
+_STATISTICS = ("passage", "bm25", "coverage")
 
 
 def span_ranking(
@@ -385,18 +498,40 @@ def span_ranking(
 @dataclass(frozen=True)
 class SpanAnchors:
     """For `rank.dedup.FocusHits(anchors=…)`: in each passage hit, the character range of the
-    best span `span_ranking` ranks inside the passage (same document, within its offsets), ranked
-    over the spans of the hits' documents once a question. `embed`: embeds span texts for the
-    cosine features (the index's embedder behind the store's cache); None: the lexical model."""
+    best span inside the passage (same document, within its offsets).
+
+    With `vectors` (what the `default` profile's setting uses): the spans inside the hits are
+    scored by `scorer` (`ANCHOR_SCORERS`) from the question's vector and the spans' and their
+    headings' vectors read from the store's embedding cache (`vectors`: texts -> a row or None,
+    never embedding: indexing put them there). A span whose vector the cache does not hold is no
+    candidate, and a heading's missing vector counts cosine 0; a hit with no candidate is focused
+    as without the anchor. No question vector: no anchor.
+
+    Without `vectors` (a bench lever, docs/ranking.md#focus-span-anchor): `span_ranking` ranks the
+    spans of the hits' documents (`within_hits`: the spans inside the hits only) once a question,
+    `embed` embedding span texts for the cosine features and word pieces at query time (the
+    index's embedder behind the store's cache); `embed` None: the lexical model."""
 
     embed: Any = None
     config: CascadeConfig | None = None
     #: Rank only the spans inside the hits (cheaper; the features' scope is theirs), not every
     #: span of their documents.
     within_hits: bool = False
+    #: A cache-only vector read (`span_rank.IndexVectors`); None: `embed` as above.
+    vectors: Any = None
+    #: How the cache-only anchor scores a span (`ANCHOR_SCORERS`).
+    scorer: str = "dense"
+
+    def __post_init__(self) -> None:
+        if self.scorer not in ANCHOR_SCORERS:
+            from evidence.errors import ConfigurationError
+
+            raise ConfigurationError(f"span anchor: scorer must be one of {', '.join(ANCHOR_SCORERS)}")
 
     def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
         passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]
+        if self.vectors is not None:
+            return self._cached(passages, ctx)
         docs = list(dict.fromkeys(c.document_id for _, c in passages))
         ranked = span_ranking(
             ctx.backend,
@@ -408,14 +543,83 @@ class SpanAnchors:
             config=self.config,
             within=[c for _, c in passages] if self.within_hits else (),
         )
-        out: dict[int, tuple[int, int]] = {}
-        for _, s in ranked:
-            for i, c in passages:
-                if i not in out and inside(s, c):
-                    out[i] = (s.char_start, s.char_end)
-            if len(out) == len(passages):
-                break
-        return out
+        return _best_inside(passages, [s for _, s in ranked])
+
+    def _cached(self, passages: Sequence[tuple[int, Chunk]], ctx: Any) -> dict[int, tuple[int, int]]:
+        import numpy as np
+
+        from evidence.verbatim.span_rank import LinearModel, lexical_columns, load_model
+
+        if ctx.query_vector is None or not passages:
+            return {}
+        config = self.config or CascadeConfig()
+        found = spans_in_hits(ctx.backend, ctx.index, [c for _, c in passages], max_scan=config.max_scan)
+        headings = list(dict.fromkeys(c.section for c in found.spans if c.section))
+        read = list(self.vectors([*found.texts, *headings]))
+        n = len(found.spans)
+        have = [k for k in range(n) if read[k] is not None]
+        if not have:
+            return {}
+        spans = [found.spans[k] for k in have]
+        q = np.asarray(ctx.query_vector, dtype=np.float32).reshape(-1)
+        qn = float(np.linalg.norm(q)) or 1.0
+
+        def cosine(rows: Sequence[Any]) -> Any:
+            m = np.asarray(np.stack(rows), dtype=np.float32)
+            return (m @ q / (np.linalg.norm(m, axis=1) * qn + 1e-12)).astype(np.float64)
+
+        cols: dict[str, Any] = {"span_cosine": cosine([read[k] for k in have])}
+        heads = {h: v for h, v in zip(headings, read[n:], strict=True) if v is not None}
+        by_heading = dict(zip(heads, cosine(list(heads.values())).tolist(), strict=True)) if heads else {}
+        cols["heading_cosine"] = np.asarray([by_heading.get(c.section, 0.0) for c in spans], dtype=np.float64)
+        model = (config.span_model or load_model()).dense
+        if self.scorer == "cos":
+            scorer = LinearModel({"span_cosine": 1.0})
+        elif self.scorer == "cos_head":
+            scorer = LinearModel({f: model.weights.get(f, 0.0) for f in ("span_cosine", "heading_cosine")})
+        elif self.scorer == "cheap":
+            scorer = LinearModel({f: w for f, w in model.weights.items() if f not in _STATISTICS}, model.bias)
+            zero = [0.0] * len(spans)
+            cols.update(lexical_columns(spans, question=ctx.query, passage=zero, bm25=zero, coverage=zero))
+        else:
+            scorer = model
+            cols.update(self._statistics(spans, ctx, config))
+        score = scorer.score(cols)
+        order = sorted(range(len(spans)), key=lambda j: (-score[j], j))
+        return _best_inside(passages, [spans[j] for j in order])
+
+    @staticmethod
+    def _statistics(spans: Sequence[Chunk], ctx: Any, config: CascadeConfig) -> dict[str, Any]:
+        """The `dense` model's lexical features of `spans` (their scope: these spans alone)."""
+        cascade = VerbatimCascade(config)
+        state = CascadePaths(
+            cascade,
+            backend=ctx.backend,
+            index=ctx.index,
+            question=ctx.query,
+            plan=_NO_PLAN,
+            scope={"document_id": sorted({c.document_id for c in spans})},
+            q_groups=cascade._question_terms(ctx.query, _NO_PLAN, []),
+            query_vector=ctx.query_vector,
+        )
+        state._spans = list(spans)
+        state._headers = set()  # the candidates it would drop are not read here
+        lexical, _, _ = state.hybrid_features()
+        return lexical
+
+
+def _best_inside(
+    passages: Sequence[tuple[int, Chunk]], ranked: Sequence[Chunk]
+) -> dict[int, tuple[int, int]]:
+    """Hit position -> the character range of the first of `ranked` (best first) inside it."""
+    out: dict[int, tuple[int, int]] = {}
+    for s in ranked:
+        for i, c in passages:
+            if i not in out and inside(s, c):
+                out[i] = (s.char_start, s.char_end)
+        if len(out) == len(passages):
+            break
+    return out
 
 
 @dataclass(frozen=True)

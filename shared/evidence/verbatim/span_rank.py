@@ -585,6 +585,37 @@ class IndexEmbed:
         return token_source(self.build())
 
 
+#: Reads texts' document vectors from the store's embedding cache, never embedding: a row, or
+#: None for a text the cache does not hold.
+CachedLookup = Callable[[Sequence[str]], Sequence[Any]]
+
+
+def cache_lookup(embedder: Any) -> CachedLookup | None:
+    """The cache-only read of `embedder`'s document vectors (`CachedEmbedder.cached_documents`,
+    found through its wrappers), or None when there is no such cache (a backend without the
+    store's embedding cache: OpenSearch)."""
+    seen = 0
+    while embedder is not None and seen < 8:
+        read = getattr(embedder, "cached_documents", None)
+        if callable(read):
+            return read  # type: ignore[no-any-return]
+        embedder = getattr(embedder, "inner", None)
+        seen += 1
+    return None
+
+
+@dataclass(frozen=True)
+class IndexVectors:
+    """The vectors an index's document embedder has cached for texts (built on first use), None
+    for a text it has not: never an embedding (`cache_lookup`)."""
+
+    build: Callable[[], Any]
+
+    def __call__(self, texts: Sequence[str]) -> list[Any]:
+        read = cache_lookup(self.build())
+        return [None] * len(texts) if read is None else list(read(texts))
+
+
 def tokens_of(embed: Any) -> EmbedTokens | None:
     """The word-piece embedder an `embed` callable offers (`IndexEmbed.tokens`), else None."""
     tokens = getattr(embed, "tokens", None)

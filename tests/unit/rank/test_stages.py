@@ -740,8 +740,8 @@ def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
 
 
 def test_default_profile_anchors_focus_only_when_switched_on() -> None:
-    """The `focus_span_anchor` setting (off by default) gives `focus` the span scorer's anchors,
-    with the index's document embedder for their cosines; off, the profile is the one it builds."""
+    """The `focus_span_anchor` setting (off by default) gives `focus` the span anchors, reading
+    the index's cached span vectors; off, the profile is the one it builds."""
     from evidence.config import Settings
     from evidence.profiles import default
     from evidence.profiles.base import ProfileEnv, ProfileServices
@@ -766,12 +766,12 @@ def test_default_profile_anchors_focus_only_when_switched_on() -> None:
     )
     on = default.DefaultPlugin().pipeline(switched)
     (focus,) = [s for s in on.stages if isinstance(s, FocusHits)]
-    assert isinstance(focus.anchors, SpanAnchors) and focus.anchors.embed is not None
-    # Ranked over the spans inside the hits only (the same answers as over their documents' every
-    # span, at a fraction of the features' cost: docs/ranking.md#focus-span-anchor).
-    assert focus.anchors.within_hits is True
+    # The spans inside the hits scored from vectors read from the store's embedding cache only,
+    # never embedded at query time (docs/ranking.md#focus-span-anchor).
+    assert isinstance(focus.anchors, SpanAnchors) and focus.anchors.embed is None
+    assert focus.anchors.vectors is not None and focus.anchors.scorer == default.ANCHOR_SCORER
     assert asked == []  # the embedder is built on first use only
-    focus.anchors.embed.build()
+    focus.anchors.vectors.build()
     assert asked == ["ix"]
     # The profile the plug-in built and keeps is not changed by an anchored copy.
     kept = super(default.DefaultPlugin, plugin).pipeline(env)
