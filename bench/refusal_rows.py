@@ -100,6 +100,8 @@ def record_judgements() -> None:
                 "bodies": None if bodies is None else list(bodies),
                 "agreement": agreement,
                 "df": df,
+                # The terms the index holds in another form (`grounding.TermCounts.variants`).
+                "df_variants": sorted(rg.variants_of(df)),
                 "ablation": ablation_rankings(question, groups, df) if OPTIONS["ablation"] else None,
             }
         )

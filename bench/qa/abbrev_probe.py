@@ -29,7 +29,6 @@ QUESTION_WORDS = {
     "the", "list", "name", "give", "describe", "explain", "i", "my", "we", "our", "has", "have", "max",
     "maximum", "min", "minimum",
 }  # fmt: skip
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’]*|\S")
 
 
 def _capital(w: str) -> bool:
