@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     #: least answer probability (`verbatim.grounding.judge`) the first hits must reach; 0 = off.
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
-    answer_min_grounding: float = Field(default=0.2858, ge=0.0, le=1.0)
+    answer_min_grounding: float = Field(default=0.2508, ge=0.0, le=1.0)
     #: The default profile's `focus` keeps, in each passage hit, a run holding the best span the
     #: verbatim profile's span scorer finds there (docs/ranking.md#focus-span-anchor). Off: it
     #: found 30 more answers within 2,000 characters on 19 QA families (636 -> 666 of 839) but

@@ -74,25 +74,17 @@ class RefusalModel:
 #: families: docs/verbatim.md#refusal-nineteen), both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
-#: --features grounding,cosine,typed_key,agreement,typed_rarest,absent_rare`, `final`; `absent_rare`
-#: with variants read as present since session 42: docs/verbatim.md#refusal-abbreviations).
+#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {
-        "grounding": 1.3059,
-        "cosine": 1.6954,
-        "typed_key": 0.5586,
-        "agreement": 1.2918,
-        "typed_rarest": 0.0221,
-        "absent_rare": -0.5804,
-    },
-    bias=-2.2241,
+    {"grounding": 1.7854, "cosine": 1.9064, "typed_key": 0.5012, "agreement": 1.2945, "typed_rarest": 0.008},
+    bias=-2.8021,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
 LEXICAL_COSINE = 0.35
-LEXICAL_AGREEMENT = 0.5423
+LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
@@ -104,15 +96,15 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
 #: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
-#: current ranking 0.35 for the rule paths and 0.35 for the safety net (HYBRID_FACTSPAN, no bar of
+#: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
 #: its own).
-REFUSAL_FLOOR = 0.35
-SAFETY_NET_FLOOR = 0.35
+REFUSAL_FLOOR = 0.31
+SAFETY_NET_FLOOR = 0.33
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2858
+HITS_REFUSAL_FLOOR = 0.2508
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
