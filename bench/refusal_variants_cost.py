@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.search.embedded import EmbeddedBackend  # noqa: E402
 from evidence.search.scoped import bind_filters  # noqa: E402
+from evidence.verbatim import grounding  # noqa: E402
 from evidence.verbatim.cascade import question_groups  # noqa: E402
 from evidence.verbatim.grounding import index_df, index_variants  # noqa: E402
 
@@ -29,6 +30,7 @@ def main() -> int:
     ap.add_argument("root", nargs="?", type=Path, default=ROOT / "build" / "qa19")
     ap.add_argument("--store", type=Path, required=True)
     args = ap.parse_args()
+    grounding.READ_VARIANTS = True  # read whether or not the shipped model reads absent_rare
     backend = EmbeddedBackend(args.store)
     view = bind_filters(backend, None)
     full: list[float] = []

@@ -86,6 +86,11 @@ DENSE_MODEL = RefusalModel(
 LEXICAL_COSINE = 0.35
 LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
+#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
+#: only when the model reads `absent_rare`, the one feature they move, so that a reading the model
+#: ignores costs no request anything (an acronym's first question builds the index's initials
+#: table); `bench/refusal_rows.py` turns it on to record them.
+READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -515,8 +520,8 @@ def index_df(
     caller could forget. A term is asked for as a word that analyses to it alone: the `question`'s own
     word when the term is its only one (the stemmer turns "embed" into "emb", so the stem itself
     may not find "embedded"), else the term. The terms no passage uses that the index holds in
-    another form (an acronym of a name it spells out, a version written otherwise: `index_variants`)
-    are the answer's `variants`. None when the backend cannot count."""
+    another form (an acronym of a name it spells out, a version written otherwise: `index_variants`,
+    read when `READ_VARIANTS`) are the answer's `variants`. None when the backend cannot count."""
     from evidence.search.analysis import with_joined_compounds
     from evidence.verbatim.scoring import terms
 
@@ -542,7 +547,8 @@ def index_df(
         return None
     df = {t: counts.get(a, 0) for t, a in asked.items()}
     unused = [t for t, n in df.items() if n == 0]
-    return TermCounts(df, index_variants(backend, index, unused, question) if unused and question else ())
+    read = READ_VARIANTS and unused and question
+    return TermCounts(df, index_variants(backend, index, unused, question) if read else ())
 
 
 class TermCounts(dict[str, int]):

@@ -11,6 +11,7 @@ import pytest
 
 from evidence.records import Chunk
 from evidence.search.scoped import bind_filters
+from evidence.verbatim import grounding
 from evidence.verbatim.cascade import question_groups
 from evidence.verbatim.grounding import (
     DF_CAP,
@@ -23,6 +24,13 @@ from evidence.verbatim.grounding import (
     variant_ways,
 )
 from tests.unit.rank.rankkit import INDEX, chunk, new_backend
+
+
+@pytest.fixture(autouse=True)
+def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index_df` reads the variants only when the model reads `absent_rare` (`READ_VARIANTS`)."""
+    monkeypatch.setattr(grounding, "READ_VARIANTS", True)
+
 
 LICENCE = "This Program is made available under the Eclipse Public License, Version 2.0."
 GPL = "Distributed under the GNU General Public License version 2 or any later version."
@@ -125,3 +133,11 @@ def test_absent_rare_reads_a_variant_as_present() -> None:
     assert none == 0.0
     # A plain mapping (rows recorded before the variants) has none.
     assert read_evidence(q, evidence, groups, df=used).absent_rare == both.absent_rare
+
+
+def test_variants_are_read_only_when_the_model_reads_absent_rare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert grounding.READ_VARIANTS is True  # the fixture
+    monkeypatch.setattr(grounding, "READ_VARIANTS", False)
+    assert _variants(tmp_path, [_at("a", LICENCE, "epl")], "What does the EPL say?") == frozenset()
