@@ -65,7 +65,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "shared"))
 
-from evidence.verbatim.grounding import _WORD, concept_weights, read_evidence, unique_concepts  # noqa: E402
+from evidence.verbatim.grounding import (  # noqa: E402
+    _WORD,
+    TermCounts,
+    concept_weights,
+    read_evidence,
+    unique_concepts,
+)
 
 PROFILES = ("verbatim", "default")
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
@@ -93,7 +99,11 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
     bodies = judged.get("bodies")
-    out = read_evidence(row["question"], texts, groups, given, bodies, df=judged.get("df")).features(
+    df = judged.get("df")
+    if df is not None:
+        # Rows recorded before the variants (session 42) read every unused term as absent.
+        df = TermCounts(df, judged.get("df_variants") or ())
+    out = read_evidence(row["question"], texts, groups, given, bodies, df=df).features(
         judged["cosine"], judged.get("agreement")
     )
     out.update(key_ablation(judged.get("ablation")))

@@ -100,6 +100,8 @@ def record_judgements() -> None:
                 "bodies": None if bodies is None else list(bodies),
                 "agreement": agreement,
                 "df": df,
+                # The terms the index holds in another form (`grounding.TermCounts.variants`).
+                "df_variants": sorted(rg.variants_of(df)),
                 "ablation": ablation_rankings(question, groups, df) if OPTIONS["ablation"] else None,
             }
         )
@@ -214,6 +216,11 @@ def recording_service(store: Path) -> EvidenceService:
     """A service over `store` with every refusal floor off and each judgement recorded in `SEEN`:
     the rows' features are read where no floor has cut the evidence yet."""
     floors_off()
+    # The variants `absent_rare` reads (`grounding.READ_VARIANTS`), recorded whether or not the
+    # shipped model reads them, so that `refusal_fit.py --features …,absent_rare` can.
+    import evidence.verbatim.grounding as rg
+
+    rg.READ_VARIANTS = True
     record_judgements()
     record_ablation()
     # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py

@@ -21,6 +21,7 @@ from evidence.search.analysis import AnalyzerConfig
 from evidence.search.ann import AnnConfig
 from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
 from evidence.search.embedded_store import Consistency, IndexStore
+from evidence.search.initialisms import Table
 
 DEFAULT_ANN = AnnConfig()
 
@@ -175,6 +176,11 @@ class EmbeddedBackend:
 
     def document_count(self, index: str, *, filters: Filters | None = None) -> int:
         return self.index_store(index).document_count(filters)
+
+    def initialisms(self, index: str) -> Table:
+        """The initials of the names the index's passages spell out (`search.initialisms`), for
+        the refusal signal (`verbatim.grounding.index_df`): index-wide, cached per generation."""
+        return self.index_store(index).initialisms()
 
     def dense(
         self,

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from evidence.errors import BackendError
 from evidence.records import ChunkKind, DocumentChunks
+from evidence.search import initialisms
 from evidence.search.analysis import AnalyzerConfig, EnglishAnalyzer, get_analyzer
 from evidence.search.ann import AnnConfig
 from evidence.search.base import UpsertResult, Vector
@@ -85,6 +86,8 @@ class IndexStore(LexicalStore, DenseStore):
         super().__init__(root, analyzer, k1, b, ann)
         #: Concurrent upserts and deletes, committed together (`_commit_group`).
         self._group: GroupCommit[_Write, list[UpsertResult] | int] = GroupCommit(self._commit_group)
+        #: (generation, table) of `initialisms`, rebuilt when a commit changed the index.
+        self._initialisms: tuple[int, initialisms.Table] = (-1, {})
 
     @classmethod
     def open(
@@ -314,6 +317,29 @@ class IndexStore(LexicalStore, DenseStore):
                 else None
             )
             yield DocumentChunks(did, chash, source, chunks, json.loads(meta)), vecs
+
+    def initialisms(self) -> initialisms.Table:
+        """The initials of the names the index's passages spell out (`search.initialisms`), with
+        the words they abbreviate: read from every passage (text, title, section) once per store
+        generation and kept in memory. Index-wide: a caller counts an expansion's words within
+        its filters (`term_counts`) before reading an acronym as present."""
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            if self._initialisms[0] == gen:
+                return self._initialisms[1]
+            table: dict[str, list[tuple[str, ...]]] = {}
+            heads: set[str] = set()
+            for text, title, section in db.execute(
+                "SELECT text, title, section FROM chunks WHERE kind = ?", (ChunkKind.PASSAGE.value,)
+            ):
+                initialisms.add_text(table, text)
+                for head in (title, section):
+                    if head and head not in heads:
+                        heads.add(head)
+                        initialisms.add_text(table, head)
+        built = {k: tuple(v) for k, v in table.items()}
+        self._initialisms = (gen, built)
+        return built
 
     def consistency(self) -> Consistency:
         """Records against the inverted indexes, as they are on disk now (no journal replay)."""

@@ -61,6 +61,7 @@ from evidence.search.base import (
     filter_value,
     filter_values,
 )
+from evidence.search.initialisms import Table
 
 
 class _Nothing:
@@ -160,6 +161,15 @@ class ScopedBackend:
         if isinstance(merged, _Nothing):
             return dict.fromkeys(texts, 0)
         return self._backend.term_counts(index, texts, cap=cap, filters=merged, kind=kind)
+
+    def initialisms(self, index: str) -> Table | None:
+        """The backend's `initialisms` table when it has one (the embedded store), else None.
+        Index-wide: `verbatim.grounding.index_df` reads an expansion only through `term_counts`,
+        within this view's filters."""
+        if self._nothing:
+            return {}
+        read = getattr(self._backend, "initialisms", None)
+        return read(index) if callable(read) else None
 
     def document_count(self, index: str, *, filters: Filters | None = None) -> int:
         merged = self._merge(filters)

@@ -86,6 +86,11 @@ DENSE_MODEL = RefusalModel(
 LEXICAL_COSINE = 0.35
 LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
+#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
+#: only when the model reads `absent_rare`, the one feature they move, so that a reading the model
+#: ignores costs no request anything (an acronym's first question builds the index's initials
+#: table); `bench/refusal_rows.py` turns it on to record them.
+READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -362,13 +367,17 @@ def absent_rarity(
     `concepts` that no evidence text holds (its first term in `missing`, as `grounding` reports it)
     and no passage of the index uses (every term's `df` 0); 0 when there is none. A common word the
     documents never write is most often a paraphrase ("myself", "find"); a rare one ("XPath",
-    "hidradenitis") names something they do not talk about, whatever the ranking returned."""
+    "hidradenitis") names something they do not talk about, whatever the ranking returned. A term
+    `df` reads as present in another form (`TermCounts.variants`: "EPL" where the documents spell
+    out "Eclipse Public License", "GPLv2" where they write "General Public License" and "2") is
+    not absent."""
     absent = set(missing)
+    present = variants_of(df)
     return max(
         (
             max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT
             for c in concepts
-            if c and c[0] in absent and all(df.get(t, 0) == 0 for t in c)
+            if c and c[0] in absent and all(df.get(t, 0) == 0 and t not in present for t in c)
         ),
         default=0.0,
     )
@@ -500,7 +509,7 @@ def index_df(
     index: str,
     words: Iterable[str],
     question: str = "",
-) -> dict[str, int] | None:
+) -> TermCounts | None:
     """How many of the passages `backend` reads (a request's view: its filters) use each term of `words`
     (analysed terms, as `question_groups` gives them), counted up to `DF_CAP` by the BM25 backend
     in one call (`SearchBackend.term_counts`): a question term the documents the caller can see
@@ -510,7 +519,9 @@ def index_df(
     parameter: no caller here or in bench/ passed one, and a second way to filter is one a new
     caller could forget. A term is asked for as a word that analyses to it alone: the `question`'s own
     word when the term is its only one (the stemmer turns "embed" into "emb", so the stem itself
-    may not find "embedded"), else the term. None when the backend cannot count."""
+    may not find "embedded"), else the term. The terms no passage uses that the index holds in
+    another form (an acronym of a name it spells out, a version written otherwise: `index_variants`,
+    read when `READ_VARIANTS`) are the answer's `variants`. None when the backend cannot count."""
     from evidence.search.analysis import with_joined_compounds
     from evidence.verbatim.scoring import terms
 
@@ -534,7 +545,129 @@ def index_df(
         )
     except EvidenceError:
         return None
-    return {t: counts.get(a, 0) for t, a in asked.items()}
+    df = {t: counts.get(a, 0) for t, a in asked.items()}
+    unused = [t for t, n in df.items() if n == 0]
+    read = READ_VARIANTS and unused and question
+    return TermCounts(df, index_variants(backend, index, unused, question) if read else ())
+
+
+class TermCounts(dict[str, int]):
+    """`index_df`'s passage counts, with `variants`: the terms no passage uses as written but
+    that the index holds in another form (`index_variants`: an acronym of a name its passages
+    spell out, a version written otherwise). `absent_rarity` reads those as present."""
+
+    def __init__(self, counts: Mapping[str, int], variants: Iterable[str] = ()) -> None:
+        super().__init__(counts)
+        self.variants: frozenset[str] = frozenset(variants)
+
+
+def variants_of(df: Mapping[str, int] | None) -> frozenset[str]:
+    """The terms `df` (an `index_df` answer, or a plain mapping) reads as present by a variant."""
+    return getattr(df, "variants", frozenset())
+
+
+#: A question word that is an acronym: 2-6 capitals, an optional plural "s" ("EPL", "NSAIDs").
+_ACRONYM = re.compile(r"([A-Z]{2,6})s?")
+#: A name with its version glued on ("GPLv2", "TLS1", "EPL-2", "v2", "HTTP2"): the name, the version.
+_VERSIONED = re.compile(rf"([^\W\d_]+?)[{HYPHENS}_]?[vV]?(\d+)")
+#: A number, with its decimals ("2", "2.0", "1.3").
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+#: Words that mark a version and need no presence of their own ("v2", "version 2").
+_VERSION_WORDS = frozenset({"v", "ver", "version"})
+#: One way a term is present: every group holds a word some passage uses (a group: alternatives).
+_Way = list[list[str]]
+
+
+def number_spellings(number: str) -> list[str]:
+    """The ways a version number is written: "2" as "2", "2.0", "2.0.0"; "2.0" as "2" too."""
+    core = re.sub(r"(?:\.0+)+$", "", number) or number
+    return list(dict.fromkeys([number, core, f"{core}.0", f"{core}.0.0"]))
+
+
+def variant_ways(
+    question: str,
+    terms_absent: Sequence[str],
+    table: Callable[[], Mapping[str, Sequence[Sequence[str]]] | None],
+) -> dict[str, list[_Way]]:
+    """For each of `terms_absent` (analysed terms of `question` no passage uses), the ways it may be
+    present in another form, read from the question's own words (docs/verbatim.md#refusal-abbreviations):
+
+    - an acronym (`_ACRONYM`, as the question writes it) is present when the words of a name whose
+      initials it spells (`table`: the index's `search.initialisms`, read only when needed) are;
+    - a name with its version glued on (`_VERSIONED`) when its name is (as written, or as an
+      acronym; "v"/"version" need nothing) and its number is, in any spelling;
+    - a number (`_NUMBER`) when one of its other spellings is (`number_spellings`).
+
+    Plural and stem variants are one term already (the analyser's stems)."""
+    from evidence.verbatim.scoring import terms
+
+    wanted = set(terms_absent)
+    ways: dict[str, list[_Way]] = {t: [] for t in terms_absent}
+    read: list[Mapping[str, Sequence[Sequence[str]]] | None] = []
+
+    def expansions(letters: str) -> list[_Way]:
+        if not read:
+            read.append(table())
+        found = read[0] or {}
+        return [[[w] for w in words] for words in found.get(letters.lower(), ())]
+
+    def acronym(word: str) -> list[_Way]:
+        m = _ACRONYM.fullmatch(word)
+        return expansions(m.group(1)) if m else []
+
+    for w in _WORD.findall(question):
+        parts = [p for p in _PART.split(w) if p]
+        # A compound's parts are read as their own words ("EPL-2": "EPL" and "2"); the whole
+        # word only for the terms no single part gives (a joined "epl2").
+        own = {t for p in parts for t in terms(p)} if len(parts) > 1 else set()
+        for s in dict.fromkeys([w, *parts]):
+            keys = [t for t in terms(s) if t in wanted and (s != w or t not in own)]
+            if not keys:
+                continue
+            found = acronym(s)
+            if m := _VERSIONED.fullmatch(s):
+                name, number = m.group(1), [number_spellings(m.group(2))]
+                if name.lower() in _VERSION_WORDS:
+                    found.append(number)
+                else:
+                    found += [[*way, *number] for way in [[[name]], *acronym(name)]]
+            for t in keys:
+                ways[t] += found
+    for t in terms_absent:
+        if _NUMBER.fullmatch(t):
+            ways[t].append([number_spellings(t)])
+    return {t: w for t, w in ways.items() if w}
+
+
+def index_variants(
+    backend: SearchReader, index: str, terms_absent: Sequence[str], question: str
+) -> frozenset[str]:
+    """Which of `terms_absent` (question terms no passage `backend` reads uses) the index holds in
+    another form (`variant_ways`): the words each way needs are counted in one `term_counts`
+    call, within `backend`'s filters, so another tenant's documents never make a term present.
+    The acronyms read the backend's `initialisms` table (the embedded store; a backend without one
+    reads no acronym)."""
+
+    def table() -> Mapping[str, Sequence[Sequence[str]]] | None:
+        read = getattr(backend, "initialisms", None)
+        try:
+            return read(index) if callable(read) else None
+        except EvidenceError:
+            return None
+
+    ways = variant_ways(question, terms_absent, table)
+    words = list(dict.fromkeys(w for options in ways.values() for way in options for g in way for w in g))
+    if not words:
+        return frozenset()
+    try:
+        counts = backend.term_counts(index, words, cap=1, kind=ChunkKind.PASSAGE)
+    except EvidenceError:
+        return frozenset()
+    return frozenset(
+        t
+        for t, options in ways.items()
+        if any(all(any(counts.get(w, 0) > 0 for w in g) for g in way) for way in options)
+    )
 
 
 def grounding_confidence(p: float, floor: float) -> float:

@@ -16,6 +16,7 @@ from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade_model import ATTRIBUTE_LOOKUP, CascadeLike, PlanLike, SpanHit
 from evidence.verbatim.grounding import (
     DENSE_EMBEDDERS,
+    TermCounts,
     evidence_agreement,
     index_df,
     judge,
@@ -80,6 +81,8 @@ class RunState:
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None
         self._df: dict[str, int] = {}
+        #: The terms of `_df` the index holds in another form (`TermCounts.variants`).
+        self._variants: set[str] = set()
 
     @property
     def spans(self) -> list[Chunk]:
@@ -305,17 +308,18 @@ class RunState:
         )
         return verdict.probability, list(verdict.missing)
 
-    def index_df(self, words: Sequence[str]) -> dict[str, int] | None:
+    def index_df(self, words: Sequence[str]) -> TermCounts | None:
         """The refusal signal's passage counts of `words` in the index as the backend sees it
-        (`index_df`), each term counted once per question (the cascade judges several paths'
-        evidence)."""
+        (`index_df`, with its `variants`), each term counted once per question (the cascade
+        judges several paths' evidence)."""
         todo = [w for w in dict.fromkeys(words) if w not in self._df]
         if todo:
             read = index_df(self.backend, self.index, todo, self.question)
             if read is None:
                 return None
             self._df.update(read)
-        return {w: self._df[w] for w in words}
+            self._variants.update(read.variants)
+        return TermCounts({w: self._df[w] for w in words}, self._variants.intersection(words))
 
     def evidence_cosine(self, hits: Sequence[SpanHit]) -> float | None:
         """The question's best cosine with the passages the evidence spans sit in (spans have no

@@ -655,8 +655,9 @@ PARSER = "The parser reads a document and calls your handler for each element."
 
 
 def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_holds() -> None:
-    # A reading for bench/refusal_fit.py --features (measured in session 41, not in DENSE_MODEL:
-    # docs/verbatim.md#refusal-absent-rare).
+    # A reading for bench/refusal_fit.py --features (measured in session 41, and in session 42 with
+    # variants read as present, not in DENSE_MODEL: docs/verbatim.md#refusal-absent-rare,
+    # #refusal-abbreviations; the presence test in test_variants.py).
     groups = question_groups(XPATH_Q)
     weights = concept_weights(XPATH_Q, groups)
     used = {t: DF_CAP for g in groups for t in g}
