@@ -558,16 +558,21 @@ class RecordStore:
             every = np.concatenate([r if k is None else r[k] for _, r, k in kept])
             cutoff = np.partition(every, limit - 1)[limit - 1] if limit > 0 else -1
         out: list[OrderedChunks] = []
-        for doc, rowids, keep in kept:
+        for doc, rowids, allowed_here in kept:
+            keep = allowed_here
             if cutoff is not None:
                 keep = (rowids <= cutoff) if keep is None else (keep & (rowids <= cutoff))
             if keep is None or keep.all():
                 out.append(doc)
             elif keep.any():
-                out.append(ordered_chunks(doc.document_id, [c for c, k in zip(doc.chunks, keep, strict=True) if k]))
+                out.append(
+                    ordered_chunks(doc.document_id, [c for c, k in zip(doc.chunks, keep, strict=True) if k])
+                )
         return out
 
-    def _document_ordered(self, document_id: str, kind: ChunkKind | None) -> tuple[OrderedChunks, np.ndarray] | None:
+    def _document_ordered(
+        self, document_id: str, kind: ChunkKind | None
+    ) -> tuple[OrderedChunks, np.ndarray] | None:
         """One document's chunks of `kind` in document order and their rowids (None: it has
         none), kept per write generation (read in one snapshot, kept only when that snapshot is
         the newest generation seen)."""
@@ -587,7 +592,9 @@ class RecordStore:
             if kind is not None:
                 cond += " AND kind = ?"
                 args.append(kind.value)
-            rows = db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE {cond} ORDER BY rowid", args).fetchall()
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLS} FROM chunks WHERE {cond} ORDER BY rowid", args
+            ).fetchall()
         if not rows:
             return None
         chunks = [self._row_to_chunk(r) for r in rows]
@@ -613,4 +620,3 @@ class RecordStore:
                 "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
             ).fetchall()
         return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
-

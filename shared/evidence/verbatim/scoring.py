@@ -132,6 +132,18 @@ class SpanStats:
                 got += w
         return got / total if total else 0.0
 
+    def coverages(self, query: Sequence[str | Sequence[str]]) -> list[float]:
+        """`coverage(i, query)` of every text, in order."""
+        groups, total = self._coverage_plan(query)
+        out = []
+        for bag in self.bags:
+            got = 0.0
+            for w, g, near in groups:
+                if any(t in bag for t in g) or any(x in bag for x in near):
+                    got += w
+            out.append(got / total if total else 0.0)
+        return out
+
     def _coverage_plan(
         self, query: Sequence[str | Sequence[str]]
     ) -> tuple[list[tuple[float, tuple[str, ...], tuple[str, ...]]], float]:

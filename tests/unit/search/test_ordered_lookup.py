@@ -18,7 +18,7 @@ from evidence.search.scoped import bind_filters
 from tests.unit.rank.rankkit import INDEX, chunk, new_backend, store
 
 
-def _span(cid: str, doc: str, tenant: str, start: int, seq: int, section: str = "") -> Chunk:
+def _span(cid: str, doc: str, tenant: str, *, start: int, seq: int, section: str = "") -> Chunk:
     text = f"span {cid} of {doc}"
     c = chunk(cid, text, doc=doc, meta={"tenant": tenant}, seq=seq)
     return replace(c, kind=ChunkKind.SPAN, char_start=start, char_end=start + 10, section=section)
@@ -33,7 +33,7 @@ def _chunks() -> list[Chunk]:
         seqs = [6, 0, 3, 2, 7, 3, 1]
         sections = ["Two", "", "One", "One", "Two", "One", ""]
         out += [
-            _span(f"{doc}-s{i}", doc, tenant, st, sq, sec)
+            _span(f"{doc}-s{i}", doc, tenant, start=st, seq=sq, section=sec)
             for i, (st, sq, sec) in enumerate(zip(starts, seqs, sections, strict=True))
         ]
         out.append(chunk(f"{doc}-p", f"passage of {doc}", doc=doc, meta={"tenant": tenant}))
@@ -88,7 +88,9 @@ def test_the_embedded_store_reads_what_lookup_gives_in_document_order(
 def test_the_fallback_sorts_by_offset_then_sequence_and_keeps_rowid_order_on_ties(
     backend: EmbeddedBackend,
 ) -> None:
-    (doc,) = ordered_lookup(LookupOnly(backend), INDEX, {"document_id": "a-doc0"}, limit=100, kind=ChunkKind.SPAN)
+    (doc,) = ordered_lookup(
+        LookupOnly(backend), INDEX, {"document_id": "a-doc0"}, limit=100, kind=ChunkKind.SPAN
+    )
     assert [c.chunk_id.rsplit("-", 1)[1] for c in doc.chunks] == ["s1", "s6", "s3", "s2", "s5", "s0", "s4"]
     assert doc.sections == ("One", "Two")
 
@@ -96,10 +98,18 @@ def test_the_fallback_sorts_by_offset_then_sequence_and_keeps_rowid_order_on_tie
 def test_a_write_is_read_at_its_generation(backend: EmbeddedBackend) -> None:
     filters = {"document_id": ["a-doc0", "a-doc1"]}
     before = _plain(ordered_lookup(backend, INDEX, filters, limit=100, kind=ChunkKind.SPAN))
-    store(backend, [_span("new-s0", "a-doc1", "a", 1, 0, "Three"), _span("new-s1", "a-doc1", "a", 0, 1)])
+    store(
+        backend,
+        [
+            _span("new-s0", "a-doc1", "a", start=1, seq=0, section="Three"),
+            _span("new-s1", "a-doc1", "a", start=0, seq=1),
+        ],
+    )
     after = _plain(ordered_lookup(backend, INDEX, filters, limit=100, kind=ChunkKind.SPAN))
     assert after != before
-    assert after == _plain(ordered_lookup(LookupOnly(backend), INDEX, filters, limit=100, kind=ChunkKind.SPAN))
+    assert after == _plain(
+        ordered_lookup(LookupOnly(backend), INDEX, filters, limit=100, kind=ChunkKind.SPAN)
+    )
     assert after[1][1] == ["new-s1", "new-s0"] and after[1][4] == ("Three",)
 
 
@@ -110,7 +120,9 @@ def test_the_scoped_view_reads_only_the_bound_documents(backend: EmbeddedBackend
     asked = {"document_id": ["a-doc0", "b-doc0", "a-doc1"]}
     got = ordered_lookup(view, INDEX, asked, limit=100, kind=ChunkKind.SPAN)
     assert [d.document_id for d in got] == ["a-doc0", "a-doc1"]  # b-doc0 is another tenant's
-    assert _plain(got) == _plain(ordered_lookup(LookupOnly(view), INDEX, asked, limit=100, kind=ChunkKind.SPAN))
+    assert _plain(got) == _plain(
+        ordered_lookup(LookupOnly(view), INDEX, asked, limit=100, kind=ChunkKind.SPAN)
+    )
     # the limit counts the bound documents' spans only, as the view's lookup does
     assert _plain(ordered_lookup(view, INDEX, asked, limit=9, kind=ChunkKind.SPAN)) == _plain(
         ordered_lookup(LookupOnly(view), INDEX, asked, limit=9, kind=ChunkKind.SPAN)

@@ -174,6 +174,7 @@ def test_coverage_plan_is_the_per_span_computation() -> None:
         for i in range(stats.n):
             assert stats.coverage(i, q) == _coverage_per_span(stats, i, q)
         assert stats.coverage(0, q) == _coverage_per_span(stats, 0, q)  # the plan reused
+        assert stats.coverages(q) == [_coverage_per_span(stats, i, q) for i in range(stats.n)]
 
 
 def test_with_headings_bags_are_the_sums() -> None:
