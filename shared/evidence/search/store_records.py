@@ -87,8 +87,9 @@ CHUNK_CACHE_SIZE = 50_000
 #: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
 ALLOWED_CACHE_SIZE = 16
 #: Chunks kept in documents' `OrderedChunks` per open index (`ordered_lookup`), at one write
-#: generation; a document larger than this is read each time.
-ORDERED_CACHE_CHUNKS = 50_000
+#: generation (~1-2 kB each, beside the chunk cache's own copies; the longest development
+#: document has ~4,000 spans); a document larger than this is read each time.
+ORDERED_CACHE_CHUNKS = 20_000
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 
 
