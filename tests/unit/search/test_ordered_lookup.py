@@ -50,6 +50,11 @@ class LookupOnly:
         return list(self._reader.lookup(index, filters, limit=limit, kind=kind))
 
 
+def lookup_only(reader: Any) -> Any:
+    """`LookupOnly` as any reader (it is no full `SearchReader`: what the fallback needs only)."""
+    return LookupOnly(reader)
+
+
 def _plain(read: list[OrderedChunks]) -> list[tuple[Any, ...]]:
     return [
         (d.document_id, [c.chunk_id for c in d.chunks], d.starts.tolist(), d.ends.tolist(), d.sections)
@@ -79,7 +84,7 @@ def test_the_embedded_store_reads_what_lookup_gives_in_document_order(
     backend: EmbeddedBackend, filters: dict[str, Any], limit: int, kind: ChunkKind | None
 ) -> None:
     assert isinstance(backend, OrderedLookup)
-    want = _plain(ordered_lookup(LookupOnly(backend), INDEX, filters, limit=limit, kind=kind))
+    want = _plain(ordered_lookup(lookup_only(backend), INDEX, filters, limit=limit, kind=kind))
     assert _plain(ordered_lookup(backend, INDEX, filters, limit=limit, kind=kind)) == want
     # kept for the generation: the second read is the same
     assert _plain(ordered_lookup(backend, INDEX, filters, limit=limit, kind=kind)) == want
@@ -89,7 +94,7 @@ def test_the_fallback_sorts_by_offset_then_sequence_and_keeps_rowid_order_on_tie
     backend: EmbeddedBackend,
 ) -> None:
     (doc,) = ordered_lookup(
-        LookupOnly(backend), INDEX, {"document_id": "a-doc0"}, limit=100, kind=ChunkKind.SPAN
+        lookup_only(backend), INDEX, {"document_id": "a-doc0"}, limit=100, kind=ChunkKind.SPAN
     )
     assert [c.chunk_id.rsplit("-", 1)[1] for c in doc.chunks] == ["s1", "s6", "s3", "s2", "s5", "s0", "s4"]
     assert doc.sections == ("One", "Two")
@@ -108,24 +113,24 @@ def test_a_write_is_read_at_its_generation(backend: EmbeddedBackend) -> None:
     after = _plain(ordered_lookup(backend, INDEX, filters, limit=100, kind=ChunkKind.SPAN))
     assert after != before
     assert after == _plain(
-        ordered_lookup(LookupOnly(backend), INDEX, filters, limit=100, kind=ChunkKind.SPAN)
+        ordered_lookup(lookup_only(backend), INDEX, filters, limit=100, kind=ChunkKind.SPAN)
     )
     assert after[1][1] == ["new-s1", "new-s0"] and after[1][4] == ("Three",)
 
 
 @pytest.mark.parametrize("inner", ["embedded", "lookup only"])
 def test_the_scoped_view_reads_only_the_bound_documents(backend: EmbeddedBackend, inner: str) -> None:
-    reader: Any = backend if inner == "embedded" else LookupOnly(backend)
+    reader: Any = backend if inner == "embedded" else lookup_only(backend)
     view = bind_filters(reader, {"tenant": "a"})
     asked = {"document_id": ["a-doc0", "b-doc0", "a-doc1"]}
     got = ordered_lookup(view, INDEX, asked, limit=100, kind=ChunkKind.SPAN)
     assert [d.document_id for d in got] == ["a-doc0", "a-doc1"]  # b-doc0 is another tenant's
     assert _plain(got) == _plain(
-        ordered_lookup(LookupOnly(view), INDEX, asked, limit=100, kind=ChunkKind.SPAN)
+        ordered_lookup(lookup_only(view), INDEX, asked, limit=100, kind=ChunkKind.SPAN)
     )
     # the limit counts the bound documents' spans only, as the view's lookup does
     assert _plain(ordered_lookup(view, INDEX, asked, limit=9, kind=ChunkKind.SPAN)) == _plain(
-        ordered_lookup(LookupOnly(view), INDEX, asked, limit=9, kind=ChunkKind.SPAN)
+        ordered_lookup(lookup_only(view), INDEX, asked, limit=9, kind=ChunkKind.SPAN)
     )
     assert ordered_lookup(view, INDEX, {"document_id": ["b-doc0"]}, limit=100, kind=ChunkKind.SPAN) == []
     assert ordered_lookup(bind_filters(reader, {"tenant": "c"}), INDEX, asked, limit=100, kind=None) == []
