@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence.config import HybridMode
-from evidence.records import ChunkKind, DocumentChunks, SearchHit
+from evidence.records import Chunk, ChunkKind, DocumentChunks, SearchHit
 
 Vector = npt.NDArray[np.float32]
 
@@ -170,6 +170,63 @@ class BulkLoading(Protocol):
     def bulk(self, index: str) -> AbstractContextManager[None]:
         """Within the block, upserts are durable per call but indexing work is batched to the end."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedChunks:
+    """One document's chunks of a `lookup`, in document order (`ordered_lookup`)."""
+
+    document_id: str
+    #: By (char_start, sequence); ties in the order the lookup returned them (rowid).
+    chunks: Sequence[Chunk]
+    #: Their char_start and char_end (int64 arrays): offsets tested without a loop in Python.
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    #: Their distinct non-empty sections, in that order.
+    sections: tuple[str, ...]
+
+
+def ordered_chunks(document_id: str, chunks: Sequence[Chunk]) -> OrderedChunks:
+    """`OrderedChunks` of one document's chunks (in the order a lookup returned them)."""
+    ordered = sorted(chunks, key=lambda c: (c.char_start, c.sequence))
+    return OrderedChunks(
+        document_id,
+        ordered,
+        np.fromiter((c.char_start for c in ordered), dtype=np.int64, count=len(ordered)),
+        np.fromiter((c.char_end for c in ordered), dtype=np.int64, count=len(ordered)),
+        tuple(dict.fromkeys(c.section for c in ordered if c.section)),
+    )
+
+
+@runtime_checkable
+class OrderedLookup(Protocol):
+    """A backend that answers `ordered_lookup` itself (the embedded store: each document's
+    chunks kept in document order per write generation, read once, not per question)."""
+
+    def ordered_lookup(
+        self, index: str, filters: Filters, *, limit: int, kind: ChunkKind | None
+    ) -> list[OrderedChunks]: ...
+
+
+def ordered_lookup(
+    backend: SearchReader, index: str, filters: Filters, *, limit: int, kind: ChunkKind | None
+) -> list[OrderedChunks]:
+    """Exactly the chunks `backend.lookup(index, filters, limit=limit, kind=kind)` returns, by
+    document (by id), each document's in document order (`OrderedChunks`): what the span anchor
+    reads (`verbatim.cascade.spans_in_hits`). A backend that offers `OrderedLookup` answers it
+    (the embedded store, the scoped view over it); any other (OpenSearch) gets its `lookup`
+    sorted and grouped here, the same chunks."""
+    if isinstance(backend, OrderedLookup):
+        return backend.ordered_lookup(index, filters, limit=limit, kind=kind)
+    return group_ordered([h.chunk for h in backend.lookup(index, filters, limit=limit, kind=kind)])
+
+
+def group_ordered(chunks: Sequence[Chunk]) -> list[OrderedChunks]:
+    """`chunks` (as a lookup returned them) by document, by id, each in document order."""
+    by_document: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_document.setdefault(c.document_id, []).append(c)
+    return [ordered_chunks(doc, by_document[doc]) for doc in sorted(by_document)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from evidence.names import validate_index_name
 from evidence.records import ChunkKind, DocumentChunks, SearchHit
 from evidence.search.analysis import AnalyzerConfig
 from evidence.search.ann import AnnConfig
-from evidence.search.base import DocumentInfo, Filters, IndexInfo, UpsertResult, Vector
+from evidence.search.base import DocumentInfo, Filters, IndexInfo, OrderedChunks, UpsertResult, Vector
 from evidence.search.embedded_store import Consistency, IndexStore
 from evidence.search.initialisms import Table
 
@@ -197,6 +197,11 @@ class EmbeddedBackend:
         self, index: str, filters: Filters, *, limit: int = 100, kind: ChunkKind | None = None
     ) -> list[SearchHit]:
         return self.index_store(index).lookup(filters, limit, kind)
+
+    def ordered_lookup(
+        self, index: str, filters: Filters, *, limit: int, kind: ChunkKind | None
+    ) -> list[OrderedChunks]:
+        return self.index_store(index).ordered_lookup(filters, limit, kind)
 
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         return self.index_store(index).vectors(chunk_ids)

@@ -28,6 +28,8 @@ What the view offers (a `SearchReader`):
 - `lexical`, `dense`, `lookup`, `term_counts`, `document_count` and, exactly when the wrapped backend offers
   `HybridSearch`, `hybrid` (`bind_filters` then builds `ScopedHybridBackend`, so
   `isinstance(view, HybridSearch)` answers as it does for the backend): each within the merge.
+- `ordered_lookup` (`base.ordered_lookup`: `lookup`'s chunks by document in document order,
+  what the span anchor reads), within the merge, answered by the backend when it offers it.
 - `vectors(ids)`: only chunks within the bound filters. An id a read of this view returned is
   within them; any other is checked with one `lookup` first, so an id alone (chunk ids are
   derived from document ids and offsets) reads no other tenant's embedding.
@@ -56,10 +58,12 @@ from evidence.search.base import (
     HybridResult,
     HybridSearch,
     IndexInfo,
+    OrderedChunks,
     SearchReader,
     Vector,
     filter_value,
     filter_values,
+    ordered_lookup,
 )
 from evidence.search.initialisms import Table
 
@@ -198,6 +202,16 @@ class ScopedBackend:
         if isinstance(merged, _Nothing):
             return []
         return self._saw(self._backend.lookup(index, merged or {}, limit=limit, kind=kind))
+
+    def ordered_lookup(
+        self, index: str, filters: Filters, *, limit: int, kind: ChunkKind | None
+    ) -> list[OrderedChunks]:
+        """`lookup`'s chunks by document in document order (`base.ordered_lookup`), within the
+        merge. The chunks are not noted as seen (`vectors` checks an id it did not see)."""
+        merged = self._merge(filters)
+        if isinstance(merged, _Nothing):
+            return []
+        return ordered_lookup(self._backend, index, merged or {}, limit=limit, kind=kind)
 
     def vectors(self, index: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         if self._nothing:

@@ -21,7 +21,16 @@ from evidence.errors import EmbedderMismatchError
 from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
 from evidence.search.analysis import EnglishAnalyzer
 from evidence.search.ann import AnnConfig
-from evidence.search.base import DocumentInfo, Filters, IndexInfo, filter_value
+from evidence.search.base import (
+    DocumentInfo,
+    Filters,
+    IndexInfo,
+    OrderedChunks,
+    filter_value,
+    filter_values,
+    group_ordered,
+    ordered_chunks,
+)
 from evidence.sqlite_wal import open_wal
 
 _SCHEMA = """
@@ -78,6 +87,10 @@ PAGE_SIZE = 16_384
 CHUNK_CACHE_SIZE = 50_000
 #: Filters whose allowed rowids are kept per index (each up to 8 bytes per matching chunk).
 ALLOWED_CACHE_SIZE = 16
+#: Chunks kept in documents' `OrderedChunks` per open index (`ordered_lookup`), at one write
+#: generation (~1-2 kB each, beside the chunk cache's own copies; the longest development
+#: document has ~4,000 spans); a document larger than this is read each time.
+ORDERED_CACHE_CHUNKS = 20_000
 #: Past the ANN threshold, a filter allowing at most this many chunks is searched exactly.
 
 
@@ -163,6 +176,12 @@ class RecordStore:
         #: (generation, documents, chunks): counting 1M rows took ~5 ms, and every retrieve asks
         #: `describe` up to three times. Counts change only with the generation.
         self._counted: tuple[int, int, int] = (-1, 0, 0)
+        #: (document, kind) -> its chunks in document order with their rowids, at generation
+        #: `_ordered_gen` (`ordered_lookup`); least recently used first, at most
+        #: ORDERED_CACHE_CHUNKS chunks in all.
+        self._ordered: dict[tuple[str, str], tuple[OrderedChunks, np.ndarray]] = {}
+        self._ordered_gen = -1
+        self._ordered_size = 0
 
     # --- readers ------------------------------------------------------------------------
 
@@ -493,6 +512,83 @@ class RecordStore:
         chunks = self.chunks_by_rowid(rows)
         out = [chunks[r] for r in rows if r in chunks and (kind is None or chunks[r].kind is kind)]
         return [SearchHit(chunk=c, score=0.0) for c in out[:limit]]
+
+    def ordered_lookup(self, filters: Filters, limit: int, kind: ChunkKind | None) -> list[OrderedChunks]:
+        """`lookup(filters, limit, kind)`'s chunks by document, each in document order
+        (`base.ordered_lookup`). With a `document_id` filter, each document's chunks of `kind` are
+        read once per write generation and kept (`_document_ordered`), and the other filter keys
+        (a tenant's) are the rowids `allowed_rowids` keeps: what a question pays is a few array
+        operations, not reading, decoding and sorting every chunk of its documents. The chunks
+        are those `lookup` returns: the rows every key allows (each key's rows intersected, as
+        `filtered_rowids` does), the first `limit` of them by rowid."""
+        if not filters or "document_id" not in filters:
+            return group_ordered([h.chunk for h in self.lookup(filters, limit, kind)])
+        documents = sorted({filter_value(v) for v in filter_values(filters["document_id"])})
+        rest = {k: v for k, v in filters.items() if k != "document_id"}
+        allowed = self.allowed_rowids(rest, kind) if rest else None
+        read = [self._document_ordered(d, kind) for d in documents]
+        kept: list[tuple[OrderedChunks, np.ndarray, np.ndarray | None]] = []
+        for doc, rowids in (r for r in read if r is not None):
+            keep = None if allowed is None else np.isin(rowids, allowed)
+            kept.append((doc, rowids, keep))
+        total = sum(len(r) if k is None else int(k.sum()) for _, r, k in kept)
+        cutoff = None
+        if total > limit:
+            every = np.concatenate([r if k is None else r[k] for _, r, k in kept])
+            cutoff = np.partition(every, limit - 1)[limit - 1] if limit > 0 else -1
+        out: list[OrderedChunks] = []
+        for doc, rowids, allowed_here in kept:
+            keep = allowed_here
+            if cutoff is not None:
+                keep = (rowids <= cutoff) if keep is None else (keep & (rowids <= cutoff))
+            if keep is None or keep.all():
+                out.append(doc)
+            elif keep.any():
+                out.append(
+                    ordered_chunks(doc.document_id, [c for c, k in zip(doc.chunks, keep, strict=True) if k])
+                )
+        return out
+
+    def _document_ordered(
+        self, document_id: str, kind: ChunkKind | None
+    ) -> tuple[OrderedChunks, np.ndarray] | None:
+        """One document's chunks of `kind` in document order and their rowids (None: it has
+        none), kept per write generation (read in one snapshot, kept only when that snapshot is
+        the newest generation seen)."""
+        key = (document_id, kind.value if kind else "")
+        with self._snapshot() as db:
+            gen = self.generation(db)
+            with self._small:
+                if gen > self._ordered_gen:
+                    self._ordered.clear()
+                    self._ordered_size = 0
+                    self._ordered_gen = gen
+                found = self._ordered.pop(key, None) if gen == self._ordered_gen else None
+                if found is not None:
+                    self._ordered[key] = found  # most recently used last
+                    return found
+            cond, args = "document_id = ?", [document_id]
+            if kind is not None:
+                cond += " AND kind = ?"
+                args.append(kind.value)
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLS} FROM chunks WHERE {cond} ORDER BY rowid", args
+            ).fetchall()
+        if not rows:
+            return None
+        chunks = [self._row_to_chunk(r) for r in rows]
+        rowid_of = {id(c): int(r[0]) for c, r in zip(chunks, rows, strict=True)}
+        doc = ordered_chunks(document_id, chunks)
+        rowids = np.fromiter((rowid_of[id(c)] for c in doc.chunks), dtype=np.int64, count=len(chunks))
+        if len(chunks) <= ORDERED_CACHE_CHUNKS:
+            with self._small:
+                if gen == self._ordered_gen and key not in self._ordered:
+                    while self._ordered and self._ordered_size + len(chunks) > ORDERED_CACHE_CHUNKS:
+                        old_doc, _ = self._ordered.pop(next(iter(self._ordered)))
+                        self._ordered_size -= len(old_doc.chunks)
+                    self._ordered[key] = (doc, rowids)
+                    self._ordered_size += len(chunks)
+        return doc, rowids
 
     # --- whole-index reads ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
@@ -368,26 +369,33 @@ def spans_in_hits(
 ) -> HitSpans:
     """The spans inside `passages` that may be an answer (no table header row, no span that only
     repeats a heading of its document), with their scoring texts. The passages' documents' spans
-    are read whole (the backend's `lookup` has no offset filter), but only the spans inside the
-    hits, and the few before each run of them that their scoring text reads, are worked on:
-    the same texts and the same spans as `scoring_texts`, `header_rows` and `heading_echoes`
-    over the whole documents give them (tested), at a fraction of the cost (those three over
-    every span of a long page took ~20 ms a question)."""
+    are read as `lookup` gives them (`base.ordered_lookup`: on the embedded store each document's
+    spans in document order and their offsets are kept per write generation, so a question reads
+    no row), but only the spans inside the hits, and the few before each run of them that their
+    scoring text reads, are worked on: the same texts and the same spans as `scoring_texts`,
+    `header_rows` and `heading_echoes` over the whole documents give them (tested), at a fraction
+    of the cost (those three over every span of a long page took ~20 ms a question)."""
     if not passages:
         return HitSpans([], [])
-    from evidence.verbatim.spans import _heading_key, document_order
+    import numpy as np
+
+    from evidence.search.base import ordered_lookup
 
     docs = list(dict.fromkeys(p.document_id for p in passages))
-    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
-    spans = document_order([h.chunk for h in found])
-    mask = _within_mask(spans, passages)
-    inner = mask.nonzero()[0].tolist()
+    documents = ordered_lookup(backend, index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
+    spans: list[Chunk] = []
+    masks = []
+    for doc in documents:
+        spans.extend(doc.chunks)
+        own = [p for p in passages if p.document_id == doc.document_id]
+        p0 = np.asarray([p.char_start for p in own], dtype=np.int64)
+        p1 = np.asarray([p.char_end for p in own], dtype=np.int64)
+        masks.append(((p0[None, :] <= doc.starts[:, None]) & (doc.ends[:, None] <= p1[None, :])).any(axis=1))
+    inner = np.concatenate(masks).nonzero()[0].tolist() if masks else []
     if not inner:
         return HitSpans([], [])
     # A heading echo repeats one of its document's headings: each distinct heading keyed once.
-    headings: dict[str, set[str]] = {}
-    for doc, section in dict.fromkeys((c.document_id, c.section) for c in spans if c.section):
-        headings.setdefault(doc, set()).add(_heading_key(section))
+    headings = {doc.document_id: {_section_key(h) for h in doc.sections} for doc in documents}
 
     def same_section(a: Chunk, b: Chunk) -> bool:
         return a.document_id == b.document_id and a.section == b.section
@@ -423,10 +431,19 @@ def spans_in_hits(
             prev is None or prev.span_type is not SpanType.TABLE_ROW or prev.section != c.section
         ):
             continue  # a table's header row (`header_rows`)
-        if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ()):
+        if len(c.text) <= 200 and _section_key(c.text) in headings.get(c.document_id, ()):
             continue  # a heading echo (`heading_echoes`)
         keep.append(i)
     return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
+
+
+@lru_cache(maxsize=16384)
+def _section_key(text: str) -> str:
+    """`spans._heading_key`, remembered: a long document's few hundred headings are keyed once,
+    not once a question."""
+    from evidence.verbatim.spans import _heading_key
+
+    return _heading_key(text)
 
 
 def _spans_in_hits_whole(

@@ -354,7 +354,7 @@ class CascadePaths(RunState):
         headed = self.headed_stats
         q = self._query_terms_with_phrases()
         raw = [headed.bm25(i, q) for i in range(len(spans))]
-        coverage = [headed.coverage(i, self.q_groups) for i in range(len(spans))]
+        coverage = headed.coverages(self.q_groups)
         lexical = lexical_columns(spans, question=self.question, passage=passage, bm25=raw, coverage=coverage)
         candidates = [
             i for i in range(len(spans)) if i not in self.headers and (raw[i] > 0 or passage[i] > 0)

@@ -42,6 +42,12 @@ class SpanStats:
     bags: list[Counter[str]] = field(default_factory=list)
     _weights: dict[tuple[str, ...], dict[str, float]] = field(default_factory=dict, repr=False)
     _prefix_seen: dict[str, bool] = field(default_factory=dict, repr=False)
+    #: Per query (`coverage`): each concept's weight and the words of the texts that cover it by
+    #: prefix, and the total weight: what is per question is computed once, not once per span.
+    _plans: dict[tuple[object, ...], tuple[list[tuple[float, tuple[str, ...], tuple[str, ...]]], float]] = (
+        field(default_factory=dict, repr=False)
+    )
+    _by_stem: dict[str, list[str]] | None = field(default=None, repr=False)
     #: The mean length, once: `bm25` is called per span, and summing the lengths each time made
     #: scoring a scope quadratic in its spans.
     avg_length: float = field(default=1.0, init=False)
@@ -62,7 +68,7 @@ class SpanStats:
         value of this macro is 1 billion" under "Maximum length of a string"). Each distinct
         heading is analysed once."""
         heads = {h: Counter(terms(h)) for h in dict.fromkeys(headings)}
-        bags = [bag + heads[h] for bag, h in zip(self.bags, headings, strict=True)]
+        bags = [_plus(bag, heads[h]) for bag, h in zip(self.bags, headings, strict=True)]
         texts = [f"{h} {t}" if h else t for t, h in zip(self.texts, headings, strict=True)]
         return SpanStats(texts, bags=bags)
 
@@ -118,21 +124,73 @@ class SpanStats:
         """IDF-weighted share of the query's concepts found in text i. A concept is a term or a
         group of alternatives (a lay word and its label words: covered by any of them); matching
         is prefix-tolerant, so "mutagen" covers "mutagenic"."""
+        groups, total = self._coverage_plan(query)
+        bag = self.bags[i]
+        got = 0.0
+        for w, g, near in groups:
+            if any(t in bag for t in g) or any(x in bag for x in near):
+                got += w
+        return got / total if total else 0.0
+
+    def coverages(self, query: Sequence[str | Sequence[str]]) -> list[float]:
+        """`coverage(i, query)` of every text, in order."""
+        groups, total = self._coverage_plan(query)
+        out = []
+        for bag in self.bags:
+            got = 0.0
+            for w, g, near in groups:
+                if any(t in bag for t in g) or any(x in bag for x in near):
+                    got += w
+            out.append(got / total if total else 0.0)
+        return out
+
+    def _coverage_plan(
+        self, query: Sequence[str | Sequence[str]]
+    ) -> tuple[list[tuple[float, tuple[str, ...], tuple[str, ...]]], float]:
+        """`coverage`'s per-query part, once per query: the concepts (deduplicated, in order),
+        each with its weight and the texts' words that cover it by prefix (`_prefix_hit`: a text
+        holds such a word exactly when the prefix test over its words holds, as every word of a
+        text is one of `df`), and the total weight."""
+        key = tuple(g if isinstance(g, str) else tuple(g) for g in query)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
         groups = [(g,) if isinstance(g, str) else tuple(g) for g in query]
         groups = [g for g in dict.fromkeys(groups) if g]
-        if not groups:
-            return 0.0
         flat = [t for g in groups for t in g]
-        weights = self.weights(flat)
-        bag = self.bags[i]
-        total = got = 0.0
+        weights = self.weights(flat) if groups else {}
+        out: list[tuple[float, tuple[str, ...], tuple[str, ...]]] = []
+        total = 0.0
         for g in groups:
             present = [weights[t] for t in g if t in self.df]
             w = max(present) if present else weights[g[0]]
             total += w
-            if any(t in bag or _prefix_hit(t, bag) for t in g):
-                got += w
-        return got / total if total else 0.0
+            near = tuple(dict.fromkeys(x for t in g for x in self._prefix_words(t)))
+            out.append((w, g, near))
+        plan = (out, total)
+        self._plans[key] = plan
+        return plan
+
+    def _prefix_words(self, term: str) -> list[str]:
+        """The words of the texts `_prefix_hit` accepts for `term`."""
+        if len(term) < 5:
+            return []
+        if self._by_stem is None:
+            by_stem: dict[str, list[str]] = {}
+            for w in self.df:
+                if len(w) >= 5:
+                    by_stem.setdefault(w[:5], []).append(w)
+            self._by_stem = by_stem
+        return [w for w in self._by_stem.get(term[:5], ()) if w.startswith(term) or term.startswith(w)]
+
+
+def _plus(bag: Counter[str], more: Counter[str]) -> Counter[str]:
+    """`bag + more` for counts that are all positive (the same counts, keys in the same order),
+    without `Counter.__add__`'s Python loop over every key of `bag`."""
+    out = Counter(bag)
+    if more:
+        out.update(more)
+    return out
 
 
 def _prefix_hit(term: str, bag: Counter[str]) -> bool:

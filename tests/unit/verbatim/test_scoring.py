@@ -8,8 +8,9 @@ import random
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
-from evidence.verbatim.scoring import grounding, spelling_variant, terms
+from evidence.verbatim.scoring import SpanStats, _prefix_hit, grounding, spelling_variant, terms
 
 
 def _reference(
@@ -132,3 +133,53 @@ def test_identifiers_joined_by_double_underscores_or_in_other_scripts_carry_thei
     assert grounding([("bar",)], ["foo__bar()"]) == (1.0, [])
     assert grounding([terms("größe"), ("max",)], ["größe_max = 10"]) == (1.0, [])
     assert grounding([terms("naïve"), ("bay",)], ["naïve_bayes(x)"]) == (1.0, [])
+
+
+def _coverage_per_span(stats: SpanStats, i: int, query: list[Any]) -> float:
+    """`SpanStats.coverage` as it was before its per-query plan (everything per span)."""
+    groups = [(g,) if isinstance(g, str) else tuple(g) for g in query]
+    groups = [g for g in dict.fromkeys(groups) if g]
+    if not groups:
+        return 0.0
+    weights = stats.weights([t for g in groups for t in g])
+    bag = stats.bags[i]
+    total = got = 0.0
+    for g in groups:
+        present = [weights[t] for t in g if t in stats.df]
+        w = max(present) if present else weights[g[0]]
+        total += w
+        if any(t in bag or _prefix_hit(t, bag) for t in g):
+            got += w
+    return got / total if total else 0.0
+
+
+def test_coverage_plan_is_the_per_span_computation() -> None:
+    texts = [
+        "Mutagenic effects were not observed in the carcinogenicity studies.",
+        "The maximum length of a string is one billion bytes.",
+        "Mutagens and carcinogens are listed in section 11.",
+        "Store at room temperature; protect from light.",
+        "",
+    ]
+    stats = SpanStats(texts).with_headings(["Toxicology", "Limits", "", "Storage", "Limits"])
+    queries: list[list[Any]] = [
+        ["mutagen", "carcinogen"],
+        [("mutag", "genotox"), "studi", "length"],
+        ["maximum", ["maxim", "limit"], "maximum", "string"],
+        ["temperatur", "light", "absent"],
+        [],
+        [()],
+    ]
+    for q in queries:
+        for i in range(stats.n):
+            assert stats.coverage(i, q) == _coverage_per_span(stats, i, q)
+        assert stats.coverage(0, q) == _coverage_per_span(stats, 0, q)  # the plan reused
+        assert stats.coverages(q) == [_coverage_per_span(stats, i, q) for i in range(stats.n)]
+
+
+def test_with_headings_bags_are_the_sums() -> None:
+    base = SpanStats(["alpha beta beta", "gamma", ""])
+    headed = base.with_headings(["beta delta", "", "alpha"])
+    for bag, h, got in zip(base.bags, ["beta delta", "", "alpha"], headed.bags, strict=True):
+        want = bag + Counter(terms(h))
+        assert got == want and list(got) == list(want)
