@@ -83,10 +83,10 @@ class Counting:
         return self.inner.embed_query(text)
 
 
-def _service(tmp_path: Path, *, on: bool, cached: bool = True, **kw: object) -> tuple[EvidenceService, Counting]:
+def _service(tmp_path: Path, *, on: bool, cached: bool = True) -> tuple[EvidenceService, Counting]:
     counting = Counting()
     settings = Settings(
-        store_dir=tmp_path / "store", embed_spans_at_index=on, passage_tokens=48, passage_overlap=8, **kw
+        store_dir=tmp_path / "store", embed_spans_at_index=on, passage_tokens=48, passage_overlap=8
     )
     embedder = (
         CachedEmbedder(counting, EmbeddingCache(tmp_path / "store" / "embeddings.sqlite3"))
@@ -111,11 +111,9 @@ def _ask_everything(service: EvidenceService) -> None:
         service.retrieve(INDEX, RetrieveRequest(query=q, profile="verbatim"))
         resp = service.retrieve(INDEX, RetrieveRequest(query=q, profile="default"))
         vector = service.query_vector(INDEX, q)
+        assert vector is not None
         embed = IndexEmbed(lambda: service.document_embedder(INDEX))
-        passages = [
-            h.chunk
-            for h in service.backend.dense(INDEX, vector, k=10, kind=ChunkKind.PASSAGE)
-        ]
+        passages = [h.chunk for h in service.backend.dense(INDEX, vector, k=10, kind=ChunkKind.PASSAGE)]
         for within in (passages[:1], passages[:2], passages[1:2], passages, ()):
             ranked = span_ranking(
                 service.backend, INDEX, q, [resp.hits[0].document_id],
@@ -145,8 +143,7 @@ def test_without_it_the_same_questions_embed_span_texts(tmp_path: Path) -> None:
     service, counting = _service(tmp_path, on=False)
     _index(service, tmp_path)
     passages = {
-        h.chunk.search_text
-        for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
     }
     assert set(counting.embedded) == passages  # indexing embedded the passages alone
     counting.embedded.clear()
@@ -177,8 +174,7 @@ def test_without_a_persistent_cache_it_does_nothing(tmp_path: Path) -> None:
     service, counting = _service(tmp_path, on=True, cached=False)
     _index(service, tmp_path)
     passages = {
-        h.chunk.search_text
-        for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
     }
     assert sorted(counting.embedded) == sorted(passages)
 
@@ -193,3 +189,39 @@ def test_span_rows_keep_no_vector_either_way(tmp_path: Path, on: bool) -> None:
     _index(service, tmp_path)
     hits = service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)
     assert hits and service.backend.vectors(INDEX, [h.chunk.chunk_id for h in hits]) == {}
+
+
+def test_a_deadline_among_the_spans_writes_nothing_and_the_retry_resumes(tmp_path: Path) -> None:
+    """The spans are embedded after the passages, in the same call: a deadline past mid-way fails
+    the upload as before (nothing written), the slices embedded so far are cached (the passages
+    first), and the retry embeds only the rest."""
+    import time
+
+    from evidence.errors import DeadlineExceededError
+    from evidence.model import IndexDocumentRequest
+    from evidence.retry import deadline_scope
+
+    service, counting = _service(tmp_path, on=True)
+    slow = counting.embed_documents
+
+    def embed_slowly(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        time.sleep(2.5)
+        return slow(texts)
+
+    counting.embed_documents = embed_slowly  # type: ignore[method-assign]
+    notes = " ".join(f"Note {n} says that region {n} keeps {n} copies of each object." for n in range(20))
+    request = IndexDocumentRequest(
+        filename="manual.md", text=f"{DOC}\n## Notes\n\n{notes}\n", document_id="m"
+    )
+    with pytest.raises(DeadlineExceededError), deadline_scope(2.0):
+        service.index_document(INDEX, request)
+    counting.embed_documents = slow  # type: ignore[method-assign]
+    first = list(counting.embedded)
+    assert len(first) == 32  # one slice (`EMBED_SLICE`), then the deadline
+    assert service.backend.lookup(INDEX, {}, limit=10) == []
+    counting.embedded.clear()
+    assert service.index_document(INDEX, request).status == "created"
+    passages = {
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+    }
+    assert passages <= set(first) and counting.embedded and not set(counting.embedded) & set(first)
