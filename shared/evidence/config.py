@@ -126,6 +126,13 @@ class Settings(BaseSettings):
     #: embed its ranked spans' pieces again: the bound in MB (least recently used rows evicted past
     #: it; ~26 KB a span); 0 = kept in process only (docs/verbatim.md, "The token-level match").
     token_cache_mb: int = Field(default=256, ge=0, le=1_000_000)
+    #: Indexing also embeds each new or changed document's fact spans (the texts the verbatim span
+    #: scorer and the focus span anchor embed: `verbatim.spans.span_embedding_texts`) into the
+    #: store's embedding cache, so a question reads their vectors instead of embedding them (~1-2 s
+    #: a question on a cold store). Embedded store only: elsewhere (OpenSearch) there is no cache
+    #: to fill and it does nothing. Off: it costs indexing time and cache size (measured:
+    #: docs/ingest.md#span-vectors-at-indexing). Word pieces (`token_cache_mb`) are not embedded.
+    embed_spans_at_index: bool = False
 
     # Chunking
     passage_tokens: int = Field(default=256, ge=32, le=2048)

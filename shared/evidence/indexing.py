@@ -136,9 +136,14 @@ class Indexing:
                         texts.append(c.search_text)
                         owners.append((di, ci))
             embedder = self.document_embedder(index)
+            n_passages = len(texts)
+            # The spans' texts after the passages (`embed_documents` caches slice by slice, and
+            # checks the deadline between slices: a retry after a deadline resumes with them).
+            texts.extend(self._span_texts(todo, embedder))
             emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
-            # Rows stay NaN ("no vector") for fact spans: they are found lexically, and embedding
-            # every sentence would multiply indexing cost for a leg the cascade uses last.
+            emb = emb[:n_passages]
+            # Rows stay NaN ("no vector") for fact spans: they are found lexically, and a span's
+            # vector, when embedded here at all (`_span_texts`), lives in the embedding cache only.
             mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
             for (di, ci), vec in zip(owners, emb, strict=True):
                 mats[di][ci] = vec
@@ -160,6 +165,25 @@ class Indexing:
                 )
             )
         return out
+
+    def _span_texts(self, docs: Sequence[DocumentChunks], embedder: Embedder) -> list[str]:
+        """With `embed_spans_at_index`, the texts the span scorer would embed for `docs`' spans
+        (`verbatim.spans.span_embedding_texts`), so that a question finds them in the store's
+        embedding cache; none without the setting or without a persistent cache to put them in
+        (OpenSearch: docs/ingest.md#span-vectors-at-indexing). Text already cached (unchanged
+        spans of a changed document, a repeated sentence) costs no inference."""
+        if not self.settings.embed_spans_at_index:
+            return []
+        from evidence.embed.cache import CachedEmbedder
+
+        if not isinstance(embedder, CachedEmbedder):
+            return []
+        from evidence.verbatim.spans import span_embedding_texts
+
+        out: dict[str, None] = {}
+        for d in docs:
+            out.update(dict.fromkeys(span_embedding_texts(d.chunks)))
+        return list(out)
 
     def document_data(self, request: IndexDocumentRequest) -> bytes:
         """The upload's bytes (its text, or its base64 decoded), within the document size limit."""

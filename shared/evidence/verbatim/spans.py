@@ -160,6 +160,39 @@ def document_order(chunks: Sequence[Chunk]) -> list[Chunk]:
     return sorted(chunks, key=lambda c: (c.document_id, c.char_start, c.sequence))
 
 
+def span_embedding_texts(chunks: Sequence[Chunk]) -> list[str]:
+    """The texts the span scorer embeds for a document's spans (`span_rank.cosine_columns`: each
+    span's `scoring_texts` and the distinct section headings), distinct, for embedding them at
+    indexing time (`EVIDENCE_EMBED_SPANS_AT_INDEX`, docs/ingest.md#span-vectors-at-indexing).
+
+    `chunks`: one document's chunks (passages and spans). A span's scoring text depends on the spans
+    before it in its scope, so two scopes are covered: the whole document (the verbatim profile
+    reads whole documents) and each passage alone (the focus anchor's `within_hits` ranks the spans
+    inside its hits, where a run of spans starts at a passage's start). A scope of several adjacent
+    hits can still ask a table row with another header: a cache miss, as without this."""
+    from bisect import bisect_left
+
+    from evidence.records import ChunkKind
+
+    spans = document_order([c for c in chunks if c.kind is ChunkKind.SPAN])
+    if not spans:
+        return []
+    out = dict.fromkeys(scoring_texts(spans))
+    starts = [c.char_start for c in spans]
+    for p in chunks:
+        if p.kind is not ChunkKind.PASSAGE:
+            continue
+        inside_p = []  # `inside(c, p)`, read from the first span starting in the passage
+        for c in spans[bisect_left(starts, p.char_start) :]:
+            if c.char_start > p.char_end:
+                break
+            if c.char_end <= p.char_end and c.document_id == p.document_id:
+                inside_p.append(c)
+        out.update(dict.fromkeys(scoring_texts(inside_p)))
+    out.update(dict.fromkeys(c.section for c in spans if c.section))
+    return list(out)
+
+
 #: A sentence that announces what follows it ("... include the following:").
 _LEAD_IN = re.compile(r":\s*$")
 

@@ -1,0 +1,227 @@
+"""`EVIDENCE_EMBED_SPANS_AT_INDEX`: indexing puts the vectors of every text the span scorer embeds
+(the verbatim profile's `HYBRID_FACTSPAN`, the default profile's focus span anchor) into the store's
+embedding cache, so a question embeds no span text (docs/ingest.md#span-vectors-at-indexing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from evidence.config import Settings
+from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.model import RetrieveRequest
+from evidence.records import ChunkKind
+from evidence.service import EvidenceService
+from evidence.testing import HashingEmbedder
+from evidence.verbatim.cascade import span_ranking
+from evidence.verbatim.span_rank import IndexEmbed
+from evidence.verbatim.spans import document_order, scoring_texts
+
+INDEX = "manual"
+
+# Headings, prose, a label and the sentence it labels (scored together), bullets, and a captioned
+# table long enough that small passages cut it (a row then heads the rows of its passage).
+DOC = """# Storage service manual
+
+## Retention
+
+Customer data is deleted within 30 days after the contract ends. Backups are kept for 90 days
+in a second region. Deleted data cannot be restored after the backup window.
+
+Key term.
+
+The retention clock starts when the customer closes the account, not at the last login.
+
+## Encryption
+
+- Keys rotate every 365 days in a hardware security module.
+- Data at rest is encrypted with AES-256.
+- Data in transit uses TLS 1.3 only.
+
+## Limits
+
+Table 1: Request limits per plan
+
+| Plan | Requests per minute | Burst |
+| --- | --- | --- |
+| Free | 60 | 10 |
+| Team | 600 | 100 |
+| Business | 6000 | 1000 |
+| Enterprise | 60000 | 10000 |
+| Internal | 120000 | 20000 |
+
+Requests above the limit receive HTTP 429 and may be retried after one second.
+"""
+
+QUESTIONS = (
+    "How long are backups kept?",
+    "When does the retention clock start?",
+    "How often do keys rotate?",
+    "How many requests per minute does the Team plan allow?",
+    "What happens to requests above the limit?",
+)
+
+
+class Counting:
+    """An embedder that records every text it embeds as a document."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.model_id = self.inner.model_id
+        self.dimension = self.inner.dimension
+        self.embedded: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.embedded.extend(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self.inner.embed_query(text)
+
+
+def _service(tmp_path: Path, *, on: bool, cached: bool = True) -> tuple[EvidenceService, Counting]:
+    counting = Counting()
+    settings = Settings(
+        store_dir=tmp_path / "store", embed_spans_at_index=on, passage_tokens=48, passage_overlap=8
+    )
+    embedder = (
+        CachedEmbedder(counting, EmbeddingCache(tmp_path / "store" / "embeddings.sqlite3"))
+        if cached
+        else counting
+    )
+    return EvidenceService(settings, embedder=embedder), counting
+
+
+def _index(service: EvidenceService, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir(exist_ok=True)
+    (docs / "manual.md").write_text(DOC, encoding="utf-8")
+    report = service.index_paths(INDEX, [docs])
+    assert not report.failed and report.count("created") == 1
+
+
+def _ask_everything(service: EvidenceService) -> None:
+    """Every way a question embeds span texts: the verbatim profile, and the span scorer over the
+    spans inside the first hits (the focus anchor's scope) and over the whole document."""
+    for q in QUESTIONS:
+        service.retrieve(INDEX, RetrieveRequest(query=q, profile="verbatim"))
+        resp = service.retrieve(INDEX, RetrieveRequest(query=q, profile="default"))
+        vector = service.query_vector(INDEX, q)
+        assert vector is not None
+        embed = IndexEmbed(lambda: service.document_embedder(INDEX))
+        passages = [h.chunk for h in service.backend.dense(INDEX, vector, k=10, kind=ChunkKind.PASSAGE)]
+        for within in (passages[:1], passages[:2], passages[1:2], passages, ()):
+            ranked = span_ranking(
+                service.backend, INDEX, q, [resp.hits[0].document_id],
+                query_vector=vector, embed=embed, within=within,
+            )  # fmt: skip
+            assert ranked
+
+
+def test_with_the_setting_a_question_embeds_no_span_text(tmp_path: Path) -> None:
+    service, counting = _service(tmp_path, on=True)
+    _index(service, tmp_path)
+    spans = document_order(
+        [h.chunk for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)]
+    )
+    assert len({c.section for c in spans}) >= 3 and len(spans) >= 15
+    # the spans' scoring texts (a table row with its caption and header, a label with what it
+    # labels) and headings were embedded at indexing, once each
+    assert set(scoring_texts(spans)) | {c.section for c in spans if c.section} <= set(counting.embedded)
+    assert len(counting.embedded) == len(set(counting.embedded))
+    counting.embedded.clear()
+    _ask_everything(service)
+    assert counting.embedded == []
+
+
+def test_without_it_the_same_questions_embed_span_texts(tmp_path: Path) -> None:
+    """The check above is not vacuous: the questions do embed span texts when indexing did not."""
+    service, counting = _service(tmp_path, on=False)
+    _index(service, tmp_path)
+    passages = {
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+    }
+    assert set(counting.embedded) == passages  # indexing embedded the passages alone
+    counting.embedded.clear()
+    _ask_everything(service)
+    assert counting.embedded
+
+
+def test_unchanged_content_embeds_nothing_and_a_changed_document_only_its_new_texts(
+    tmp_path: Path,
+) -> None:
+    service, counting = _service(tmp_path, on=True)
+    _index(service, tmp_path)
+    counting.embedded.clear()
+    report = service.index_paths(INDEX, [tmp_path / "docs"])
+    assert report.count("unchanged") == 1 and counting.embedded == []
+    (tmp_path / "docs" / "manual.md").write_text(
+        DOC + "\n## Support\n\nSupport answers within one business day.\n", encoding="utf-8"
+    )
+    service.index_paths(INDEX, [tmp_path / "docs"])
+    # the cache answers every text the first version had; only the new ones are embedded
+    assert "Support answers within one business day." in counting.embedded
+    assert "Keys rotate every 365 days in a hardware security module." not in " ".join(counting.embedded)
+
+
+def test_without_a_persistent_cache_it_does_nothing(tmp_path: Path) -> None:
+    """OpenSearch has no embedding cache to fill (`with_store_cache` returns the bare model): the
+    spans' vectors would be computed and thrown away, so indexing embeds the passages alone."""
+    service, counting = _service(tmp_path, on=True, cached=False)
+    _index(service, tmp_path)
+    passages = {
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+    }
+    assert sorted(counting.embedded) == sorted(passages)
+
+
+def test_the_setting_is_off_by_default() -> None:
+    assert Settings().embed_spans_at_index is False
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_span_rows_keep_no_vector_either_way(tmp_path: Path, on: bool) -> None:
+    service, _ = _service(tmp_path, on=on)
+    _index(service, tmp_path)
+    hits = service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)
+    assert hits and service.backend.vectors(INDEX, [h.chunk.chunk_id for h in hits]) == {}
+
+
+def test_a_deadline_among_the_spans_writes_nothing_and_the_retry_resumes(tmp_path: Path) -> None:
+    """The spans are embedded after the passages, in the same call: a deadline past mid-way fails
+    the upload as before (nothing written), the slices embedded so far are cached (the passages
+    first), and the retry embeds only the rest."""
+    import time
+
+    from evidence.errors import DeadlineExceededError
+    from evidence.model import IndexDocumentRequest
+    from evidence.retry import deadline_scope
+
+    service, counting = _service(tmp_path, on=True)
+    slow = counting.embed_documents
+
+    def embed_slowly(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        time.sleep(2.5)
+        return slow(texts)
+
+    counting.embed_documents = embed_slowly  # type: ignore[method-assign]
+    notes = " ".join(f"Note {n} says that region {n} keeps {n} copies of each object." for n in range(20))
+    request = IndexDocumentRequest(
+        filename="manual.md", text=f"{DOC}\n## Notes\n\n{notes}\n", document_id="m"
+    )
+    with pytest.raises(DeadlineExceededError), deadline_scope(2.0):
+        service.index_document(INDEX, request)
+    counting.embed_documents = slow  # type: ignore[method-assign]
+    first = list(counting.embedded)
+    assert len(first) == 32  # one slice (`EMBED_SLICE`), then the deadline
+    assert service.backend.lookup(INDEX, {}, limit=10) == []
+    counting.embedded.clear()
+    assert service.index_document(INDEX, request).status == "created"
+    passages = {
+        h.chunk.search_text for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+    }
+    assert passages <= set(first) and counting.embedded and not set(counting.embedded) & set(first)
