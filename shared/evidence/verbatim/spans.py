@@ -167,8 +167,9 @@ def span_embedding_texts(chunks: Sequence[Chunk]) -> list[str]:
 
     `chunks`: one document's chunks (passages and spans). A span's scoring text depends on the spans
     before it in its scope, so two scopes are covered: the whole document (the verbatim profile
-    reads whole documents) and each passage alone (the focus anchor's `within_hits` ranks the spans
-    inside its hits, where a run of spans starts at a passage's start). A scope of several adjacent
+    reads whole documents, and the cache-only focus anchor keys its spans so: `spans_in_hits`) and
+    each passage alone (the embedding anchor kept as a bench lever, `SpanAnchors(embed=…,
+    within_hits=True)`, starts a run of spans at a passage's start). A scope of several adjacent
     hits can still ask a table row with another header: a cache miss, as without this."""
     from bisect import bisect_left
 
