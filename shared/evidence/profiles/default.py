@@ -23,9 +23,10 @@ class DefaultPlugin(PipelinePlugin):
 
     def pipeline(self, env: ProfileEnv | None = None) -> Profile:
         """The profile; with the `focus_span_anchor` setting, an index and a service, `focus` keeps
-        in each hit a run holding its best span by the question's cosine with the spans' (and
-        their headings') vectors, read from the store's embedding cache only, where indexing put
-        them: nothing is embedded at query time (off by default; docs/ranking.md#focus-span-anchor)."""
+        in each hit a run holding its best span by the span scorer's `dense` model (its lexical
+        features and the question's cosines with the span's and its heading's vectors), the
+        vectors read from the store's embedding cache only, where indexing put them: nothing is
+        embedded at query time (off by default; docs/ranking.md#focus-span-anchor-r2)."""
         base = super().pipeline(env)
         if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
             return base
