@@ -446,24 +446,6 @@ def _section_key(text: str) -> str:
     return _heading_key(text)
 
 
-def _spans_in_hits_whole(
-    backend: SearchReader, index: str, passages: Sequence[Chunk], *, max_scan: int = 5000
-) -> HitSpans:
-    """`spans_in_hits` the slow way, every function over the whole documents (for the tests)."""
-    if not passages:
-        return HitSpans([], [])
-    from evidence.verbatim.spans import document_order, heading_echoes
-
-    docs = list(dict.fromkeys(p.document_id for p in passages))
-    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
-    spans = document_order([h.chunk for h in found])
-    mask = _within_mask(spans, passages)
-    texts = scoring_texts(spans)
-    skip = header_rows(spans) | heading_echoes(spans)
-    keep = [i for i in mask.nonzero()[0].tolist() if i not in skip]
-    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
-
-
 #: How a cache-only `SpanAnchors` (`vectors=…`) scores the spans inside a hit, cheapest first:
 #: `cos` the span's cosine with the question; `cos_head` the `dense` span model's two cosine terms
 #: (span and heading, its fitted weights); `cheap` the `dense` model without its three corpus

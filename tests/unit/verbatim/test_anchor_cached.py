@@ -21,12 +21,26 @@ from evidence.rank.context import ProfileParams, RankContext
 from evidence.records import ChunkKind
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
-from evidence.verbatim.cascade import ANCHOR_SCORERS, SpanAnchors, spans_in_hits
+from evidence.verbatim.cascade import ANCHOR_SCORERS, HitSpans, SpanAnchors, spans_in_hits, spans_within
 from evidence.verbatim.span_rank import IndexVectors, cache_lookup
-from evidence.verbatim.spans import document_order, scoring_texts
+from evidence.verbatim.spans import document_order, header_rows, heading_echoes, scoring_texts
 
 INDEX = "label"
 LABEL = DATA / "label" / "lipravex.md"
+
+
+def whole_documents(backend: Any, index: str, passages: Sequence[Any], *, max_scan: int = 5000) -> HitSpans:
+    """What `spans_in_hits` must give, the slow way: every function over the whole documents."""
+    if not passages:
+        return HitSpans([], [])
+    docs = list(dict.fromkeys(p.document_id for p in passages))
+    found = backend.lookup(index, {"document_id": docs}, limit=max_scan, kind=ChunkKind.SPAN)
+    spans = document_order([h.chunk for h in found])
+    inside = {id(c) for c in spans_within(spans, passages)}
+    texts = scoring_texts(spans)
+    skip = header_rows(spans) | heading_echoes(spans)
+    keep = [i for i, c in enumerate(spans) if id(c) in inside and i not in skip]
+    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
 
 
 class Counting(HashingEmbedder):
@@ -196,7 +210,6 @@ def test_spans_in_hits_reads_as_the_whole_documents_would(label_service: Evidenc
     import random
 
     from evidence.records import SpanType
-    from evidence.verbatim.cascade import _spans_in_hits_whole
 
     backend = label_service.backend
     passages = [h.chunk for h in backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)]
@@ -206,7 +219,7 @@ def test_spans_in_hits_reads_as_the_whole_documents_would(label_service: Evidenc
     sets = [passages, *(rng.sample(passages, rng.randrange(1, min(8, len(passages)))) for _ in range(60))]
     read = 0
     for chosen in sets:
-        fast, whole = spans_in_hits(backend, INDEX, chosen), _spans_in_hits_whole(backend, INDEX, chosen)
+        fast, whole = spans_in_hits(backend, INDEX, chosen), whole_documents(backend, INDEX, chosen)
         assert [c.chunk_id for c in fast.spans] == [c.chunk_id for c in whole.spans]
         assert fast.texts == whole.texts
         read += len(fast.spans)
@@ -226,5 +239,5 @@ def test_spans_in_hits_reads_as_the_whole_documents_would(label_service: Evidenc
     one = spans_in_hits(backend, INDEX, [cut])
     assert [c.chunk_id for c in one.spans] == [row.chunk_id]
     assert one.texts[0] != row.text and one.texts[0].endswith(row.text)
-    assert one == _spans_in_hits_whole(backend, INDEX, [cut])
-    assert spans_in_hits(backend, INDEX, []) == _spans_in_hits_whole(backend, INDEX, [])
+    assert one == whole_documents(backend, INDEX, [cut])
+    assert spans_in_hits(backend, INDEX, []) == whole_documents(backend, INDEX, [])
