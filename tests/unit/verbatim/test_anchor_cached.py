@@ -17,13 +17,13 @@ from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.errors import ConfigurationError
 from evidence.model import RetrieveRequest
 from evidence.rank.candidate import Candidate
-from evidence.rank.context import ProfileParams, RankContext
 from evidence.records import ChunkKind
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
 from evidence.verbatim.cascade import ANCHOR_SCORERS, HitSpans, SpanAnchors, spans_in_hits, spans_within
 from evidence.verbatim.span_rank import IndexVectors, cache_lookup
 from evidence.verbatim.spans import document_order, header_rows, heading_echoes, scoring_texts
+from tests.unit.verbatim.verbatimkit import rank_context
 
 INDEX = "label"
 LABEL = DATA / "label" / "lipravex.md"
@@ -84,21 +84,6 @@ def test_cached_documents_reads_the_cache_and_never_embeds(tmp_path: Path) -> No
     assert inner.embedded == 2
 
 
-def _ctx(backend: Any, question: str, vector: Any) -> RankContext:
-    return RankContext(
-        index=INDEX,
-        query=question,
-        query_vector=vector,
-        criterion_question=None,
-        criterion_hash=None,
-        params=ProfileParams(),
-        filters=None,
-        explain=False,
-        backend=backend,
-        reranker=None,
-    )
-
-
 def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceService) -> None:
     """Each passage hit's anchor is its span whose cached vector is nearest the question's; a span
     whose vector the cache lacks is no candidate; a hit with none, and a question without a
@@ -138,7 +123,7 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
 
         return read
 
-    ctx = _ctx(backend, question, q)
+    ctx = rank_context(backend, INDEX, question, q)
     for scorer in ("cos", "cos_head"):
         anchors = SpanAnchors(vectors=vectors(set()), scorer=scorer).find(hits, ctx)
         assert anchors[0] == (target.char_start, target.char_end)
@@ -153,7 +138,7 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
     # Nothing cached: no anchor; no question vector: no anchor, nothing read.
     assert SpanAnchors(vectors=vectors(set(found.texts))).find(hits, ctx) == {}
     n = len(asked)
-    assert SpanAnchors(vectors=vectors(set())).find(hits, _ctx(backend, question, None)) == {}
+    assert SpanAnchors(vectors=vectors(set())).find(hits, rank_context(backend, INDEX, question)) == {}
     assert len(asked) == n
     # Every scorer runs on the same reads.
     for scorer in ANCHOR_SCORERS:

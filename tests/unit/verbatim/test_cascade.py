@@ -19,6 +19,7 @@ from evidence.verbatim.cascade import (
     VerbatimCascade,
     trigram_similarity,
 )
+from tests.unit.verbatim.verbatimkit import rank_context
 
 INDEX = "label"
 
@@ -199,7 +200,6 @@ def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     from dataclasses import replace
 
     from evidence.rank.candidate import Candidate
-    from evidence.rank.context import ProfileParams, RankContext
     from evidence.records import ChunkKind
     from evidence.verbatim.cascade import SpanAnchors, span_ranking
 
@@ -220,18 +220,7 @@ def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
         for _, s in inside
     )
 
-    ctx = RankContext(
-        index=INDEX,
-        query=question,
-        query_vector=None,
-        criterion_question=None,
-        criterion_hash=None,
-        params=ProfileParams(),
-        filters=None,
-        explain=False,
-        backend=backend,
-        reranker=None,
-    )
+    ctx = rank_context(backend, INDEX, question)
     hits = [Candidate(chunk=p, score=1.0, first_stage_score=1.0) for p in passages]
     found = SpanAnchors().find(hits, ctx)
     assert found

@@ -1,4 +1,5 @@
-"""Builders the verbatim tests share: a span chunk, and a lexical-only service over texts."""
+"""Builders the verbatim tests share: a span chunk, a lexical-only service over texts, and a
+stage's request context."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from evidence.config import Settings
+from evidence.rank.context import ProfileParams, RankContext
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.service import EvidenceService
 
@@ -63,3 +65,19 @@ def refusal_row(
             "agreement": agreement,
         },
     }
+
+
+def rank_context(backend: Any, index: str, question: str, vector: Any = None) -> RankContext:
+    """What a stage reads of a request asking `question` of `index` (no filters, no reranker)."""
+    return RankContext(
+        index=index,
+        query=question,
+        query_vector=vector,
+        criterion_question=None,
+        criterion_hash=None,
+        params=ProfileParams(),
+        filters=None,
+        explain=False,
+        backend=backend,
+        reranker=None,
+    )
