@@ -547,6 +547,7 @@ class SpanAnchors:
     def _cached(self, passages: Sequence[tuple[int, Chunk]], ctx: Any) -> dict[int, tuple[int, int]]:
         import numpy as np
 
+        from evidence.rank.similarity import cosine_rows
         from evidence.verbatim.span_rank import LinearModel, lexical_columns, load_model
 
         if ctx.query_vector is None or not passages:
@@ -560,16 +561,14 @@ class SpanAnchors:
         if not have:
             return {}
         spans = [found.spans[k] for k in have]
-        q = np.asarray(ctx.query_vector, dtype=np.float32).reshape(-1)
-        qn = float(np.linalg.norm(q)) or 1.0
-
-        def cosine(rows: Sequence[Any]) -> Any:
-            m = np.asarray(np.stack(rows), dtype=np.float32)
-            return (m @ q / (np.linalg.norm(m, axis=1) * qn + 1e-12)).astype(np.float64)
-
-        cols: dict[str, Any] = {"span_cosine": cosine([read[k] for k in have])}
+        q = ctx.query_vector
+        cols: dict[str, Any] = {"span_cosine": cosine_rows(np.stack([read[k] for k in have]), q)}
         heads = {h: v for h, v in zip(headings, read[n:], strict=True) if v is not None}
-        by_heading = dict(zip(heads, cosine(list(heads.values())).tolist(), strict=True)) if heads else {}
+        by_heading = (
+            dict(zip(heads, cosine_rows(np.stack(list(heads.values())), q).tolist(), strict=True))
+            if heads
+            else {}
+        )
         cols["heading_cosine"] = np.asarray([by_heading.get(c.section, 0.0) for c in spans], dtype=np.float64)
         model = (config.span_model or load_model()).dense
         if self.scorer == "cos":
