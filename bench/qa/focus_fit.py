@@ -658,19 +658,13 @@ def _span_anchor_lever(
     from evidence.verbatim.cascade import CascadeConfig, SpanAnchors
     from evidence.verbatim.span_rank import IndexEmbed, IndexVectors, load_model
 
-    def embed_of(a: Asked) -> Any:
+    def index_embedder(a: Asked, wrap: Any) -> Any:
+        """`wrap` (IndexEmbed or IndexVectors) over the asked index's document embedder."""
         services, index = a.env.services, a.ctx.index
         if services is None:
             return None
         embedder = services.document_embedder
-        return IndexEmbed(lambda: embedder(index))
-
-    def vectors_of(a: Asked) -> Any:
-        services, index = a.env.services, a.ctx.index
-        if services is None:
-            return None
-        embedder = services.document_embedder
-        return IndexVectors(lambda: embedder(index))
+        return wrap(lambda: embedder(index))
 
     def split(rows: Sequence[Scored]) -> dict[str, Any]:
         fitted = [r for r in rows if r.family in SPAN_FITTED]
@@ -694,10 +688,12 @@ def _span_anchor_lever(
         ms: list[float] = []
         for a in asked:
             if model.startswith("cached-"):
-                anchors = SpanAnchors(vectors=vectors_of(a), scorer=model.removeprefix("cached-"))
+                anchors = SpanAnchors(
+                    vectors=index_embedder(a, IndexVectors), scorer=model.removeprefix("cached-")
+                )
             else:
                 anchors = SpanAnchors(
-                    embed=None if model == "lexical" else embed_of(a),
+                    embed=None if model == "lexical" else index_embedder(a, IndexEmbed),
                     config=dense if model == "dense" else None,
                     within_hits=model == "within",
                 )
