@@ -192,8 +192,15 @@ def test_bedrock_intent_and_hyde_from_settings(tmp_path: Any) -> None:
     from evidence.config import Settings
     from evidence.testing import HashingEmbedder
 
+    # The stubbed answers are local, but a loaded CI runner can take longer than the production
+    # budgets (200 ms) to start the worker thread; the budgets are not what this tests.
     settings = Settings(
-        store_dir=tmp_path / "store", coach_intent="bedrock", coach_hyde=True, aws_region="us-east-1"
+        store_dir=tmp_path / "store",
+        coach_intent="bedrock",
+        coach_hyde=True,
+        aws_region="us-east-1",
+        coach_intent_budget_ms=5000,
+        coach_hyde_budget_ms=5000,
     )
     svc = EvidenceService(settings, embedder=HashingEmbedder())
     svc.coach_runtime.index_graph("tutor", json.dumps(small_obj()).encode(), filename="g.json", graph_id="g")
