@@ -241,6 +241,12 @@ FILL: int | None = 2000
 #: it is dropped: repeated text spends the reader's budget on nothing new (docs/ranking.md#focus-repeats).
 DROP_REPEATS = False
 
+#: Whether the first hit, when focus cut some of its sentences away (a merged hit of two windows
+#: keeps ~1,000 of up to 2,500 characters), is followed by a second run of it: the best run of
+#: `window` characters, by the same value, among the sentences it left out, as a hit of its own
+#: right after it (docs/ranking.md#focus-second-run).
+SECOND_RUN = True
+
 
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
@@ -323,6 +329,7 @@ class FocusHits:
         drop_repeats: bool = DROP_REPEATS,
         anchors: Anchors | None = None,
         anchor_mode: str = "contain",
+        second_run: bool = SECOND_RUN,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -351,6 +358,7 @@ class FocusHits:
         self.paraphrase = paraphrase if paraphrase_weight > 0 else None
         self.paraphrase_weight = paraphrase_weight
         self.drop_repeats = drop_repeats
+        self.second_run = second_run
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -374,6 +382,7 @@ class FocusHits:
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, _Run] = {}
         focused = 0
+        extra: tuple[int, int] | None = None  # the first hit's second run (`second_run`)
         for i, given in enumerate(candidates):
             if not cut[i]:
                 out.append(given)
@@ -420,15 +429,28 @@ class FocusHits:
             )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
+                if self.second_run:
+                    extra = _run_outside(
+                        sents[i], [bag & q for bag in bags[i]], weight, self.window, stating, start, end, at=at
+                    )
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
         if self.drop_repeats:
             out, runs = _drop_repeats(out, runs, ctx)
+        if extra is not None and 0 in runs:
+            # Right after the first hit, a slice of the same passage; not a run the fill grows
+            # (it would grow into the first hit's text).
+            first = out[0].chunk
+            out.insert(1, _slice(out[0], first.char_start + extra[0], first.char_start + extra[1]))
+            runs = {(k + 1 if k else k): r for k, r in runs.items()}
         if self.fill is not None:
             # A caller's `max_chars` (counted raw by the guardrail) caps the fill, so no hit the
             # guardrail would have kept is pushed out by a grown run.
             cap = ctx.params.max_chars or None
             _fill(out, runs, self.fill if cap is None else min(self.fill, cap), raw=cap is not None)
+        if extra is not None and 0 in runs and runs[0][1] < extra[1] and extra[0] < runs[0][2]:
+            del out[1]  # the first run grew over the second (a short evidence filled): once is enough
+            runs = {(k - 1 if k else k): r for k, r in runs.items()}
         for k, (_, start, end, _) in runs.items():
             ch = out[k].chunk
             if start == 0 and end == len(ch.text):
@@ -583,6 +605,42 @@ def _widen(
             break
         end = b
     return new, end
+
+
+def _run_outside(
+    sents: Sequence[tuple[int, int]],
+    bags: Sequence[set[str]],
+    weight: dict[str, float],
+    size: int,
+    stating: Sequence[float] | None,
+    start: int,
+    end: int,
+    *,
+    at: _Reading | None = None,
+) -> tuple[int, int] | None:
+    """The best run (`_best_run`'s value, at most `size` characters) among the sentences outside
+    `[start, end)`: those before it and those after it are two stretches, a run lies in one of
+    them; the earlier on a tie. None when neither stretch has a sentence with a question term."""
+    best: tuple[float, int, int] | None = None
+    before = [k for k, (_, b) in enumerate(sents) if b <= start]
+    after = [k for k, (a, _) in enumerate(sents) if a >= end]
+    for side in (before, after):
+        if not any(bags[k] for k in side):
+            continue
+        a, b = _best_run(
+            [sents[k] for k in side],
+            [bags[k] for k in side],
+            weight,
+            size,
+            [stating[k] for k in side] if stating else None,
+            at=at,
+        )
+        held = [k for k in side if sents[k][0] >= a and sents[k][1] <= b]
+        value = sum(weight.get(t, 0.0) for t in set().union(*(bags[k] for k in held)))
+        value += max((stating[k] for k in held), default=0.0) if stating else 0.0
+        if best is None or value > best[0] + 1e-9:
+            best = (value, a, b)
+    return None if best is None else (best[1], best[2])
 
 
 def _drop_repeats(
