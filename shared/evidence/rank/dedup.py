@@ -302,6 +302,13 @@ class FocusHits:
       after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
     - With `drop_repeats` (off by default; a bench lever, docs/ranking.md#focus-repeats), a hit
       whose kept text is already in the evidence before it is dropped, before the fill.
+    - With `second_run` (the default), when the first hit's kept text leaves some of its sentences
+      out (a hit `collapse_overlaps` merged from two windows keeps ~1,000 of up to 2,500
+      characters), its best run of `window` characters among them (before or after the kept
+      text, the same value) follows it as a hit of its own: a slice of the same passage, with the
+      first hit's id and scores; none when they hold no question word, and none when the fill
+      grew the first hit over it. The guardrail's `top_k` then cuts the last hit
+      (docs/ranking.md#focus-second-run).
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -430,27 +437,21 @@ class FocusHits:
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
                 if self.second_run:
+                    held = [bag & q for bag in bags[i]]
                     extra = _run_outside(
-                        sents[i], [bag & q for bag in bags[i]], weight, self.window, stating, start, end, at=at
+                        sents[i], held, weight, self.window, stating=stating, kept=(start, end), at=at
                     )
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
         if self.drop_repeats:
             out, runs = _drop_repeats(out, runs, ctx)
-        if extra is not None and 0 in runs:
-            # Right after the first hit, a slice of the same passage; not a run the fill grows
-            # (it would grow into the first hit's text).
-            first = out[0].chunk
-            out.insert(1, _slice(out[0], first.char_start + extra[0], first.char_start + extra[1]))
-            runs = {(k + 1 if k else k): r for k, r in runs.items()}
+        out, runs = _second_hit(out, runs, extra)
         if self.fill is not None:
             # A caller's `max_chars` (counted raw by the guardrail) caps the fill, so no hit the
             # guardrail would have kept is pushed out by a grown run.
             cap = ctx.params.max_chars or None
             _fill(out, runs, self.fill if cap is None else min(self.fill, cap), raw=cap is not None)
-        if extra is not None and 0 in runs and runs[0][1] < extra[1] and extra[0] < runs[0][2]:
-            del out[1]  # the first run grew over the second (a short evidence filled): once is enough
-            runs = {(k - 1 if k else k): r for k, r in runs.items()}
+        out, runs = _second_hit(out, runs, extra, grown=True)
         for k, (_, start, end, _) in runs.items():
             ch = out[k].chunk
             if start == 0 and end == len(ch.text):
@@ -612,15 +613,16 @@ def _run_outside(
     bags: Sequence[set[str]],
     weight: dict[str, float],
     size: int,
-    stating: Sequence[float] | None,
-    start: int,
-    end: int,
     *,
+    stating: Sequence[float] | None,
+    kept: tuple[int, int],
     at: _Reading | None = None,
 ) -> tuple[int, int] | None:
     """The best run (`_best_run`'s value, at most `size` characters) among the sentences outside
-    `[start, end)`: those before it and those after it are two stretches, a run lies in one of
-    them; the earlier on a tie. None when neither stretch has a sentence with a question term."""
+    `kept` (`[start, end)`): those before it and those after it are two stretches, a run lies in
+    one of them; the earlier on a tie. None when neither stretch has a sentence with a question
+    term."""
+    start, end = kept
     best: tuple[float, int, int] | None = None
     before = [k for k, (_, b) in enumerate(sents) if b <= start]
     after = [k for k, (a, _) in enumerate(sents) if a >= end]
@@ -641,6 +643,23 @@ def _run_outside(
         if best is None or value > best[0] + 1e-9:
             best = (value, a, b)
     return None if best is None else (best[1], best[2])
+
+
+def _second_hit(
+    hits: list[Candidate], runs: dict[int, _Run], extra: tuple[int, int] | None, *, grown: bool = False
+) -> tuple[list[Candidate], dict[int, _Run]]:
+    """The first hit's second run `extra` (offsets in its text) put right after it, a slice of the
+    same passage: not a run (the fill would grow it into the first hit's text); `runs` re-keyed.
+    With `grown` (after the fill), taken out again when the first run grew over it."""
+    if extra is None or 0 not in runs:
+        return hits, runs
+    if grown:
+        if runs[0][1] < extra[1] and extra[0] < runs[0][2]:  # once is enough
+            return [hits[0], *hits[2:]], {(k - 1 if k else k): r for k, r in runs.items()}
+        return hits, runs
+    first = hits[0].chunk
+    second = _slice(hits[0], first.char_start + extra[0], first.char_start + extra[1])
+    return [hits[0], second, *hits[1:]], {(k + 1 if k else k): r for k, r in runs.items()}
 
 
 def _drop_repeats(
