@@ -241,6 +241,12 @@ FILL: int | None = 2000
 #: it is dropped: repeated text spends the reader's budget on nothing new (docs/ranking.md#focus-repeats).
 DROP_REPEATS = False
 
+#: Whether the first hit, when focus cut some of its sentences away (a merged hit of two windows
+#: keeps ~1,000 of up to 2,500 characters), is followed by a second run of it: the best run of
+#: `window` characters, by the same value, among the sentences it left out, as a hit of its own
+#: right after it (docs/ranking.md#focus-second-run).
+SECOND_RUN = True
+
 
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
@@ -296,6 +302,13 @@ class FocusHits:
       after the run before back, up to `fill` (capped by a caller's `max_chars`, counted raw).
     - With `drop_repeats` (off by default; a bench lever, docs/ranking.md#focus-repeats), a hit
       whose kept text is already in the evidence before it is dropped, before the fill.
+    - With `second_run` (the default), when the first hit's kept text leaves some of its sentences
+      out (a hit `collapse_overlaps` merged from two windows keeps ~1,000 of up to 2,500
+      characters), its best run of `window` characters among them (before or after the kept
+      text, the same value) follows it as a hit of its own: a slice of the same passage, with the
+      first hit's id and scores; none when they hold no question word, and none when the fill
+      grew the first hit over it. The guardrail's `top_k` then cuts the last hit
+      (docs/ranking.md#focus-second-run).
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -323,6 +336,7 @@ class FocusHits:
         drop_repeats: bool = DROP_REPEATS,
         anchors: Anchors | None = None,
         anchor_mode: str = "contain",
+        second_run: bool = SECOND_RUN,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -351,6 +365,7 @@ class FocusHits:
         self.paraphrase = paraphrase if paraphrase_weight > 0 else None
         self.paraphrase_weight = paraphrase_weight
         self.drop_repeats = drop_repeats
+        self.second_run = second_run
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -374,6 +389,7 @@ class FocusHits:
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, _Run] = {}
         focused = 0
+        extra: tuple[int, int] | None = None  # the first hit's second run (`second_run`)
         for i, given in enumerate(candidates):
             if not cut[i]:
                 out.append(given)
@@ -420,15 +436,22 @@ class FocusHits:
             )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
+                if self.second_run:
+                    held = [bag & q for bag in bags[i]]
+                    extra = _run_outside(
+                        sents[i], held, weight, self.window, stating=stating, kept=(start, end), at=at
+                    )
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
         if self.drop_repeats:
             out, runs = _drop_repeats(out, runs, ctx)
+        out, runs = _second_hit(out, runs, extra)
         if self.fill is not None:
             # A caller's `max_chars` (counted raw by the guardrail) caps the fill, so no hit the
             # guardrail would have kept is pushed out by a grown run.
             cap = ctx.params.max_chars or None
             _fill(out, runs, self.fill if cap is None else min(self.fill, cap), raw=cap is not None)
+        out, runs = _second_hit(out, runs, extra, grown=True)
         for k, (_, start, end, _) in runs.items():
             ch = out[k].chunk
             if start == 0 and end == len(ch.text):
@@ -583,6 +606,60 @@ def _widen(
             break
         end = b
     return new, end
+
+
+def _run_outside(
+    sents: Sequence[tuple[int, int]],
+    bags: Sequence[set[str]],
+    weight: dict[str, float],
+    size: int,
+    *,
+    stating: Sequence[float] | None,
+    kept: tuple[int, int],
+    at: _Reading | None = None,
+) -> tuple[int, int] | None:
+    """The best run (`_best_run`'s value, at most `size` characters) among the sentences outside
+    `kept` (`[start, end)`): those before it and those after it are two stretches, a run lies in
+    one of them; the earlier on a tie. None when neither stretch has a sentence with a question
+    term."""
+    start, end = kept
+    best: tuple[float, int, int] | None = None
+    before = [k for k, (_, b) in enumerate(sents) if b <= start]
+    after = [k for k, (a, _) in enumerate(sents) if a >= end]
+    for side in (before, after):
+        if not any(bags[k] for k in side):
+            continue
+        a, b = _best_run(
+            [sents[k] for k in side],
+            [bags[k] for k in side],
+            weight,
+            size,
+            [stating[k] for k in side] if stating else None,
+            at=at,
+        )
+        held = [k for k in side if sents[k][0] >= a and sents[k][1] <= b]
+        value = sum(weight.get(t, 0.0) for t in set().union(*(bags[k] for k in held)))
+        value += max((stating[k] for k in held), default=0.0) if stating else 0.0
+        if best is None or value > best[0] + 1e-9:
+            best = (value, a, b)
+    return None if best is None else (best[1], best[2])
+
+
+def _second_hit(
+    hits: list[Candidate], runs: dict[int, _Run], extra: tuple[int, int] | None, *, grown: bool = False
+) -> tuple[list[Candidate], dict[int, _Run]]:
+    """The first hit's second run `extra` (offsets in its text) put right after it, a slice of the
+    same passage: not a run (the fill would grow it into the first hit's text); `runs` re-keyed.
+    With `grown` (after the fill), taken out again when the first run grew over it."""
+    if extra is None or 0 not in runs:
+        return hits, runs
+    if grown:
+        if runs[0][1] < extra[1] and extra[0] < runs[0][2]:  # once is enough
+            return [hits[0], *hits[2:]], {(k - 1 if k else k): r for k, r in runs.items()}
+        return hits, runs
+    first = hits[0].chunk
+    second = _slice(hits[0], first.char_start + extra[0], first.char_start + extra[1])
+    return [hits[0], second, *hits[1:]], {(k + 1 if k else k): r for k, r in runs.items()}
 
 
 def _drop_repeats(

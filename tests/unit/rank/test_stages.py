@@ -646,6 +646,40 @@ def test_focus_paraphrase_credit_counts_a_question_term_the_run_lacks() -> None:
         FocusHits(paraphrase=FeeIsCharge(), paraphrase_weight=-1.0)
 
 
+def test_focus_second_run_follows_the_first_hit_with_its_best_run_outside_the_kept_one() -> None:
+    """With `second_run` (the default: docs/ranking.md#focus-second-run), when focus cut some of
+    the first hit's sentences away, the best run (`window` characters, the same value) among the
+    sentences it left out follows it as a hit of its own: a slice of the same passage, with its id
+    and scores, sharing no character with the first. None when the sentences left out hold no
+    question word, nor when the fill grew the first run over it. Off: the hits as before."""
+    import functools
+
+    from evidence.rank.stages import FocusHits
+
+    filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(40))
+    later = "Old backups are kept offsite in a second region."
+    text = f"Backups are kept for 35 days. {filler} {later} {filler}"
+    c = cand(chunk("p", text), 0.9)
+    other = cand(chunk("q", f"Backups are kept nightly. {filler}", doc="other"), 0.4)
+    query = "How long are backups kept?"
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=100, first_window=300, lead=0)
+    off = sized(second_run=False).run([c, other], ctx(None, query=query))
+    assert [h.chunk_id for h in off] == ["p", "q"] and later not in off[0].chunk.text
+    on = sized(second_run=True).run([c, other], ctx(None, query=query))
+    assert [h.chunk_id for h in on] == ["p", "p", "q"]
+    assert on[0].chunk == off[0].chunk and on[2].chunk == off[1].chunk  # the others as they were
+    assert on[1].chunk.text.startswith(later) and len(on[1].chunk.text) <= 100 and _slice_of(on[1], c)
+    assert on[0].chunk.char_end <= on[1].chunk.char_start and on[1].scores == on[0].scores
+    # The sentences left out hold no question word: no second run.
+    bare = cand(chunk("b", f"Backups are kept for 35 days. {filler}"), 0.9)
+    alone = sized(second_run=True).run([bare, other], ctx(None, query=query))
+    assert [h.chunk_id for h in alone] == ["b", "q"]
+    # The fill grows the first run over the second one: once is enough.
+    filled = FocusHits(fill=5000, min_chars=10, window=100, first_window=300, lead=0, second_run=True)
+    grown = filled.run([c], ctx(None, query=query))
+    assert [h.chunk_id for h in grown] == ["p"] and later in grown[0].chunk.text
+
+
 def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -> None:
     """With `drop_repeats` (a bench lever, off by default: docs/ranking.md#focus-repeats), a hit
     (never the first) whose kept text, whitespace runs read as one space, already occurs in the
