@@ -207,7 +207,7 @@ class VerbatimCascade:
         if not found:
             return CascadeResult([], NO_RESULT, entity, tried)
         if used not in _UNFILLED and HYBRID_FACTSPAN in self.config.order and self.config.fill_spans:
-            found = self._fill(state, found, tried)
+            found = self._fill(state, found, tried, interleave=used in state.relevance_picked)
         bound = self._bound(found)
         g, missing = state.grounding(bound, used)
         if g < self.floor(used):
@@ -264,19 +264,29 @@ class VerbatimCascade:
             return max(self.config.min_grounding, self.config.safety_net_grounding)
         return self.config.min_grounding
 
-    def _fill(self, state: CascadePaths, found: list[SpanHit], tried: list[PathRun]) -> list[SpanHit]:
+    def _fill(
+        self, state: CascadePaths, found: list[SpanHit], tried: list[PathRun], *, interleave: bool = False
+    ) -> list[SpanHit]:
         """A rule path's evidence with the safety net's best spans after it, up to the bound.
 
         A rule path (a section, an attribute) returns a few spans of the region it recognised; on
         the QA suite they often miss the answer the span scorer ranks first (the question named a
         section, but its answer sits in another). The rule's spans stay first; the budget they
-        leave is filled by `HYBRID_FACTSPAN`'s ranking rather than left empty."""
+        leave is filled by `HYBRID_FACTSPAN`'s ranking rather than left empty.
+
+        `interleave` (the rule picked its spans by relevance, `RunState.relevance_picked`, and
+        `CascadeConfig.interleave_fill` is on): the safety net's spans alternate with the rule's
+        instead, the rule's first span first, even when the rule's spans fill the bound: a
+        duration pattern matched by every figure of time, or a drug label's section cue on a
+        question about another domain, no longer keeps the span scorer's best out of the first
+        characters."""
         head = self._bound(found)
         chars = sum(len(h.chunk.text) for h in head)
         room = len(head) < self.config.max_spans and (
             not self.config.max_chars or chars < self.config.max_chars
         )
-        if not room:
+        interleave = interleave and self.config.interleave_fill
+        if not room and not interleave:
             return found
         t0 = time.perf_counter()
         extra, note = state.run_path(HYBRID_FACTSPAN)
@@ -284,6 +294,8 @@ class VerbatimCascade:
             PathRun(HYBRID_FACTSPAN, len(extra), round((time.perf_counter() - t0) * 1000, 3), f"fill: {note}")
         )
         seen = {same_text(h.chunk.text) for h in head}
+        if interleave:
+            return _interleaved(head, list(extra[: self.config.fill_spans]), seen)
         out = list(head)
         # Scores stay in rank order: the safety net's probabilities and a rule's scores are on
         # different scales, so the fill is kept below the rule's lowest.
@@ -312,6 +324,27 @@ class VerbatimCascade:
         head = list(hits[: self.config.max_spans])
         n, _ = within_chars([len(h.chunk.text) for h in head], self.config.max_chars)
         return head[:n]
+
+
+def _interleaved(rule: Sequence[SpanHit], fill: Sequence[SpanHit], seen: set[str]) -> list[SpanHit]:
+    """The rule's spans and the fill's alternating, the rule's first span first (`_fill`): a fill
+    span whose text is already placed (`seen`: the rule's texts) is skipped and the next one takes
+    its turn. Scores stay in rank order: each hit keeps its own score unless that is above the
+    previous hit's, then it gets just under it (the two paths' scores are on different scales)."""
+    fresh: list[SpanHit] = []
+    for h in fill:
+        key = same_text(h.chunk.text)
+        if key not in seen:
+            seen.add(key)
+            fresh.append(h)
+    order: list[SpanHit] = []
+    for k in range(max(len(rule), len(fresh))):
+        order.extend(x[k] for x in (rule, fresh) if k < len(x))
+    out: list[SpanHit] = []
+    for h in order:
+        score = h.score if not out or h.score < out[-1].score else out[-1].score * 0.999
+        out.append(SpanHit(h.chunk, score, h.path))
+    return out
 
 
 def question_groups(question: str, *, rules: VerbatimRules | None = None) -> list[tuple[str, ...]]:

@@ -99,6 +99,11 @@ class CascadeConfig:
     multi_spans_per_section: int = 2
     #: ATTRIBUTE_LOOKUP: spans returned.
     attribute_spans: int = 3
+    #: ATTRIBUTE_LOOKUP finds nothing unless a span matching the attribute's pattern sits in one of
+    #: its home sections (the attribute's own and the plan's candidate sections): without such a
+    #: region the pattern is only a filter over every span, and the next path answers. Off: +1 of
+    #: 839 and one more false refusal on the development families (docs/verbatim.md#rule-paths).
+    attribute_needs_home: bool = False
     #: BM25_FACTSPAN: hits fetched, and the share of the question's informative terms a hit must hold.
     bm25_k: int = 20
     bm25_min_coverage: float = 0.6
@@ -135,6 +140,13 @@ class CascadeConfig:
     #: A rule path's evidence is followed by up to this many of HYBRID_FACTSPAN's spans, within
     #: the bound (0: a rule path's evidence alone). `cascade.VerbatimCascade._fill`.
     fill_spans: int = 8
+    #: When the rule path picked its spans by relevance inside a region it recognised
+    #: (`ATTRIBUTE_LOOKUP`; `SECTION_EXACT` on a SECTION plan at sentence level), the fill is
+    #: interleaved with the rule's spans (rule 1st, safety net 1st, rule 2nd, ...) instead of
+    #: following them: the rule knows the kind of fact or region asked, the span scorer reads every
+    #: word of the question, and each gets a turn in the first characters. Off: +2 of 839 within
+    #: 600 characters on the development families, short of R1 (docs/verbatim.md#rule-paths).
+    interleave_fill: bool = False
     #: A span's document-next span, when it is evidence too and the spans ranked between them
     #: hold at most this many characters, is moved up to follow it, so a fact the sentence
     #: splitter cut in two reads whole (`spans.reading_order`; 0: rank order only). About one

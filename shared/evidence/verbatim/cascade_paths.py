@@ -99,6 +99,8 @@ class CascadePaths(RunState):
                 # Nothing in the section holds the rest of the question: let the wider paths look,
                 # and come back to the section itself only if they find nothing either.
                 self.deferred = [SpanHit(self.spans[i], 1.0 / (n + 1), path) for n, i in enumerate(ordered)]
+            if scored:
+                self.relevance_picked.add(path)
             return [SpanHit(self.spans[i], s, path) for s, i in scored]
         return [SpanHit(self.spans[i], 1.0 / (n + 1), path) for n, i in enumerate(ordered)]
 
@@ -171,10 +173,17 @@ class CascadePaths(RunState):
             # the drug's half-life), then how well the span matches the question.
             in_home = bool(home & set(span_path(c)))
             scored.append((in_home, self._relevance(i), i))
+        if self.cfg.attribute_needs_home and scored and not any(h for h, _, _ in scored):
+            # No span stating it sits where the attribute lives: the document has no region that
+            # holds it (a drug label's duration pattern in a licence), and the pattern alone is only
+            # a filter over everything. The next path (the span scorer) reads the whole question.
+            return [], f"{len(scored)} spans state {name}, none in its sections"
         scored.sort(key=lambda x: (not x[0], -x[1], x[2]))
         hits = [
             SpanHit(self.spans[i], rel, ATTRIBUTE_LOOKUP) for _, rel, i in scored[: self.cfg.attribute_spans]
         ]
+        if hits:
+            self.relevance_picked.add(ATTRIBUTE_LOOKUP)
         return hits, f"{len(scored)} spans state {name}"
 
     def bm25_factspan(self) -> tuple[list[SpanHit], str]:

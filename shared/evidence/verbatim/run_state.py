@@ -77,6 +77,10 @@ class RunState:
         self._stats: SpanStats | None = None
         #: A section named by the question whose sentences did not match the rest of it.
         self.deferred: list[SpanHit] | None = None
+        #: The rule paths that picked their spans by relevance inside a region they recognised
+        #: (an attribute's pattern, a section's sentences holding the rest of the question): their
+        #: fill is interleaved with them (`CascadeConfig.interleave_fill`).
+        self.relevance_picked: set[str] = set()
         self._headers: set[int] | None = None
         self._raw_stats: SpanStats | None = None
         self._headed: SpanStats | None = None

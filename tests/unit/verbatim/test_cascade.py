@@ -56,7 +56,7 @@ def test_attribute_lookup_prefers_the_attribute_home_section(label_service: Evid
 
 def test_a_rule_paths_evidence_is_followed_by_the_safety_nets_spans(label_service: EvidenceService) -> None:
     question = "What is the t½ of ferlostatin?"
-    filled = run(label_service, question)
+    filled = run(label_service, question, CascadeConfig(interleave_fill=False))
     alone = run(label_service, question, CascadeConfig(fill_spans=0))
     assert filled.path_used == alone.path_used == ATTRIBUTE_LOOKUP
     n = len(alone.hits)
@@ -70,6 +70,99 @@ def test_a_rule_paths_evidence_is_followed_by_the_safety_nets_spans(label_servic
     assert [t.path for t in alone.tried][-1] == ATTRIBUTE_LOOKUP
     scores = [h.score for h in filled.hits]
     assert scores == sorted(scores, reverse=True)  # the fill ranks below the rule's spans
+
+
+def test_a_rule_path_that_picked_spans_by_relevance_alternates_with_the_safety_net(
+    label_service: EvidenceService,
+) -> None:
+    # The lever, off by default (measured +2 of 839, docs/verbatim.md#rule-paths): ATTRIBUTE_LOOKUP
+    # picks the spans matching the attribute's pattern; its first span stays first, then the span
+    # scorer's best, then the rule's second, ...
+    question = "What is the t½ of ferlostatin?"
+    mixed = run(label_service, question, CascadeConfig(interleave_fill=True))
+    alone = run(label_service, question, CascadeConfig(fill_spans=0))
+    after = run(label_service, question)
+    assert mixed.path_used == alone.path_used == ATTRIBUTE_LOOKUP
+    rule = [h.chunk.chunk_id for h in alone.hits]
+    assert len(rule) >= 2
+    paths = [h.path for h in mixed.hits]
+    assert paths[: 2 * len(rule)] == [ATTRIBUTE_LOOKUP, HYBRID_FACTSPAN] * len(rule)
+    assert [h.chunk.chunk_id for h in mixed.hits if h.path == ATTRIBUTE_LOOKUP] == rule
+    # the same spans as the fill that follows the rule (both bounded alike), only their order differs
+    assert {h.chunk.chunk_id for h in mixed.hits} == {h.chunk.chunk_id for h in after.hits}
+    assert len({h.chunk.text for h in mixed.hits}) == len(mixed.hits) <= CascadeConfig().max_spans
+    scores = [h.score for h in mixed.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_section_asked_for_by_name_alone_is_not_interleaved(label_service: EvidenceService) -> None:
+    # A whole section (block level) is the answer in its own order: the fill still follows it.
+    res = run(
+        label_service, "What are the contraindications for Lipravex?", CascadeConfig(interleave_fill=True)
+    )
+    alone = run(label_service, "What are the contraindications for Lipravex?", CascadeConfig(fill_spans=0))
+    assert res.path_used == SECTION_EXACT
+    n = len(alone.hits)
+    assert [h.chunk.chunk_id for h in res.hits[:n]] == [h.chunk.chunk_id for h in alone.hits][: len(res.hits)]
+
+
+def test_an_attribute_with_no_span_in_its_sections_can_leave_the_question_to_the_span_scorer(
+    label_service: EvidenceService,
+) -> None:
+    # The lever, off by default (measured +1 of 839, one more false refusal): with
+    # `attribute_needs_home`, ATTRIBUTE_LOOKUP finds nothing unless a span matching the attribute's
+    # pattern sits in one of its home sections. Here half-life is made to live in "storage".
+    from dataclasses import asdict
+
+    from evidence.plan.verbatim import default_rules
+    from evidence.verbatim.cascade import VerbatimCascade as Cascade
+
+    half_life = default_rules().attribute("half_life")
+    assert half_life is not None
+    attr = asdict(half_life)
+    elsewhere = default_rules().from_config({"attributes": [{**attr, "sections": ["storage"]}]})
+    question = "What is the t½ of ferlostatin?"
+    plan = plan_question(question, known_entities=KNOWN)
+    assert plan.attribute == "half_life"
+    plan = RulePlan(
+        plan.entity, plan.query_mode, plan.attribute, (), plan.search_phrases, plan.extraction_level
+    )
+    needs = CascadeConfig(attribute_needs_home=True)
+
+    def path(config: CascadeConfig, rules=None) -> str:
+        return Cascade(config, rules).run(label_service.backend, INDEX, question, plan).path_used
+
+    assert path(needs) == ATTRIBUTE_LOOKUP  # the label's pharmacokinetics holds a half-life
+    assert path(CascadeConfig(), elsewhere) == ATTRIBUTE_LOOKUP  # off: the pattern alone decides
+    res = Cascade(needs, elsewhere).run(label_service.backend, INDEX, question, plan)
+    assert res.path_used == HYBRID_FACTSPAN
+    assert any(t.path == ATTRIBUTE_LOOKUP and "none in its sections" in t.note for t in res.tried)
+
+
+def test_interleaved_skips_repeats_and_keeps_scores_falling() -> None:
+    from evidence.records import Chunk, ChunkKind
+    from evidence.verbatim.cascade import SpanHit, _interleaved
+    from evidence.verbatim.hybrid import same_text
+
+    def hit(text: str, score: float, path: str) -> SpanHit:
+        c = Chunk(
+            chunk_id=text,
+            document_id="d",
+            kind=ChunkKind.SPAN,
+            text=text,
+            char_start=0,
+            char_end=len(text),
+            sequence=0,
+        )
+        return SpanHit(c, score, path)
+
+    rule = [hit("r1", 3.0, ATTRIBUTE_LOOKUP), hit("r2", 2.0, ATTRIBUTE_LOOKUP)]
+    fill = [hit("r1", 0.9, HYBRID_FACTSPAN), hit("h1", 0.8, HYBRID_FACTSPAN), hit("h2", 0.7, HYBRID_FACTSPAN),
+            hit("h3", 0.6, HYBRID_FACTSPAN)]  # fmt: skip
+    out = _interleaved(rule, fill, {same_text(h.chunk.text) for h in rule})
+    assert [h.chunk.text for h in out] == ["r1", "h1", "r2", "h2", "h3"]
+    scores = [h.score for h in out]
+    assert scores == sorted(scores, reverse=True) and scores[0] == 3.0 and scores[-1] == 0.6
 
 
 def test_the_entity_scopes_every_path(label_service: EvidenceService) -> None:
