@@ -837,6 +837,14 @@ def main() -> int:
         help="`tok_share`/`tok_one`/`tok_soft`'s match cosine",
     )
     ap.add_argument(
+        "--paraphrase-cosine",
+        type=float,
+        default=None,
+        help="`absent_rare` reads an absent word as a paraphrase at this static-vector cosine "
+        "with a word of the evidence (`grounding.paraphrased`; default `PARAPHRASE_COSINE`; "
+        "above 1: no paraphrase, refuse14's reading)",
+    )
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -844,6 +852,13 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
+    # The readings the shipped model makes only when it reads `absent_rare` (variants recorded by
+    # the rows, paraphrases read here from the recorded evidence): read them whatever it ships.
+    import evidence.verbatim.grounding as rg
+
+    rg.READ_VARIANTS = True
+    if args.paraphrase_cosine is not None:
+        rg.PARAPHRASE_COSINE = args.paraphrase_cosine
     rows = json.loads(args.rows.read_text())
     if args.min_confidence is not None:
         # With every grounding floor off, a default row's confidence is the cosine/coverage
