@@ -96,6 +96,10 @@ READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
 #: vector comes this close (cosine) to a word of the evidence (docs/verbatim.md#refusal-paraphrase;
 #: fixed before measuring, the focus lever's `StaticPieces` floor; above 1 reads no paraphrase).
 PARAPHRASE_COSINE = 0.5
+#: `paraphrased` reads only question words the WordPiece vocabulary holds whole (an ordinary
+#: English word; a split word, a name or a term of art, is never a paraphrase): the variant
+#: "P-whole" of bench/data/session43/refuse15.md.
+PARAPHRASE_WHOLE_WORDS = False
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -399,7 +403,7 @@ def paraphrased(
     static table. A table lookup per distinct word (cached), one product per concept."""
     import numpy as np
 
-    from evidence.embed.static import word_vector
+    from evidence.embed.static import word_vectors
     from evidence.verbatim.scoring import terms
 
     floor = PARAPHRASE_COSINE if cosine is None else cosine
@@ -409,23 +413,35 @@ def paraphrased(
     for w in _TOKEN.findall(question):
         for t in terms(w):
             asked.setdefault(t, []).append(w)
-    wanted = {c[0]: [w for t in c for w in asked.get(t, ())] for c in concepts}
+    wanted = {
+        c[0]: [w for t in c for w in asked.get(t, ()) if not PARAPHRASE_WHOLE_WORDS or _whole_word(w)]
+        for c in concepts
+    }
     if not any(wanted.values()):
         return frozenset()
-    seen: dict[str, None] = {}
-    for text in texts:
-        for w in _TOKEN.findall(text):
-            seen.setdefault(w.lower(), None)
-    rows = [v for w in seen if _content_word(w) and (v := word_vector(w)) is not None]
+    seen = [
+        w
+        for w in dict.fromkeys(w.lower() for text in texts for w in _TOKEN.findall(text))
+        if _content_word(w)
+    ]
+    rows = [v for v in word_vectors(seen) if v is not None]
     if not rows:
         return frozenset()
     said = np.stack(rows)
     out = set()
     for first, words in wanted.items():
-        vs = [v for w in words if (v := word_vector(w)) is not None]
+        vs = [v for v in word_vectors(words) if v is not None]
         if vs and float((np.stack(vs) @ said.T).max()) >= floor:
             out.add(first)
     return frozenset(out)
+
+
+@lru_cache(maxsize=16384)
+def _whole_word(word: str) -> bool:
+    """The WordPiece vocabulary holds `word` whole (one piece)."""
+    from evidence.embed.tokenizer import get_tokenizer
+
+    return len(get_tokenizer().encode(word.lower(), add_special_tokens=False).ids) == 1
 
 
 @lru_cache(maxsize=65536)
