@@ -783,6 +783,19 @@ def read_static_tokens(rows: list[dict[str, Any]], table_path: Path) -> None:
             ]
 
 
+def read_paraphrases(cosine: float | None, *, whole_words: bool) -> None:
+    """Read what the shipped model reads only with `absent_rare` (the variants the rows recorded,
+    the paraphrases `read_evidence` reads from the recorded evidence) whatever model ships:
+    `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
+    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase)."""
+    import evidence.verbatim.grounding as rg
+
+    rg.READ_VARIANTS = True
+    if cosine is not None:
+        rg.PARAPHRASE_COSINE = cosine
+    rg.PARAPHRASE_WHOLE_WORDS = whole_words
+
+
 def main() -> int:
     # `--token-match` sets the module's threshold that `token_cover` reads (a script's one run).
     global TOKEN_MATCH  # noqa: PLW0603
@@ -837,6 +850,20 @@ def main() -> int:
         help="`tok_share`/`tok_one`/`tok_soft`'s match cosine",
     )
     ap.add_argument(
+        "--paraphrase-cosine",
+        type=float,
+        default=None,
+        help="`absent_rare` reads an absent word as a paraphrase at this static-vector cosine "
+        "with a word of the evidence (`grounding.paraphrased`; default `PARAPHRASE_COSINE`; "
+        "above 1: no paraphrase, refuse14's reading)",
+    )
+    ap.add_argument(
+        "--paraphrase-whole",
+        action="store_true",
+        help="read paraphrases only for question words the WordPiece vocabulary holds whole "
+        "(`grounding.PARAPHRASE_WHOLE_WORDS`)",
+    )
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -844,6 +871,7 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
+    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole)
     rows = json.loads(args.rows.read_text())
     if args.min_confidence is not None:
         # With every grounding floor off, a default row's confidence is the cosine/coverage

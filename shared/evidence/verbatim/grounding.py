@@ -86,11 +86,20 @@ DENSE_MODEL = RefusalModel(
 LEXICAL_COSINE = 0.35
 LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
-#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
-#: only when the model reads `absent_rare`, the one feature they move, so that a reading the model
+#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`)
+#: and `read_evidence` which absent ones the evidence says in other words (`paraphrased`): only
+#: when the model reads `absent_rare`, the one feature they move, so that a reading the model
 #: ignores costs no request anything (an acronym's first question builds the index's initials
-#: table); `bench/refusal_rows.py` turns it on to record them.
+#: table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
 READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
+#: `paraphrased`: an absent question word counts as said in other words when its static word
+#: vector comes this close (cosine) to a word of the evidence (docs/verbatim.md#refusal-paraphrase;
+#: fixed before measuring, the focus lever's `StaticPieces` floor; above 1 reads no paraphrase).
+PARAPHRASE_COSINE = 0.5
+#: `paraphrased` reads only question words the WordPiece vocabulary holds whole (an ordinary
+#: English word; a split word, a name or a term of art, is never a paraphrase): the variant
+#: "P-whole" of bench/data/session43/refuse15.md.
+PARAPHRASE_WHOLE_WORDS = False
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -115,6 +124,8 @@ HITS_REFUSAL_FLOOR = 0.2508
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
 #: the analyser's `HYPHENS`: "non\u2010opioid" reads as "non-opioid").
 _WORD = re.compile(rf"[^\W_](?:[^\W_]|['{HYPHENS}])*")
+#: A run of letters and digits, as the word-piece tokenizer splits words (`paraphrased`).
+_TOKEN = re.compile(r"[^\W_]+")
 #: Where a compound word splits into the parts the analyser reads one by one.
 _PART = re.compile(r"[\W_]+")
 #: WordPiece ids below this are the most frequent English words; above the last, the vocabulary's
@@ -265,7 +276,11 @@ def read_evidence(
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
     if df is not None:
-        by_index["absent_rare"] = absent_rarity(concepts, absent, weights, df)
+        # A concept absent from the index that a word of the evidence says in other words
+        # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
+        unsaid = absent_concepts(concepts, absent, weights, df)
+        said = paraphrased(question, unsaid, [*texts, *given]) if READ_VARIANTS and unsaid else frozenset()
+        by_index["absent_rare"] = absent_rarity(concepts, absent, weights, df, said)
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -357,11 +372,92 @@ def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
     return 1.0 - min(used, DF_CAP) / DF_CAP
 
 
+def absent_concepts(
+    concepts: Sequence[Sequence[str]],
+    missing: Iterable[str],
+    weights: Mapping[str, float],
+    df: Mapping[str, int],
+) -> list[tuple[str, ...]]:
+    """The concepts `absent_rarity` reads before paraphrases: no evidence text holds them (first
+    term in `missing`), no passage of the index uses any of their terms, none is present by a
+    variant (`TermCounts.variants`), and their English rarity is above 0."""
+    absent = set(missing)
+    present = variants_of(df)
+    return [
+        tuple(c)
+        for c in concepts
+        if c
+        and c[0] in absent
+        and all(df.get(t, 0) == 0 and t not in present for t in c)
+        and max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) > _BASE_WEIGHT
+    ]
+
+
+def paraphrased(
+    question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str], cosine: float | None = None
+) -> frozenset[str]:
+    """The first terms of those `concepts` that a word of `texts` says in other words
+    (docs/verbatim.md#refusal-paraphrase): the static word vector (`embed.static.word_vector`) of
+    a question word the concept comes from has cosine >= `cosine` (default `PARAPHRASE_COSINE`)
+    with the vector of some content word of `texts` (a word the analyser keeps). Empty without the
+    static table. A table lookup per distinct word (cached), one product per concept."""
+    import numpy as np
+
+    from evidence.embed.static import word_vectors
+    from evidence.verbatim.scoring import terms
+
+    floor = PARAPHRASE_COSINE if cosine is None else cosine
+    if not concepts or floor > 1.0:
+        return frozenset()
+    asked: dict[str, list[str]] = {}
+    for w in _TOKEN.findall(question):
+        for t in terms(w):
+            asked.setdefault(t, []).append(w)
+    wanted = {
+        c[0]: [w for t in c for w in asked.get(t, ()) if not PARAPHRASE_WHOLE_WORDS or _whole_word(w)]
+        for c in concepts
+    }
+    if not any(wanted.values()):
+        return frozenset()
+    seen = [
+        w
+        for w in dict.fromkeys(w.lower() for text in texts for w in _TOKEN.findall(text))
+        if _content_word(w)
+    ]
+    rows = [v for v in word_vectors(seen) if v is not None]
+    if not rows:
+        return frozenset()
+    said = np.stack(rows)
+    out = set()
+    for first, words in wanted.items():
+        vs = [v for v in word_vectors(words) if v is not None]
+        if vs and float((np.stack(vs) @ said.T).max()) >= floor:
+            out.add(first)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16384)
+def _whole_word(word: str) -> bool:
+    """The WordPiece vocabulary holds `word` whole (one piece)."""
+    from evidence.embed.tokenizer import get_tokenizer
+
+    return len(get_tokenizer().encode(word.lower(), add_special_tokens=False).ids) == 1
+
+
+@lru_cache(maxsize=65536)
+def _content_word(word: str) -> bool:
+    """A word the analyser keeps (no stop word, no mark)."""
+    from evidence.verbatim.scoring import terms
+
+    return bool(terms(word))
+
+
 def absent_rarity(
     concepts: Sequence[Sequence[str]],
     missing: Iterable[str],
     weights: Mapping[str, float],
     df: Mapping[str, int],
+    paraphrases: Iterable[str] = (),
 ) -> float:
     """The English rarity (`concept_weights` less the base, on [0, 1]) of the rarest concept among
     `concepts` that no evidence text holds (its first term in `missing`, as `grounding` reports it)
@@ -370,14 +466,14 @@ def absent_rarity(
     "hidradenitis") names something they do not talk about, whatever the ranking returned. A term
     `df` reads as present in another form (`TermCounts.variants`: "EPL" where the documents spell
     out "Eclipse Public License", "GPLv2" where they write "General Public License" and "2") is
-    not absent."""
-    absent = set(missing)
-    present = variants_of(df)
+    not absent, nor is a concept whose first term is in `paraphrases` (`paraphrased`: a word of
+    the evidence says it in other words)."""
+    said = set(paraphrases)
     return max(
         (
             max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT
-            for c in concepts
-            if c and c[0] in absent and all(df.get(t, 0) == 0 and t not in present for t in c)
+            for c in absent_concepts(concepts, missing, weights, df)
+            if c[0] not in said
         ),
         default=0.0,
     )
