@@ -393,8 +393,15 @@
     const [sa, sb] = $$("fieldset", form);
     const a = await api("POST", indexPath(index, "retrieve"), retrieveBody(form, sa));
     const b = await api("POST", indexPath(index, "retrieve"), retrieveBody(form, sb));
-    const rankA = new Map(a.hits.map((h) => [h.chunk_id, h.rank]));
-    const rankB = new Map(b.hits.map((h) => [h.chunk_id, h.rank]));
+    // A passage is compared by its best rank: focus may return two slices of the first hit's
+    // passage (docs/ranking.md#focus-second-run), and a Map built naively would keep the later.
+    const firstRanks = (hits) => {
+      const m = new Map();
+      for (const h of hits) if (!m.has(h.chunk_id)) m.set(h.chunk_id, h.rank);
+      return m;
+    };
+    const rankA = firstRanks(a.hits);
+    const rankB = firstRanks(b.hits);
     const followupsB = new Set(b.followups.map((f) => f.chunk_id));
     const markA = (h) => {
       if (rankB.has(h.chunk_id)) return null;
