@@ -80,10 +80,10 @@ def test_cached_documents_reads_the_kept_vectors(tmp_path: Path) -> None:
     made = emb.embed_documents(["one text", "another text"])
     read = emb.cached_documents(["another text", "never embedded", "one text", "another text"])
     assert read[1] is None
+    first, second, third = read[0], read[2], read[3]
+    assert first is not None and second is not None and third is not None
     assert (
-        np.array_equal(read[0], made[1])
-        and np.array_equal(read[2], made[0])
-        and np.array_equal(read[3], made[1])
+        np.array_equal(first, made[1]) and np.array_equal(second, made[0]) and np.array_equal(third, made[1])
     )
     again = emb.cached_documents(["one text"])
     assert again[0] is read[2]  # kept, not decoded again
