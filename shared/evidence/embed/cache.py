@@ -18,7 +18,9 @@ import hashlib
 import logging
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +35,10 @@ EMBED_SLICE = 32
 
 #: The scope of a cache shared by every index (EVIDENCE_EMBEDDING_CACHE_SCOPE=shared).
 SHARED_SCOPE = "*"
+
+#: Decoded vectors `EmbeddingCache.get_kept` keeps per process (384 float32 each: ~1.5 KB, so
+#: ~30 MB for MiniLM's).
+KEPT_VECTORS = 20_000
 
 
 class EmbeddingCache:
@@ -51,19 +57,57 @@ class EmbeddingCache:
         )
         self._lock = threading.Lock()
         self._pieces_lock = threading.Lock()
+        #: (scope, model, hash) -> a vector read before (`get_kept`), at `_kept_version`.
+        self._kept: OrderedDict[tuple[str, str, str], Matrix] = OrderedDict()
+        self._kept_version: int | None = None
 
     def get_many(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> dict[str, Matrix]:
-        out: dict[str, Matrix] = {}
         with self._lock:
-            for start in range(0, len(hashes), 900):
-                part = list(hashes[start : start + 900])
-                marks = ",".join("?" * len(part))
-                for h, blob in self._db.execute(
-                    "SELECT hash, vector FROM scoped_embeddings"
-                    f" WHERE scope = ? AND model = ? AND hash IN ({marks})",
-                    [scope, model, *part],
-                ):
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
+            return self._read(model, hashes, scope)
+
+    def _read(self, model: str, hashes: Sequence[str], scope: str) -> dict[str, Matrix]:
+        """The rows of `hashes` the file holds (the caller holds `_lock`)."""
+        out: dict[str, Matrix] = {}
+        for start in range(0, len(hashes), 900):
+            part = list(hashes[start : start + 900])
+            marks = ",".join("?" * len(part))
+            for h, blob in self._db.execute(
+                "SELECT hash, vector FROM scoped_embeddings"
+                f" WHERE scope = ? AND model = ? AND hash IN ({marks})",
+                [scope, model, *part],
+            ):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def get_kept(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> dict[str, Matrix]:
+        """`get_many`, answering from the vectors this process read before (decoded, at most
+        `KEPT_VECTORS`, the least recently used dropped first) while no other connection has
+        written the file since (SQLite's `data_version`: any other connection's commit, from this
+        process or another, empties them; this connection's own writes drop what they touch).
+        Only vectors found are kept: a text the file did not hold is asked of it again. What the
+        query-time span read uses (`CachedEmbedder.cached_documents`)."""
+        with self._lock:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._kept_version:
+                self._kept.clear()
+                self._kept_version = version
+            out: dict[str, Matrix] = {}
+            missing: list[str] = []
+            for h in hashes:
+                key = (scope, model, h)
+                v = self._kept.get(key)
+                if v is None:
+                    missing.append(h)
+                else:
+                    self._kept.move_to_end(key)
+                    out[h] = v
+            if missing:
+                fresh = self._read(model, missing, scope)
+                for h, v in fresh.items():
+                    self._kept[(scope, model, h)] = v
+                while len(self._kept) > KEPT_VECTORS:
+                    self._kept.popitem(last=False)
+                out.update(fresh)
         return out
 
     def put_many(self, model: str, items: Sequence[tuple[str, Matrix]], *, scope: str = SHARED_SCOPE) -> None:
@@ -71,6 +115,8 @@ class EmbeddingCache:
         never the caller's write. The items are written in one transaction, whole or not at all."""
         rows = [(scope, model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items]
         with self._lock:
+            for h, _ in items:
+                self._kept.pop((scope, model, h), None)
             try:
                 with immediate(self._db):
                     self._db.executemany("INSERT OR REPLACE INTO scoped_embeddings VALUES (?, ?, ?, ?)", rows)
@@ -93,6 +139,7 @@ class EmbeddingCache:
     def drop_scope(self, scope: str) -> None:
         """Forget a scope's vectors and word pieces (its index was deleted)."""
         with self._lock:
+            self._kept.clear()
             try:
                 self._db.execute("DELETE FROM scoped_embeddings WHERE scope = ?", (scope,))
             except sqlite3.Error as exc:
@@ -116,6 +163,13 @@ class EmbeddingCache:
         self._db.close()
         if self._pieces is not None:
             self._pieces.close()
+
+
+@lru_cache(maxsize=65536)
+def _text_hash(text: str) -> str:
+    """The cache's key of a text (sha256 of its UTF-8), remembered for the texts read again and
+    again (the span anchor's spans, question after question)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class CachedEmbedder:
@@ -167,8 +221,8 @@ class CachedEmbedder:
         profile's span anchor reads the span vectors indexing put there, docs/ranking.md)."""
         if not texts:
             return []
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
-        found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
+        keys = [_text_hash(t) for t in texts]
+        found = self.cache.get_kept(self._key, list(dict.fromkeys(keys)), scope=self.scope)
         return [found.get(k) for k in keys]
 
     def pieces(self, model: str) -> ScopedPieces | None:

@@ -41,7 +41,26 @@ class AnswerType:
         )
 
     def reads_in(self, text: str) -> bool:
-        return any(p.search(text) for p in self.states)
+        """Whether one of the kind's `states` patterns is found in `text`; remembered per (patterns,
+        text) for the process (`_READS`): the span scorer and focus ask it of the same spans
+        question after question."""
+        key = (id(self.states), text)
+        got = _READS.get(key)
+        if got is None:
+            got = any(p.search(text) for p in self.states)
+            if len(_READS) >= KEPT_READS:
+                _READS.clear()
+            # The patterns are kept alive while their answers are: an id is never reused meanwhile.
+            _READ_PATTERNS.setdefault(id(self.states), self.states)
+            _READS[key] = got
+        return got
+
+
+#: How many (patterns, text) answers of `AnswerType.reads_in` a process keeps (all dropped at once
+#: when full).
+KEPT_READS = 65536
+_READS: dict[tuple[int, str], bool] = {}
+_READ_PATTERNS: dict[int, tuple[re.Pattern[str], ...]] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,6 @@ from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
     header_rows,
-    inside,
     reading_order,
     scoring_texts,
     span_path,
@@ -615,7 +614,7 @@ class SpanAnchors:
         else:
             scorer = model
             cols.update(self._statistics(spans, ctx, config))
-        score = scorer.score(cols)
+        score = scorer.score(cols).tolist()  # Python floats: the same order, compared faster
         order = sorted(range(len(spans)), key=lambda j: (-score[j], j))
         return _best_inside(passages, [spans[j] for j in order])
 
@@ -644,10 +643,16 @@ def _best_inside(
 ) -> dict[int, tuple[int, int]]:
     """Hit position -> the character range of the first of `ranked` (best first) inside it."""
     out: dict[int, tuple[int, int]] = {}
+    # `inside` needs the same document: each span is compared with its document's passages only
+    # (in the passages' order, so the result and its order are those of comparing with all).
+    by_doc: dict[str, list[tuple[int, int, int]]] = {}
+    for i, c in passages:
+        by_doc.setdefault(c.document_id, []).append((i, c.char_start, c.char_end))
     for s in ranked:
-        for i, c in passages:
-            if i not in out and inside(s, c):
-                out[i] = (s.char_start, s.char_end)
+        a, b = s.char_start, s.char_end
+        for i, p0, p1 in by_doc.get(s.document_id, ()):
+            if p0 <= a and b <= p1 and i not in out:
+                out[i] = (a, b)
         if len(out) == len(passages):
             break
     return out

@@ -33,19 +33,26 @@ def passage_scores(spans: Sequence[Chunk], passages: Sequence[tuple[Chunk, float
         norm = (s - lo) / (hi - lo) if hi > lo else 1.0
         by_doc.setdefault(p.document_id, []).append((p.char_start, p.char_end, norm))
     starts: dict[str, list[int]] = {}
+    longest: dict[str, int] = {}
     for doc, listed in by_doc.items():
         listed.sort()
         starts[doc] = [a for a, _, _ in listed]
+        longest[doc] = max(b - a for a, b, _ in listed)
     out = []
     for c in spans:
         items = by_doc.get(c.document_id)
         best = 0.0
         if items:
             # Passages starting at or before the span, latest first; windows overlap by a few
-            # dozen tokens, so only the last few can still reach past the span's end.
+            # dozen tokens, so only the last few can still reach past the span's end. A passage
+            # starting further back than the document's longest scored passage is long ends
+            # before the span starts, and so does every one before it: none of them can hold it.
             j = bisect_right(starts[c.document_id], c.char_start) - 1
+            reach = longest[c.document_id]
             while j >= 0:
                 a, b, n = items[j]
+                if c.char_start - a > reach:
+                    break
                 if b >= c.char_end and n > best:
                     best = n
                 if c.char_start - a > _LONGEST_PASSAGE:

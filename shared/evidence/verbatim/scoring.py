@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 
 from evidence.search.analysis import get_analyzer
 
@@ -48,28 +49,40 @@ class SpanStats:
         field(default_factory=dict, repr=False)
     )
     _by_stem: dict[str, list[str]] | None = field(default=None, repr=False)
+    #: The bags are the texts' own analysis (`_counted`, shared and never modified), not given.
+    _analysed: bool = field(default=False, init=False, repr=False)
     #: The mean length, once: `bm25` is called per span, and summing the lengths each time made
     #: scoring a scope quadratic in its spans.
     avg_length: float = field(default=1.0, init=False)
 
     def __post_init__(self) -> None:
-        # Bags given (`with_headings`): the texts were analysed already, only counted here.
+        # Bags given (`with_headings`): the texts were analysed already, only counted here (their
+        # lengths too when given with them).
         given = len(self.bags) == len(self.texts) and bool(self.bags)
         if not given:
-            self.bags = [Counter(terms(t)) for t in self.texts]
-        for bag in self.bags:
-            self.lengths.append(sum(bag.values()))
-            self.df.update(bag.keys())
+            counted = [_counted(t) for t in self.texts]
+            self.bags = [bag for bag, _ in counted]
+            self.lengths = [n for _, n in counted]
+            self._analysed = True
+        elif len(self.lengths) != len(self.bags):
+            self.lengths = [sum(bag.values()) for bag in self.bags]
+        # One update over every bag's keys: the same counts, in the same key order, as one
+        # update a bag.
+        self.df.update(chain.from_iterable(self.bags))
         self.avg_length = (sum(self.lengths) / self.n) if self.n else 1.0
 
     def with_headings(self, headings: Sequence[str]) -> SpanStats:
         """The same texts each read with its section heading (`headings[i]` for text i), as one
         bag: BM25 and coverage of a span whose heading carries the question's words ("The default
         value of this macro is 1 billion" under "Maximum length of a string"). Each distinct
-        heading is analysed once."""
+        heading is analysed once; a (text, heading) pair's bag is remembered (`_headed`) when
+        these bags are the texts' own analysis."""
+        texts = [f"{h} {t}" if h else t for t, h in zip(self.texts, headings, strict=True)]
+        if self._analysed:
+            read = [_headed(t, h) for t, h in zip(self.texts, headings, strict=True)]
+            return SpanStats(texts, bags=[bag for bag, _ in read], lengths=[n for _, n in read])
         heads = {h: Counter(terms(h)) for h in dict.fromkeys(headings)}
         bags = [_plus(bag, heads[h]) for bag, h in zip(self.bags, headings, strict=True)]
-        texts = [f"{h} {t}" if h else t for t, h in zip(self.texts, headings, strict=True)]
         return SpanStats(texts, bags=bags)
 
     @property
@@ -116,30 +129,34 @@ class SpanStats:
         return sum(present) / len(present) if present else 1.0
 
     def _prefix_df(self, term: str) -> bool:
-        return len(term) >= 5 and any(
-            w.startswith(term[:5]) and (w.startswith(term) or term.startswith(w)) for w in self.df
-        )
+        """Whether a word of the texts starts with `term`'s first five letters and is a prefix of
+        it or it of the word (`_prefix_words` finds those words by their first five letters)."""
+        return bool(self._prefix_words(term))
 
     def coverage(self, i: int, query: Sequence[str | Sequence[str]]) -> float:
         """IDF-weighted share of the query's concepts found in text i. A concept is a term or a
         group of alternatives (a lay word and its label words: covered by any of them); matching
         is prefix-tolerant, so "mutagen" covers "mutagenic"."""
         groups, total = self._coverage_plan(query)
-        bag = self.bags[i]
+        keys = self.bags[i].keys()
         got = 0.0
         for w, g, near in groups:
-            if any(t in bag for t in g) or any(x in bag for x in near):
+            if not (keys.isdisjoint(g) and keys.isdisjoint(near)):
                 got += w
         return got / total if total else 0.0
 
     def coverages(self, query: Sequence[str | Sequence[str]]) -> list[float]:
         """`coverage(i, query)` of every text, in order."""
         groups, total = self._coverage_plan(query)
+        # A concept is covered when its terms or their prefix words meet the text's words: one
+        # set test of both (the same concepts, their weights added in the same order).
+        words = [(w, g + near) for w, g, near in groups]
         out = []
         for bag in self.bags:
+            keys = bag.keys()
             got = 0.0
-            for w, g, near in groups:
-                if any(t in bag for t in g) or any(x in bag for x in near):
+            for w, covering in words:
+                if not keys.isdisjoint(covering):
                     got += w
             out.append(got / total if total else 0.0)
         return out
@@ -182,6 +199,27 @@ class SpanStats:
                     by_stem.setdefault(w[:5], []).append(w)
             self._by_stem = by_stem
         return [w for w in self._by_stem.get(term[:5], ()) if w.startswith(term) or term.startswith(w)]
+
+
+#: Texts whose bag of terms (`_counted`) and headed bag (`_headed`) are remembered per process: a
+#: question's spans are mostly the spans of the questions before it on the same documents.
+KEPT_BAGS = 16384
+
+
+@lru_cache(maxsize=KEPT_BAGS)
+def _counted(text: str) -> tuple[Counter[str], int]:
+    """`Counter(terms(text))` and its total, remembered. Shared between `SpanStats`: read only."""
+    bag = Counter(terms(text))
+    return bag, sum(bag.values())
+
+
+@lru_cache(maxsize=KEPT_BAGS)
+def _headed(text: str, heading: str) -> tuple[Counter[str], int]:
+    """`text`'s bag with its heading's (`_plus`: the same counts and key order as `with_headings`
+    computes them) and its total, remembered. Read only."""
+    bag, n = _counted(text)
+    head, m = _counted(heading) if heading else (Counter(), 0)
+    return _plus(bag, head), n + m
 
 
 def _plus(bag: Counter[str], more: Counter[str]) -> Counter[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from evidence.ingest.sections import SECTION_PATH_KEY, default_vocabulary
 from evidence.records import Chunk, SpanType
@@ -147,7 +148,14 @@ READ_LABEL_WORDS = 6
 def is_label(chunk: Chunk, words: int = READ_LABEL_WORDS) -> bool:
     """A few words that state nothing on their own (a term, a clause's number and title); never a
     table row, which has its header."""
-    return chunk.span_type is not SpanType.TABLE_ROW and len(_WORD.findall(chunk.text)) <= words
+    return chunk.span_type is not SpanType.TABLE_ROW and _word_count(chunk.text) <= words
+
+
+@lru_cache(maxsize=16384)
+def _word_count(text: str) -> int:
+    """How many words (`_WORD`) `text` holds, remembered: `scoring_texts` asks it of every span
+    pair it reads, the same spans question after question."""
+    return len(_WORD.findall(text))
 
 
 def continues(prev: Chunk, chunk: Chunk) -> bool:

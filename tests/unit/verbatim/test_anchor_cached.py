@@ -226,3 +226,44 @@ def test_spans_in_hits_reads_as_the_whole_documents_would(label_service: Evidenc
     assert one.texts[0] != row.text and one.texts[0].endswith(row.text)
     assert one == whole_documents(backend, INDEX, [cut])
     assert spans_in_hits(backend, INDEX, []) == whole_documents(backend, INDEX, [])
+
+
+def test_best_inside_by_document_is_the_scan_of_every_passage() -> None:
+    # `_best_inside` compares each ranked span with its own document's passages only: the same
+    # anchors, inserted in the same order, as comparing it with every passage through `inside`.
+    import random
+
+    from evidence.records import Chunk
+    from evidence.verbatim.cascade import _best_inside
+    from evidence.verbatim.spans import inside
+
+    def scan(passages: Sequence[tuple[int, Chunk]], ranked: Sequence[Chunk]) -> dict[int, tuple[int, int]]:
+        out: dict[int, tuple[int, int]] = {}
+        for s in ranked:
+            for i, c in passages:
+                if i not in out and inside(s, c):
+                    out[i] = (s.char_start, s.char_end)
+            if len(out) == len(passages):
+                break
+        return out
+
+    def chunk(cid: str, doc: str, a: int, b: int, kind: ChunkKind) -> Chunk:
+        return Chunk(chunk_id=cid, document_id=doc, kind=kind, text="x", char_start=a, char_end=b, sequence=0)
+
+    rng = random.Random(3)
+    for _ in range(300):
+        passages = []
+        for i in range(rng.randint(0, 8)):
+            a = rng.randint(0, 2000)
+            passages.append(
+                (
+                    rng.randint(0, 3) + 4 * i,
+                    chunk(f"p{i}", rng.choice("de"), a, a + rng.randint(0, 600), ChunkKind.PASSAGE),
+                )
+            )
+        ranked = []
+        for k in range(rng.randint(0, 40)):
+            a = rng.randint(0, 2600)
+            ranked.append(chunk(f"s{k}", rng.choice("def"), a, a + rng.randint(0, 200), ChunkKind.SPAN))
+        got, want = _best_inside(passages, ranked), scan(passages, ranked)
+        assert got == want and list(got) == list(want)

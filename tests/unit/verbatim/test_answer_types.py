@@ -79,3 +79,24 @@ def test_a_kind_listed_twice_is_an_error(tmp_path: Path) -> None:
     bad.write_text(json.dumps(raw), encoding="utf-8")
     with pytest.raises(ValueError, match="listed twice"):
         AnswerTypes.load(bad)
+
+
+def test_remembered_reads_are_each_lexicons_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `reads_in` remembers its answers per (patterns, text): a lexicon loaded from another file
+    # with the same kind's name but other patterns answers by its own patterns.
+    from evidence.verbatim import answer_types as module
+
+    raw = json.loads(ANSWER_TYPES_FILE.read_text(encoding="utf-8"))
+    raw["types"][0]["states"] = [r"\bzebra\b"]
+    other_file = tmp_path / "types.json"
+    other_file.write_text(json.dumps(raw), encoding="utf-8")
+    shipped, other = AnswerTypes.load(), AnswerTypes.load(other_file)
+    texts = ["Take 20 mg twice daily for 14 days.", "A zebra crossing.", "", "Costs $5 per month."]
+    monkeypatch.setattr(module, "KEPT_READS", 5)  # full now and then: emptied, answers unchanged
+    for _ in range(3):
+        for lexicon in (shipped, other, answer_types()):
+            for t in lexicon.types:
+                for text in texts:
+                    assert t.reads_in(text) == any(p.search(text) for p in t.states)
+    assert other.types[0].reads_in("A zebra crossing.")
+    assert len(module._READS) <= 5

@@ -53,3 +53,45 @@ def test_a_span_is_read_with_its_heading() -> None:
 def test_repeats_compare_without_bullets_case_or_spacing() -> None:
     assert same_text("• Offer  naloxone\nwhen prescribing.") == same_text("offer naloxone when prescribing.")
     assert same_text("Offer naloxone.") != same_text("Offer naltrexone.")
+
+
+def _passage_scores_scanning(spans: list[Chunk], passages: list[tuple[Chunk, float]]) -> list[float]:
+    """The best normalised score of every passage holding the span (no passage here is longer
+    than `_LONGEST_PASSAGE`: what `passage_scores` reads)."""
+    if not passages:
+        return [0.0] * len(spans)
+    lo = min(s for _, s in passages)
+    hi = max(s for _, s in passages)
+    out = []
+    for c in spans:
+        best = 0.0
+        for p, s in passages:
+            norm = (s - lo) / (hi - lo) if hi > lo else 1.0
+            if (
+                p.document_id == c.document_id
+                and p.char_start <= c.char_start
+                and p.char_end >= c.char_end
+                and norm > best
+            ):
+                best = norm
+        out.append(best)
+    return out
+
+
+def test_passage_scores_stop_at_the_longest_passage_with_the_same_scores() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        passages = []
+        for k in range(rng.randint(1, 12)):
+            doc = rng.choice("de")
+            a = rng.randint(0, 3000)
+            passages.append(
+                (chunk(f"p{k}", doc, a, a + rng.randint(0, 900), ChunkKind.PASSAGE), rng.random())
+            )
+        spans = []
+        for k in range(30):
+            a = rng.randint(0, 4000)
+            spans.append(chunk(f"s{k}", rng.choice("def"), a, a + rng.randint(0, 300)))
+        assert passage_scores(spans, passages) == _passage_scores_scanning(spans, passages)

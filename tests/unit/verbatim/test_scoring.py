@@ -183,3 +183,53 @@ def test_with_headings_bags_are_the_sums() -> None:
     for bag, h, got in zip(base.bags, ["beta delta", "", "alpha"], headed.bags, strict=True):
         want = bag + Counter(terms(h))
         assert got == want and list(got) == list(want)
+
+
+def test_remembered_bags_are_the_texts_analysis_and_never_changed() -> None:
+    # `SpanStats` reads each text's bag and each (text, heading) bag from per-process caches
+    # (`_counted`, `_headed`): the same bags, lengths and document frequencies (in the same key
+    # order) as analysing every text anew, and the shared bags stay as they were whatever is
+    # asked of the statistics.
+    texts = ["alpha beta beta", "gamma", "", "Mutagenic effects of beta", "alpha beta beta"]
+    heads = ["beta delta", "", "alpha", "Toxicology", "Limits"]
+    for _ in range(2):  # the second time from the caches
+        stats = SpanStats(texts)
+        bags = [Counter(terms(t)) for t in texts]
+        assert stats.bags == bags and [list(b) for b in stats.bags] == [list(b) for b in bags]
+        assert stats.lengths == [sum(b.values()) for b in bags]
+        df: Counter[str] = Counter()
+        for b in bags:
+            df.update(b.keys())
+        assert stats.df == df and list(stats.df) == list(df)
+        headed = stats.with_headings(heads)
+        given = SpanStats(list(texts), bags=[Counter(b) for b in bags]).with_headings(heads)  # not remembered
+        assert headed.texts == given.texts and headed.lengths == given.lengths
+        assert headed.bags == given.bags and [list(b) for b in headed.bags] == [list(b) for b in given.bags]
+        assert headed.df == given.df and list(headed.df) == list(given.df)
+        assert headed.avg_length == given.avg_length
+        for q in (["beta", "alpha"], ["mutagen", "toxic", "gamma"], ["absent"]):
+            assert headed.coverages(q) == given.coverages(q)
+            assert [headed.bm25(i, q) for i in range(headed.n)] == [given.bm25(i, q) for i in range(given.n)]
+        assert headed.coverages([("mutagen", "toxic"), "gamma"]) == given.coverages(
+            [("mutagen", "toxic"), "gamma"]
+        )
+    assert SpanStats(texts).bags == [Counter(terms(t)) for t in texts]  # unchanged by the reads
+
+
+def test_prefix_df_is_the_scan_over_every_word() -> None:
+    stats = SpanStats(["mutagenic mutagens carcinogenicity", "maximal length", "limits"])
+    for term in [
+        "mutag",
+        "mutagen",
+        "mutagenicity",
+        "carcinogen",
+        "maxim",
+        "maximum",
+        "limit",
+        "len",
+        "zzzzzz",
+    ]:
+        scan = len(term) >= 5 and any(
+            w.startswith(term[:5]) and (w.startswith(term) or term.startswith(w)) for w in stats.df
+        )
+        assert stats._prefix_df(term) == scan
