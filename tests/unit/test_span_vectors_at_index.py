@@ -1,6 +1,7 @@
 """`EVIDENCE_EMBED_SPANS_AT_INDEX`: indexing puts the vectors of every text the span scorer embeds
 (the verbatim profile's `HYBRID_FACTSPAN`, the default profile's focus span anchor) into the store's
-embedding cache, so a question embeds no span text (docs/ingest.md#span-vectors-at-indexing)."""
+embedding cache, so a question embeds no span text, and embeds nothing those two never look up
+(docs/ingest.md#span-vectors-at-indexing)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import pytest
 from evidence.config import Settings
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.model import RetrieveRequest
-from evidence.records import ChunkKind
+from evidence.records import Chunk, ChunkKind
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
-from evidence.verbatim.cascade import span_ranking
+from evidence.verbatim.cascade import span_ranking, spans_in_hits
 from evidence.verbatim.span_rank import IndexEmbed
-from evidence.verbatim.spans import document_order, scoring_texts
+from evidence.verbatim.spans import document_order, header_rows, scoring_texts
 
 INDEX = "manual"
 
@@ -86,7 +87,11 @@ class Counting:
 def _service(tmp_path: Path, *, on: bool, cached: bool = True) -> tuple[EvidenceService, Counting]:
     counting = Counting()
     settings = Settings(
-        store_dir=tmp_path / "store", embed_spans_at_index=on, passage_tokens=48, passage_overlap=8
+        store_dir=tmp_path / "store",
+        embed_spans_at_index=on,
+        passage_tokens=48,
+        passage_overlap=8,
+        focus_span_anchor=True,
     )
     embedder = (
         CachedEmbedder(counting, EmbeddingCache(tmp_path / "store" / "embeddings.sqlite3"))
@@ -104,22 +109,37 @@ def _index(service: EvidenceService, tmp_path: Path) -> None:
     assert not report.failed and report.count("created") == 1
 
 
+def _passages(service: EvidenceService) -> list[Chunk]:
+    hits = service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.PASSAGE)
+    return sorted((h.chunk for h in hits), key=lambda c: c.char_start)
+
+
 def _ask_everything(service: EvidenceService) -> None:
-    """Every way a question embeds span texts: the verbatim profile, and the span scorer over the
-    spans inside the first hits (the focus anchor's scope) and over the whole document."""
+    """Every way a shipped reader embeds span texts: the verbatim profile, the default profile
+    (its focus span anchor on), and the span scorer over the whole document."""
     for q in QUESTIONS:
         service.retrieve(INDEX, RetrieveRequest(query=q, profile="verbatim"))
         resp = service.retrieve(INDEX, RetrieveRequest(query=q, profile="default"))
         vector = service.query_vector(INDEX, q)
         assert vector is not None
         embed = IndexEmbed(lambda: service.document_embedder(INDEX))
-        passages = [h.chunk for h in service.backend.dense(INDEX, vector, k=10, kind=ChunkKind.PASSAGE)]
-        for within in (passages[:1], passages[:2], passages[1:2], passages, ()):
-            ranked = span_ranking(
-                service.backend, INDEX, q, [resp.hits[0].document_id],
-                query_vector=vector, embed=embed, within=within,
-            )  # fmt: skip
-            assert ranked
+        ranked = span_ranking(
+            service.backend, INDEX, q, [resp.hits[0].document_id], query_vector=vector, embed=embed
+        )
+        assert ranked
+
+
+def _anchor_reads(service: EvidenceService) -> list[str]:
+    """What the cache-only focus anchor reads (`SpanAnchors._cached`) for hits of one passage,
+    two adjacent ones and all of them: the kept spans' scoring texts and their headings."""
+    passages = _passages(service)
+    out: list[str] = []
+    for hits in (
+        [[p] for p in passages] + [passages[i : i + 2] for i in range(len(passages) - 1)] + [passages]
+    ):
+        found = spans_in_hits(service.backend, INDEX, hits)
+        out += [*found.texts, *(c.section for c in found.spans if c.section)]
+    return out
 
 
 def test_with_the_setting_a_question_embeds_no_span_text(tmp_path: Path) -> None:
@@ -131,11 +151,53 @@ def test_with_the_setting_a_question_embeds_no_span_text(tmp_path: Path) -> None
     assert len({c.section for c in spans}) >= 3 and len(spans) >= 15
     # the spans' scoring texts (a table row with its caption and header, a label with what it
     # labels) and headings were embedded at indexing, once each
-    assert set(scoring_texts(spans)) | {c.section for c in spans if c.section} <= set(counting.embedded)
+    headers = header_rows(spans)
+    texts = scoring_texts(spans)
+    read = {texts[i] for i in range(len(spans)) if i not in headers} | {c.section for c in spans if c.section}
+    assert read <= set(counting.embedded)
     assert len(counting.embedded) == len(set(counting.embedded))
     counting.embedded.clear()
     _ask_everything(service)
     assert counting.embedded == []
+    # and the cache-only anchor (which never embeds) finds every vector it reads
+    asked = _anchor_reads(service)
+    cache = service.document_embedder(INDEX)
+    assert isinstance(cache, CachedEmbedder)
+    assert asked and all(v is not None for v in cache.cached_documents(asked))
+
+
+def test_indexing_embeds_only_what_the_readers_look_up(tmp_path: Path) -> None:
+    """Not a table's header row (no reader's candidate: context for the rows under it) and not a
+    span's scoring text over one passage alone (a row heading its passage's rows: only the
+    embedding anchor kept as a bench lever asks it, and embeds it then)."""
+    service, counting = _service(tmp_path, on=True)
+    _index(service, tmp_path)
+    spans = document_order(
+        [h.chunk for h in service.backend.lookup(INDEX, {}, limit=10_000, kind=ChunkKind.SPAN)]
+    )
+    headers = header_rows(spans)
+    texts = scoring_texts(spans)
+    read = {texts[i] for i in range(len(spans)) if i not in headers} | {c.section for c in spans if c.section}
+    passages = {c.search_text for c in _passages(service)}
+    assert set(counting.embedded) - passages == read
+    header = "Table 1: Request limits per plan | Plan | Requests per minute | Burst |"
+    assert header in texts and header not in counting.embedded
+    # the bench lever (spans inside the hits, scored over those passages alone) embeds a row its
+    # passage heads with its caption but not its header: a text no whole-document scope makes
+    counting.embedded.clear()
+    vector = service.query_vector(INDEX, QUESTIONS[3])
+    embed = IndexEmbed(lambda: service.document_embedder(INDEX))
+    for p in _passages(service):
+        span_ranking(
+            service.backend,
+            INDEX,
+            QUESTIONS[3],
+            [p.document_id],
+            query_vector=vector,
+            embed=embed,
+            within=[p],
+        )
+    assert counting.embedded and not set(counting.embedded) & set(texts)
 
 
 def test_without_it_the_same_questions_embed_span_texts(tmp_path: Path) -> None:

@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 
 MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
+#: A document input of at most this many word pieces (with [CLS]/[SEP]) is padded to a multiple
+#: of `FINE_STEP`, a longer one to a multiple of 32 (`width_batches`). Fact spans' texts are
+#: mostly sentences of 20-60 pieces: at steps of 32 a 38-piece sentence ran at width 64 and 39 %
+#: of SciFact's span texts' model input was padding (steps of 8: 12 %), at the same vectors
+#: (bit-identical: the attention mask keeps padding out of every row; tested, and measured in
+#: bench/data/session43/spanidx15.md). Six more widths (14 in all) for onnxruntime's arena.
+FINE_WIDTH = 64
+FINE_STEP = 8
 #: Questions whose word pieces `embed_query` keeps for `embed_tokens` (the last ones asked; each
 #: is taken once).
 ASKED_KEPT = 8
@@ -135,14 +143,15 @@ class MiniLMEmbedder:
         return inputs, owners
 
     def _hidden(
-        self, ids: Sequence[Sequence[int]], pad_to: int
+        self, ids: Sequence[Sequence[int]], pad_to: int, fine_to: int = 0
     ) -> Iterator[tuple[list[int], npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
         """The model's forward passes over `ids`: (input positions, attention mask, last hidden
         state) per batch. Inputs are sorted by length and widths rounded up to a multiple of
-        `pad_to`; a batch holds inputs of one rounded width only (`width_batches`), so no input
-        is padded past its own rounded width."""
+        `pad_to` (of `FINE_STEP` up to `fine_to` pieces); a batch holds inputs of one rounded
+        width only (`width_batches`), so no input is padded past its own rounded width."""
         session = self._get_session()
-        for width, batch in width_batches([len(x) for x in ids], self.batch_size, pad_to, self.max_tokens):
+        lengths = [len(x) for x in ids]
+        for width, batch in width_batches(lengths, self.batch_size, pad_to, self.max_tokens, fine_to=fine_to):
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
@@ -155,13 +164,15 @@ class MiniLMEmbedder:
             )[0]
             yield batch, mask, hidden
 
-    def embed_ids(self, ids: Sequence[Sequence[int]], *, pad_to: int = 32) -> Matrix:
+    def embed_ids(
+        self, ids: Sequence[Sequence[int]], *, pad_to: int = 32, fine_to: int = FINE_WIDTH
+    ) -> Matrix:
         """(len(ids), dimension): one unit vector per model input (already [CLS] … [SEP]), its
         pieces' mean (`_hidden` says how inputs are batched)."""
         out = np.empty((len(ids), DIMENSION), dtype=np.float32)
         if not ids:
             return out
-        for batch, mask, hidden in self._hidden(ids, pad_to):
+        for batch, mask, hidden in self._hidden(ids, pad_to, fine_to):
             out[batch] = _pooled(mask, hidden)
         return out
 
@@ -220,12 +231,13 @@ class MiniLMEmbedder:
 
 
 def width_batches(
-    lengths: Sequence[int], batch_size: int, pad_to: int, max_tokens: int
+    lengths: Sequence[int], batch_size: int, pad_to: int, max_tokens: int, *, fine_to: int = 0
 ) -> list[tuple[int, list[int]]]:
     """(width, input positions) of each forward pass over inputs of `lengths`.
 
     Sorted by length; each input's width is its length rounded up to a multiple of `pad_to`
-    (at most `max_tokens`, never below its length), and a batch holds inputs of one width only.
+    (of `FINE_STEP` when its length is at most `fine_to`; at most `max_tokens`, never below its
+    length), and a batch holds inputs of one width only.
     Widths in steps of 32 give onnxruntime's memory arena at most 8 shapes to reuse instead of
     one per length (measured: ~1.5 GB RSS after 400 SciFact documents with exact widths). One
     width per batch because the model's cost is per input cell: a SciFact upload is one 256-piece
@@ -235,7 +247,8 @@ def width_batches(
     out: list[tuple[int, list[int]]] = []
     for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
         n = lengths[i]
-        width = max(n, min(-(-n // pad_to) * pad_to, max_tokens))
+        step = FINE_STEP if n <= fine_to else pad_to
+        width = max(n, min(-(-n // step) * step, max_tokens))
         if out and out[-1][0] == width and len(out[-1][1]) < batch_size:
             out[-1][1].append(i)
         else:

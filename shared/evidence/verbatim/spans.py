@@ -173,32 +173,26 @@ def span_embedding_texts(chunks: Sequence[Chunk]) -> list[str]:
     span's `scoring_texts` and the distinct section headings), distinct, for embedding them at
     indexing time (`EVIDENCE_EMBED_SPANS_AT_INDEX`, docs/ingest.md#span-vectors-at-indexing).
 
-    `chunks`: one document's chunks (passages and spans). A span's scoring text depends on the spans
-    before it in its scope, so two scopes are covered: the whole document (the verbatim profile
-    reads whole documents, and the cache-only focus anchor keys its spans so: `spans_in_hits`) and
-    each passage alone (the embedding anchor kept as a bench lever, `SpanAnchors(embed=…,
-    within_hits=True)`, starts a run of spans at a passage's start). A scope of several adjacent
+    `chunks`: one document's chunks (passages and spans). Only what the two readers look up: the
+    verbatim profile's span scorer (scope: whole documents) and the `default` profile's cache-only
+    focus anchor (`cascade.spans_in_hits`, keyed as over the whole document) read each span's
+    scoring text over its whole document, never a table's header row (`header_rows`: context for
+    the rows under it, no candidate of either), and the headings of the spans they read. A heading
+    echo is kept although neither reads one over a whole document: a scope cut short by `max_scan`
+    can lose the heading it echoes. Not embedded: a span's scoring text over one passage alone (a
+    row heading its passage's rows), which only the embedding anchor kept as a bench lever
+    (`SpanAnchors(embed=…, within_hits=True)`) asks; it embeds a miss. A scope of several adjacent
     hits can still ask a table row with another header: a cache miss, as without this."""
-    from bisect import bisect_left
-
     from evidence.records import ChunkKind
 
     spans = document_order([c for c in chunks if c.kind is ChunkKind.SPAN])
     if not spans:
         return []
-    out = dict.fromkeys(scoring_texts(spans))
-    starts = [c.char_start for c in spans]
-    for p in chunks:
-        if p.kind is not ChunkKind.PASSAGE:
-            continue
-        inside_p = []  # `inside(c, p)`, read from the first span starting in the passage
-        for c in spans[bisect_left(starts, p.char_start) :]:
-            if c.char_start > p.char_end:
-                break
-            if c.char_end <= p.char_end and c.document_id == p.document_id:
-                inside_p.append(c)
-        out.update(dict.fromkeys(scoring_texts(inside_p)))
-    out.update(dict.fromkeys(c.section for c in spans if c.section))
+    texts = scoring_texts(spans)
+    headers = header_rows(spans)
+    read = [i for i in range(len(spans)) if i not in headers]
+    out = dict.fromkeys(texts[i] for i in read)
+    out.update(dict.fromkeys(spans[i].section for i in read if spans[i].section))
     return list(out)
 
 

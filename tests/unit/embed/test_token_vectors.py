@@ -45,9 +45,9 @@ def test_a_question_just_embedded_gives_its_word_pieces_without_a_second_pass() 
     runs: list[int] = []
     hidden = emb._hidden
 
-    def counted(ids: Any, pad_to: int) -> Any:
+    def counted(ids: Any, pad_to: int, fine_to: int = 0) -> Any:
         runs.append(len(ids))
-        return hidden(ids, pad_to)
+        return hidden(ids, pad_to, fine_to)
 
     emb._hidden = counted  # type: ignore[method-assign]
     got = emb.embed_tokens([question, span])
