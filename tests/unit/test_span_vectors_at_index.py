@@ -261,13 +261,17 @@ def test_a_deadline_among_the_spans_writes_nothing_and_the_retry_resumes(tmp_pat
 
     from evidence.errors import DeadlineExceededError
     from evidence.model import IndexDocumentRequest
-    from evidence.retry import deadline_scope
+    from evidence.retry import current_deadline, deadline_scope
 
     service, counting = _service(tmp_path, on=True)
     slow = counting.embed_documents
 
     def embed_slowly(texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        time.sleep(2.5)
+        # Each slice outlives the deadline, however long parsing took before it (a loaded CI
+        # runner parsed for more than a fixed 2 s and no slice started at all).
+        deadline = current_deadline()
+        assert deadline is not None
+        time.sleep(deadline.remaining() + 0.05)
         return slow(texts)
 
     counting.embed_documents = embed_slowly  # type: ignore[method-assign]
@@ -275,7 +279,7 @@ def test_a_deadline_among_the_spans_writes_nothing_and_the_retry_resumes(tmp_pat
     request = IndexDocumentRequest(
         filename="manual.md", text=f"{DOC}\n## Notes\n\n{notes}\n", document_id="m"
     )
-    with pytest.raises(DeadlineExceededError), deadline_scope(2.0):
+    with pytest.raises(DeadlineExceededError), deadline_scope(6.0):
         service.index_document(INDEX, request)
     counting.embed_documents = slow  # type: ignore[method-assign]
     first = list(counting.embedded)
