@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 CONNECTORS = {"of", "for", "and", "the", "to", "in", "on"}
@@ -71,27 +72,35 @@ def versions(question: str) -> str:
     return re.sub(r"\b([A-Za-z]{2,}[ -])(\d+)\.0\b(?![.\d+-])", r"\1\2", q)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("qa", type=Path)
-    ap.add_argument("out", type=Path)
-    args = ap.parse_args()
+def write_probe(
+    qa: Path,
+    out: Path,
+    rewriter: Callable[[Path], Callable[[str], str | None]],
+    *,
+    per_family: int | None = None,
+) -> None:
+    """For each family of `qa`, its answerable questions `rewriter(family)` changes (at most
+    `per_family`, in file order), written to `out/<family>/questions.jsonl` with the original
+    kept, `documents` linked to the family's. Shared with `synonym_probe.py`."""
     total = 0
-    for qfile in sorted(args.qa.glob("*/questions.jsonl")):
+    for qfile in sorted(qa.glob("*/questions.jsonl")):
         family = qfile.parent
+        rewrite = rewriter(family)
         rows = []
         for line in qfile.read_text(encoding="utf-8").splitlines():
+            if per_family is not None and len(rows) >= per_family:
+                break
             if not line.strip():
                 continue
             row = json.loads(line)
             if not row.get("answers"):
                 continue
-            new = versions(initials(row["question"]))
-            if new != row["question"]:
+            new = rewrite(row["question"])
+            if new is not None and new != row["question"]:
                 rows.append({**row, "question": new, "original": row["question"]})
         if not rows:
             continue
-        dest = args.out / family.name
+        dest = out / family.name
         dest.mkdir(parents=True, exist_ok=True)
         link = dest / "documents"
         if not link.exists():
@@ -100,6 +109,14 @@ def main() -> None:
         total += len(rows)
         print(f"{family.name}: {len(rows)}")
     print(f"total: {total}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("qa", type=Path)
+    ap.add_argument("out", type=Path)
+    args = ap.parse_args()
+    write_probe(args.qa, args.out, lambda _family: lambda q: versions(initials(q)))
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ family's, so that `evidence eval --qa OUT --store DIR` reads the same indexes (`
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,37 +102,18 @@ def rewrite(question: str, used: set[str]) -> str | None:
 
 
 def main() -> None:
+    from abbrev_probe import write_probe  # this script's folder is on sys.path when it runs
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("qa", type=Path)
     ap.add_argument("out", type=Path)
     args = ap.parse_args()
-    total = 0
-    for qfile in sorted(args.qa.glob("*/questions.jsonl")):
-        family = qfile.parent
+
+    def rewriter(family: Path) -> Callable[[str], str | None]:
         used = family_terms(family / "documents")
-        rows = []
-        for line in qfile.read_text(encoding="utf-8").splitlines():
-            if len(rows) >= PER_FAMILY:
-                break
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if not row.get("answers"):
-                continue
-            new = rewrite(row["question"], used)
-            if new is not None and new != row["question"]:
-                rows.append({**row, "question": new, "original": row["question"]})
-        if not rows:
-            continue
-        dest = args.out / family.name
-        dest.mkdir(parents=True, exist_ok=True)
-        link = dest / "documents"
-        if not link.exists():
-            link.symlink_to((family / "documents").resolve())
-        (dest / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        total += len(rows)
-        print(f"{family.name}: {len(rows)}")
-    print(f"total: {total}")
+        return lambda q: rewrite(q, used)
+
+    write_probe(args.qa, args.out, rewriter, per_family=PER_FAMILY)
 
 
 if __name__ == "__main__":
