@@ -19,7 +19,7 @@ from evidence.verbatim.cascade import (
     VerbatimCascade,
     trigram_similarity,
 )
-from tests.unit.verbatim.verbatimkit import rank_context
+from tests.unit.verbatim.verbatimkit import rank_context, span
 
 INDEX = "label"
 
@@ -140,21 +140,11 @@ def test_an_attribute_with_no_span_in_its_sections_can_leave_the_question_to_the
 
 
 def test_interleaved_skips_repeats_and_keeps_scores_falling() -> None:
-    from evidence.records import Chunk, ChunkKind
     from evidence.verbatim.cascade import SpanHit, _interleaved
     from evidence.verbatim.hybrid import same_text
 
     def hit(text: str, score: float, path: str) -> SpanHit:
-        c = Chunk(
-            chunk_id=text,
-            document_id="d",
-            kind=ChunkKind.SPAN,
-            text=text,
-            char_start=0,
-            char_end=len(text),
-            sequence=0,
-        )
-        return SpanHit(c, score, path)
+        return SpanHit(span(0, text), score, path)  # `_interleaved` tells repeats by text alone
 
     rule = [hit("r1", 3.0, ATTRIBUTE_LOOKUP), hit("r2", 2.0, ATTRIBUTE_LOOKUP)]
     fill = [hit("r1", 0.9, HYBRID_FACTSPAN), hit("h1", 0.8, HYBRID_FACTSPAN), hit("h2", 0.7, HYBRID_FACTSPAN),
