@@ -55,16 +55,9 @@ def passage_scores(spans: Sequence[Chunk], passages: Sequence[tuple[Chunk, float
                     break
                 if b >= c.char_end and n > best:
                     best = n
-                if c.char_start - a > _LONGEST_PASSAGE:
-                    break
                 j -= 1
         out.append(best)
     return out
-
-
-#: No passage is longer than this many characters (2,048 tokens at most, ~6 characters each):
-#: how far back a span's containing passage may start.
-_LONGEST_PASSAGE = 16_000
 
 
 _BULLET_MARK = re.compile(r"^[\s\-*+\u2022\u25cf\u25aa\u2013]+")

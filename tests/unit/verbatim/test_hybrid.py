@@ -56,8 +56,7 @@ def test_repeats_compare_without_bullets_case_or_spacing() -> None:
 
 
 def _passage_scores_scanning(spans: list[Chunk], passages: list[tuple[Chunk, float]]) -> list[float]:
-    """The best normalised score of every passage holding the span (no passage here is longer
-    than `_LONGEST_PASSAGE`: what `passage_scores` reads)."""
+    """The best normalised score of every passage holding the span, read by a scan of them all."""
     if not passages:
         return [0.0] * len(spans)
     lo = min(s for _, s in passages)
