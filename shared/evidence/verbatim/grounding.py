@@ -280,7 +280,7 @@ def read_evidence(
         # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
         unsaid = absent_concepts(concepts, absent, weights, df)
         said = paraphrased(question, unsaid, [*texts, *given]) if READ_VARIANTS and unsaid else frozenset()
-        by_index["absent_rare"] = absent_rarity(concepts, absent, weights, df, said)
+        by_index["absent_rare"] = _rarest(unsaid, weights, said)
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -468,12 +468,17 @@ def absent_rarity(
     out "Eclipse Public License", "GPLv2" where they write "General Public License" and "2") is
     not absent, nor is a concept whose first term is in `paraphrases` (`paraphrased`: a word of
     the evidence says it in other words)."""
-    said = set(paraphrases)
+    return _rarest(absent_concepts(concepts, missing, weights, df), weights, paraphrases)
+
+
+def _rarest(absent: Sequence[Sequence[str]], weights: Mapping[str, float], said: Iterable[str]) -> float:
+    """`absent_rarity` of the concepts `absent_concepts` gave, those whose first term is `said` aside."""
+    skip = set(said)
     return max(
         (
             max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT
-            for c in absent_concepts(concepts, missing, weights, df)
-            if c[0] not in said
+            for c in absent
+            if c[0] not in skip
         ),
         default=0.0,
     )
