@@ -14,7 +14,6 @@ in the same scopes), for the verbatim span scorer's token-level match.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import threading
@@ -27,6 +26,7 @@ import numpy as np
 
 from evidence.embed.base import Embedder, Matrix, document_key
 from evidence.embed.pieces import PieceCache, ScopedPieces
+from evidence.ids import content_hash
 from evidence.retry import check_deadline
 from evidence.sqlite_wal import immediate, open_wal
 
@@ -165,11 +165,10 @@ class EmbeddingCache:
             self._pieces.close()
 
 
-@lru_cache(maxsize=65536)
-def _text_hash(text: str) -> str:
-    """The cache's key of a text (sha256 of its UTF-8), remembered for the texts read again and
-    again (the span anchor's spans, question after question)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+#: A text's key in the cache (`content_hash`: sha256 of its UTF-8), remembered for the texts read
+#: again and again (the span anchor's spans, question after question); indexing's texts are hashed
+#: once and not kept.
+_kept_key = lru_cache(maxsize=65536)(content_hash)
 
 
 class CachedEmbedder:
@@ -194,7 +193,7 @@ class CachedEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        keys = [content_hash(t) for t in texts]
         found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
         missing = [i for i, k in enumerate(keys) if k not in found]
         if missing:
@@ -221,7 +220,7 @@ class CachedEmbedder:
         profile's span anchor reads the span vectors indexing put there, docs/ranking.md)."""
         if not texts:
             return []
-        keys = [_text_hash(t) for t in texts]
+        keys = [_kept_key(t) for t in texts]
         found = self.cache.get_kept(self._key, list(dict.fromkeys(keys)), scope=self.scope)
         return [found.get(k) for k in keys]
 
