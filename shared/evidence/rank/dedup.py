@@ -247,6 +247,12 @@ DROP_REPEATS = False
 #: right after it (docs/ranking.md#focus-second-run).
 SECOND_RUN = True
 
+#: Whether the first hit, when its kept text and its second run still leave sentences out, is
+#: followed by a third run of it as well: the best run of `window` characters among those, after the
+#: second run. Off: measured on the development families, below R1's bar
+#: (docs/ranking.md#focus-third-run).
+THIRD_RUN = False
+
 
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
@@ -309,6 +315,9 @@ class FocusHits:
       first hit's id and scores; none when they hold no question word, and none when the fill
       grew the first hit over it. The guardrail's `top_k` then cuts the last hit
       (docs/ranking.md#focus-second-run).
+    - With `third_run` as well (off by default; docs/ranking.md#focus-third-run), the best run of
+      `window` characters among the first hit's sentences that neither its kept text nor its
+      second run holds follows the second run, the same way.
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -337,6 +346,7 @@ class FocusHits:
         anchors: Anchors | None = None,
         anchor_mode: str = "contain",
         second_run: bool = SECOND_RUN,
+        third_run: bool = THIRD_RUN,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -366,6 +376,7 @@ class FocusHits:
         self.paraphrase_weight = paraphrase_weight
         self.drop_repeats = drop_repeats
         self.second_run = second_run
+        self.third_run = third_run
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -389,7 +400,7 @@ class FocusHits:
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, _Run] = {}
         focused = 0
-        extra: tuple[int, int] | None = None  # the first hit's second run (`second_run`)
+        extra: list[tuple[int, int]] = []  # the first hit's second (and third) run
         for i, given in enumerate(candidates):
             if not cut[i]:
                 out.append(given)
@@ -436,11 +447,13 @@ class FocusHits:
             )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
-                if self.second_run:
-                    held = [bag & q for bag in bags[i]]
-                    extra = _run_outside(
-                        sents[i], held, weight, self.window, stating=stating, kept=(start, end), at=at
-                    )
+                held = [bag & q for bag in bags[i]]
+                for _ in range((1 + self.third_run) if self.second_run else 0):
+                    kept = [(start, end), *extra]
+                    more = _run_outside(sents[i], held, weight, self.window, stating=stating, kept=kept, at=at)
+                    if more is None:
+                        break
+                    extra.append(more)
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
         if self.drop_repeats:
@@ -615,18 +628,23 @@ def _run_outside(
     size: int,
     *,
     stating: Sequence[float] | None,
-    kept: tuple[int, int],
+    kept: Sequence[tuple[int, int]],
     at: _Reading | None = None,
 ) -> tuple[int, int] | None:
     """The best run (`_best_run`'s value, at most `size` characters) among the sentences outside
-    `kept` (`[start, end)`): those before it and those after it are two stretches, a run lies in
-    one of them; the earlier on a tie. None when neither stretch has a sentence with a question
-    term."""
-    start, end = kept
+    the `kept` ranges (each `[start, end)` of whole sentences): the sentences between them form
+    stretches (one kept range: those before it and those after it), a run lies in one of them;
+    the earlier on a tie. None when no stretch has a sentence with a question term."""
     best: tuple[float, int, int] | None = None
-    before = [k for k, (_, b) in enumerate(sents) if b <= start]
-    after = [k for k, (a, _) in enumerate(sents) if a >= end]
-    for side in (before, after):
+    sides: list[list[int]] = []
+    for k, (a, b) in enumerate(sents):
+        if any(s <= a and b <= e for s, e in kept):
+            continue
+        if sides and sides[-1][-1] == k - 1:
+            sides[-1].append(k)
+        else:
+            sides.append([k])
+    for side in sides:
         if not any(bags[k] for k in side):
             continue
         a, b = _best_run(
@@ -646,20 +664,22 @@ def _run_outside(
 
 
 def _second_hit(
-    hits: list[Candidate], runs: dict[int, _Run], extra: tuple[int, int] | None, *, grown: bool = False
+    hits: list[Candidate], runs: dict[int, _Run], extra: Sequence[tuple[int, int]], *, grown: bool = False
 ) -> tuple[list[Candidate], dict[int, _Run]]:
-    """The first hit's second run `extra` (offsets in its text) put right after it, a slice of the
-    same passage: not a run (the fill would grow it into the first hit's text); `runs` re-keyed.
-    With `grown` (after the fill), taken out again when the first run grew over it."""
-    if extra is None or 0 not in runs:
+    """The first hit's further runs `extra` (offsets in its text) put right after it, in order,
+    slices of the same passage: not runs (the fill would grow them into the first hit's text);
+    `runs` re-keyed. With `grown` (after the fill), those the first run grew over taken out again."""
+    if not extra or 0 not in runs:
         return hits, runs
+    n = len(extra)
     if grown:
-        if runs[0][1] < extra[1] and extra[0] < runs[0][2]:  # once is enough
-            return [hits[0], *hits[2:]], {(k - 1 if k else k): r for k, r in runs.items()}
-        return hits, runs
+        _, start, end, _ = runs[0]
+        kept = [hits[1 + j] for j, (a, b) in enumerate(extra) if not (start < b and a < end)]  # once is enough
+        gone = n - len(kept)
+        return [hits[0], *kept, *hits[1 + n :]], {(k - gone if k else k): r for k, r in runs.items()}
     first = hits[0].chunk
-    second = _slice(hits[0], first.char_start + extra[0], first.char_start + extra[1])
-    return [hits[0], second, *hits[1:]], {(k + 1 if k else k): r for k, r in runs.items()}
+    more = [_slice(hits[0], first.char_start + a, first.char_start + b) for a, b in extra]
+    return [hits[0], *more, *hits[1:]], {(k + n if k else k): r for k, r in runs.items()}
 
 
 def _drop_repeats(
