@@ -247,11 +247,12 @@ DROP_REPEATS = False
 #: right after it (docs/ranking.md#focus-second-run).
 SECOND_RUN = True
 
-#: Whether the first hit, when its kept text and its second run still leave sentences out, is
-#: followed by a third run of it as well: the best run of `window` characters among those, after the
-#: second run. Off: measured on the development families, below R1's bar
+#: Whether the first hit, when its kept text and its second run still leave sentences out, gets a
+#: third run as well: the best run of `window` characters among those, as a hit of its own after
+#: the second hit (not before it: the grounding check reads the first three hits, and three
+#: slices of one passage there refused 7 more answerable questions). With `second_run` only
 #: (docs/ranking.md#focus-third-run).
-THIRD_RUN = False
+THIRD_RUN = True
 
 
 class Paraphrase(Protocol):
@@ -315,9 +316,11 @@ class FocusHits:
       first hit's id and scores; none when they hold no question word, and none when the fill
       grew the first hit over it. The guardrail's `top_k` then cuts the last hit
       (docs/ranking.md#focus-second-run).
-    - With `third_run` as well (off by default; docs/ranking.md#focus-third-run), the best run of
+    - With `third_run` as well (the default; docs/ranking.md#focus-third-run), the best run of
       `window` characters among the first hit's sentences that neither its kept text nor its
-      second run holds follows the second run, the same way.
+      second run holds is a hit of its own the same way, placed after the second hit, so the
+      first three hits (which the grounding check reads) stay the first hit, its second run and
+      the second hit; the guardrail's `top_k` then cuts one more hit at the end.
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -447,13 +450,16 @@ class FocusHits:
             )
             if i == 0:
                 start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
-                held = [bag & q for bag in bags[i]]
-                for _ in range((1 + self.third_run) if self.second_run else 0):
-                    kept = [(start, end), *extra]
-                    more = _run_outside(sents[i], held, weight, self.window, stating=stating, kept=kept, at=at)
-                    if more is None:
-                        break
-                    extra.append(more)
+                extra = _runs_outside(
+                    sents[i],
+                    [bag & q for bag in bags[i]],
+                    weight,
+                    self.window,
+                    stating=stating,
+                    kept=(start, end),
+                    at=at,
+                    count=(1 + self.third_run) if self.second_run else 0,
+                )
             runs[len(out)] = (sents[i], start, end, at)
             out.append(c)
         if self.drop_repeats:
@@ -663,23 +669,55 @@ def _run_outside(
     return None if best is None else (best[1], best[2])
 
 
+def _runs_outside(
+    sents: Sequence[tuple[int, int]],
+    bags: Sequence[set[str]],
+    weight: dict[str, float],
+    size: int,
+    *,
+    stating: Sequence[float] | None,
+    kept: tuple[int, int],
+    at: _Reading | None,
+    count: int,
+) -> list[tuple[int, int]]:
+    """Up to `count` further runs of a hit whose kept text is `kept`: each the best run
+    (`_run_outside`) among the sentences that neither the kept text nor the runs before it hold."""
+    out: list[tuple[int, int]] = []
+    for _ in range(count):
+        more = _run_outside(sents, bags, weight, size, stating=stating, kept=[kept, *out], at=at)
+        if more is None:
+            break
+        out.append(more)
+    return out
+
+
 def _second_hit(
     hits: list[Candidate], runs: dict[int, _Run], extra: Sequence[tuple[int, int]], *, grown: bool = False
 ) -> tuple[list[Candidate], dict[int, _Run]]:
-    """The first hit's further runs `extra` (offsets in its text) put right after it, in order,
-    slices of the same passage: not runs (the fill would grow them into the first hit's text);
-    `runs` re-keyed. With `grown` (after the fill), those the first run grew over taken out again."""
+    """The first hit's further runs `extra` (offsets in its text), slices of the same passage, put
+    among the hits: the second run right after the first hit, a third after the hit that followed
+    it (so the first three hits, which the grounding check reads, are the same with or without a
+    third run). Not runs (the fill would grow them into the first hit's text); `runs` re-keyed.
+    With `grown` (after the fill), those the first run grew over taken out again."""
     if not extra or 0 not in runs:
         return hits, runs
-    n = len(extra)
+    out = list(hits)
     if grown:
         _, start, end, _ = runs[0]
-        kept = [hits[1 + j] for j, (a, b) in enumerate(extra) if not (start < b and a < end)]  # once is enough
-        gone = n - len(kept)
-        return [hits[0], *kept, *hits[1 + n :]], {(k - gone if k else k): r for k, r in runs.items()}
-    first = hits[0].chunk
-    more = [_slice(hits[0], first.char_start + a, first.char_start + b) for a, b in extra]
-    return [hits[0], *more, *hits[1:]], {(k + n if k else k): r for k, r in runs.items()}
+        first = out[0].chunk
+        placed = [k for k in range(1, len(out)) if k not in runs and out[k].chunk_id == out[0].chunk_id]
+        for k in reversed(placed):
+            a, b = out[k].chunk.char_start - first.char_start, out[k].chunk.char_end - first.char_start
+            if start < b and a < end:  # once is enough
+                del out[k]
+                runs = {(j - 1 if j > k else j): r for j, r in runs.items()}
+        return out, runs
+    first = out[0].chunk
+    for n, (a, b) in enumerate(extra):
+        at = min(2 * n + 1, len(out))
+        out.insert(at, _slice(out[0], first.char_start + a, first.char_start + b))
+        runs = {(j + 1 if j >= at else j): r for j, r in runs.items()}
+    return out, runs
 
 
 def _drop_repeats(

@@ -680,6 +680,44 @@ def test_focus_second_run_follows_the_first_hit_with_its_best_run_outside_the_ke
     assert [h.chunk_id for h in grown] == ["p"] and later in grown[0].chunk.text
 
 
+def test_focus_third_run_follows_the_second_hit_with_the_best_run_left_out() -> None:
+    """With `third_run` (the default: docs/ranking.md#focus-third-run), when the first hit's kept
+    text and its second run still leave sentences with a question word out, the best run among
+    them is a hit of its own too, placed after the second hit: the first three hits (the grounding
+    check reads them) are those of `third_run` off. Not when the fill grew the first run over it;
+    without a second hit it follows the second run. Off: the hits as before."""
+    import functools
+
+    from evidence.rank.stages import FocusHits
+
+    filler = " ".join(f"Filler sentence number {i} says nothing much." for i in range(40))
+    later = "Old backups are kept offsite in a second region."
+    third = "Backups of the logs are rotated weekly."
+    text = f"Backups are kept for 35 days. {filler} {later} {filler} {third} {filler}"
+    c = cand(chunk("p", text), 0.9)
+    other = cand(chunk("q", f"Backups are kept nightly. {filler}", doc="other"), 0.4)
+    last = cand(chunk("r", f"Backups are kept on tape. {filler}", doc="last"), 0.3)
+    query = "How long are backups kept?"
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=100, first_window=300, lead=0)
+    off = sized(third_run=False).run([c, other, last], ctx(None, query=query))
+    assert [h.chunk_id for h in off] == ["p", "p", "q", "r"] and off[1].chunk.text.startswith(later)
+    on = sized(third_run=True).run([c, other, last], ctx(None, query=query))
+    assert [h.chunk_id for h in on] == ["p", "p", "q", "p", "r"]
+    assert [h.chunk for h in on[:3]] == [h.chunk for h in off[:3]] and on[4].chunk == off[3].chunk
+    assert on[3].chunk.text.startswith(third) and len(on[3].chunk.text) <= 100 and _slice_of(on[3], c)
+    assert on[3].scores == on[0].scores and third not in on[0].chunk.text + on[1].chunk.text
+    # No second hit: the third run follows the second one.
+    alone = sized(third_run=True).run([c], ctx(None, query=query))
+    assert [h.chunk.text[:20] for h in alone[1:]] == [later[:20], third[:20]]
+    # Only with the second run.
+    without = sized(second_run=False, third_run=True).run([c], ctx(None, query=query))
+    assert [h.chunk_id for h in without] == ["p"]
+    # The fill grows the first run over both: once is enough.
+    filled = FocusHits(fill=9000, min_chars=10, window=100, first_window=300, lead=0, third_run=True)
+    grown = filled.run([c, other], ctx(None, query=query))
+    assert [h.chunk_id for h in grown] == ["p", "q"] and third in grown[0].chunk.text
+
+
 def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -> None:
     """With `drop_repeats` (a bench lever, off by default: docs/ranking.md#focus-repeats), a hit
     (never the first) whose kept text, whitespace runs read as one space, already occurs in the
