@@ -10,7 +10,8 @@ Scope: the question's entity. Documents carry their subject's names in metadata
 a few hundred for a label — which is what lets the scan paths look at every one of them. With
 no entity (a plain index) the scan paths are skipped and only the backend's own searches run.
 
-What comes back are fact spans as stored: their text is the document's text at their offsets
+What comes back are fact spans as stored, or a later long span's verbatim part (`trim_spans`, its
+own offsets into the same document): their text is the document's text at their offsets
 (`verbatim.check` proves it before a response leaves).
 
 Tenancy: the cascade reads only through the backend it is given; on a request that is the index
