@@ -207,6 +207,10 @@ class Settings(BaseSettings):
     #: families (637 -> 667 of 839) where indexing cached the spans' vectors, but its own cost
     #: (~13 / 40 ms CPU p50 / p95 at load ~12) is not yet shown to fit the 50 ms p95 target.
     focus_span_anchor: bool = False
+    #: The verbatim profile places every evidence span but the top-ranked one that is longer than
+    #: this many characters as its best verbatim part (`CascadeConfig.trim_spans_over`,
+    #: docs/verbatim.md#trim; 250 fitted leave-one-family-out); 0 = off.
+    verbatim_trim_spans_over: int = Field(default=250, ge=0, le=100_000)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES

@@ -32,17 +32,26 @@ class VerbatimPlugin(PipelinePlugin):
         """The profile; with an index and a service, its cascade embeds spans for the span scorer
         with the index's document embedder (the store's embedding cache in front, so a span is
         embedded once)."""
-        base = super().pipeline(env)
-        if env is None or env.index is None:
-            return base
-        services = env.services
         from dataclasses import replace
 
+        from evidence.verbatim.cascade import VerbatimCascade
         from evidence.verbatim.profile import VerbatimCascadeStage
         from evidence.verbatim.span_rank import IndexEmbed
 
+        base = super().pipeline(env)
+        if env is None:
+            return base
         first, *rest = base.stages
-        if not isinstance(first, VerbatimCascadeStage) or services is None:
+        if not isinstance(first, VerbatimCascadeStage):
+            return base
+        trim = env.settings.verbatim_trim_spans_over
+        if trim != first.cascade.config.trim_spans_over:
+            cascade = first.cascade
+            config = replace(cascade.config, trim_spans_over=trim)
+            first = replace(first, cascade=VerbatimCascade(config, cascade.rules))
+            base = replace(base, stages=(first, *rest))
+        services = env.services
+        if env.index is None or services is None:
             return base
         index = env.index
         # Built on first use only: a lexical-only index never loads the model.

@@ -10,7 +10,8 @@ Scope: the question's entity. Documents carry their subject's names in metadata
 a few hundred for a label — which is what lets the scan paths look at every one of them. With
 no entity (a plain index) the scan paths are skipped and only the backend's own searches run.
 
-What comes back are fact spans as stored: their text is the document's text at their offsets
+What comes back are fact spans as stored, or a later long span's verbatim part (`trim_spans`, its
+own offsets into the same document): their text is the document's text at their offsets
 (`verbatim.check` proves it before a response leaves).
 
 Tenancy: the cascade reads only through the backend it is given; on a request that is the index
@@ -53,6 +54,7 @@ from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
+    best_sub_span,
     header_rows,
     reading_order,
     scoring_texts,
@@ -211,7 +213,12 @@ class VerbatimCascade:
         g, missing = state.grounding(bound, used)
         if g < self.floor(used):
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
-        return CascadeResult(self._reading_order(bound), used, entity, tried, round(g, 4), missing)
+        hits = self._reading_order(bound)
+        if self.config.trim_spans_over > 0:
+            hits = trim_spans(
+                hits, state.stats.concepts(state.q_groups), self.config.trim_spans_over, keep=bound[0].chunk
+            )
+        return CascadeResult(hits, used, entity, tried, round(g, 4), missing)
 
     @staticmethod
     def _named_terms(backend: SearchReader, index: str, question: str, documents: list[str]) -> list[str]:
@@ -323,6 +330,34 @@ class VerbatimCascade:
         head = list(hits[: self.config.max_spans])
         n, _ = within_chars([len(h.chunk.text) for h in head], self.config.max_chars)
         return head[:n]
+
+
+def trim_spans(
+    hits: Sequence[SpanHit], concepts: Sequence[tuple[float, frozenset[str]]], max_chars: int, *, keep: Chunk
+) -> list[SpanHit]:
+    """The evidence with every span but `keep` (the top-ranked one) that is longer than
+    `max_chars` placed as its best verbatim part (`spans.best_sub_span`; a span with no such part
+    stays whole). The part is a span of its own: `text == document[char_start:char_end]` (a slice
+    of the span's text, its offsets moved by as much), id `<span id>@<start>-<end>`."""
+    out: list[SpanHit] = []
+    for h in hits:
+        c = h.chunk
+        cut = None if c.chunk_id == keep.chunk_id else best_sub_span(c.text, concepts, max_chars)
+        if cut is None:
+            out.append(h)
+            continue
+        a, b = cut
+        start, end = c.char_start + a, c.char_start + b
+        part = replace(
+            c,
+            chunk_id=f"{c.chunk_id}@{start}-{end}",
+            text=c.text[a:b],
+            char_start=start,
+            char_end=end,
+            content_hash="",
+        )
+        out.append(replace(h, chunk=part))
+    return out
 
 
 def _interleaved(rule: Sequence[SpanHit], fill: Sequence[SpanHit], seen: set[str]) -> list[SpanHit]:

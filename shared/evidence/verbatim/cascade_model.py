@@ -152,6 +152,15 @@ class CascadeConfig:
     #: splitter cut in two reads whole (`spans.reading_order`; 0: rank order only). About one
     #: sentence: 100-275 measured alike on the QA suite (docs/verbatim.md).
     join_within_chars: int = 200
+    #: Every evidence span but the top-ranked one that is longer than this many characters is
+    #: placed as its best verbatim part (`spans.best_sub_span`: the longest run of its clauses
+    #: within the bound that keeps every question concept the span covers; own offsets, own id
+    #: `<span id>@<start>-<end>`), so a later span's clause, not its whole paragraph, takes the
+    #: first characters. After the bound, the grounding check and the reading order: the spans
+    #: kept and refusals do not change. 0: off. 250: fitted leave-one-family-out on the 19
+    #: development families (every fold chose it; held out 595 -> 601 of 839 within 600
+    #: characters; docs/verbatim.md#trim).
+    trim_spans_over: int = 250
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 

@@ -161,6 +161,13 @@ class SpanStats:
             out.append(got / total if total else 0.0)
         return out
 
+    def concepts(self, query: Sequence[str | Sequence[str]]) -> list[tuple[float, frozenset[str]]]:
+        """The query's concepts as `coverage` weighs them: each concept's weight and every word
+        that covers it (its terms and the texts' words that extend them by prefix). A text covers
+        the concept when one of its terms is among those words (`spans.best_sub_span`)."""
+        groups, _ = self._coverage_plan(query)
+        return [(w, frozenset((*g, *near))) for w, g, near in groups]
+
     def _coverage_plan(
         self, query: Sequence[str | Sequence[str]]
     ) -> tuple[list[tuple[float, tuple[str, ...], tuple[str, ...]]], float]:

@@ -242,3 +242,61 @@ def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
                 break
             cur = j
     return out
+
+
+#: Where a span may be cut for a sub-span (`best_sub_span`): after a clause's punctuation followed
+#: by a space ("; ", ", ", ": ", a sentence's end), and after a line end.
+_CUT = re.compile(r"[;,:.!?](?=\s)|\n")
+
+
+def _pieces(text: str) -> list[int]:
+    """The positions a sub-span may start or end at: the text's ends and every `_CUT`."""
+    return sorted({0, len(text), *(m.end() for m in _CUT.finditer(text))})
+
+
+def best_sub_span(
+    text: str, concepts: Sequence[tuple[float, frozenset[str]]], max_chars: int
+) -> tuple[int, int] | None:
+    """The best verbatim part of a span longer than `max_chars`: `(start, end)` offsets into
+    `text`, or None when the span stays whole.
+
+    The candidates are the runs of consecutive pieces (`_pieces`: cut after "; ", ", ", ": ", a
+    sentence's end, a line end), whitespace trimmed at both ends, of at most `max_chars`
+    characters that keep every question concept the whole span covers (`concepts`: each concept's
+    weight and the words covering it, `SpanStats.concepts`); of those, the longest, then the
+    earliest. None when no run keeps them all (a part that loses one loses what made the span
+    evidence) or the span covers no concept (nothing to choose its part by). A run lies inside the
+    span, so it covers no concept the span does not: the question-term weight it keeps is the
+    whole span's."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return None
+    whole = _covered(text, concepts)
+    if not whole:
+        return None
+    cuts = _pieces(text)
+    best: tuple[int, int] | None = None
+    for i, a in enumerate(cuts):
+        for b in cuts[i + 1 :]:
+            s, e = _trimmed(text, a, b)
+            if e - s > max_chars:
+                break
+            longer = best is None or e - s > best[1] - best[0]
+            if e > s and longer and _covered(text[s:e], concepts) == whole:
+                best = (s, e)
+    return best
+
+
+def _trimmed(text: str, a: int, b: int) -> tuple[int, int]:
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return a, b
+
+
+def _covered(text: str, concepts: Sequence[tuple[float, frozenset[str]]]) -> frozenset[int]:
+    """Positions of the concepts `text` covers (one of its terms is among a concept's words)."""
+    from evidence.verbatim.scoring import terms
+
+    words = set(terms(text))
+    return frozenset(k for k, (_, covering) in enumerate(concepts) if not words.isdisjoint(covering))
