@@ -764,11 +764,13 @@ def model(columns: Sequence[str], w: np.ndarray) -> dict[str, Any]:
 def read_static_tokens(rows: list[dict[str, Any]], table_path: Path) -> None:
     """Set each row's `_best` as `read_tokens` does, from static word-piece vectors
     (`bench/static_pieces.py`: each piece embedded alone, no context) instead of MiniLM's
-    contextual ones: a table lookup and one product a text, no model run (docs/ranking.md#focus-static)."""
+    contextual ones: a table lookup and one product a text, no model run (docs/ranking.md#focus-static).
+    The table is read by `embed.static.read_piece_table` (a missing file names the command that
+    builds it), as float32."""
+    from evidence.embed.static import read_piece_table
     from evidence.embed.tokenizer import get_tokenizer
 
-    with np.load(table_path) as data:
-        table = np.asarray(data["vectors"], dtype=np.float32)
+    table = read_piece_table(table_path).astype(np.float32)
     tok = get_tokenizer()
 
     def pieces(text: str) -> np.ndarray:

@@ -34,6 +34,7 @@ if str(ROOT / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.embed.minilm import MiniLMEmbedder  # noqa: E402
+from evidence.embed.static import read_piece_table  # noqa: E402
 from evidence.embed.tokenizer import get_tokenizer  # noqa: E402
 from evidence.search.analysis import get_analyzer  # noqa: E402
 
@@ -52,8 +53,9 @@ class StaticPieces:
 
     @classmethod
     def load(cls, path: Path, **kw: object) -> StaticPieces:
-        with np.load(path) as data:
-            return cls(np.asarray(data["vectors"], dtype=np.float32), **kw)  # type: ignore[arg-type]
+        """The table in `path` (`embed.static.read_piece_table`: a missing file names the command
+        that builds it), as float32."""
+        return cls(read_piece_table(path).astype(np.float32), **kw)  # type: ignore[arg-type]
 
     def words(self, text: str) -> tuple[list[tuple[int, int]], Vectors, frozenset[str]]:
         """Each content word's (start, end) and unit vector (the mean of its pieces'; words the

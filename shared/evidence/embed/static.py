@@ -15,6 +15,9 @@ for a rare word the vocabulary splits into pieces, whose vector is the mean of f
 
 The refusal signal reads it for paraphrases (`verbatim.grounding.paraphrased`) when its model reads
 `absent_rare`. Without the file every reading here is None (the signal then reads no paraphrase).
+The bench scripts that read a table (`bench/static_pieces.py`'s `StaticPieces.load`,
+`bench/refusal_fit.py --static`) read it through `read_piece_table`, which names the command that
+builds a missing one.
 """
 
 from __future__ import annotations
@@ -32,13 +35,24 @@ TABLE_PATH = Path(__file__).parent / "data" / "static_pieces.npz"
 Vector = npt.NDArray[np.float32]
 
 
+def read_piece_table(path: Path = TABLE_PATH) -> npt.NDArray[np.float16]:
+    """The (vocabulary, dims) table of unit piece vectors in `path`, as stored (float16). A missing
+    file raises FileNotFoundError naming the command that builds it."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no static word-piece table; build it with "
+            f"`python bench/static_pieces.py --out {path}` (docs/ranking.md#focus-static)"
+        )
+    with np.load(path) as data:
+        return np.asarray(data["vectors"])
+
+
 @lru_cache(maxsize=1)
 def piece_table(path: Path = TABLE_PATH) -> npt.NDArray[np.float16] | None:
     """The (vocabulary, dims) table of unit piece vectors, loaded once; None without the file."""
     if not path.is_file():
         return None
-    with np.load(path) as data:
-        return np.asarray(data["vectors"])
+    return read_piece_table(path)
 
 
 #: Words whose vector was read, kept up to this many (then the cache starts again).

@@ -554,7 +554,7 @@ def span_ranking(
         embed=embed,
     )
     if within:
-        state._spans = spans_within(state.spans, within)
+        state.keep_spans(spans_within(state.spans, within))
     if not state.spans:
         return []
     ranked, _, _ = state.hybrid_ranking()
@@ -657,18 +657,17 @@ class SpanAnchors:
     def _statistics(spans: Sequence[Chunk], ctx: Any, config: CascadeConfig) -> dict[str, Any]:
         """The `dense` model's lexical features of `spans` (their scope: these spans alone)."""
         cascade = VerbatimCascade(config)
-        state = CascadePaths(
+        state = CascadePaths.over_spans(
             cascade,
+            spans,
             backend=ctx.backend,
             index=ctx.index,
             question=ctx.query,
             plan=_NO_PLAN,
-            scope={"document_id": sorted({c.document_id for c in spans})},
             q_groups=cascade._question_terms(ctx.query, _NO_PLAN, []),
             query_vector=ctx.query_vector,
+            headers=set(),  # the candidates it would drop are not read here
         )
-        state._spans = list(spans)
-        state._headers = set()  # the candidates it would drop are not read here
         lexical, _, _ = state.hybrid_features()
         return lexical
 

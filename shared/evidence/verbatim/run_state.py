@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from evidence.errors import EvidenceError
 from evidence.ingest.sections import SECTION_PARENT_KEY
@@ -87,6 +87,43 @@ class RunState:
         self._df: dict[str, int] = {}
         #: The terms of `_df` the index holds in another form (`TermCounts.variants`).
         self._variants: set[str] = set()
+
+    @classmethod
+    def over_spans(
+        cls,
+        cascade: CascadeLike,
+        spans: Sequence[Chunk],
+        *,
+        backend: SearchReader,
+        index: str,
+        question: str,
+        plan: PlanLike,
+        q_groups: list[tuple[str, ...]],
+        query_vector: Any,
+        headers: set[int] | None = None,
+    ) -> Self:
+        """A run over `spans` as given (already read: nothing is looked up for them), scoped to
+        their documents. `headers`: the spans set aside as never an answer alone (None: read from
+        the spans as `headers` does; an empty set when the caller reads no candidates)."""
+        state = cls(
+            cascade,
+            backend=backend,
+            index=index,
+            question=question,
+            plan=plan,
+            scope={"document_id": sorted({c.document_id for c in spans})},
+            q_groups=q_groups,
+            query_vector=query_vector,
+        )
+        state._spans = list(spans)
+        state._headers = headers
+        return state
+
+    def keep_spans(self, spans: Sequence[Chunk]) -> None:
+        """Read only `spans` (a part of `spans`, say) from here on; before anything is scored."""
+        if any(x is not None for x in (self._stats, self._raw_stats, self._headed, self._headers)):
+            raise RuntimeError("keep_spans: the run's spans were scored already")
+        self._spans = list(spans)
 
     @property
     def spans(self) -> list[Chunk]:

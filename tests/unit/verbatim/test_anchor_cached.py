@@ -267,3 +267,36 @@ def test_best_inside_by_document_is_the_scan_of_every_passage() -> None:
             ranked.append(chunk(f"s{k}", rng.choice("def"), a, a + rng.randint(0, 200), ChunkKind.SPAN))
         got, want = _best_inside(passages, ranked), scan(passages, ranked)
         assert got == want and list(got) == list(want)
+
+
+def test_a_run_over_given_spans_reads_them_as_given(label_service: EvidenceService) -> None:
+    """`CascadePaths.over_spans` (the anchor's statistics): the spans as given, scoped to their
+    documents, the headers as given; `keep_spans` narrows a run only before anything is scored."""
+    from evidence.verbatim.cascade import _NO_PLAN, VerbatimCascade
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    backend = label_service.backend
+    spans = [h.chunk for h in backend.lookup(INDEX, {}, limit=40, kind=ChunkKind.SPAN)]
+    assert len(spans) > 3
+    cascade = VerbatimCascade()
+    question = "How long does the effect last?"
+    run: dict[str, Any] = {
+        "backend": backend,
+        "index": INDEX,
+        "question": question,
+        "plan": _NO_PLAN,
+        "q_groups": cascade._question_terms(question, _NO_PLAN, []),
+        "query_vector": None,
+    }
+    state = CascadePaths.over_spans(cascade, spans, headers=set(), **run)
+    assert state.spans == spans and state.spans is not spans
+    assert state.scope == {"document_id": sorted({c.document_id for c in spans})}
+    assert state.headers == set()
+    read = CascadePaths.over_spans(cascade, spans, **run)
+    assert read.headers == header_rows(read.spans) | heading_echoes(read.spans)
+    narrowed = CascadePaths.over_spans(cascade, spans, **run)
+    narrowed.keep_spans(spans[:3])
+    assert narrowed.spans == spans[:3]
+    assert state.hybrid_features()[0]
+    with pytest.raises(RuntimeError, match="scored already"):
+        state.keep_spans(spans[:3])

@@ -82,7 +82,7 @@ def test_a_kind_listed_twice_is_an_error(tmp_path: Path) -> None:
 
 
 def test_remembered_reads_are_each_lexicons_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # `reads_in` remembers its answers per (patterns, text): a lexicon loaded from another file
+    # `reads_in` remembers its answers per kind and text: a lexicon loaded from another file
     # with the same kind's name but other patterns answers by its own patterns.
     from evidence.verbatim import answer_types as module
 
@@ -99,4 +99,9 @@ def test_remembered_reads_are_each_lexicons_own(tmp_path: Path, monkeypatch: pyt
                 for text in texts:
                     assert t.reads_in(text) == any(p.search(text) for p in t.states)
     assert other.types[0].reads_in("A zebra crossing.")
-    assert len(module._READS) <= 5
+    assert all(len(t._reads) <= 5 for lexicon in (shipped, other) for t in lexicon.types)
+    # The memory is no part of what a kind is: equal kinds stay equal (and hash alike) whatever
+    # each has read.
+    again = AnswerTypes.load()
+    assert again.types == shipped.types and hash(again.types) == hash(shipped.types)
+    assert "_reads" not in repr(shipped.types[0])

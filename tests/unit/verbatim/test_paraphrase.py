@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,3 +116,32 @@ def test_absent_rare_reads_a_paraphrase_as_present_and_an_unnamed_thing_as_absen
     xg = question_groups(XPATH_Q)
     xdf = TermCounts({t: DF_CAP for g in xg for t in g} | {"xpath": 0})
     assert read_evidence(XPATH_Q, [PARSER], xg, df=xdf).absent_rare > 0.9
+
+
+def test_every_reader_of_the_table_reads_it_one_way_and_names_its_build_command(tmp_path: Path) -> None:
+    """`embed.static.read_piece_table` is what the shipped reading (`piece_table`) and the bench
+    scripts (`StaticPieces.load`, `refusal_fit.read_static_tokens`) read the table through: the
+    values as stored (float32 for the bench), and a missing file names the command that builds it;
+    the shipped reading then reads None."""
+    from typing import Any
+
+    from tests.benchkit import load_bench
+
+    pieces: Any = load_bench("static_pieces.py", "static_pieces")
+    fit: Any = load_bench("refusal_fit.py", "refusal_fit")
+    stored = np.random.default_rng(3).standard_normal((50, 4)).astype(np.float16)
+    np.savez_compressed(tmp_path / "t.npz", vectors=stored)
+    got = static.read_piece_table(tmp_path / "t.npz")
+    assert got.dtype == np.float16 and np.array_equal(got, stored)
+    loaded = pieces.StaticPieces.load(tmp_path / "t.npz").table
+    assert loaded.dtype == np.float32 and np.array_equal(loaded, stored.astype(np.float32))
+    missing = tmp_path / "none.npz"
+    build = f"python bench/static_pieces.py --out {missing}"
+    for read in (
+        static.read_piece_table,
+        pieces.StaticPieces.load,
+        lambda p: fit.read_static_tokens([], p),
+    ):
+        with pytest.raises(FileNotFoundError, match=re.escape(build)):
+            read(missing)
+    assert static.piece_table.__wrapped__(missing) is None
