@@ -884,17 +884,19 @@ def read_context_at(rows: list[dict[str, Any]], path: Path, cosine: float) -> di
     return read_context(rows, path.with_name("context_sims.json"))
 
 
-def read_paraphrases(cosine: float | None, *, whole_words: bool) -> None:
+def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float | None = None) -> None:
     """Read what the shipped model reads only with `absent_rare` (the variants the rows recorded,
     the paraphrases `read_evidence` reads from the recorded evidence) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
-    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase)."""
+    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
     rg.READ_VARIANTS = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words
+    if rarity is not None:
+        rg.ABSENT_MIN_RARITY = rarity
 
 
 def main() -> int:
@@ -967,6 +969,13 @@ def main() -> int:
         "next to the rows)",
     )
     ap.add_argument(
+        "--absent-min-rarity",
+        type=float,
+        default=None,
+        help="`absent_rare` reads only concepts at least this rare in English "
+        "(`grounding.ABSENT_MIN_RARITY`; 1: split words only)",
+    )
+    ap.add_argument(
         "--paraphrase-whole",
         action="store_true",
         help="read paraphrases only for question words the WordPiece vocabulary holds whole "
@@ -980,7 +989,7 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
-    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole)
+    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
     rows = json.loads(args.rows.read_text())
     if args.paraphrase_context is not None:
         print(read_context_at(rows, args.rows, args.paraphrase_context), file=sys.stderr)

@@ -114,6 +114,11 @@ PARAPHRASE_WHOLE_WORDS = False
 #: word-piece embedder (`tokens`), which the profiles pass only with
 #: `EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE` on; measured, not switched on.
 PARAPHRASE_CONTEXT_COSINE = 0.6
+#: `absent_concepts` reads only concepts at least this rare in English (`word_rarity`; above 0
+#: always): 1 reads only words the WordPiece vocabulary splits or ends with (a name, a term of
+#: art), never an ordinary English word the documents do not use (variant S of
+#: bench/data/session44/refuse16.md; measured, not shipped).
+ABSENT_MIN_RARITY = 0.0
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -403,7 +408,8 @@ def absent_concepts(
 ) -> list[tuple[str, ...]]:
     """The concepts `absent_rarity` reads before paraphrases: no evidence text holds them (first
     term in `missing`), no passage of the index uses any of their terms, none is present by a
-    variant (`TermCounts.variants`), and their English rarity is above 0."""
+    variant (`TermCounts.variants`), and their English rarity is above 0 and at least
+    `ABSENT_MIN_RARITY`."""
     absent = set(missing)
     present = variants_of(df)
     return [
@@ -412,7 +418,8 @@ def absent_concepts(
         if c
         and c[0] in absent
         and all(df.get(t, 0) == 0 and t not in present for t in c)
-        and max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) > _BASE_WEIGHT
+        and (r := max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT) > 0
+        and r >= ABSENT_MIN_RARITY - 1e-9
     ]
 
 

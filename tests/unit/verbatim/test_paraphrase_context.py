@@ -160,3 +160,19 @@ def test_minilm_in_context_reads_a_verb_synonym_near_and_a_related_term_apart() 
     }
     xml = "Documents are stored as XML files."
     assert paraphrased_in_context("Can I query it with XPath?", [("xpath",)], [xml], tokens) == frozenset()
+
+
+def test_absent_min_rarity_one_reads_only_split_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Variant S (`ABSENT_MIN_RARITY` 1): an ordinary English word the documents do not use
+    ("physician") is no absent fact; a word the WordPiece vocabulary splits ("levorphanol") is."""
+    q = "Should a physician give levorphanol?"
+    groups = question_groups(q)
+    weights = grounding.concept_weights(q, groups)
+    df = TermCounts({t: 0 for g in groups for t in g})
+    concepts = grounding.unique_concepts(groups)
+    missing = [t for g in groups for t in g]
+    firsts = {c[0] for c in grounding.absent_concepts(concepts, missing, weights, df)}
+    assert {"physician", "levorphanol"} <= firsts
+    monkeypatch.setattr(grounding, "ABSENT_MIN_RARITY", 1.0)
+    firsts = {c[0] for c in grounding.absent_concepts(concepts, missing, weights, df)}
+    assert "levorphanol" in firsts and "physician" not in firsts
