@@ -5,6 +5,7 @@ paraphrased_in_context`, docs/verbatim.md#refusal-context)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -137,20 +138,48 @@ def test_absent_rare_reads_paraphrases_in_context_only_with_the_embedder(
         static.clear_cache()
 
 
-def test_the_setting_is_off_by_default_and_reaches_the_cascade() -> None:
-    from evidence.profiles.base import ProfileEnv, refusal_tokens
+def test_the_setting_is_off_by_default_and_reaches_both_profiles() -> None:
+    from evidence.profiles.base import ProfileEnv, ProfileServices, refusal_tokens
+    from evidence.profiles.verbatim import VerbatimPlugin
     from evidence.verbatim.cascade_model import CascadeConfig
+    from evidence.verbatim.profile import VerbatimCascadeStage
 
+    class Embedder:
+        def __init__(self, index: str) -> None:
+            self.index = index
+
+        def embed_tokens(self, texts: Sequence[str]) -> list[np.ndarray]:
+            return [np.ones((1, 2), np.float32) for _ in texts]
+
+    def no_coach() -> None:
+        raise AssertionError("no coach runtime is needed")
+
+    services = ProfileServices(document_embedder=Embedder, coach_runtime=no_coach)  # type: ignore[arg-type]
+    nothing: Any = None  # no backend is read
     assert Settings().refusal_context_paraphrase is False
     assert CascadeConfig().context_paraphrase is False
-    env = ProfileEnv(backend=None, settings=Settings(), index="i", query_vector=np.ones(3))  # type: ignore[arg-type]
-    assert refusal_tokens(env) is None
+    for on in (False, True):
+        settings = Settings(refusal_context_paraphrase=on)
+        env = ProfileEnv(
+            backend=nothing, settings=settings, index="i", query_vector=np.ones(3), services=services
+        )
+        # default/vrm: the index's word-piece embedder, only with the setting on
+        assert (refusal_tokens(env) is not None) is on
+        # verbatim: the cascade's configuration carries it to `RunState.refusal_tokens`
+        stage = VerbatimPlugin().pipeline(env).stages[0]
+        assert isinstance(stage, VerbatimCascadeStage)
+        assert stage.cascade.config.context_paraphrase is on
+    # no query vector (a lexical-only index): no contextual reading
+    bare = ProfileEnv(
+        backend=nothing, settings=Settings(refusal_context_paraphrase=True), index="i", services=services
+    )
+    assert refusal_tokens(bare) is None
 
 
 def test_minilm_in_context_reads_a_verb_synonym_near_and_a_related_term_apart() -> None:
     """The generic check of `bench/refusal_context_pairs.py` (no development text): in context,
     "breach" / "violate" reach the shipped threshold, which the static table (0.26) did not;
-    "XPath" / "XML" (related, not the same thing) does not."""
+    "indemnity" / "warranty" (related, not the same thing) does not."""
     from evidence.embed.minilm import MiniLMEmbedder
 
     tokens = MiniLMEmbedder().embed_tokens
@@ -158,8 +187,14 @@ def test_minilm_in_context_reads_a_verb_synonym_near_and_a_related_term_apart() 
     assert paraphrased_in_context("What happens if I breach the licence?", [("breach",)], [said], tokens) == {
         "breach"
     }
-    xml = "Documents are stored as XML files."
-    assert paraphrased_in_context("Can I query it with XPath?", [("xpath",)], [xml], tokens) == frozenset()
+    warranty = "The contract includes a warranty for one year."
+    q = "Does the contract include an indemnity?"
+    assert paraphrased_in_context(q, [("indemn",)], [warranty], tokens) == frozenset()
+    assert (
+        0.0
+        < context_similarity(q, [("indemn",)], [warranty], tokens)["indemn"]
+        < grounding.PARAPHRASE_CONTEXT_COSINE
+    )
 
 
 def test_absent_min_rarity_one_reads_only_split_words(monkeypatch: pytest.MonkeyPatch) -> None:
