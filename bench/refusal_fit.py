@@ -9,6 +9,9 @@ Usage: python bench/refusal_rows.py bench/qa --store DIR > rows.json
 `ctr_` features, `index_contrast`, read the other questions' evidence: measured, not shipped)
 (a `tok_` feature, `TOKEN_FEATURES`, also embeds the evidence's word pieces with MiniLM, kept
 in token_best.json next to rows.json)
+(`--paraphrase-context T`: `absent_rare` reads paraphrases in context at cosine T, the
+similarities cached in context_sims.json next to rows.json: docs/verbatim.md#refusal-context;
+`bench/refusal_context_fit.py` chooses T leave-one-family-out)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
@@ -87,23 +90,41 @@ DENSE_ONLY = (
 )
 
 
-def features(row: dict[str, Any]) -> dict[str, float]:
-    """What the signal reads of the row's evidence (`read_evidence`), recomputed with the shipped
-    code; no evidence: every feature 0."""
+#: `--paraphrase-context`: what `read_evidence` is given as its word-piece embedder (`tokens`),
+#: so that `absent_rare` reads paraphrases in context; the rows' similarities are read from the
+#: cache `read_context` fills (`grounding.context_similarity` replaced by its lookup).
+CONTEXT: Callable[[Sequence[str]], Sequence[Any]] | None = None
+
+
+def evidence_of(
+    row: dict[str, Any],
+) -> tuple[list[tuple[str, ...]], list[str], list[str], list[str] | None, TermCounts | None] | None:
+    """The row's evidence as the signal read it: groups, texts, given, bodies, passage counts
+    (None: no evidence)."""
     judged = row.get("judged")
     if not judged or not judged["texts"]:
-        return {}
+        return None
     groups = [tuple(g) for g in judged["groups"]]
     texts, given = list(judged["texts"]), list(judged.get("given") or ())
     if "given" not in judged and row.get("path") == "ATTRIBUTE_LOOKUP" and len(texts) > 1:
         # Rows recorded before `given`: the attribute's concept was the last text.
         texts, given = texts[:-1], texts[-1:]
-    bodies = judged.get("bodies")
     df = judged.get("df")
     if df is not None:
         # Rows recorded before the variants (session 42) read every unused term as absent.
         df = TermCounts(df, judged.get("df_variants") or ())
-    out = read_evidence(row["question"], texts, groups, given, bodies, df=df).features(
+    return groups, texts, given, judged.get("bodies"), df
+
+
+def features(row: dict[str, Any]) -> dict[str, float]:
+    """What the signal reads of the row's evidence (`read_evidence`), recomputed with the shipped
+    code; no evidence: every feature 0."""
+    read = evidence_of(row)
+    if read is None:
+        return {}
+    judged = row["judged"]
+    groups, texts, given, bodies, df = read
+    out = read_evidence(row["question"], texts, groups, given, bodies, df=df, tokens=CONTEXT).features(
         judged["cosine"], judged.get("agreement")
     )
     out.update(key_ablation(judged.get("ablation")))
@@ -785,17 +806,99 @@ def read_static_tokens(rows: list[dict[str, Any]], table_path: Path) -> None:
             ]
 
 
-def read_paraphrases(cosine: float | None, *, whole_words: bool) -> None:
+def read_context(rows: list[dict[str, Any]], cache: Path) -> dict[str, Any]:
+    """`--paraphrase-context`: for every row whose evidence leaves some concept to `absent_rare`
+    (`absent_concepts`), each such concept's contextual similarity with the evidence
+    (`grounding.context_similarity`, MiniLM's `embed_tokens`), kept in `cache` by (question,
+    evidence), so a second fit embeds nothing; then `read_evidence` reads them at any
+    `PARAPHRASE_CONTEXT_COSINE` (`CONTEXT` set). Returns the cost of each judgement newly read
+    (ms: the word-piece pass and the products, as the service would spend them cold)."""
+    import hashlib
+    import time
+
+    import evidence.verbatim.grounding as rg
+    from evidence.verbatim.scoring import grounding
+
+    global CONTEXT  # noqa: PLW0603
+
+    def key(question: str, texts: Sequence[str]) -> str:
+        return hashlib.sha1(json.dumps([question, list(texts)]).encode()).hexdigest()
+
+    known: dict[str, dict[str, float]] = json.loads(cache.read_text()) if cache.exists() else {}
+    costs: list[float] = []
+    embedder = None
+    for r in rows:
+        read = evidence_of(r)
+        if read is None or read[4] is None:
+            continue
+        groups, texts, given, _, df = read
+        evidence, question = [*texts, *given], r["question"]
+        k = key(question, evidence)
+        if k in known:
+            continue
+        weights = concept_weights(question, groups)
+        _, missing = grounding(groups, evidence, weights)
+        unsaid = rg.absent_concepts(unique_concepts(groups), set(missing), weights, df)
+        if not unsaid:
+            known[k] = {}
+            continue
+        if embedder is None:
+            from evidence.embed.minilm import MiniLMEmbedder
+
+            embedder = MiniLMEmbedder()
+        start = time.perf_counter()
+        known[k] = {
+            c: round(v, 4)
+            for c, v in rg.context_similarity(question, unsaid, evidence, embedder.embed_tokens).items()
+        }
+        costs.append((time.perf_counter() - start) * 1000)
+    if costs:
+        cache.write_text(json.dumps(known))
+
+    def lookup(
+        question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str], tokens: Any
+    ) -> dict[str, float]:
+        sims = known.get(key(question, texts), {})
+        return {c[0]: sims[c[0]] for c in concepts if c and c[0] in sims}
+
+    rg.context_similarity = lookup  # type: ignore[assignment]
+    CONTEXT = lambda texts: []  # noqa: E731  (a sentinel: the lookup reads no vectors)
+    return {
+        "new": len(costs),
+        "p50_ms": float(np.percentile(costs, 50)) if costs else None,
+        "p95_ms": float(np.percentile(costs, 95)) if costs else None,
+    }
+
+
+def at_bar(rows: list[dict[str, Any]], min_confidence: float) -> None:
+    """`--min-confidence`: with every grounding floor off, a default row's confidence is the
+    cosine/coverage signal's own probability: its refusals at another bar are read from it."""
+    for r in rows:
+        if r["profile"] == "default":
+            r["can_answer"] = r["confidence"] >= min_confidence
+
+
+def read_context_at(rows: list[dict[str, Any]], path: Path, cosine: float) -> dict[str, Any]:
+    """`--paraphrase-context`: `read_context` with `PARAPHRASE_CONTEXT_COSINE` at `cosine`."""
+    import evidence.verbatim.grounding as rg
+
+    rg.PARAPHRASE_CONTEXT_COSINE = cosine
+    return read_context(rows, path.with_name("context_sims.json"))
+
+
+def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float | None = None) -> None:
     """Read what the shipped model reads only with `absent_rare` (the variants the rows recorded,
     the paraphrases `read_evidence` reads from the recorded evidence) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
-    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase)."""
+    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
     rg.READ_VARIANTS = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words
+    if rarity is not None:
+        rg.ABSENT_MIN_RARITY = rarity
 
 
 def main() -> int:
@@ -860,6 +963,21 @@ def main() -> int:
         "above 1: no paraphrase, refuse14's reading)",
     )
     ap.add_argument(
+        "--paraphrase-context",
+        type=float,
+        default=None,
+        help="`absent_rare` reads paraphrases in context (`grounding.paraphrased_in_context`) at "
+        "this cosine instead of the static table's (similarities cached in context_sims.json "
+        "next to the rows)",
+    )
+    ap.add_argument(
+        "--absent-min-rarity",
+        type=float,
+        default=None,
+        help="`absent_rare` reads only concepts at least this rare in English "
+        "(`grounding.ABSENT_MIN_RARITY`; 1: split words only)",
+    )
+    ap.add_argument(
         "--paraphrase-whole",
         action="store_true",
         help="read paraphrases only for question words the WordPiece vocabulary holds whole "
@@ -873,14 +991,12 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
-    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole)
+    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
     rows = json.loads(args.rows.read_text())
+    if args.paraphrase_context is not None:
+        print(read_context_at(rows, args.rows, args.paraphrase_context), file=sys.stderr)
     if args.min_confidence is not None:
-        # With every grounding floor off, a default row's confidence is the cosine/coverage
-        # signal's own probability: its refusals at another bar are read from it.
-        for r in rows:
-            if r["profile"] == "default":
-                r["can_answer"] = r["confidence"] >= args.min_confidence
+        at_bar(rows, args.min_confidence)
     dense = [c for c in args.features.split(",") if c]
     TOKEN_MATCH = args.token_match
     if any(c in TOKEN_FEATURES for c in dense):

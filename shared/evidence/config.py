@@ -200,6 +200,12 @@ class Settings(BaseSettings):
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
     answer_min_grounding: float = Field(default=0.2508, ge=0.0, le=1.0)
+    #: The refusal signal's `absent_rare` reads an absent question word as said in other words by
+    #: its contextual MiniLM vector (`verbatim.grounding.paraphrased_in_context`: one word-piece
+    #: pass over the evidence per judged question) instead of the static word table
+    #: (docs/verbatim.md#refusal-context). Moves nothing unless the refusal model reads
+    #: `absent_rare` (`grounding.READ_VARIANTS`); MiniLM indexes only. Off: measured, not shipped.
+    refusal_context_paraphrase: bool = False
     #: The default profile's `focus` keeps, in each passage hit, a run holding the hit's best span
     #: by the verbatim profile's `dense` span model, its span and heading vectors read from the
     #: store's embedding cache only, never embedded at query time (docs/ranking.md

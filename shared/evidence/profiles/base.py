@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from evidence.rank.pipeline import Profile, RankOutcome
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchReader
+    from evidence.verbatim.grounding import EmbedTokens
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ class PipelinePlugin:
                 question_groups(query),
                 ranker=agreement_ranker(env, query),
                 counter=index_counter(env, query),
+                tokens=refusal_tokens(env),
             )
         return signal
 
@@ -206,6 +208,21 @@ def agreement_ranker(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], f
 
     index, vector = env.index, env.query_vector
     return lambda documents: passage_agreement(env.backend, index, query, vector, documents)
+
+
+def refusal_tokens(env: ProfileEnv) -> EmbedTokens | None:
+    """The word-piece embedder the refusal signal reads paraphrases in context with
+    (`EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE`, `verbatim.grounding.paraphrased_in_context`): the
+    index's document embedder's (the store's word-piece cache in front), on a dense index; else
+    None (the static table)."""
+    if not env.settings.refusal_context_paraphrase or env.index is None or env.query_vector is None:
+        return None
+    if env.services is None:
+        return None
+    from evidence.verbatim.span_rank import IndexEmbed
+
+    build, index = env.services.document_embedder, env.index
+    return IndexEmbed(lambda: build(index)).tokens()
 
 
 def index_counter(env: ProfileEnv, query: str) -> Callable[[Sequence[str]], Mapping[str, int] | None] | None:

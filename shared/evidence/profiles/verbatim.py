@@ -57,6 +57,10 @@ class VerbatimPlugin(PipelinePlugin):
         # Built on first use only: a lexical-only index never loads the model.
         embedder = services.document_embedder
         stage = replace(first, embed=IndexEmbed(lambda: embedder(index)))
+        if env.settings.refusal_context_paraphrase:
+            cascade = stage.cascade
+            config = replace(cascade.config, context_paraphrase=True)
+            stage = replace(stage, cascade=type(cascade)(config, cascade.rules))
         return replace(base, stages=(stage, *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:

@@ -123,6 +123,9 @@ class CascadeConfig:
     #: may have a floor of its own. Fitted by `bench/refusal_fit.py` (docs/verbatim.md).
     min_grounding: float = REFUSAL_FLOOR
     safety_net_grounding: float = SAFETY_NET_FLOOR
+    #: The refusal signal reads paraphrases in context with the index's word-piece embedder
+    #: (`EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE`, `grounding.paraphrased_in_context`); off: the static table.
+    context_paraphrase: bool = False
     #: ENTITY_OVERVIEW: the sections an overview shows, first span of each (a document without
     #: them: its first sections), and how many.
     overview_sections: tuple[str, ...] = (

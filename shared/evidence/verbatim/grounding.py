@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evidence.errors import EvidenceError
 from evidence.names import HYPHENS, MINILM_MODEL_ID
@@ -51,6 +52,10 @@ from evidence.verbatim.answer_types import AnswerType, answer_types
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchReader, Vector
+
+#: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`: one
+#: matrix per text, its first window's pieces, unit rows), as `verbatim.span_rank.EmbedTokens`.
+EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,21 @@ PARAPHRASE_COSINE = 0.5
 #: English word; a split word, a name or a term of art, is never a paraphrase): the variant
 #: "P-whole" of bench/data/session43/refuse15.md.
 PARAPHRASE_WHOLE_WORDS = False
+#: `paraphrased_in_context`: an absent question word counts as said in other words when its
+#: contextual vector (MiniLM's last hidden state, in the question) comes this close (cosine) to a
+#: content word of the evidence read in its own context (docs/verbatim.md#refusal-context;
+#: bench/data/session44/refuse16.md; above 1 reads no paraphrase): chosen leave-one-family-out
+#: on the 19 development families from 0.40-0.90 (`bench/refusal_context_fit.py`) for the refit
+#: C-matched (budget 22/839; the folds chose 0.5-0.6; C's 3 % budget chose 0.6). Read instead
+#: of the static table only when `read_evidence` is given the
+#: word-piece embedder (`tokens`), which the profiles pass only with
+#: `EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE` on; measured, not switched on.
+PARAPHRASE_CONTEXT_COSINE = 0.5
+#: `absent_concepts` reads only concepts at least this rare in English (`word_rarity`; above 0
+#: always): 1 reads only words the WordPiece vocabulary splits or ends with (a name, a term of
+#: art), never an ordinary English word the documents do not use (variant S of
+#: bench/data/session44/refuse16.md; measured, not shipped).
+ABSENT_MIN_RARITY = 0.0
 #: `agreement` reads this many of the BM25 ranking's passages.
 AGREEMENT_DEPTH = 20
 #: `index_df` counts a term's passages in the index up to this many: past it the term is common there.
@@ -241,6 +261,7 @@ def read_evidence(
     bodies: Sequence[str] | None = None,
     *,
     df: Mapping[str, int] | None = None,
+    tokens: EmbedTokens | None = None,
 ) -> Reading:
     """Read `texts` (spans or hits, each with its headings) against `question`'s concepts
     (`groups`). `given`: concepts every text carries by construction (the attribute whose pattern
@@ -248,7 +269,9 @@ def read_evidence(
     `bodies`: each text without its headings, where an answer of the expected kind is looked for
     (a heading's "4.2.2." is no count, no size); by default the texts themselves. `df`: how many
     of the index's passages use each concept term (`index_df`), for the index features
-    (`index_reading`); None when not read."""
+    (`index_reading`); None when not read. `tokens`: the word-piece embedder
+    (`MiniLMEmbedder.embed_tokens`); given, `absent_rare` reads paraphrases in context
+    (`paraphrased_in_context`) instead of from the static table (`paraphrased`)."""
     from evidence.verbatim.scoring import grounding
 
     weights = concept_weights(question, groups)
@@ -279,7 +302,13 @@ def read_evidence(
         # A concept absent from the index that a word of the evidence says in other words
         # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
         unsaid = absent_concepts(concepts, absent, weights, df)
-        said = paraphrased(question, unsaid, [*texts, *given]) if READ_VARIANTS and unsaid else frozenset()
+        said: frozenset[str] = frozenset()
+        if READ_VARIANTS and unsaid:
+            said = (
+                paraphrased(question, unsaid, [*texts, *given])
+                if tokens is None
+                else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
+            )
         by_index["absent_rare"] = _rarest(unsaid, weights, said)
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
@@ -380,7 +409,8 @@ def absent_concepts(
 ) -> list[tuple[str, ...]]:
     """The concepts `absent_rarity` reads before paraphrases: no evidence text holds them (first
     term in `missing`), no passage of the index uses any of their terms, none is present by a
-    variant (`TermCounts.variants`), and their English rarity is above 0."""
+    variant (`TermCounts.variants`), and their English rarity is above 0 and at least
+    `ABSENT_MIN_RARITY`."""
     absent = set(missing)
     present = variants_of(df)
     return [
@@ -389,7 +419,8 @@ def absent_concepts(
         if c
         and c[0] in absent
         and all(df.get(t, 0) == 0 and t not in present for t in c)
-        and max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) > _BASE_WEIGHT
+        and (r := max(weights.get(t, _BASE_WEIGHT + _UNKNOWN_RARITY) for t in c) - _BASE_WEIGHT) > 0
+        and r >= ABSENT_MIN_RARITY - 1e-9
     ]
 
 
@@ -434,6 +465,89 @@ def paraphrased(
         if vs and float((np.stack(vs) @ said.T).max()) >= floor:
             out.add(first)
     return frozenset(out)
+
+
+def context_words(text: str, matrix: Any, keep: Callable[[str], bool]) -> tuple[list[str], Any]:
+    """The words of `text` (`_TOKEN` runs: letters and digits, as the word-piece tokenizer splits
+    them) that `keep` accepts and whose pieces `matrix` holds (`embed_tokens`' rows for `text`, its
+    first window), each read in context: its lower-cased form and the normalised mean of its
+    pieces' rows (the pieces found by the tokenizer's character offsets)."""
+    import numpy as np
+
+    from evidence.embed.tokenizer import token_offsets
+
+    m = np.asarray(matrix, dtype=np.float32)
+    spans = [(w.start(), w.end(), w.group()) for w in _TOKEN.finditer(text)]
+    starts = [a for a, _, _ in spans]
+    pieces: dict[int, list[int]] = {}
+    for i, (a, _) in enumerate(token_offsets(text)[: len(m)]):
+        j = bisect_right(starts, a) - 1
+        if j >= 0 and a < spans[j][1]:
+            pieces.setdefault(j, []).append(i)
+    words: list[str] = []
+    rows = []
+    for j, idx in pieces.items():
+        word = spans[j][2]
+        if not keep(word):
+            continue
+        v = m[idx].mean(axis=0)
+        n = float(np.linalg.norm(v))
+        if n > 0:
+            words.append(word.lower())
+            rows.append(v / n)
+    return words, (np.stack(rows) if rows else np.empty((0, m.shape[1] if m.ndim == 2 else 0), np.float32))
+
+
+def context_similarity(
+    question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str], tokens: EmbedTokens
+) -> dict[str, float]:
+    """For each of `concepts` (by its first term), the best cosine between a question word it
+    comes from, read in the question (`context_words`), and a content word of `texts` (a word the
+    analyser keeps), read in its text; concepts no question word reads are left out. One
+    `tokens` call for the question and every distinct text (the question's pieces come from
+    `embed_query`'s pass when the embedder kept them)."""
+    import numpy as np
+
+    from evidence.verbatim.scoring import terms
+
+    if not concepts or not texts:
+        return {}
+    wanted = {t: c[0] for c in concepts if c for t in c}
+    distinct = list(dict.fromkeys(texts))
+    asking = getattr(tokens, "asking", None)  # a store-backed cache keeps spans, not questions
+    embed = asking(question) if callable(asking) else tokens
+    matrices = list(embed([question, *distinct]))
+    q_words, q_rows = context_words(question, matrices[0], lambda w: any(t in wanted for t in terms(w)))
+    if not q_words:
+        return {}
+    said = [context_words(t, m, _content_word)[1] for t, m in zip(distinct, matrices[1:], strict=True)]
+    said = [r for r in said if len(r)]
+    best = (q_rows @ np.concatenate(said).T).max(axis=1) if said else np.zeros(len(q_words))
+    out: dict[str, float] = {}
+    for w, b in zip(q_words, best, strict=True):
+        for t in terms(w):
+            if t in wanted:
+                out[wanted[t]] = max(out.get(wanted[t], -1.0), float(b))
+    return out
+
+
+def paraphrased_in_context(
+    question: str,
+    concepts: Sequence[Sequence[str]],
+    texts: Sequence[str],
+    tokens: EmbedTokens,
+    cosine: float | None = None,
+) -> frozenset[str]:
+    """`paraphrased` read in context (docs/verbatim.md#refusal-context): the first terms of those
+    `concepts` whose question word has a contextual cosine >= `cosine` (default
+    `PARAPHRASE_CONTEXT_COSINE`) with some content word of `texts` (`context_similarity`). One
+    word-piece pass over the question and the evidence texts (their first windows)."""
+    floor = PARAPHRASE_CONTEXT_COSINE if cosine is None else cosine
+    if floor > 1.0:
+        return frozenset()
+    return frozenset(
+        c for c, s in context_similarity(question, concepts, texts, tokens).items() if s >= floor
+    )
 
 
 @lru_cache(maxsize=16384)
@@ -543,6 +657,7 @@ def judge(
     bodies: Sequence[str] | None = None,
     agreement: float | None = None,
     df: Mapping[str, int] | None = None,
+    tokens: EmbedTokens | None = None,
 ) -> Verdict:
     """The one refusal signal: does evidence (`texts`: spans or hits with their headings) carry
     what `question` asks? `groups`: the question's concepts (`verbatim.cascade.question_groups`,
@@ -550,8 +665,8 @@ def judge(
     with the evidence's passages, None when the index has no fitted embedder (then the
     grounding-only model); `agreement`: `passage_agreement` over the evidence's documents, None
     when it could not be read (then fixed at `LEXICAL_AGREEMENT`; without a cosine it is not
-    read); `given`, `bodies`, `df`: see `read_evidence`."""
-    reading = read_evidence(question, texts, groups, given, bodies, df=df)
+    read); `given`, `bodies`, `df`, `tokens`: see `read_evidence`."""
+    reading = read_evidence(question, texts, groups, given, bodies, df=df, tokens=tokens)
     if cosine is None:
         model, agreement = LEXICAL_MODEL, None
     elif agreement is None:
@@ -826,6 +941,7 @@ def apply_grounding(
     *,
     ranker: Callable[[Sequence[str]], float | None] | None = None,
     counter: Callable[[Sequence[str]], Mapping[str, int] | None] | None = None,
+    tokens: EmbedTokens | None = None,
 ) -> AnswerSignal:
     """`signal` (the cosine/coverage answerability of `default`/`vrm`) with the refusal signal's
     features added, refused when the answer probability falls below `floor` (0 switches the
@@ -833,7 +949,8 @@ def apply_grounding(
     first hits' best cosine with the query), used only when `signal` read it on a calibrated
     embedder (`basis` dense); then `ranker` reads the agreement over the first hits' documents
     (`passage_agreement` bound to the index and the query). `counter` reads the concepts' passage
-    counts in the index (`index_df` bound to the index), for the index features."""
+    counts in the index (`index_df` bound to the index), for the index features; `tokens` the
+    word-piece embedder `absent_rare` reads paraphrases in context with (`read_evidence`)."""
     # `dense` is set only for an embedder with a fitted answerability model (MiniLM).
     cosine = signal.features.get("cosine") if signal.basis == "dense" else None
     groups = unnamed_groups(query, groups, hits[:HEAD])
@@ -847,6 +964,7 @@ def apply_grounding(
         bodies=hit_bodies(hits),
         agreement=agreed,
         df=df,
+        tokens=tokens,
     )
     features = {**signal.features, **verdict.features()}
     if not verdict.refused(floor):

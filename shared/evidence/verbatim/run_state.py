@@ -40,6 +40,7 @@ REFERENCES = "references"
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchReader
+    from evidence.verbatim.grounding import EmbedTokens
 
 
 class RunState:
@@ -346,8 +347,18 @@ class RunState:
             bodies=bodies,
             agreement=agreed,
             df=self.index_df([t for g in groups for t in g]),
+            tokens=self.refusal_tokens(),
         )
         return verdict.probability, list(verdict.missing)
+
+    def refusal_tokens(self) -> EmbedTokens | None:
+        """The word-piece embedder the refusal signal reads paraphrases in context with
+        (`CascadeConfig.context_paraphrase`, a dense index's run), else None (the static table)."""
+        if not self.cfg.context_paraphrase or self.vector is None:
+            return None
+        from evidence.verbatim.span_rank import tokens_of
+
+        return tokens_of(self.embed)
 
     def index_df(self, words: Sequence[str]) -> TermCounts | None:
         """The refusal signal's passage counts of `words` in the index as the backend sees it
