@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 #: Telemetry fields that are timings or process state, not the answer.
-_VOLATILE = {"latency_ms", "timings", "durations", "stage_ms", "elapsed_ms", "request_id", "trace_id"}
+_VOLATILE = {"ms", "latency_ms", "timings", "durations", "stage_ms", "elapsed_ms", "request_id", "trace_id"}
 
 
 def _strip(value: Any) -> Any:
@@ -33,11 +33,11 @@ def _strip(value: Any) -> Any:
 
 def dump(args: argparse.Namespace) -> int:
     from evidence.config import Settings
+    from evidence.evaluation.files import slug
     from evidence.evaluation.qa import load_qa
     from evidence.evaluation.suite import find_qa_families
     from evidence.model import RetrieveRequest
     from evidence.service import EvidenceService
-    from evidence.evaluation.files import slug
 
     families = [f for f in args.families.split(",") if f] if args.families else None
     service = EvidenceService(Settings(store_dir=Path(args.store)))
@@ -47,10 +47,17 @@ def dump(args: argparse.Namespace) -> int:
                 index = f"qa-{slug(family.name)}"
                 for rec in load_qa(family.questions):
                     t0 = time.perf_counter()
-                    resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile=args.profile))
+                    resp = service.retrieve(
+                        index, RetrieveRequest(query=rec["question"], profile=args.profile)
+                    )
                     ms = (time.perf_counter() - t0) * 1000
                     answer = _strip(resp.model_dump(mode="json"))
-                    row = {"family": family.name, "question": rec["question"], "ms": round(ms, 2), "answer": answer}
+                    row = {
+                        "family": family.name,
+                        "question": rec["question"],
+                        "ms": round(ms, 2),
+                        "answer": answer,
+                    }
                     out.write(json.dumps(row, sort_keys=True) + "\n")
     finally:
         service.close()
@@ -67,7 +74,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def compare(a: str, b: str) -> int:
-    rows = [[json.loads(line) for line in open(p, encoding="utf-8")] for p in (a, b)]
+    rows = [[json.loads(line) for line in Path(p).read_text(encoding="utf-8").splitlines()] for p in (a, b)]
     differ = 0
     if len(rows[0]) != len(rows[1]):
         print(f"different question counts: {len(rows[0])} vs {len(rows[1])}")
@@ -76,7 +83,7 @@ def compare(a: str, b: str) -> int:
         if (x["family"], x["question"]) != (y["family"], y["question"]):
             print("questions out of step:", x["question"], "|", y["question"])
             return 1
-        if x["answer"] != y["answer"]:
+        if _strip(x["answer"]) != _strip(y["answer"]):
             differ += 1
             print(f"DIFFERS {x['family']}: {x['question']}")
     for p, r in zip((a, b), rows, strict=True):
