@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
-#: A document input of at most this many word pieces (with [CLS]/[SEP]) is padded to a multiple
-#: of `FINE_STEP`, a longer one to a multiple of 32 (`width_batches`). Fact spans' texts are
+#: A document input (and a text whose word pieces `embed_tokens` gives) of at most this many word
+#: pieces (with [CLS]/[SEP]) is padded to a multiple of `FINE_STEP`, a longer one to a multiple of
+#: 32 (`width_batches`). Fact spans' texts are
 #: mostly sentences of 20-60 pieces: at steps of 32 a 38-piece sentence ran at width 64 and 39 %
 #: of SciFact's span texts' model input was padding (steps of 8: 12 %), at the same vectors
 #: (bit-identical: the attention mask keeps padding out of every row; tested, and measured in
@@ -196,7 +197,9 @@ class MiniLMEmbedder:
         if not todo:
             return out
         inputs, _ = self.windows([texts[i] for i in todo], first_only=True)
-        for batch, _, hidden in self._hidden(inputs, 32):
+        # Padded as document inputs are (steps of `FINE_STEP` up to `FINE_WIDTH` pieces): a span's
+        # pieces are the same bits at any width (the attention mask; tested), with less padding.
+        for batch, _, hidden in self._hidden(inputs, 32, FINE_WIDTH):
             for row, j in enumerate(batch):
                 out[todo[j]] = _pieces(hidden[row], len(inputs[j]))
         return out

@@ -25,8 +25,31 @@ def span_path(chunk: Chunk) -> tuple[str, ...]:
     path = chunk.metadata.get(SECTION_PATH_KEY)
     if isinstance(path, list | tuple) and path:
         return tuple(str(p) for p in path)
-    own = default_vocabulary().canonical(chunk.section) if chunk.section else None
+    own = _canonical_heading(chunk.section) if chunk.section else None
     return (own,) if own else ()
+
+
+#: Distinct strings each memo below holds, and the longest string it keeps (a longer one is
+#: computed afresh): 32,768 headings or short span texts of at most 512 characters and their
+#: keys, a few MB at most. The scope scan reads every span of the scope for every question
+#: (`RunState.headers`: thousands of spans), so the same headings and texts came back question
+#: after question: on the development store these normalisations were ~30 % of the verbatim
+#: profile's time (bench/data/session44/verblat16.md).
+_MEMO = 1 << 15
+_MEMO_CHARS = 512
+
+
+def _canonical_heading(heading: str) -> str | None:
+    """`default_vocabulary().canonical(heading)`, remembered (the default vocabulary is one
+    process-wide constant, so the name is a function of the heading alone)."""
+    if len(heading) > _MEMO_CHARS:
+        return default_vocabulary().canonical(heading)
+    return _canonical_memo(heading)
+
+
+@lru_cache(maxsize=_MEMO)
+def _canonical_memo(heading: str) -> str | None:
+    return default_vocabulary().canonical(heading)
 
 
 def _trigrams(s: str) -> set[str]:
@@ -74,7 +97,16 @@ _RUNS = re.compile(r"\s+")
 
 
 def _heading_key(text: str) -> str:
+    """A heading or a short span text as `heading_echoes` compares them, remembered (the same
+    headings and table-of-contents entries are keyed for every question on their scope)."""
+    return _heading_key_memo(text) if len(text) <= _MEMO_CHARS else _key_of_heading(text)
+
+
+def _key_of_heading(text: str) -> str:
     return _RUNS.sub(" ", _BULLET.sub("", _PAGE_REF.sub("", text))).strip().lower()
+
+
+_heading_key_memo = lru_cache(maxsize=_MEMO)(_key_of_heading)
 
 
 def heading_echoes(spans: Sequence[Chunk]) -> set[int]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from evidence.embed.minilm import ASKED_KEPT, DIMENSION, MiniLMEmbedder
+from evidence.embed.minilm import ASKED_KEPT, DIMENSION, FINE_STEP, FINE_WIDTH, MiniLMEmbedder, _pieces
 from evidence.embed.tokenizer import get_tokenizer
 
 
@@ -61,3 +61,38 @@ def test_a_question_just_embedded_gives_its_word_pieces_without_a_second_pass() 
     for n in range(ASKED_KEPT + 1):
         emb.embed_query(f"question number {n}")
     assert len(emb._asked) == ASKED_KEPT and "question number 0" not in emb._asked
+
+
+def test_word_pieces_are_padded_in_fine_steps_and_are_the_same_bits() -> None:
+    """`embed_tokens` pads its inputs as document inputs are (steps of `FINE_STEP` up to
+    `FINE_WIDTH` pieces, not 32): a 20-piece span runs at width 24, not 32, and its pieces are
+    bit-identical to a pass padded in steps of 32 (the attention mask keeps padding out)."""
+    emb = MiniLMEmbedder()
+    texts = [
+        "Discontinue if creatinine clearance falls below 30 mL/min.",
+        "The widget filter must be replaced every 6 months, or sooner in dusty rooms and near heat.",
+        "key rotation",
+        "A licensee may terminate this agreement at any time by giving thirty days' written notice "
+        "to the licensor, and the licensor may terminate it if the licensee breaches any term.",
+    ]
+    widths: list[int] = []
+    hidden = emb._hidden
+
+    def seen(ids: Any, pad_to: int, fine_to: int = 0) -> Any:
+        for batch, mask, h in hidden(ids, pad_to, fine_to):
+            widths.append(mask.shape[1])
+            yield batch, mask, h
+
+    emb._hidden = seen  # type: ignore[method-assign]
+    got = emb.embed_tokens(texts)
+    lengths = sorted({len(x) for x in emb.windows(texts, first_only=True)[0]})
+    assert widths == sorted(
+        {-(-n // FINE_STEP) * FINE_STEP if n <= FINE_WIDTH else -(-n // 32) * 32 for n in lengths}
+    )
+    # The old padding (steps of 32), pass by pass: the same bits.
+    inputs, _ = emb.windows(texts, first_only=True)
+    old: list[Any] = [None] * len(texts)
+    for batch, _, h in hidden(inputs, 32):
+        for row, j in enumerate(batch):
+            old[j] = _pieces(h[row], len(inputs[j]))
+    assert all(np.array_equal(a, b) for a, b in zip(got, old, strict=True))
