@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from evidence.ingest.sections import SECTION_PATH_KEY, default_vocabulary
+from evidence.ingest.spans import trim_offsets
 from evidence.records import Chunk, SpanType
 
 
@@ -309,21 +310,13 @@ def best_sub_span(
     best: tuple[int, int] | None = None
     for i, a in enumerate(cuts):
         for b in cuts[i + 1 :]:
-            s, e = _trimmed(text, a, b)
+            s, e = trim_offsets(text, a, b)
             if e - s > max_chars:
                 break
             longer = best is None or e - s > best[1] - best[0]
             if e > s and longer and _covered(text[s:e], concepts) == whole:
                 best = (s, e)
     return best
-
-
-def _trimmed(text: str, a: int, b: int) -> tuple[int, int]:
-    while a < b and text[a].isspace():
-        a += 1
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    return a, b
 
 
 def _covered(text: str, concepts: Sequence[tuple[float, frozenset[str]]]) -> frozenset[int]:
