@@ -25,7 +25,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
@@ -54,6 +53,7 @@ from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
+    _heading_key,
     best_sub_span,
     header_rows,
     reading_order,
@@ -462,7 +462,7 @@ def spans_in_hits(
     if not inner:
         return HitSpans([], [])
     # A heading echo repeats one of its document's headings: each distinct heading keyed once.
-    headings = {doc.document_id: {_section_key(h) for h in doc.sections} for doc in documents}
+    headings = {doc.document_id: {_heading_key(h) for h in doc.sections} for doc in documents}
 
     def same_section(a: Chunk, b: Chunk) -> bool:
         return a.document_id == b.document_id and a.section == b.section
@@ -498,19 +498,10 @@ def spans_in_hits(
             prev is None or prev.span_type is not SpanType.TABLE_ROW or prev.section != c.section
         ):
             continue  # a table's header row (`header_rows`)
-        if len(c.text) <= 200 and _section_key(c.text) in headings.get(c.document_id, ()):
+        if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ()):
             continue  # a heading echo (`heading_echoes`)
         keep.append(i)
     return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
-
-
-@lru_cache(maxsize=16384)
-def _section_key(text: str) -> str:
-    """`spans._heading_key`, remembered: a long document's few hundred headings are keyed once,
-    not once a question."""
-    from evidence.verbatim.spans import _heading_key
-
-    return _heading_key(text)
 
 
 #: How a cache-only `SpanAnchors` (`vectors=…`) scores the spans inside a hit, cheapest first:
