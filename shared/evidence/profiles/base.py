@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from evidence.rank.pipeline import Profile, RankOutcome
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchReader
-    from evidence.verbatim.grounding import EmbedTokens
+    from evidence.verbatim.span_rank import EmbedTokens
 
 log = logging.getLogger(__name__)
 

@@ -52,10 +52,7 @@ from evidence.verbatim.answer_types import AnswerType, answer_types
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchReader, Vector
-
-#: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`: one
-#: matrix per text, its first window's pieces, unit rows), as `verbatim.span_rank.EmbedTokens`.
-EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
+    from evidence.verbatim.span_rank import EmbedTokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,14 +506,13 @@ def context_similarity(
     import numpy as np
 
     from evidence.verbatim.scoring import terms
+    from evidence.verbatim.span_rank import asking_with
 
     if not concepts or not texts:
         return {}
     wanted = {t: c[0] for c in concepts if c for t in c}
     distinct = list(dict.fromkeys(texts))
-    asking = getattr(tokens, "asking", None)  # a store-backed cache keeps spans, not questions
-    embed = asking(question) if callable(asking) else tokens
-    matrices = list(embed([question, *distinct]))
+    matrices = list(asking_with(tokens, question)([question, *distinct]))
     q_words, q_rows = context_words(question, matrices[0], lambda w: any(t in wanted for t in terms(w)))
     if not q_words:
         return {}

@@ -40,7 +40,7 @@ REFERENCES = "references"
 
 if TYPE_CHECKING:
     from evidence.search.base import SearchReader
-    from evidence.verbatim.grounding import EmbedTokens
+    from evidence.verbatim.span_rank import EmbedTokens
 
 
 class RunState:

@@ -353,6 +353,14 @@ def rank_spans(
 #: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`).
 EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
 
+
+def asking_with(embed_tokens: EmbedTokens, question: str) -> EmbedTokens:
+    """`embed_tokens` for a call that holds `question`: a store-backed cache keeps spans' pieces,
+    not questions', so it gives its `asking(question)` view; any other embedder as it is."""
+    asking = getattr(embed_tokens, "asking", None)
+    return asking(question) if callable(asking) else embed_tokens
+
+
 #: The token-match feature of the `tokens` model (`token_match`).
 TOKEN_FEATURES = ("token_paraphrase",)
 
@@ -437,9 +445,7 @@ def token_columns(
     from evidence.verbatim.scoring import terms
 
     distinct = list(dict.fromkeys([question, *texts]))
-    asking = getattr(embed_tokens, "asking", None)  # a store-backed cache keeps spans, not questions
-    embed = asking(question) if callable(asking) else embed_tokens
-    matrices = dict(zip(distinct, embed(distinct), strict=True))
+    matrices = dict(zip(distinct, asking_with(embed_tokens, question)(distinct), strict=True))
     q = question_pieces(question, matrices[question])
     out = {f: np.zeros(len(texts)) for f in TOKEN_FEATURES}
     for i, (t, c) in enumerate(zip(texts, spans, strict=True)):

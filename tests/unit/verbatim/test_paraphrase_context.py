@@ -22,6 +22,7 @@ from evidence.verbatim.grounding import (
     paraphrased_in_context,
     read_evidence,
 )
+from evidence.verbatim.span_rank import EmbedTokens
 
 #: "physician" is in no passage of the index; the evidence says "doctor".
 Q = "Should a physician stop the drug in kidney failure?"
@@ -30,7 +31,7 @@ XPATH_Q = "Can the parser run XPath queries on a document?"
 PARSER = "The parser reads a document and calls your handler for each element."
 
 
-def fake_tokens(same: Sequence[tuple[str, str]] = (("physician", "doctor"),)) -> grounding.EmbedTokens:
+def fake_tokens(same: Sequence[tuple[str, str]] = (("physician", "doctor"),)) -> EmbedTokens:
     """A stand-in for `embed_tokens`: each word piece a fixed random unit vector (unrelated pieces
     near cosine 0), the pieces of each pair in `same` the same vector; records its calls."""
     tok = get_tokenizer()
@@ -99,7 +100,7 @@ def test_the_question_comes_from_the_embedders_kept_pass() -> None:
     def cached(texts: Sequence[str]) -> Sequence[np.ndarray]:
         return tokens(texts)
 
-    def asking(question: str) -> grounding.EmbedTokens:
+    def asking(question: str) -> EmbedTokens:
         asked.append(question)
         return tokens
 
