@@ -7,7 +7,7 @@ own answer signal (the cascade's grounding), and evidence as one `[SECTION]` blo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evidence.profiles.base import PipelinePlugin, ProfileEnv
 from evidence.rank.pipeline import Profile, RankOutcome
@@ -34,7 +34,6 @@ class VerbatimPlugin(PipelinePlugin):
         embedded once)."""
         from dataclasses import replace
 
-        from evidence.verbatim.cascade import VerbatimCascade
         from evidence.verbatim.profile import VerbatimCascadeStage
         from evidence.verbatim.span_rank import IndexEmbed
 
@@ -44,24 +43,20 @@ class VerbatimPlugin(PipelinePlugin):
         first, *rest = base.stages
         if not isinstance(first, VerbatimCascadeStage):
             return base
-        trim = env.settings.verbatim_trim_spans_over
-        if trim != first.cascade.config.trim_spans_over:
+        changes: dict[str, Any] = {}  # the settings the cascade's config reads
+        if env.settings.verbatim_trim_spans_over != first.cascade.config.trim_spans_over:
+            changes["trim_spans_over"] = env.settings.verbatim_trim_spans_over
+        services, index = env.services, env.index
+        if services is not None and index is not None:
+            # Built on first use only: a lexical-only index never loads the model.
+            embedder = services.document_embedder
+            first = replace(first, embed=IndexEmbed(lambda: embedder(index)))
+            if env.settings.refusal_context_paraphrase:  # reads pieces with that embedder
+                changes["context_paraphrase"] = True
+        if changes:
             cascade = first.cascade
-            config = replace(cascade.config, trim_spans_over=trim)
-            first = replace(first, cascade=VerbatimCascade(config, cascade.rules))
-            base = replace(base, stages=(first, *rest))
-        services = env.services
-        if env.index is None or services is None:
-            return base
-        index = env.index
-        # Built on first use only: a lexical-only index never loads the model.
-        embedder = services.document_embedder
-        stage = replace(first, embed=IndexEmbed(lambda: embedder(index)))
-        if env.settings.refusal_context_paraphrase:
-            cascade = stage.cascade
-            config = replace(cascade.config, context_paraphrase=True)
-            stage = replace(stage, cascade=type(cascade)(config, cascade.rules))
-        return replace(base, stages=(stage, *rest))
+            first = replace(first, cascade=type(cascade)(replace(cascade.config, **changes), cascade.rules))
+        return base if first is base.stages[0] else replace(base, stages=(first, *rest))
 
     def plan(self, request: PlanRequest, env: ProfileEnv) -> tuple[Plan, list[str]]:
         from evidence.verbatim.profile import index_subjects, plan_verbatim, to_plan_model
