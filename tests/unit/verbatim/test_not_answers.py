@@ -8,10 +8,11 @@ import pytest
 
 from evidence.config import Settings
 from evidence.plan.verbatim import plan_question
-from evidence.records import Chunk, ChunkKind
+from evidence.records import Chunk
 from evidence.service import EvidenceService
 from evidence.verbatim.cascade import HYBRID_FACTSPAN, NO_RESULT, VerbatimCascade
 from evidence.verbatim.spans import heading_echoes
+from tests.unit.verbatim.verbatimkit import doc_span
 
 HANDBOOK = """# Widget Handbook
 
@@ -49,28 +50,15 @@ def ask(service: EvidenceService, question: str) -> tuple[str, list[Chunk]]:
     return res.path_used, [h.chunk for h in res.hits]
 
 
-def span(text: str, section: str, doc: str = "d") -> Chunk:
-    return Chunk(
-        chunk_id=f"{doc}:{text}",
-        document_id=doc,
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=0,
-        char_end=len(text),
-        sequence=0,
-        section=section,
-    )
-
-
 def test_a_span_repeating_a_heading_of_its_document_is_a_heading_echo() -> None:
     spans = [
-        span("* 3.4. The description of a package", "Debian Policy Manual"),
-        span("3.4. The description of a package", "Contents"),
-        span("Scope ........ 4", "Contents"),
-        span("Every package must have a description.", "3.4. The description of a package"),
-        span("Scope", "Scope"),
-        span("The description of a package", "Other document's heading", doc="e"),
-        span("3.4. The description of a package", "Elsewhere", doc="e"),
+        doc_span("* 3.4. The description of a package", "Debian Policy Manual"),
+        doc_span("3.4. The description of a package", "Contents"),
+        doc_span("Scope ........ 4", "Contents"),
+        doc_span("Every package must have a description.", "3.4. The description of a package"),
+        doc_span("Scope", "Scope"),
+        doc_span("The description of a package", "Other document's heading", doc="e"),
+        doc_span("3.4. The description of a package", "Elsewhere", doc="e"),
     ]
     # Bullet marks, case, spacing and a page reference aside; only a heading of the same document.
     assert heading_echoes(spans) == {0, 1, 2, 4}

@@ -4,11 +4,10 @@ afresh, each string normalised once per process (bench/data/session44/verblat16.
 
 from __future__ import annotations
 
-from typing import Any
-
 from evidence.ingest.sections import SECTION_PATH_KEY, default_vocabulary
-from evidence.records import Chunk, ChunkKind, SpanType
+from evidence.records import Chunk
 from evidence.verbatim import spans as sp
+from tests.unit.verbatim.verbatimkit import doc_span
 
 HEADINGS = [
     "12.3 Pharmacokinetics:",
@@ -22,21 +21,6 @@ HEADINGS = [
     "An unusual heading that names no canonical section",
     "1. " * 400,  # past _MEMO_CHARS: computed afresh, not kept
 ]
-
-
-def chunk(text: str, section: str, doc: str = "d", metadata: dict[str, Any] | None = None) -> Chunk:
-    return Chunk(
-        chunk_id=f"{doc}:{text}:{section}",
-        document_id=doc,
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=0,
-        char_end=len(text),
-        sequence=0,
-        section=section,
-        span_type=SpanType.SENTENCE,
-        metadata=metadata or {},
-    )
 
 
 def test_heading_key_is_the_plain_key_and_remembered() -> None:
@@ -57,13 +41,13 @@ def test_span_path_is_the_vocabulary_canonical_name_and_remembered() -> None:
     vocab = default_vocabulary()
     for h in HEADINGS:
         own = vocab.canonical(h) if h else None
-        assert sp.span_path(chunk("text", h)) == ((own,) if own else ())
-    assert sp.span_path(chunk("text", "12.3 Pharmacokinetics:")) == ("pharmacokinetics",)
+        assert sp.span_path(doc_span("text", h)) == ((own,) if own else ())
+    assert sp.span_path(doc_span("text", "12.3 Pharmacokinetics:")) == ("pharmacokinetics",)
     hits = sp._canonical_memo.cache_info().hits
-    sp.span_path(chunk("other text", "12.3 Pharmacokinetics:", doc="e"))
+    sp.span_path(doc_span("other text", "12.3 Pharmacokinetics:", doc="e"))
     assert sp._canonical_memo.cache_info().hits == hits + 1
     # A path recorded at ingestion is read as it is, not from the heading.
-    recorded = chunk("text", "References", metadata={SECTION_PATH_KEY: ["dosage", "warnings"]})
+    recorded = doc_span("text", "References", metadata={SECTION_PATH_KEY: ["dosage", "warnings"]})
     assert sp.span_path(recorded) == ("dosage", "warnings")
 
 
@@ -80,11 +64,11 @@ def test_heading_echoes_unchanged() -> None:
         }
 
     spans = [
-        chunk("* 1. Installing the widget filter", ""),
-        chunk("- 2. Replacing the widget filter ...... 4", ""),
-        chunk("Install the widget filter on a level floor.", "1. Installing the widget filter"),
-        chunk("The filter must be replaced every 6 months.", "2. Replacing the widget filter"),
-        chunk("1. Installing the widget filter", "", doc="other"),  # another document's heading
+        doc_span("* 1. Installing the widget filter", ""),
+        doc_span("- 2. Replacing the widget filter ...... 4", ""),
+        doc_span("Install the widget filter on a level floor.", "1. Installing the widget filter"),
+        doc_span("The filter must be replaced every 6 months.", "2. Replacing the widget filter"),
+        doc_span("1. Installing the widget filter", "", doc="other"),  # another document's heading
     ]
     for _ in range(2):  # afresh, then remembered
         assert sp.heading_echoes(spans) == plain(spans) == {0, 1}

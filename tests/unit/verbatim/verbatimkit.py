@@ -29,6 +29,23 @@ def span(i: int, text: str, kind: SpanType = SpanType.SENTENCE, section: str = "
     )
 
 
+def doc_span(text: str, section: str, doc: str = "d", metadata: dict[str, Any] | None = None) -> Chunk:
+    """A sentence span of document `doc` at offset 0, under heading `section` (id: document, text
+    and section, so the same text under two headings is two spans)."""
+    return Chunk(
+        chunk_id=f"{doc}:{text}:{section}",
+        document_id=doc,
+        kind=ChunkKind.SPAN,
+        text=text,
+        char_start=0,
+        char_end=len(text),
+        sequence=0,
+        section=section,
+        span_type=SpanType.SENTENCE,
+        metadata=metadata or {},
+    )
+
+
 def text_service(
     tmp_path_factory: pytest.TempPathFactory, index: str, documents: Mapping[str, str]
 ) -> EvidenceService:
