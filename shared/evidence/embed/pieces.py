@@ -39,11 +39,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from evidence.sqlite_wal import immediate, open_wal
+
+#: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`: one
+#: matrix per text, its first window's pieces, unit rows). Here, beside the pieces' cache: the
+#: span scorer (`verbatim.span_rank`) reads the refusal signal (`verbatim.grounding`), so the
+#: signal cannot import it from there.
+EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
+
+
+def asking_with(embed_tokens: EmbedTokens, question: str) -> EmbedTokens:
+    """`embed_tokens` for a call that holds `question`: a store-backed cache keeps spans' pieces,
+    not questions', so it gives its `asking(question)` view; any other embedder as it is."""
+    asking = getattr(embed_tokens, "asking", None)
+    return asking(question) if callable(asking) else embed_tokens
+
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from evidence.coach.service import CoachAnswering
     from evidence.config import Settings
     from evidence.embed.base import Embedder
+    from evidence.embed.pieces import EmbedTokens
     from evidence.format.evidence import EvidenceDocument
     from evidence.model import Plan, PlanRequest
     from evidence.rank.candidate import Candidate
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from evidence.rank.pipeline import Profile, RankOutcome
     from evidence.rank.rerank import Reranker
     from evidence.search.base import SearchReader
-    from evidence.verbatim.span_rank import EmbedTokens
 
 log = logging.getLogger(__name__)
 

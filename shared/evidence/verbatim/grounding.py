@@ -51,8 +51,8 @@ from evidence.records import Chunk, ChunkKind
 from evidence.verbatim.answer_types import AnswerType, answer_types
 
 if TYPE_CHECKING:
+    from evidence.embed.pieces import EmbedTokens
     from evidence.search.base import SearchReader, Vector
-    from evidence.verbatim.span_rank import EmbedTokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,8 +505,8 @@ def context_similarity(
     `embed_query`'s pass when the embedder kept them)."""
     import numpy as np
 
+    from evidence.embed.pieces import asking_with
     from evidence.verbatim.scoring import terms
-    from evidence.verbatim.span_rank import asking_with
 
     if not concepts or not texts:
         return {}

@@ -39,8 +39,8 @@ from evidence.verbatim.spans import (
 REFERENCES = "references"
 
 if TYPE_CHECKING:
+    from evidence.embed.pieces import EmbedTokens
     from evidence.search.base import SearchReader
-    from evidence.verbatim.span_rank import EmbedTokens
 
 
 class RunState:

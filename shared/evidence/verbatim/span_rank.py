@@ -64,6 +64,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from evidence.embed.pieces import EmbedTokens, asking_with
 from evidence.errors import ConfigurationError, DeadlineExceededError, EvidenceError
 from evidence.rank.similarity import cosine_rows
 from evidence.records import Chunk, SpanType
@@ -349,17 +350,6 @@ def rank_spans(
 
 
 # --- token-level match (MaxSim) ---------------------------------------------------------------
-
-#: Embeds texts into their contextual word-piece vectors (`MiniLMEmbedder.embed_tokens`).
-EmbedTokens = Callable[[Sequence[str]], Sequence[Any]]
-
-
-def asking_with(embed_tokens: EmbedTokens, question: str) -> EmbedTokens:
-    """`embed_tokens` for a call that holds `question`: a store-backed cache keeps spans' pieces,
-    not questions', so it gives its `asking(question)` view; any other embedder as it is."""
-    asking = getattr(embed_tokens, "asking", None)
-    return asking(question) if callable(asking) else embed_tokens
-
 
 #: The token-match feature of the `tokens` model (`token_match`).
 TOKEN_FEATURES = ("token_paraphrase",)

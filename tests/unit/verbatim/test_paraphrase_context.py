@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from evidence.config import Settings
+from evidence.embed.pieces import EmbedTokens
 from evidence.embed.tokenizer import get_tokenizer
 from evidence.verbatim import grounding
 from evidence.verbatim.cascade import question_groups
@@ -22,7 +23,6 @@ from evidence.verbatim.grounding import (
     paraphrased_in_context,
     read_evidence,
 )
-from evidence.verbatim.span_rank import EmbedTokens
 
 #: "physician" is in no passage of the index; the evidence says "doctor".
 Q = "Should a physician stop the drug in kidney failure?"

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from evidence.embed.minilm import MiniLMEmbedder
+from evidence.embed.pieces import EmbedTokens
 from evidence.errors import ServiceUnavailableError
 from evidence.verbatim.span_rank import (
     DENSE_FEATURES,
     LEXICAL_FEATURES,
     TOKEN_FEATURES,
-    EmbedTokens,
     IndexEmbed,
     LinearModel,
     QuestionPieces,
