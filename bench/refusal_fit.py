@@ -964,6 +964,7 @@ def main() -> int:
     )
     ap.add_argument("--max-loss-default", type=float, default=None, help="the default profile's own budget")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pairs", type=Path, default=None, help="`pair_index` (bench/refusal_pairs.py)")
     ap.add_argument(
         "--static",
         type=Path,
@@ -1016,6 +1017,10 @@ def main() -> int:
     args = ap.parse_args()
     read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
     rows = json.loads(args.rows.read_text())
+    if args.pairs is not None:
+        from refusal_shape import PAIRS
+
+        PAIRS.update(json.loads(args.pairs.read_text()))
     if args.paraphrase_context is not None:
         print(read_context_at(rows, args.rows, args.paraphrase_context), file=sys.stderr)
     if args.min_confidence is not None:

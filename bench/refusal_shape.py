@@ -44,7 +44,9 @@ from evidence.verbatim.grounding import (  # noqa: E402
 )
 
 SHIPPED = ("grounding", "cosine", "typed_key", "agreement", "typed_rarest")
-CANDIDATES = ("dense_margin", "lexical_margin", "pair_sentence", "wh_shape")
+CANDIDATES = ("dense_margin", "lexical_margin", "pair_sentence", "wh_shape", "pair_index")
+#: `pair_index` per family and "question|profile" (`bench/refusal_pairs.py`; `--pairs`).
+PAIRS: dict[str, dict[str, float]] = {}
 #: How many passages after the first the margins read.
 MARGIN_DEPTH = 10
 
@@ -148,6 +150,7 @@ def candidates(row: dict[str, Any]) -> dict[str, float | None]:
         "lexical_margin": margin(lexical, relative=True),
         "pair_sentence": pair_sentence(row["question"], groups, j["texts"], j.get("given") or [], j.get("df")),
         "wh_shape": wh_shape(row["question"], bodies[0]),
+        "pair_index": PAIRS.get(row["family"], {}).get(f"{row['question']}|{row['profile']}"),
     }
 
 
@@ -165,8 +168,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rows", type=Path)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pairs", type=Path, default=None, help="`pair_index` (bench/refusal_pairs.py)")
     args = ap.parse_args()
     rows = json.loads(args.rows.read_text())
+    if args.pairs is not None:
+        PAIRS.update(json.loads(args.pairs.read_text()))
     out: dict[str, Any] = {}
     for prof in ("verbatim", "default"):
         rs = [r for r in rows if r["profile"] == prof]

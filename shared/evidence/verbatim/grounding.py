@@ -388,6 +388,59 @@ def key_concepts(
     )
 
 
+#: `pair_in_index`: how many passages of the BM25 ranking of the pair's words are read.
+PAIR_DEPTH = 20
+
+
+def index_pair(
+    question: str, groups: Sequence[Sequence[str]], df: Mapping[str, int]
+) -> list[tuple[str, ...]]:
+    """The question's two subject concepts (`key_concepts`' subject: not the words that ask for
+    the kind of answer) that some passage of the index uses (`df` > 0) and that it uses least
+    (ties: the rarer in English); fewer when it has fewer. A word the index does not use (a
+    paraphrase, an abbreviation, a thing it never names) is never one of them."""
+    from evidence.verbatim.scoring import terms
+
+    concepts = unique_concepts(groups)
+    weights = concept_weights(question, groups)
+    types = answer_types().expected(question)
+    asking = {
+        t for w in _WORD.findall(question) if any(a.asked_by(w, hints=False) for a in types) for t in terms(w)
+    }
+    used = [c for c in concepts if not asking & set(c) and max((df.get(t, 0) for t in c), default=0) > 0]
+    used.sort(key=lambda c: (-index_rarity(c, df), -max(weights.get(t, 1.0) for t in c)))
+    return used[:2]
+
+
+def pair_in_index(
+    backend: SearchReader,
+    index: str,
+    question: str,
+    groups: Sequence[Sequence[str]],
+    df: Mapping[str, int],
+) -> float:
+    """Whether the documents ever say the question's two least-used subject concepts
+    (`index_pair`) together: 1 when a passage among the first `PAIR_DEPTH` of the BM25 ranking of
+    their words (the request's view: `backend`'s filters) holds both (as `grounding` reads a
+    concept), 0 when none does; 1 with fewer than two such concepts or when the backend cannot
+    rank. "Is X approved for Y", where the label uses X and Y but never in one passage."""
+    from evidence.verbatim.scoring import grounding, terms
+
+    pair = index_pair(question, groups, df)
+    if len(pair) < 2:
+        return 1.0
+    words = [w for w in _WORD.findall(question) if any(set(terms(w)) & set(c) for c in pair)]
+    query = " ".join(dict.fromkeys(words)) or " ".join(t for c in pair for t in c)
+    try:
+        hits = backend.lexical(index, query, k=PAIR_DEPTH, kind=ChunkKind.PASSAGE)
+    except EvidenceError:
+        return 1.0
+    for h in hits:
+        if all(grounding([c], [h.chunk.text])[0] > 0 for c in pair):
+            return 1.0
+    return 0.0
+
+
 def index_rarity(concept: Sequence[str], df: Mapping[str, int]) -> float:
     """How rare a concept is in the index, in [0, 1]: 1 when no passage uses any of its terms,
     0 when one of them is in `DF_CAP` passages or more (linear between). Unlike `word_rarity`
