@@ -78,22 +78,31 @@ class RefusalModel:
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
 #: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {"grounding": 1.7854, "cosine": 1.9064, "typed_key": 0.5012, "agreement": 1.2945, "typed_rarest": 0.008},
-    bias=-2.8021,
+    {
+        "grounding": 1.6079,
+        "cosine": 1.785,
+        "typed_key": 0.5919,
+        "agreement": 1.3971,
+        "typed_rarest": 0.0915,
+        "absent_named": -0.3988,
+    },
+    bias=-2.6436,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.35
-LEXICAL_AGREEMENT = 0.5375
+LEXICAL_COSINE = 0.325
+LEXICAL_AGREEMENT = 0.5445
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
-#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`)
-#: and `read_evidence` which absent ones the evidence says in other words (`paraphrased`): only
-#: when the model reads `absent_rare`, the one feature they move, so that a reading the model
-#: ignores costs no request anything (an acronym's first question builds the index's initials
-#: table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
-READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
+#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
+#: only when the model reads `absent_rare` or `absent_named`, the features they move, so that a
+#: reading the model ignores costs no request anything (an acronym's first question builds the
+#: index's initials table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
+READ_VARIANTS = bool({"absent_rare", "absent_named"} & set(DENSE_MODEL.coefficients))
+#: Whether `read_evidence` reads which absent words the evidence says in other words
+#: (`paraphrased`): only `absent_rare` reads them (`absent_named` reads no paraphrase).
+READ_PARAPHRASES = "absent_rare" in DENSE_MODEL.coefficients
 #: `paraphrased`: an absent question word counts as said in other words when its static word
 #: vector comes this close (cosine) to a word of the evidence (docs/verbatim.md#refusal-paraphrase;
 #: fixed before measuring, the focus lever's `StaticPieces` floor; above 1 reads no paraphrase).
@@ -129,13 +138,13 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
 #: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
 #: its own).
-REFUSAL_FLOOR = 0.31
-SAFETY_NET_FLOOR = 0.33
+REFUSAL_FLOOR = 0.07
+SAFETY_NET_FLOOR = 0.34
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2508
+HITS_REFUSAL_FLOOR = 0.2838
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
@@ -230,6 +239,7 @@ class Reading:
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
     absent_rare: float = 0.0
+    absent_named: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -238,6 +248,7 @@ class Reading:
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
             "absent_rare": self.absent_rare,
+            "absent_named": self.absent_named,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -300,13 +311,14 @@ def read_evidence(
         # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
         unsaid = absent_concepts(concepts, absent, weights, df)
         said: frozenset[str] = frozenset()
-        if READ_VARIANTS and unsaid:
+        if READ_PARAPHRASES and unsaid:
             said = (
                 paraphrased(question, unsaid, [*texts, *given])
                 if tokens is None
                 else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
             )
         by_index["absent_rare"] = _rarest(unsaid, weights, said)
+        by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -632,6 +644,32 @@ def absent_rarity(
     not absent, nor is a concept whose first term is in `paraphrases` (`paraphrased`: a word of
     the evidence says it in other words)."""
     return _rarest(absent_concepts(concepts, missing, weights, df), weights, paraphrases)
+
+
+def named_word(word: str, first: bool = False) -> bool:
+    """A word written as a name or a code: a capital letter (past the first character when the
+    word opens the question, `first`), a digit, or a word the WordPiece vocabulary splits
+    (`word_rarity` 1): "XPath", "PKCE", "RISC-V", "ICD-10", "vcpkg", "levorphanol"; not an ordinary
+    English word ("employ", "lowest", "breach"), whatever the documents call it."""
+    return (
+        any(ch.isupper() for ch in word[1 if first else 0 :])
+        or any(ch.isdigit() for ch in word)
+        or word_rarity(word) >= 1.0
+    )
+
+
+def named_concepts(question: str, concepts: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Those of `concepts` that a question word written as a name or code (`named_word`) gives."""
+    from evidence.verbatim.scoring import terms
+
+    if not concepts:
+        return []
+    words = [(m.group(), m.start() == 0) for m in _WORD.finditer(question.lstrip())]
+    return [
+        tuple(c)
+        for c in concepts
+        if any(set(terms(w)) & set(c) and named_word(w, first) for w, first in words)
+    ]
 
 
 def _rarest(absent: Sequence[Sequence[str]], weights: Mapping[str, float], said: Iterable[str]) -> float:
