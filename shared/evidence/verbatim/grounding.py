@@ -79,20 +79,20 @@ class RefusalModel:
 #: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
     {
-        "grounding": 1.6079,
-        "cosine": 1.785,
-        "typed_key": 0.5919,
-        "agreement": 1.3971,
-        "typed_rarest": 0.0915,
-        "absent_named": -0.3988,
+        "grounding": 1.704,
+        "cosine": 1.794,
+        "typed_key": 0.5722,
+        "agreement": 1.3711,
+        "typed_rarest": 0.1269,
+        "absent_named": -0.5586,
     },
-    bias=-2.6436,
+    bias=-2.7439,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.325
+LEXICAL_COSINE = 0.375
 LEXICAL_AGREEMENT = 0.5445
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
@@ -139,12 +139,12 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
 #: its own).
 REFUSAL_FLOOR = 0.07
-SAFETY_NET_FLOOR = 0.34
+SAFETY_NET_FLOOR = 0.35
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2838
+HITS_REFUSAL_FLOOR = 0.268
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
@@ -646,15 +646,21 @@ def absent_rarity(
     return _rarest(absent_concepts(concepts, missing, weights, df), weights, paraphrases)
 
 
+#: `named_word` also counts a word the WordPiece vocabulary splits (`word_rarity` 1: "vcpkg",
+#: "levorphanol", but also "placeholders", "login", "statuses") as a name: candidate 6 of
+#: bench/data/session45/ref17.md (on); candidate 7 reads capitals and digits only (off).
+NAMED_SPLIT_WORDS = False
+
+
 def named_word(word: str, first: bool = False) -> bool:
     """A word written as a name or a code: a capital letter (past the first character when the
-    word opens the question, `first`), a digit, or a word the WordPiece vocabulary splits
-    (`word_rarity` 1): "XPath", "PKCE", "RISC-V", "ICD-10", "vcpkg", "levorphanol"; not an ordinary
-    English word ("employ", "lowest", "breach"), whatever the documents call it."""
+    word opens the question, `first`) or a digit ("XPath", "PKCE", "RISC-V", "ICD-10", "FIDO2");
+    with `NAMED_SPLIT_WORDS`, also a word the WordPiece vocabulary splits. Never an ordinary
+    lower-case English word ("employ", "lowest", "breach"), whatever the documents call it."""
     return (
         any(ch.isupper() for ch in word[1 if first else 0 :])
         or any(ch.isdigit() for ch in word)
-        or word_rarity(word) >= 1.0
+        or (NAMED_SPLIT_WORDS and word_rarity(word) >= 1.0)
     )
 
 
