@@ -12,6 +12,10 @@ in token_best.json next to rows.json)
 (`--paraphrase-context T`: `absent_rare` reads paraphrases in context at cosine T, the
 similarities cached in context_sims.json next to rows.json: docs/verbatim.md#refusal-context;
 `bench/refusal_context_fit.py` chooses T leave-one-family-out)
+(`--max-loss-verbatim B`/`--max-loss-default B`: each profile's own budget, session 45's rule of
+main's false refusals + 1; `--pairs pairs.json`: `pair_index`, `bench/refusal_pairs.py`; the
+`bench/refusal_shape.py` readings, `dense_margin` …, are read from rows that record the
+agreement's rankings: docs/verbatim.md#refusal-shape)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
@@ -733,7 +737,8 @@ def run(
         for cosine in np.arange(0.0, 1.0001, 0.025):
             refused = (probability(x_all, at(cosine)) < bars(floors)) | already
             if any(
-                np.mean(refused[train & (prof == pr) & kept]) > (budgets or {}).get(pr, max_loss) for pr in PROFILES
+                np.mean(refused[train & (prof == pr) & kept]) > (budgets or {}).get(pr, max_loss)
+                for pr in PROFILES
             ):
                 continue
             got = (int((refused & train & ~kept).sum()), int((refused & train & ~found).sum()))

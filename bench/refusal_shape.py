@@ -99,7 +99,10 @@ def pair_sentence(question: str, groups: Any, texts: Sequence[str], given: Seque
     return 0.0
 
 
-_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
 _NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
 _WH = (
     ("how_many", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
@@ -148,7 +151,9 @@ def candidates(row: dict[str, Any]) -> dict[str, float | None]:
     return {
         "dense_margin": margin(dense, relative=False),
         "lexical_margin": margin(lexical, relative=True),
-        "pair_sentence": pair_sentence(row["question"], groups, j["texts"], j.get("given") or [], j.get("df")),
+        "pair_sentence": pair_sentence(
+            row["question"], groups, j["texts"], j.get("given") or [], j.get("df")
+        ),
         "wh_shape": wh_shape(row["question"], bodies[0]),
         "pair_index": PAIRS.get(row["family"], {}).get(f"{row['question']}|{row['profile']}"),
     }
@@ -188,7 +193,9 @@ def main() -> int:
             pooled = auc([v for _, a, v in vals if a], [v for _, a, v in vals if not a])
             fams = {}
             for f in sorted({v[0] for v in vals}):
-                fams[f] = auc([v for g, a, v in vals if g == f and a], [v for g, a, v in vals if g == f and not a])
+                fams[f] = auc(
+                    [v for g, a, v in vals if g == f and a], [v for g, a, v in vals if g == f and not a]
+                )
             corr = {}
             if c in CANDIDATES:
                 both = [(cd[c], sh) for cd, sh in zip(cand, shipped, strict=True) if cd[c] is not None and sh]
@@ -213,7 +220,7 @@ def main() -> int:
         fams = sorted(next(iter(res.values()))["families"])
         print("family".ljust(28) + " ".join(f"{c[:12]:>12}" for c in res))
         for f in fams:
-            print(f[:27].ljust(28) + " ".join(f"{str(res[c]['families'].get(f)):>12}" for c in res))
+            print(f[:27].ljust(28) + " ".join(f"{res[c]['families'].get(f)!s:>12}" for c in res))
     return 0
 
 
