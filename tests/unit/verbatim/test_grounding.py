@@ -735,5 +735,5 @@ def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name() -> No
     assert r.absent_rare > 0 and r.absent_named == 0.0
     assert named_concepts(plain, [tuple(terms("employ"))]) == []
     assert named_concepts(XPATH_Q, [("xpath",)]) == [("xpath",)]
-    # The shipped model reads it: an absent name lowers the probability that the evidence answers.
-    assert DENSE_MODEL.coefficients["absent_named"] < 0
+    # Measured, not in the shipped model (bench/data/session45/ref17.md): reading it changes no verdict.
+    assert "absent_named" not in DENSE_MODEL.coefficients
