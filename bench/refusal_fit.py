@@ -12,6 +12,10 @@ in token_best.json next to rows.json)
 (`--paraphrase-context T`: `absent_rare` reads paraphrases in context at cosine T, the
 similarities cached in context_sims.json next to rows.json: docs/verbatim.md#refusal-context;
 `bench/refusal_context_fit.py` chooses T leave-one-family-out)
+(`--max-loss-verbatim B`/`--max-loss-default B`: each profile's own budget, session 45's rule of
+main's false refusals + 1; `--pairs pairs.json`: `pair_index`, `bench/refusal_pairs.py`; the
+`bench/refusal_shape.py` readings, `dense_margin` …, are read from rows that record the
+agreement's rankings: docs/verbatim.md#refusal-shape)
 (`make refusal-fit` runs both with the shipped settings; docs/verbatim.md#honest-refusal.)
 
 `rows.json` holds, per family, question and profile (`verbatim`, `default`), what the signal read
@@ -86,6 +90,7 @@ FEATURES = ("grounding", "cosine")
 DENSE_ONLY = (
     "cosine",
     "agreement",
+    "dense_margin",
     *(f"{p}_dense_{x}" for p in ("kab", "rab") for x in ("same", "rr", "drop")),
 )
 
@@ -128,6 +133,9 @@ def features(row: dict[str, Any]) -> dict[str, float]:
         judged["cosine"], judged.get("agreement")
     )
     out.update(key_ablation(judged.get("ablation")))
+    if judged.get("rankings") is not None:
+        # Rows recorded with the agreement's rankings (session 45): the shape of the dense one.
+        out.update(shape_features(row))
     if "_contrast" in row:
         out.update(row["_contrast"])
     if "_vectors" in row:
@@ -135,6 +143,14 @@ def features(row: dict[str, Any]) -> dict[str, float]:
     if "_best" in row:
         out.update(token_cover(row["question"], groups, row["_best"], texts, given, bodies=bodies))
     return out
+
+
+def shape_features(row: dict[str, Any]) -> dict[str, float]:
+    """The rankings' shape (`bench/refusal_shape.py`, session 45's candidates): not read when the
+    ranking was not (no vector or no documents)."""
+    from refusal_shape import CANDIDATES, candidates
+
+    return {c: v for c, v in candidates(row).items() if v is not None and c in CANDIDATES}
 
 
 def _same_place(a: Sequence[Any], b: Sequence[Any]) -> bool:
@@ -658,6 +674,7 @@ def run(
     dense: dict[str, Any] | None = None,
     nested: bool = False,
     detail: dict[str, np.ndarray] | None = None,
+    budgets: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
@@ -696,7 +713,7 @@ def run(
         losses = (
             inner_budgets(train, fam, prof == "verbatim", kept, max_loss, refuse_at=fitter.refuse_at)
             if nested
-            else dict.fromkeys(PROFILES, max_loss)
+            else dict.fromkeys(PROFILES, max_loss) | (budgets or {})
         )
         w, floors = fitter.fit_at(train, losses)
         return w, {**floors, "budgets": losses}, None  # type: ignore[dict-item]
@@ -719,7 +736,10 @@ def run(
         best: tuple[int, int, float] = (-1, -1, 1.0)
         for cosine in np.arange(0.0, 1.0001, 0.025):
             refused = (probability(x_all, at(cosine)) < bars(floors)) | already
-            if any(np.mean(refused[train & (prof == pr) & kept]) > max_loss for pr in PROFILES):
+            if any(
+                np.mean(refused[train & (prof == pr) & kept]) > (budgets or {}).get(pr, max_loss)
+                for pr in PROFILES
+            ):
                 continue
             got = (int((refused & train & ~kept).sum()), int((refused & train & ~found).sum()))
             if got > best[:2]:
@@ -893,7 +913,7 @@ def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float |
     `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
-    rg.READ_VARIANTS = True
+    rg.READ_VARIANTS = rg.READ_PARAPHRASES = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words
@@ -940,7 +960,16 @@ def main() -> int:
         help="the default profile's cosine/coverage bar (`answer_min_confidence`) to fit with: its "
         "refusals are re-read from each row's recorded confidence (default: as recorded)",
     )
+    ap.add_argument(
+        "--max-loss-verbatim",
+        type=float,
+        default=None,
+        help="the verbatim profile's own budget (default --max-loss): main's false refusals + 1 "
+        "over the answerable questions, session 45's rule",
+    )
+    ap.add_argument("--max-loss-default", type=float, default=None, help="the default profile's own budget")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pairs", type=Path, default=None, help="`pair_index` (bench/refusal_pairs.py)")
     ap.add_argument(
         "--static",
         type=Path,
@@ -993,6 +1022,10 @@ def main() -> int:
     args = ap.parse_args()
     read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
     rows = json.loads(args.rows.read_text())
+    if args.pairs is not None:
+        from refusal_shape import PAIRS
+
+        PAIRS.update(json.loads(args.pairs.read_text()))
     if args.paraphrase_context is not None:
         print(read_context_at(rows, args.rows, args.paraphrase_context), file=sys.stderr)
     if args.min_confidence is not None:
@@ -1008,8 +1041,20 @@ def main() -> int:
         index_contrast(rows)
     if any(c in ABLATION_FEATURES for c in dense):
         read_sentences(rows, args.rows.with_name("sent_vectors.json"))
+    budgets = {
+        pr: b
+        for pr, b in (("verbatim", args.max_loss_verbatim), ("default", args.max_loss_default))
+        if b is not None
+    }
     fitted = run(
-        rows, args.max_loss, dense, args.default_cap, budget=args.budget, label=args.label, nested=args.nested
+        rows,
+        args.max_loss,
+        dense,
+        args.default_cap,
+        budget=args.budget,
+        label=args.label,
+        nested=args.nested,
+        budgets=budgets,
     )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.
@@ -1023,6 +1068,7 @@ def main() -> int:
             budget=args.budget,
             label=args.label,
             dense=fitted,
+            budgets=budgets,
         ),
     }
     if args.json:

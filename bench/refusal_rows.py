@@ -84,6 +84,7 @@ def record_judgements() -> None:
         bodies: Any = None,
         agreement: Any = None,
         df: Any = None,
+        tokens: Any = None,
     ) -> Any:
         if groups is None:
             groups = vc.question_groups(question)
@@ -103,6 +104,8 @@ def record_judgements() -> None:
                 # The terms the index holds in another form (`grounding.TermCounts.variants`).
                 "df_variants": sorted(rg.variants_of(df)),
                 "ablation": ablation_rankings(question, groups, df) if OPTIONS["ablation"] else None,
+                # The dense and BM25 passage rankings the agreement read (`passage_rankings`).
+                "rankings": passage_rankings(question),
             }
         )
         return judge(
@@ -114,6 +117,7 @@ def record_judgements() -> None:
             bodies=bodies,
             agreement=agreement,
             df=df,
+            tokens=tokens,
         )
 
     rg.judge = recorded
@@ -155,6 +159,31 @@ def ranked(hits: Any) -> list[list[Any]]:
         ]
         for h in hits
     ]
+
+
+#: `passage_rankings`: the rankings already read, by (question, documents).
+RANKINGS: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+
+def passage_rankings(question: str) -> dict[str, Any] | None:
+    """The dense and BM25 passage rankings (k `AGREEMENT_DEPTH`, [document, start, end, score]) of
+    `question` within the evidence's documents, as the last `passage_agreement` call read them:
+    what a reading of the rankings' shape (the first passage's margin over the others) reads."""
+    import evidence.verbatim.grounding as rg
+    from evidence.records import ChunkKind
+
+    if question not in RANKED:
+        return None
+    backend, index, vector, documents = RANKED[question]
+    memo = (question, documents)
+    if memo not in RANKINGS:
+        filters = {"document_id": sorted(set(documents))}
+        k = rg.AGREEMENT_DEPTH
+        RANKINGS[memo] = {
+            "dense": ranked(backend.dense(index, vector, k=k, filters=filters, kind=ChunkKind.PASSAGE)),
+            "lexical": ranked(backend.lexical(index, question, k=k, filters=filters, kind=ChunkKind.PASSAGE)),
+        }
+    return RANKINGS[memo]
 
 
 def ablation_rankings(question: str, groups: Any, df: Any) -> dict[str, Any] | None:
@@ -265,6 +294,9 @@ def main() -> int:
                             "can_answer": resp.can_answer,
                             "confidence": float(resp.confidence),
                             "features": features,
+                            # The hits as returned (document, score, the legs' scores): what a
+                            # reading of the evidence's ranking (a margin, the documents) reads.
+                            "hits": [[h.document_id, float(h.score), h.scores or {}] for h in resp.hits],
                             "judged": SEEN[-1] if SEEN else None,
                         }
                     )

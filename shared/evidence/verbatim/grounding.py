@@ -88,12 +88,14 @@ DENSE_MODEL = RefusalModel(
 LEXICAL_COSINE = 0.35
 LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
-#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`)
-#: and `read_evidence` which absent ones the evidence says in other words (`paraphrased`): only
-#: when the model reads `absent_rare`, the one feature they move, so that a reading the model
-#: ignores costs no request anything (an acronym's first question builds the index's initials
-#: table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
-READ_VARIANTS = "absent_rare" in DENSE_MODEL.coefficients
+#: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
+#: only when the model reads `absent_rare` or `absent_named`, the features they move, so that a
+#: reading the model ignores costs no request anything (an acronym's first question builds the
+#: index's initials table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
+READ_VARIANTS = bool({"absent_rare", "absent_named"} & set(DENSE_MODEL.coefficients))
+#: Whether `read_evidence` reads which absent words the evidence says in other words
+#: (`paraphrased`): only `absent_rare` reads them (`absent_named` reads no paraphrase).
+READ_PARAPHRASES = "absent_rare" in DENSE_MODEL.coefficients
 #: `paraphrased`: an absent question word counts as said in other words when its static word
 #: vector comes this close (cosine) to a word of the evidence (docs/verbatim.md#refusal-paraphrase;
 #: fixed before measuring, the focus lever's `StaticPieces` floor; above 1 reads no paraphrase).
@@ -208,9 +210,11 @@ class Reading:
 
     With passage counts (`index_df`; `index_reading`): `index_grounding`, `index_absent`,
     `rarest_carried`, `typed_rarest` (the typed key with the subject concept the index uses
-    least; without counts, `typed_key`) and `absent_rare` (the English rarity of the rarest
+    least; without counts, `typed_key`), `absent_rare` (the English rarity of the rarest
     concept that neither the evidence nor any passage of the index holds: a specific thing the
-    documents never name; 0 without counts).
+    documents never name; 0 without counts) and `absent_named` (1 when such a concept comes from
+    a question word written as a name or a code, `named_word`: "XPath", "RISC-V"; no paraphrase
+    reading; 0 without counts).
 
     The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
     others are read so that `bench/refusal_fit.py --features` measures them
@@ -230,6 +234,7 @@ class Reading:
     rarest_carried: float = 1.0
     typed_rarest: float = 1.0
     absent_rare: float = 0.0
+    absent_named: float = 0.0
 
     def features(self, cosine: float | None, agreement: float | None = None) -> dict[str, float]:
         return {
@@ -238,6 +243,7 @@ class Reading:
             "rarest_carried": self.rarest_carried,
             "typed_rarest": self.typed_rarest,
             "absent_rare": self.absent_rare,
+            "absent_named": self.absent_named,
             "grounding": self.grounding,
             "best_span": self.best_span,
             "key_span": self.key_span,
@@ -300,13 +306,14 @@ def read_evidence(
         # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
         unsaid = absent_concepts(concepts, absent, weights, df)
         said: frozenset[str] = frozenset()
-        if READ_VARIANTS and unsaid:
+        if READ_PARAPHRASES and unsaid:
             said = (
                 paraphrased(question, unsaid, [*texts, *given])
                 if tokens is None
                 else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
             )
         by_index["absent_rare"] = _rarest(unsaid, weights, said)
+        by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the
@@ -579,6 +586,38 @@ def absent_rarity(
     not absent, nor is a concept whose first term is in `paraphrases` (`paraphrased`: a word of
     the evidence says it in other words)."""
     return _rarest(absent_concepts(concepts, missing, weights, df), weights, paraphrases)
+
+
+#: `named_word` also counts a word the WordPiece vocabulary splits (`word_rarity` 1: "vcpkg",
+#: "levorphanol", but also "placeholders", "login", "statuses") as a name: candidate 6 of
+#: bench/data/session45/ref17.md (on); candidate 7 reads capitals and digits only (off).
+NAMED_SPLIT_WORDS = False
+
+
+def named_word(word: str, first: bool = False) -> bool:
+    """A word written as a name or a code: a capital letter (past the first character when the
+    word opens the question, `first`) or a digit ("XPath", "PKCE", "RISC-V", "ICD-10", "FIDO2");
+    with `NAMED_SPLIT_WORDS`, also a word the WordPiece vocabulary splits. Never an ordinary
+    lower-case English word ("employ", "lowest", "breach"), whatever the documents call it."""
+    return (
+        any(ch.isupper() for ch in word[1 if first else 0 :])
+        or any(ch.isdigit() for ch in word)
+        or (NAMED_SPLIT_WORDS and word_rarity(word) >= 1.0)
+    )
+
+
+def named_concepts(question: str, concepts: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Those of `concepts` that a question word written as a name or code (`named_word`) gives."""
+    from evidence.verbatim.scoring import terms
+
+    if not concepts:
+        return []
+    words = [(m.group(), m.start() == 0) for m in _WORD.finditer(question.lstrip())]
+    return [
+        tuple(c)
+        for c in concepts
+        if any(set(terms(w)) & set(c) and named_word(w, first) for w, first in words)
+    ]
 
 
 def _rarest(absent: Sequence[Sequence[str]], weights: Mapping[str, float], said: Iterable[str]) -> float:

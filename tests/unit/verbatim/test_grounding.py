@@ -40,6 +40,8 @@ from evidence.verbatim.grounding import (
     index_rarity,
     judge,
     key_concepts,
+    named_concepts,
+    named_word,
     passage_agreement,
     read_evidence,
     unique_concepts,
@@ -680,3 +682,58 @@ def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_ho
     assert "find" in common.missing and 0 < common.absent_rare < 0.2
     # Not in the shipped model: reading it changes no verdict.
     assert "absent_rare" not in DENSE_MODEL.coefficients
+
+
+@pytest.mark.parametrize(
+    ("word", "first", "named"),
+    [
+        ("XPath", False, True),  # a capital inside
+        ("PKCE", False, True),
+        ("RISC-V", False, True),
+        ("ICD-10", False, True),
+        ("fido2", False, True),  # a digit
+        ("levorphanol", False, False),  # split by the WordPiece vocabulary: only NAMED_SPLIT_WORDS
+        ("employ", False, False),  # ordinary English words, whatever the documents call them
+        ("lowest", False, False),
+        ("breach", False, False),
+        ("Can", True, False),  # the question's first word: its capital is the sentence's
+        ("Employ", True, False),
+        ("XPath", True, True),
+    ],
+)
+def test_a_word_written_as_a_name_or_a_code(word: str, first: bool, named: bool) -> None:
+    assert named_word(word, first) is named
+
+
+def test_a_split_word_is_a_name_only_with_named_split_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Candidate 6 of bench/data/session45/ref17.md read split words as names; it refused
+    # "placeholders", "login", "statuses": ordinary words the vocabulary splits.
+    import evidence.verbatim.grounding as rg
+
+    assert not named_word("placeholders")
+    monkeypatch.setattr(rg, "NAMED_SPLIT_WORDS", True)
+    assert named_word("placeholders") and named_word("levorphanol")
+
+
+def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name() -> None:
+    # `absent_named` (session 45, bench/data/session45/ref17.md): absent as `absent_rare` reads it
+    # (no evidence text, no passage of the index, no variant) and written as a name or a code.
+    groups = question_groups(XPATH_Q)
+    used = {t: DF_CAP for g in groups for t in g}
+    assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 0}).absent_named == 1.0
+    # The index uses it somewhere, or the evidence holds it: not absent.
+    assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 3}).absent_named == 0.0
+    held = read_evidence(XPATH_Q, [PARSER + " XPath is not supported."], groups, df=used | {"xpath": 0})
+    assert held.absent_named == 0.0
+    # Without passage counts it is not read.
+    assert read_evidence(XPATH_Q, [PARSER], groups).absent_named == 0.0
+    # An ordinary English word no passage writes (a paraphrase, most often) is not a name.
+    plain = "Can the parser employ a handler for each element?"
+    pg = question_groups(plain)
+    absent = {t: DF_CAP for g in pg for t in g} | dict.fromkeys(terms("employ"), 0)
+    r = read_evidence(plain, [PARSER], pg, df=absent)
+    assert r.absent_rare > 0 and r.absent_named == 0.0
+    assert named_concepts(plain, [tuple(terms("employ"))]) == []
+    assert named_concepts(XPATH_Q, [("xpath",)]) == [("xpath",)]
+    # Measured, not in the shipped model (bench/data/session45/ref17.md): reading it changes no verdict.
+    assert "absent_named" not in DENSE_MODEL.coefficients

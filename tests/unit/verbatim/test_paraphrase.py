@@ -25,8 +25,10 @@ PARSER = "The parser reads a document and calls your handler for each element."
 
 @pytest.fixture(autouse=True)
 def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Paraphrases are read only when the model reads `absent_rare` (`READ_VARIANTS`)."""
+    """Paraphrases are read only when the model reads `absent_rare` (`READ_PARAPHRASES`; the
+    variants with it, `READ_VARIANTS`)."""
     monkeypatch.setattr(grounding, "READ_VARIANTS", True)
+    monkeypatch.setattr(grounding, "READ_PARAPHRASES", True)
 
 
 @pytest.fixture
@@ -107,11 +109,11 @@ def test_absent_rare_reads_a_paraphrase_as_present_and_an_unnamed_thing_as_absen
     assert weights["physician"] > grounding._BASE_WEIGHT
     assert read_evidence(Q, [SAYS_DOCTOR], groups, df=df).absent_rare == 0.0
     # The same absence read without paraphrases (the model does not read absent_rare): counted.
-    monkeypatch.setattr(grounding, "READ_VARIANTS", False)
+    monkeypatch.setattr(grounding, "READ_PARAPHRASES", False)
     assert read_evidence(Q, [SAYS_DOCTOR], groups, df=df).absent_rare == pytest.approx(
         weights["physician"] - grounding._BASE_WEIGHT
     )
-    monkeypatch.setattr(grounding, "READ_VARIANTS", True)
+    monkeypatch.setattr(grounding, "READ_PARAPHRASES", True)
     # A thing the documents never name keeps its absence.
     xg = question_groups(XPATH_Q)
     xdf = TermCounts({t: DF_CAP for g in xg for t in g} | {"xpath": 0})

@@ -54,8 +54,10 @@ def fake_tokens(same: Sequence[tuple[str, str]] = (("physician", "doctor"),)) ->
 
 @pytest.fixture(autouse=True)
 def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Paraphrases are read only when the model reads `absent_rare` (`READ_VARIANTS`)."""
+    """Paraphrases are read only when the model reads `absent_rare` (`READ_PARAPHRASES`; the
+    variants with it, `READ_VARIANTS`)."""
     monkeypatch.setattr(grounding, "READ_VARIANTS", True)
+    monkeypatch.setattr(grounding, "READ_PARAPHRASES", True)
 
 
 def test_a_word_is_the_mean_of_its_pieces_found_by_offsets() -> None:
@@ -131,7 +133,7 @@ def test_absent_rare_reads_paraphrases_in_context_only_with_the_embedder(
         xdf = TermCounts({t: DF_CAP for g in xg for t in g} | {"xpath": 0})
         assert read_evidence(XPATH_Q, [PARSER], xg, df=xdf, tokens=fake_tokens()).absent_rare > 0.9
         # The model does not read absent_rare: the embedder is never called.
-        monkeypatch.setattr(grounding, "READ_VARIANTS", False)
+        monkeypatch.setattr(grounding, "READ_PARAPHRASES", False)
         tokens = fake_tokens()
         read_evidence(Q, [SAYS_DOCTOR], groups, df=df, tokens=tokens)
         assert tokens.calls == []  # type: ignore[attr-defined]
