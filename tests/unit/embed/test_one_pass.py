@@ -241,7 +241,7 @@ def test_dense_model_without_tokens_does_not_prime(tmp_path: Path) -> None:
     embed = IndexEmbed(lambda: _cached(one, tmp_path))
     lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
     dense_only = SpanModel(
-        lexical=LinearModel({"bm25": 1.0}), dense=LinearModel({f: 1.0 for f in DENSE_FEATURES}), top_n=4
+        lexical=LinearModel({"bm25": 1.0}), dense=LinearModel(dict.fromkeys(DENSE_FEATURES, 1.0)), top_n=4
     )
     rank_spans(
         SPANS,
