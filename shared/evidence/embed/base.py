@@ -27,7 +27,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class PieceEmbedder(Protocol):
+class PieceEmbedder(Embedder, Protocol):
     """An Embedder that also gives texts' contextual word-piece vectors (a local MiniLM), and both
     from one forward pass. The verbatim span scorer reads a span's pooled vector and its pieces;
     on a store that has cached neither, one pass gives the two (`CachedEmbedder.embed_with_pieces`).

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evidence.embed.base import Embedder, Matrix, document_key
+from evidence.embed.base import Embedder, Matrix, PieceEmbedder, document_key
 from evidence.embed.pieces import PieceCache, ScopedPieces
 from evidence.ids import content_hash
 from evidence.retry import check_deadline
@@ -224,8 +224,8 @@ class CachedEmbedder:
         embedded later), and so is every text when the inner embedder cannot give both (a remote
         model, documents embedded in another process): `embed_documents` and `embed_tokens`
         then embed them apart, as before."""
-        both = getattr(self.inner, "embed_documents_and_tokens", None)
-        if not texts or not callable(both):
+        inner = self.inner
+        if not texts or not isinstance(inner, PieceEmbedder):
             return {}
         first_text = {content_hash(t): t for t in texts}
         found = self.cache.get_many(self._key, list(first_text), scope=self.scope)
@@ -234,7 +234,7 @@ class CachedEmbedder:
         for start in range(0, len(todo), EMBED_SLICE):
             check_deadline("embedding the spans")
             part = todo[start : start + EMBED_SLICE]
-            fresh, pieces = both([first_text[k] for k in part])
+            fresh, pieces = inner.embed_documents_and_tokens([first_text[k] for k in part])
             self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
             out.update((first_text[k], m) for k, m in zip(part, pieces, strict=True))
         self.misses += len(todo)
