@@ -26,6 +26,27 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class PieceEmbedder(Embedder, Protocol):
+    """An Embedder that also gives texts' contextual word-piece vectors (a local MiniLM), and both
+    from one forward pass. The verbatim span scorer reads a span's pooled vector and its pieces;
+    on a store that has cached neither, one pass gives the two (`CachedEmbedder.embed_with_pieces`).
+    An embedder without `embed_documents_and_tokens` (a remote model, one whose documents are
+    embedded in another process) is asked twice, as before."""
+
+    #: What its word pieces depend on besides the text: the key of their cache (`embed.pieces`).
+    piece_key: str
+
+    def embed_tokens(self, texts: Sequence[str]) -> list[Matrix]:
+        """Each text's word-piece vectors, (pieces, dimension), rows L2-normalised."""
+        ...
+
+    def embed_documents_and_tokens(self, texts: Sequence[str]) -> tuple[Matrix, list[Matrix]]:
+        """`embed_documents(texts)` and `embed_tokens(texts)` from one forward pass per model
+        input: the same bits as the two calls."""
+        ...
+
+
 def document_key(embedder: Embedder) -> str:
     """What a document vector depends on besides its text: the model id, and the rule of an
     embedder that reads a long text in windows (`MiniLMEmbedder.document_rule`; empty for

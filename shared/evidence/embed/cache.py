@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evidence.embed.base import Embedder, Matrix, document_key
+from evidence.embed.base import Embedder, Matrix, PieceEmbedder, document_key
 from evidence.embed.pieces import PieceCache, ScopedPieces
 from evidence.ids import content_hash
 from evidence.retry import check_deadline
@@ -213,6 +213,32 @@ class CachedEmbedder:
 
     def embed_query(self, text: str) -> Matrix:
         return self.inner.embed_query(text)
+
+    def embed_with_pieces(self, texts: Sequence[str]) -> dict[str, Matrix]:
+        """For texts whose word pieces are wanted and not cached (the span scorer's,
+        `verbatim.span_rank.TokenCache.prime`): those whose document vector this cache does not
+        hold either are run through the model once (`PieceEmbedder.embed_documents_and_tokens`),
+        their vectors cached as `embed_documents` caches them (same key, scope and bytes, slice
+        by slice between looks at the deadline); their pieces are returned by text, for the
+        word-piece caches. A text whose vector is cached is left out (its pieces alone are
+        embedded later), and so is every text when the inner embedder cannot give both (a remote
+        model, documents embedded in another process): `embed_documents` and `embed_tokens`
+        then embed them apart, as before."""
+        inner = self.inner
+        if not texts or not isinstance(inner, PieceEmbedder):
+            return {}
+        first_text = {content_hash(t): t for t in texts}
+        found = self.cache.get_many(self._key, list(first_text), scope=self.scope)
+        todo = [k for k in first_text if k not in found]
+        out: dict[str, Matrix] = {}
+        for start in range(0, len(todo), EMBED_SLICE):
+            check_deadline("embedding the spans")
+            part = todo[start : start + EMBED_SLICE]
+            fresh, pieces = inner.embed_documents_and_tokens([first_text[k] for k in part])
+            self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
+            out.update((first_text[k], m) for k, m in zip(part, pieces, strict=True))
+        self.misses += len(todo)
+        return out
 
     def cached_documents(self, texts: Sequence[str]) -> list[Matrix | None]:
         """Each text's document vector as the cache holds it (in this scope, this model), None

@@ -215,6 +215,31 @@ class MiniLMEmbedder:
         # SciFact's dense nDCG@10 0.6572 -> 0.6010 (bench/long_records.py).
         return mean_of_windows(vectors, owners, len(texts), weights=[len(x) - 2 for x in inputs])
 
+    def embed_documents_and_tokens(self, texts: Sequence[str]) -> tuple[Matrix, list[Matrix]]:
+        """`embed_documents(texts)` and `embed_tokens(texts)` from one forward pass over each model
+        input (`embed.base.PieceEmbedder`): a text's pooled vector and its first window's pieces
+        are read off the same last hidden state. The inputs are those of `embed_documents`, padded
+        and batched as it and `embed_tokens` pad theirs (`_hidden`, steps of `FINE_STEP` up to
+        `FINE_WIDTH` pieces): a row's outputs are the same bits whatever else is in its batch
+        (the attention mask; tests/unit/embed/test_one_pass.py), so both are the bits the two
+        calls give. A text's first window is `embed_tokens`' input (`split_windows` starts at 0)."""
+        if not texts:
+            return np.empty((0, DIMENSION), dtype=np.float32), []
+        inputs, owners = self.windows(texts)
+        # model input -> the text whose first window it is (a text's windows are consecutive)
+        first = {j: owner for j, owner in enumerate(owners) if j == 0 or owners[j - 1] != owner}
+        vectors = np.empty((len(inputs), DIMENSION), dtype=np.float32)
+        pieces: list[Matrix] = [np.empty((0, DIMENSION), dtype=np.float32) for _ in texts]
+        for batch, mask, hidden in self._hidden(inputs, 32, FINE_WIDTH):
+            vectors[batch] = _pooled(mask, hidden)
+            for row, j in enumerate(batch):
+                if j in first:
+                    pieces[first[j]] = _pieces(hidden[row], len(inputs[j]))
+        if len(inputs) == len(texts):
+            return vectors, pieces
+        weights = [len(x) - 2 for x in inputs]
+        return mean_of_windows(vectors, owners, len(texts), weights=weights), pieces
+
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
         # growth to guard against, and padding to a multiple of 32 cost ~40% of a query's

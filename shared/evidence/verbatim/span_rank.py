@@ -311,6 +311,16 @@ def rank_spans(
         return ranked
     head = [i for _, i in ranked[: model.top_n]]
     cols = {k: v[np.asarray(head, dtype=np.int64)] for k, v in lexical.items()}
+    texts = [embed_texts[i] if embed_texts is not None else spans[i].text for i in head]
+    tokens_wanted = model.tokens is not None and embed_tokens is not None and bool(question)
+    if tokens_wanted:
+        try:
+            # A span neither cached runs through the model once for both (a cold store).
+            embed_once(embed, embed_tokens, texts, question)
+        except DeadlineExceededError:
+            raise
+        except EvidenceError:
+            pass  # each is embedded apart below, as without it
     try:
         cosines = cosine_columns(
             [spans[i] for i in head],
@@ -331,8 +341,7 @@ def rank_spans(
         structure = structure_columns(spans)
         cols.update({k: v[np.asarray(head, dtype=np.int64)] for k, v in structure.items()})
     scorer = model.dense
-    if model.tokens is not None and embed_tokens is not None and question:
-        texts = [embed_texts[i] if embed_texts is not None else spans[i].text for i in head]
+    if tokens_wanted and model.tokens is not None and embed_tokens is not None:
         try:
             cols.update(token_columns(question, texts, [spans[i] for i in head], embed_tokens))
             scorer = model.tokens
@@ -454,6 +463,12 @@ class PieceStore(Protocol):
     def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None: ...
 
 
+#: Runs texts whose word pieces are wanted through the model once for their document vectors and
+#: pieces, caching the vectors; gives the pieces by text, of those it embedded
+#: (`CachedEmbedder.embed_with_pieces`).
+EmbedBoth = Callable[[Sequence[str]], Mapping[str, Any]]
+
+
 class TokenCache:
     """Word-piece matrices of texts, in process, by content hash; the least recently used are
     dropped past `max_bytes`. Behind it (`through`), the store's word-piece cache, read by every
@@ -482,7 +497,35 @@ class TokenCache:
     ) -> list[np.ndarray]:
         """Each text's matrix: held, else read from `store`, else embedded (and written to
         `store`, but for the `unsaved` texts: a question is not kept on disk)."""
-        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+        keys = [_piece_key(t) for t in texts]
+        out, first = self._found(keys, store)
+        todo = list(first.values())
+        if todo:
+            fresh = self.embed_tokens([texts[i] for i in todo])
+            out.update(self._keep([texts[i] for i in todo], fresh, store, unsaved))
+        return [out[k] for k in keys]
+
+    def prime(self, texts: Sequence[str], embed_both: EmbedBoth, store: PieceStore | None = None) -> None:
+        """Before `lookup` asks for `texts`: those neither held nor in `store` go to `embed_both`
+        (`CachedEmbedder.embed_with_pieces`: the texts whose document vectors are not cached
+        either, run through the model once, their vectors cached there), and the pieces it gives
+        are held and written to `store` as `lookup` keeps what it embeds. The rest is left to
+        `lookup`. What `store` holds is held here now, so `lookup` does not read it again."""
+        keys = [_piece_key(t) for t in texts]
+        _, first = self._found(keys, store)
+        if not first:
+            return
+        todo = [texts[i] for i in first.values()]
+        made = embed_both(todo)
+        kept = [t for t in todo if t in made]
+        if kept:
+            self._keep(kept, [made[t] for t in kept], store, frozenset())
+
+    def _found(
+        self, keys: Sequence[bytes], store: PieceStore | None
+    ) -> tuple[dict[bytes, np.ndarray], dict[bytes, int]]:
+        """The matrices of `keys` held or in `store` (those read from it held now), and the first
+        position of each key found in neither (a text asked twice is embedded once)."""
         out: dict[bytes, np.ndarray] = {}
         with self._lock:
             for k in keys:
@@ -492,7 +535,7 @@ class TokenCache:
         first: dict[bytes, int] = {}
         for i, k in enumerate(keys):
             if k not in out:
-                first.setdefault(k, i)  # a text asked twice is embedded once
+                first.setdefault(k, i)
         if first and store is not None:
             found = store.get_many(list(first))
             if found:
@@ -502,21 +545,31 @@ class TokenCache:
                             out[k] = m
                             self._hold(k, m)
                 first = {k: i for k, i in first.items() if k not in found}
-        todo = list(first.values())
-        if todo:
-            fresh = self.embed_tokens([texts[i] for i in todo])
-            made: list[tuple[bytes, np.ndarray]] = []
-            with self._lock:
-                for i, m in zip(todo, fresh, strict=True):
-                    # float16 halves the memory; a cosine needs no more (rows are unit vectors).
-                    held = np.asarray(m, dtype=np.float16)
-                    out[keys[i]] = held
-                    self._hold(keys[i], held)
-                    if texts[i] not in unsaved:
-                        made.append((keys[i], held))
-            if store is not None and made:
-                store.put_many(made)
-        return [out[k] for k in keys]
+        return out, first
+
+    def _keep(
+        self,
+        texts: Sequence[str],
+        fresh: Sequence[Any],
+        store: PieceStore | None,
+        unsaved: AbstractSet[str],
+    ) -> dict[bytes, np.ndarray]:
+        """Hold the embedded matrices of `texts` (distinct) and write them to `store`, but the
+        `unsaved` texts'; each as held, by key."""
+        out: dict[bytes, np.ndarray] = {}
+        made: list[tuple[bytes, np.ndarray]] = []
+        with self._lock:
+            for t, m in zip(texts, fresh, strict=True):
+                key = _piece_key(t)
+                # float16 halves the memory; a cosine needs no more (rows are unit vectors).
+                held = np.asarray(m, dtype=np.float16)
+                out[key] = held
+                self._hold(key, held)
+                if t not in unsaved:
+                    made.append((key, held))
+        if store is not None and made:
+            store.put_many(made)
+        return out
 
     def _hold(self, key: bytes, m: np.ndarray) -> None:
         if key not in self._held:
@@ -525,6 +578,11 @@ class TokenCache:
         while self._bytes > self.max_bytes and self._held:
             _, dropped = self._held.popitem(last=False)
             self._bytes -= dropped.nbytes
+
+
+def _piece_key(text: str) -> bytes:
+    """A text's key in the word-piece caches (`embed.pieces`: BLAKE2b-128 of its UTF-8)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 @dataclass(frozen=True)
@@ -536,6 +594,10 @@ class StoredTokens:
 
     def __call__(self, texts: Sequence[str]) -> list[np.ndarray]:
         return self.cache.lookup(texts, self.store)
+
+    def prime(self, texts: Sequence[str], embed_both: EmbedBoth) -> None:
+        """`TokenCache.prime` with the store behind it."""
+        self.cache.prime(texts, embed_both, self.store)
 
     def asking(self, question: str) -> EmbedTokens:
         """The same, for a call that embeds `question` with its spans: the question's pieces are
@@ -579,6 +641,28 @@ class IndexEmbed:
 
     def tokens(self) -> EmbedTokens | None:
         return token_source(self.build())
+
+    def with_pieces(self, texts: Sequence[str]) -> Mapping[str, Any]:
+        """`CachedEmbedder.embed_with_pieces` of the index's embedder (the texts whose vector and
+        pieces are both uncached, run through the model once), or nothing when it has no such
+        method (no store cache: OpenSearch)."""
+        both = getattr(self.build(), "embed_with_pieces", None)
+        return both(texts) if callable(both) else {}
+
+
+def embed_once(embed: Any, embed_tokens: Any, texts: Sequence[str], question: str) -> None:
+    """Before a re-rank reads `texts`' document vectors (`cosine_columns`) and word pieces
+    (`token_columns`): the texts for which neither is cached are run through the model once, both
+    kept in their caches, so the two reads find them (a cold store's span ran through MiniLM
+    twice). Nothing when `embed` cannot give both or `embed_tokens` keeps no pieces (each is then
+    embedded apart, as before). The question's pieces are not among them (never stored)."""
+    both = getattr(embed, "with_pieces", None)
+    prime = getattr(embed_tokens, "prime", None)
+    if not callable(both) or not callable(prime):
+        return
+    wanted = [t for t in dict.fromkeys(texts) if t != question]
+    if wanted:
+        prime(wanted, both)
 
 
 #: Reads texts' document vectors from the store's embedding cache, never embedding: a row, or

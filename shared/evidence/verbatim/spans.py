@@ -300,7 +300,15 @@ def best_sub_span(
     earliest. None when no run keeps them all (a part that loses one loses what made the span
     evidence) or the span covers no concept (nothing to choose its part by). A run lies inside the
     span, so it covers no concept the span does not: the question-term weight it keeps is the
-    whole span's."""
+    whole span's.
+
+    One run is analysed per start, not every run: from a start, a later end gives a run at least
+    as long (trimmed), and one that covers at least the same concepts (a cut falls after
+    punctuation followed by white space, or after a line end, where no analyser token runs on:
+    a run's terms are its pieces' terms), so the run to the last end within `max_chars` is the
+    start's longest and, if it misses a concept, every shorter one does too. That last end only
+    moves on as the start does (two pointers): the starts' pass is linear in the pieces, with
+    the same answer the pairs' pass gave (tests/unit/verbatim/test_trim.py compares them)."""
     if max_chars <= 0 or len(text) <= max_chars:
         return None
     whole = _covered(text, concepts)
@@ -308,15 +316,23 @@ def best_sub_span(
         return None
     cuts = _pieces(text)
     best: tuple[int, int] | None = None
+    j = 0  # the first cut past the current start's reach (its run longer than `max_chars`)
     for i, a in enumerate(cuts):
-        for b in cuts[i + 1 :]:
-            s, e = trim_offsets(text, a, b)
-            if e - s > max_chars:
-                break
-            longer = best is None or e - s > best[1] - best[0]
-            if e > s and longer and _covered(text[s:e], concepts) == whole:
-                best = (s, e)
+        j = max(j, i + 1)
+        while j < len(cuts) and _trimmed_length(text, a, cuts[j]) <= max_chars:
+            j += 1
+        if j - 1 <= i:
+            continue  # its first piece alone is too long
+        s, e = trim_offsets(text, a, cuts[j - 1])
+        longer = best is None or e - s > best[1] - best[0]
+        if e > s and longer and _covered(text[s:e], concepts) == whole:
+            best = (s, e)
     return best
+
+
+def _trimmed_length(text: str, start: int, end: int) -> int:
+    s, e = trim_offsets(text, start, end)
+    return e - s
 
 
 def _covered(text: str, concepts: Sequence[tuple[float, frozenset[str]]]) -> frozenset[int]:

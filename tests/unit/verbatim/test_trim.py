@@ -4,7 +4,11 @@ is still the document's own characters at its own offsets."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+
 from evidence.evaluation.qa import answer_found
+from evidence.ingest.spans import trim_offsets
 from evidence.plan.verbatim import plan_question
 from evidence.records import Chunk, ChunkKind
 from evidence.service import EvidenceService
@@ -17,7 +21,7 @@ from evidence.verbatim.cascade import (
 )
 from evidence.verbatim.check import verify_spans
 from evidence.verbatim.scoring import SpanStats, terms
-from evidence.verbatim.spans import best_sub_span
+from evidence.verbatim.spans import _covered, _pieces, best_sub_span
 
 INDEX = "label"
 KNOWN = ["lipravex", "ferlostatin calcium", "ferlostatin", "zorvex", "talmopril maleate", "talmopril"]
@@ -60,6 +64,65 @@ def test_a_span_stays_whole_when_short_or_with_nothing_to_choose_its_part_by() -
     # no place to cut (a table row, an identifier list)
     row = "| " + " | ".join(f"col{i} pause" for i in range(30)) + " |"
     assert best_sub_span(row, concepts("pause", [row]), 50) is None
+
+
+def pairs_best_sub_span(
+    text: str, concepts: Sequence[tuple[float, frozenset[str]]], max_chars: int
+) -> tuple[int, int] | None:
+    """`best_sub_span` as it was written first: every (start, end) run of pieces analysed
+    (quadratic in a span's clauses). The reference the linear pass must equal."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return None
+    whole = _covered(text, concepts)
+    if not whole:
+        return None
+    cuts = _pieces(text)
+    best: tuple[int, int] | None = None
+    for i, a in enumerate(cuts):
+        for b in cuts[i + 1 :]:
+            s, e = trim_offsets(text, a, b)
+            if e - s > max_chars:
+                break
+            longer = best is None or e - s > best[1] - best[0]
+            if e > s and longer and _covered(text[s:e], concepts) == whole:
+                best = (s, e)
+    return best
+
+
+_WORDS = (
+    "pause multiplier collector heap step cycle dose renal tablet daily the of and 3.5 don't it's".split()
+)
+_JOINS = [", ", "; ", ": ", ". ", "! ", "? ", "\n", " ", "  ", ",\n", ". \n", " , ", ".", ",", "\t"]
+
+
+def _clauses(rng: random.Random, n: int) -> str:
+    return "".join(
+        " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 9))) + rng.choice(_JOINS) for _ in range(n)
+    )
+
+
+def test_the_linear_pass_gives_the_pairs_pass_answer_on_a_long_many_clause_span() -> None:
+    rng = random.Random(45)
+    long = _clauses(rng, 400)  # ~12,000 characters, ~400 places to cut
+    assert len(_pieces(long)) > 300
+    for question in ("pause multiplier", "renal dose", "heap cycle tablet", "don't step", "3.5 daily"):
+        c = concepts(question, [long, "Another span about memory."])
+        for bound in (40, 120, 300, 600, 2000):
+            assert best_sub_span(long, c, bound) == pairs_best_sub_span(long, c, bound), (question, bound)
+
+
+def test_the_linear_pass_gives_the_pairs_pass_answer_on_random_spans() -> None:
+    rng = random.Random(7)
+    found = 0
+    for _ in range(600):
+        text = (" " * rng.randint(0, 2)) + _clauses(rng, rng.randint(1, 25)) + (" " * rng.randint(0, 2))
+        question = " ".join(rng.sample(_WORDS, rng.randint(1, 4)))
+        c = concepts(question, [text, "pause step dose"])
+        bound = rng.randint(0, len(text) + 5)
+        got = best_sub_span(text, c, bound)
+        assert got == pairs_best_sub_span(text, c, bound), (text, question, bound)
+        found += got is not None
+    assert found > 100  # most draws have a part to choose
 
 
 def _span(text: str, start: int, seq: int) -> Chunk:
