@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.ingest.parsers.layout import dot_leader
+from evidence.ingest.parsers.layout import CAPTION, dot_leader
 from evidence.records import ParsedDocument, Section, SpanType
 
 DEFAULT_MAX_SPAN_CHARS = 1000
@@ -45,11 +45,7 @@ _BULLET = re.compile(
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
     r")[ \t]++\S"
 )
-_CAPTION = re.compile(
-    r"^[ \t]*+(?:\*\*|__)?(?:Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Exhibit|Plate|Scheme)"
-    r"[ \t]++[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*[ \t]*+(?:(?:\*\*|__)[ \t]*+)?[:.\u2014\u2013-]",
-    re.IGNORECASE,
-)
+_CAPTION = CAPTION  # `layout.CAPTION`: the PDF parser keeps these lines from headings
 _RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")
 _FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
 # Possessive quantifiers (`*+`, `++`) never give back what they matched: every piece here is

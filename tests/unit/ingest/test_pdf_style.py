@@ -9,7 +9,7 @@ import pytest
 from evidence.ingest import extract_spans, parse_bytes
 from evidence.ingest.parsers.pdf import is_pdf_heading
 from evidence.ingest.parsers.pdf_style import dehyphenate, vocabulary
-from evidence.records import ParsedDocument
+from evidence.records import ParsedDocument, SpanType
 from tests.unit.ingest.ingestkit import StyledLine, make_pdf
 
 _BODY = [
@@ -190,3 +190,58 @@ def test_a_url_line_is_not_code_so_the_heading_after_it_stands() -> None:
     lines = [*_BODY, "Resources are listed at https://example.org.", "Recommendation 9", *_BODY]
     doc = parse_bytes(make_pdf([lines]), filename="r.pdf")
     assert [name for _, name in _sections(doc)] == ["Recommendation 9"]
+
+
+def test_a_bold_or_large_caption_is_a_caption_span_not_a_heading() -> None:
+    """A figure or table caption set in the headings' type (`layout.CAPTION`) opens no section:
+    the text under it stays in the section before, and the caption is one `caption` span."""
+    page: list[str | StyledLine] = [
+        ("Clinical Pharmacology", 14, True),
+        *_BODY,
+        ("Figure 3. Mean Plasma Concentrations of Remdesivir", 14, True),
+        *_BODY,
+        ("Table 2: Adverse Reactions in Adults", 12, True),
+        *_BODY,
+        ("Dosage and Administration", 14, True),
+        *_BODY,
+    ]
+    doc = parse_bytes(make_pdf([page]), filename="label.pdf")
+    assert [name for _, name in _sections(doc)] == ["Clinical Pharmacology", "Dosage and Administration"]
+    captions = [s for s in extract_spans(doc) if s.span_type == SpanType.CAPTION]
+    assert [(s.text, s.section) for s in captions] == [
+        ("Figure 3. Mean Plasma Concentrations of Remdesivir", "Clinical Pharmacology"),
+        ("Table 2: Adverse Reactions in Adults", "Clinical Pharmacology"),
+    ]
+    _spans_are_verbatim(doc)
+
+
+def test_a_wrapped_bold_caption_gives_no_heading_and_ends_the_heading_before_it() -> None:
+    page: list[str | StyledLine] = [
+        ("Results", 12, True),
+        ("Figure 1: Time to First Event", 12, True),
+        ("Intent-to-Treat Population", 12, True),
+        *_BODY,
+    ]
+    doc = parse_bytes(make_pdf([page]), filename="paper.pdf")
+    # Not "Results Figure 1: Time to First Event" (a wrapped heading), nor the caption's second line.
+    assert [name for _, name in _sections(doc)] == ["Results"]
+
+
+@pytest.mark.parametrize(
+    "line", ["TABLE 2. ADVERSE REACTIONS", "Figure 4 - Kaplan Meier Curve", "FIG. 2A: DOSE RESPONSE"]
+)
+def test_a_caption_is_no_heading_by_form(line: str) -> None:
+    assert is_pdf_heading(line) is False
+
+
+def test_a_list_of_tables_does_not_make_its_captions_headings() -> None:
+    """A contents page's entries name headings (`contents_names`), but a list of tables' entry names
+    a caption: the caption line in the body stays a caption span."""
+    pages: list[list[str | StyledLine]] = [
+        ["Methods ........ 2", "Table 1: Baseline Characteristics ........ 2"],
+        ["Methods", *_BODY, "Table 1: Baseline Characteristics", *_BODY],
+    ]
+    doc = parse_bytes(make_pdf(pages), filename="report.pdf")
+    assert [name for _, name in _sections(doc)] == ["Methods"]
+    captions = [s.text for s in extract_spans(doc) if s.span_type == SpanType.CAPTION]
+    assert "Table 1: Baseline Characteristics" in captions

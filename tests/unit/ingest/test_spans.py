@@ -125,6 +125,27 @@ def test_line_types_and_sequences() -> None:
         assert text[s.char_start : s.char_end] == s.text
 
 
+def test_a_caption_whose_title_is_set_apart_by_spaces_is_a_caption() -> None:
+    """PDF labels put the title after the number with spaces, no separator (session 45, H3)."""
+    text = (
+        "Table 11 Pharmacokinetic Properties of the Drug\n"
+        "| Tmax (h) | 0.67 |\n"
+        "\n"
+        "Table 1    Recommended Dilution Instructions\n"
+        "\n"
+        "Table 2 summarizes the reactions. Figure 3 shows the curves. See Table 9, and Table 10.\n"
+    )
+    spans = extract_spans(ParsedDocument(text=text))
+    assert [(s.span_type, s.text) for s in spans] == [
+        (SpanType.CAPTION, "Table 11 Pharmacokinetic Properties of the Drug"),
+        (SpanType.TABLE_ROW, "| Tmax (h) | 0.67 |"),
+        (SpanType.CAPTION, "Table 1    Recommended Dilution Instructions"),
+        (SpanType.SENTENCE, "Table 2 summarizes the reactions."),
+        (SpanType.SENTENCE, "Figure 3 shows the curves."),
+        (SpanType.SENTENCE, "See Table 9, and Table 10."),
+    ]
+
+
 def test_pipe_table_without_outer_pipes() -> None:
     text = "Drug | Dose\n--- | ---\nA | 5 mg\nB | 10 mg\n\nAfter."
     spans = extract_spans(ParsedDocument(text=text))

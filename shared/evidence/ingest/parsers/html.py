@@ -118,9 +118,12 @@ class _HtmlText(HTMLParser):
         self.space_pending = False
         self.br_pending = False  # the owed line break is a <br>'s
         # Offsets of the "\n" of <br> line breaks (`_listing_breaks` keeps those that end a line of
-        # a listing or an address, not a wrapped sentence). A <pre> block's lines are not marked:
-        # one span per line of code cost 3 answers of 839 (bench/data/session41/ingest13.md).
+        # a listing or an address, not a wrapped sentence). A <pre> block's lines are not marked
+        # (one span per line of code cost 3 answers of 839, bench/data/session41/ingest13.md); only
+        # its long runs are cut into pieces (`listing_cuts`), kept in `pre_ends`.
         self.br_ends: list[int] = []
+        self.pre_ends: list[int] = []
+        self.pre_start = (0, 0)  # (index in `out`, offset) where the outermost open <pre> began
         # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
         # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
         self.skip_tag = ""
@@ -259,6 +262,8 @@ class _HtmlText(HTMLParser):
             self.row = []
         elif tag == "pre":
             self._break(2)
+            if not self.pre_depth:
+                self.pre_start = (len(self.out), self.length)
             self.pre_depth += 1
         else:
             self._block_break(tag)
@@ -345,6 +350,10 @@ class _HtmlText(HTMLParser):
                 self.lists.pop()
             self._break(2 if not self.lists else 1)
         elif tag == "pre":
+            if self.pre_depth == 1:
+                index, offset = self.pre_start
+                block = "".join(self.out[index:])
+                self.pre_ends.extend(offset + k for k in listing_cuts(block))
             self.pre_depth = max(self.pre_depth - 1, 0)
             self._break(2)
         else:
@@ -476,7 +485,7 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = _listing_breaks(text, parser.br_ends)
+    ends = sorted(set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends))
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,
@@ -506,4 +515,77 @@ def _listing_breaks(text: str, breaks: list[int]) -> list[int]:
         if not nxt or nxt.islower() or _WRAPPED_END.search(text, line_start, k):
             continue
         out.append(k)
+    return out
+
+
+#: A `<pre>` listing's run of lines (between blank lines) longer than this is cut into pieces of
+#: at most this many characters where it can be: the verbatim profile's evidence budget is 600
+#: characters, and one span of a whole listing fills it (session 45, bench/data/session45/parse17.md).
+LISTING_PIECE_CHARS = 600
+_COMMENT_LINE = re.compile(r"^(?:/\*|\*|//|--|#(?=\s|$)|;)")
+_STATEMENT_END = re.compile(r"(?:[;{}]|\*/)$")
+
+
+def listing_cuts(block: str, limit: int = LISTING_PIECE_CHARS) -> list[int]:
+    """Offsets (into `block`, a `<pre>` block's text) of the line breaks that end a piece of a long
+    run of lines. A run of at most `limit` characters is left whole. A longer one is cut at line
+    breaks into pieces of at most `limit` characters where it can be; each piece ends at the last
+    allowed break within `limit` of its start (one before a line at the run's smallest indentation
+    when there is one in the second half of the window, else any): before a line at the run's
+    smallest indentation, unless the lines before it are a whole-line comment that starts at that
+    indentation (a signature or macro stays with the comment above it); or after a line of code
+    that ends a statement (`;`, `{`, `}`, `*/`; a macro's trailing `\\` set aside). With no
+    allowed break within `limit`, the piece runs to the first allowed break after it: a listing is
+    never cut at an arbitrary line."""
+    lines = block.split("\n")
+    cuts: list[int] = []
+    pos = 0
+    run: list[tuple[int, str]] = []  # (start offset, line) of the current run of non-blank lines
+    for line in [*lines, ""]:
+        if line.strip():
+            run.append((pos, line))
+        else:
+            if run and run[-1][0] + len(run[-1][1]) - run[0][0] > limit:
+                cuts.extend(_run_cuts(run, limit))
+            run = []
+        pos += len(line) + 1
+    return cuts
+
+
+def _run_cuts(run: list[tuple[int, str]], limit: int) -> list[int]:
+    indents = [len(line) - len(line.lstrip()) for _, line in run]
+    base = min(indents)
+    comment = [bool(_COMMENT_LINE.match(line.strip())) for _, line in run]
+    # Indentation of the first line of the comment block each comment line belongs to.
+    block_indent: list[int | None] = []
+    for k in range(len(run)):
+        if not comment[k]:
+            block_indent.append(None)
+        else:
+            prev = block_indent[k - 1] if k else None
+            block_indent.append(prev if prev is not None else indents[k])
+    top: set[int] = set()  # breaks (the "\n" after line k-1) before a line at the base indentation
+    ends: set[int] = set()  # breaks after a line that ends a statement
+    for k in range(1, len(run)):
+        brk = run[k - 1][0] + len(run[k - 1][1])
+        if indents[k] == base and block_indent[k - 1] != base:
+            top.add(brk)
+        code = run[k - 1][1].rstrip().removesuffix("\\").rstrip()
+        if not comment[k - 1] and _STATEMENT_END.search(code):
+            ends.add(brk)
+    allowed = sorted(top | ends)
+    out: list[int] = []
+    start = run[0][0]
+    stop = run[-1][0] + len(run[-1][1])
+    while stop - start > limit:
+        window = [b for b in allowed if start < b <= start + limit]
+        late_top = [b for b in window if b in top and b - start >= limit // 2]
+        if late_top or window:
+            cut = (late_top or window)[-1]
+        else:
+            cut = next((b for b in allowed if b > start + limit), -1)
+            if cut < 0:
+                break
+        out.append(cut)
+        start = cut + 1
     return out

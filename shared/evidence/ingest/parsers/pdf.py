@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
-from evidence.ingest.parsers.layout import Heading, flat_sections, normalise_newlines, running_lines
+from evidence.ingest.parsers.layout import CAPTION, Heading, flat_sections, normalise_newlines, running_lines
 from evidence.ingest.parsers.pdf_style import (
     DocumentStyles,
     StyleCollector,
@@ -68,8 +68,8 @@ def contents_names(lines: list[str]) -> set[str]:
 def is_pdf_heading(line: str) -> bool:
     """Conservative: a heading line is dropped from fact spans, so a false positive loses a fact."""
     s = line.strip()
-    if not (3 <= len(s) <= 60) or s[-1] in ".!?;:,":
-        return False
+    if not (3 <= len(s) <= 60) or s[-1] in ".!?;:," or CAPTION.match(s):
+        return False  # "TABLE 2. ADVERSE REACTIONS" is a caption (`layout.CAPTION`), not a section
     if _PDF_LABELLED.match(s):
         return True
     words = s.split()
@@ -340,9 +340,14 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or is_code_line(s) or _next_to_code(lines, i)
+        return s.startswith("|") or CAPTION.match(s) is not None or is_code_line(s) or _next_to_code(lines, i)
 
-    styled = styled_headings(lines, styles, excluded) if styles is not None else {}
+    def caption(i: int) -> bool:
+        return CAPTION.match(lines[i]) is not None
+
+    # A caption set bold or large ("Figure 3. Mean plasma concentrations …") is a caption span, not
+    # a heading: it neither opens a heading nor is read as a wrapped heading's second line.
+    styled = styled_headings(lines, styles, excluded, ends_group=caption) if styles is not None else {}
     listed = contents_names(lines)
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
@@ -360,7 +365,9 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             numbered = level or numbered
             heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
             skip = count - 1
-        elif (is_pdf_heading(line) or line.strip() in listed) and not _next_to_code(lines, i):
+        elif (is_pdf_heading(line) or (line.strip() in listed and not caption(i))) and not _next_to_code(
+            lines, i
+        ):
             level = _numbered_level(line.strip())
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))

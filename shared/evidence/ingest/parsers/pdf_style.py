@@ -154,21 +154,35 @@ def styled_headings(
     lines: list[str],
     styles: DocumentStyles,
     is_excluded: Callable[[int], bool],
+    ends_group: Callable[[int], bool] | None = None,
 ) -> dict[int, tuple[int, str, LineStyle]]:
     """Line index → (number of lines, heading text, style) for each typographic heading.
 
     Consecutive heading-styled lines of one style form a group: a group of at most
     `MAX_HEADING_LINES` lines is one heading (a title wrapped over two lines), a longer one is
-    emphasised prose and gives none."""
+    emphasised prose and gives none. A line for which `ends_group` holds (a caption) is never part
+    of a group: the group before it ends there, and it and the lines of its style after it (the
+    caption wrapped) give no heading."""
     out: dict[int, tuple[int, str, LineStyle]] = {}
     i = 0
     while i < len(lines):
         style = styles.heading_style(lines[i]) if lines[i].strip() else None
+        if style is not None and ends_group and ends_group(i):
+            # A caption wrapped over lines of its style: its continuation is no heading either.
+            i += 1
+            while i < len(lines) and lines[i].strip() and styles.heading_style(lines[i]) == style:
+                i += 1
+            continue
         if style is None or is_excluded(i):
             i += 1
             continue
         j = i + 1
-        while j < len(lines) and lines[j].strip() and styles.heading_style(lines[j]) == style:
+        while (
+            j < len(lines)
+            and lines[j].strip()
+            and styles.heading_style(lines[j]) == style
+            and not (ends_group and ends_group(j))
+        ):
             j += 1
         name = " ".join(lines[k].strip() for k in range(i, j))
         if j - i <= MAX_HEADING_LINES and reads_like_heading(name):

@@ -1,0 +1,79 @@
+"""HTML `<pre>` listings: a long run of lines is cut into pieces of at most 600 characters at
+statement ends and top-level lines, a signature kept with the comment above it; short listings
+stay whole (session 45, bench/data/session45/parse17.md)."""
+
+from __future__ import annotations
+
+import itertools
+
+from evidence.ingest import extract_spans, parse_bytes
+
+#: `parsers.html.LISTING_PIECE_CHARS` (a literal, so the behavioural tests run against any parser).
+LISTING_PIECE_CHARS = 600
+
+
+def _function(n: int) -> str:
+    return (
+        f"/* Scale the {n}th sample by the gain and clamp it to the range. */\n"
+        f"int scale_sample_{n}(int sample, int gain)\n"
+        "{\n"
+        "    int value = sample * gain;\n"
+        "    return value > LIMIT ? LIMIT : value;\n"
+        "}\n"
+    )
+
+
+def _html(listing: str) -> bytes:
+    return f"<html><body><p>The helpers:</p><pre>{listing}</pre><p>See above.</p></body></html>".encode()
+
+
+def test_a_long_listing_is_cut_into_pieces_that_keep_each_signature_with_its_comment() -> None:
+    listing = "".join(_function(n) for n in range(1, 9))  # one run of lines, ~1,300 characters
+    assert len(listing) > 2 * LISTING_PIECE_CHARS
+    doc = parse_bytes(_html(listing), filename="api.html")
+    start = doc.text.index(listing)
+    cuts = [e - start for e in doc.line_ends]
+    assert len(cuts) >= 2
+    bounds = [-1, *cuts, len(listing.rstrip("\n"))]
+    pieces = [listing[a + 1 : b] for a, b in itertools.pairwise(bounds)]
+    assert all(len(p) <= LISTING_PIECE_CHARS for p in pieces)
+    # Each piece starts with a function's comment: a signature is never cut from the comment above.
+    assert all(p.startswith("/* Scale the") for p in pieces), [p[:30] for p in pieces]
+    spans = extract_spans(doc)
+    assert all(len(s.text) <= LISTING_PIECE_CHARS for s in spans)
+    assert all(doc.text[s.char_start : s.char_end] == s.text for s in spans)
+    # A piece's end ends the span running through it.
+    ends = {s.char_end for s in spans}
+    assert all(start + c in ends for c in cuts)
+
+
+def test_a_short_listing_is_not_cut() -> None:
+    listing = _function(1) + _function(2)
+    assert len(listing) < LISTING_PIECE_CHARS
+    doc = parse_bytes(_html(listing), filename="api.html")
+    assert doc.line_ends == ()
+
+
+def test_a_run_without_an_allowed_break_is_not_cut_at_an_arbitrary_line() -> None:
+    """Indented licence text under a field name: no statement ends, no second top-level line."""
+    prose = "License: GPL-2+\n" + "\n".join(
+        f" line {n} of a licence text that wraps over many lines and" for n in range(20)
+    )
+    from evidence.ingest.parsers.html import listing_cuts
+
+    assert len(prose) > LISTING_PIECE_CHARS
+    assert listing_cuts(prose) == []
+
+
+def test_a_struct_is_cut_after_a_member_and_blank_lines_separate_runs() -> None:
+    members = "".join(f"  const char *field_{n};          /* (S) */\n" for n in range(24))
+    from evidence.ingest.parsers.html import listing_cuts
+
+    block = "typedef struct record {\n" + members + "} record;\n\nshort();\n"
+    cuts = listing_cuts(block)
+    assert cuts, "a 1,000-character struct is cut"
+    assert all(block[c - 1] == "/" and block[c] == "\n" for c in cuts)  # after "/* (S) */"
+    pieces = [
+        block[a + 1 if a else 0 : b] for a, b in zip([0, *cuts], [*cuts, block.index("\n\n")], strict=True)
+    ]
+    assert all(len(p) <= LISTING_PIECE_CHARS for p in pieces)
