@@ -33,7 +33,6 @@ from evidence.evaluation.metrics import (
 )
 from evidence.progress import ProgressFn
 from evidence.rank.first_stage import FirstStage, RetrievalMode
-from evidence.search.headers import SectionHeaders
 from evidence.service import EvidenceService, IndexProgress
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
@@ -138,9 +137,6 @@ def _fingerprint(ds: Dataset, service: EvidenceService, with_vectors: bool) -> s
             ]
         ).encode()
     )
-    if (headers := SectionHeaders.from_settings(s).params()) is not None:
-        # Only under a header rule, so that the fingerprints of stores indexed without one stand.
-        h.update(json.dumps(headers, sort_keys=True).encode())
     return h.hexdigest()
 
 

@@ -49,11 +49,13 @@ class SectionHeaders:
         return {"kind": self.kind.value, "legs": self.legs.value, "spans": self.spans}
 
     def hashed(self, chunks: DocumentChunks) -> DocumentChunks:
-        """`chunks` with the rule joined to its content hash (the same object when off): the
-        stores re-index a document only when that hash changes, and the header changes what is
-        indexed without changing the text, the chunks or their layout."""
+        """`chunks` with the rule joined to its content hash: the stores re-index a document only
+        when that hash changes, and the header changes what is indexed without changing the text,
+        the chunks or their layout. The same object when off, and for a document none of whose
+        chunks has a section (BEIR/JSONL records, SciFact): every header is empty, nothing indexed
+        changes, so nothing is re-indexed."""
         params = self.params()
-        if params is None:
+        if params is None or not any(c.section for c in chunks.chunks):
             return chunks
         rule = json.dumps(params, sort_keys=True, separators=(",", ":"))
         return replace(chunks, content_hash=content_hash(f"{chunks.content_hash}\x00section_header:{rule}"))
