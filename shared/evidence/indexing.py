@@ -128,12 +128,17 @@ class Indexing:
         todo = [d for d in docs if backend.document_hash(index, d.document_id) != d.content_hash]
         vectors: list[np.ndarray | None] = [None] * len(todo)
         if todo and embed:
+            from evidence.search.headers import SectionHeaders
+
+            # What a passage's vector embeds: title + text, with its section header under a
+            # header rule (docs/ingest.md#section-headers).
+            headers = SectionHeaders.from_settings(self.settings)
             texts: list[str] = []
             owners: list[tuple[int, int]] = []  # (doc position, chunk position) of each passage
             for di, d in enumerate(todo):
                 for ci, c in enumerate(d.chunks):
                     if c.kind is ChunkKind.PASSAGE:
-                        texts.append(c.search_text)
+                        texts.append(headers.dense_text(c))
                         owners.append((di, ci))
             embedder = self.document_embedder(index)
             n_passages = len(texts)
@@ -165,6 +170,13 @@ class Indexing:
                 )
             )
         return out
+
+    def _with_headers(self, chunks: DocumentChunks) -> DocumentChunks:
+        """`chunks` with the section header rule in its content hash (unchanged when off), so a
+        store indexed under another rule re-indexes (docs/ingest.md#section-headers)."""
+        from evidence.search.headers import SectionHeaders
+
+        return SectionHeaders.from_settings(self.settings).hashed(chunks)
 
     def _span_texts(self, docs: Sequence[DocumentChunks], embedder: Embedder) -> list[str]:
         """With `embed_spans_at_index`, the texts the span scorer would embed for `docs`' spans
@@ -233,6 +245,7 @@ class Indexing:
             passage_tokens=self.settings.passage_tokens,
             overlap=self.settings.passage_overlap,
         )
+        chunks = self._with_headers(chunks)
         from evidence.retry import check_deadline
 
         check_deadline("parsing the document")
@@ -400,5 +413,6 @@ class Indexing:
             as_record=item.as_record,
             record_max_tokens=s.record_max_tokens,
         )
+        chunks = self._with_headers(chunks)
         # Records (BEIR, JSONL) are retrieval units, not documents with sections and a subject.
         return chunks if item.as_record else annotate_chunks(chunks, parsed)

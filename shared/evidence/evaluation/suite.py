@@ -18,6 +18,7 @@ from evidence.evaluation.files import slug
 from evidence.evaluation.metrics import percentile
 from evidence.evaluation.qa import QA_EVIDENCE_CHARS, answer_found, load_qa, squash
 from evidence.progress import ProgressFn
+from evidence.search.headers import SectionHeaders
 from evidence.service import EvidenceService, IndexProgress
 
 #: The wider window the default profile's answers are also judged in (issue 22's acceptance).
@@ -121,6 +122,9 @@ def _qa_fingerprint(family: QaFamily, service: EvidenceService) -> str:
             [s.passage_tokens, s.passage_overlap, s.record_max_tokens, document_key(service.embedder)]
         ).encode()
     )
+    if (headers := SectionHeaders.from_settings(s).params()) is not None:
+        # Only under a header rule, so that the fingerprints of stores indexed without one stand.
+        h.update(json.dumps(headers, sort_keys=True).encode())
     return h.hexdigest()
 
 

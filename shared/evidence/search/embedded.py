@@ -21,6 +21,7 @@ from evidence.search.analysis import AnalyzerConfig
 from evidence.search.ann import AnnConfig
 from evidence.search.base import DocumentInfo, Filters, IndexInfo, OrderedChunks, UpsertResult, Vector
 from evidence.search.embedded_store import Consistency, IndexStore
+from evidence.search.headers import OFF, SectionHeaders
 from evidence.search.initialisms import Table
 
 DEFAULT_ANN = AnnConfig()
@@ -77,6 +78,7 @@ class EmbeddedBackend:
         b: float = 0.75,
         analyzer: AnalyzerConfig | None = None,
         ann: AnnConfig | None = DEFAULT_ANN,
+        headers: SectionHeaders = OFF,
     ) -> None:
         if (k1, b) != (1.2, 0.75):
             # tantivy fixes BM25's k1 and b; other values would silently not apply.
@@ -92,6 +94,8 @@ class EmbeddedBackend:
         self._lock = threading.Lock()
         #: When an index's dense leg turns approximate (search/ann.py); None = always exact.
         self.ann = ann
+        #: What of a chunk's section its BM25 document carries (docs/ingest.md#section-headers).
+        self.headers = headers
 
     def _root(self, index: str) -> Path:
         validate_index_name(index)
@@ -109,6 +113,7 @@ class EmbeddedBackend:
                     raise IndexNotFoundError(index)
                 root.mkdir(parents=True, exist_ok=True)
             opened = IndexStore.open(root, self.analyzer_config, k1=self.k1, b=self.b, ann=self.ann)
+            opened.headers = self.headers
             self._indexes[index] = opened
             return opened
 

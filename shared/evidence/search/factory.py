@@ -28,8 +28,15 @@ def get_backend(settings: Settings) -> SearchBackend:
             probe_fraction=settings.ann_probe_fraction,
             max_probes=settings.ann_max_probes,
         )
+        from evidence.search.headers import SectionHeaders
+
         return EmbeddedBackend(
-            settings.store_dir, k1=settings.bm25_k1, b=settings.bm25_b, analyzer=analyzer, ann=ann
+            settings.store_dir,
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
+            analyzer=analyzer,
+            ann=ann,
+            headers=SectionHeaders.from_settings(settings),
         )
     if settings.backend is BackendKind.OPENSEARCH:
         if not settings.opensearch_endpoint:

@@ -32,6 +32,7 @@ from evidence.errors import RequestValidationError
 from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.analysis import with_joined_compounds
+from evidence.search.headers import OFF, SectionHeaders
 
 #: Bump when the stored layout changes; recorded in the index `_meta`.
 #: 2: `generation` on every row, no date/numeric detection.
@@ -284,13 +285,16 @@ def chunk_source(
     document_hash: str,
     vector: Sequence[float] | np.ndarray | None,
     generation: str = "",
+    headers: SectionHeaders = OFF,
 ) -> dict[str, Any]:
+    """One chunk's document. The lexical field is `Chunk.search_text` (title + text), with the
+    section header between them under a header rule (docs/ingest.md#section-headers)."""
     source: dict[str, Any] = {
         "chunk_id": chunk.chunk_id,
         "document_id": chunk.document_id,
         "kind": chunk.kind.value,
         "text": chunk.text,
-        LEXICAL_FIELD: chunk.search_text,
+        LEXICAL_FIELD: headers.lexical_text(chunk),
         "title": chunk.title,
         "source": chunk.source,
         "section": chunk.section,
@@ -341,6 +345,7 @@ def bulk_actions(
     generation: str = "",
     *,
     with_ids: bool = True,
+    headers: SectionHeaders = OFF,
 ) -> Iterator[dict[str, Any]]:
     """`helpers.streaming_bulk` actions for the chunks of one document (marker excluded).
 
@@ -351,7 +356,11 @@ def bulk_actions(
             "_op_type": "index",
             "_index": index,
             "_source": chunk_source(
-                chunk, doc.content_hash, None if vectors is None else usable_vector(vectors[i]), generation
+                chunk,
+                doc.content_hash,
+                None if vectors is None else usable_vector(vectors[i]),
+                generation,
+                headers,
             ),
         }
         if with_ids:

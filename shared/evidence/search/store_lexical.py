@@ -19,6 +19,7 @@ from evidence.records import ChunkKind, SearchHit
 from evidence.search.analysis import EnglishAnalyzer, with_joined_compounds
 from evidence.search.ann import AnnConfig
 from evidence.search.base import Filters, filter_value
+from evidence.search.headers import OFF, SectionHeaders
 from evidence.search.store_records import RecordStore, _metadata_terms, meta_term
 from evidence.sqlite_wal import immediate
 
@@ -97,6 +98,8 @@ class LexicalStore(RecordStore):
         #: While True (inside `EmbeddedBackend.bulk`), lexical sync waits for the bulk's end:
         #: one tantivy commit instead of one per batch. The journal keeps this crash-safe.
         self.deferred = False
+        #: The contextual section header rule (`search.headers`); set by `EmbeddedBackend`.
+        self.headers: SectionHeaders = OFF
 
     # --- tantivy --------------------------------------------------------------------------
 
@@ -140,11 +143,14 @@ class LexicalStore(RecordStore):
 
     def _tantivy_docs(self, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[ChunkKind, tantivy.Document]]:
         """The inverted-index documents of one document's chunk rows (`_LEXICAL_COLS`). Its title
-        is analysed once, and a passage made of its spans is not analysed again (`_tiled_terms`)."""
+        is analysed once, and a passage made of its spans is not analysed again (`_tiled_terms`).
+        With a section header rule (`self.headers`), the header's terms follow the title's."""
         import tantivy
 
         analyze = self.analyzer.analyze
+        headers = self.headers
         titles: dict[str, list[str]] = {}
+        heads: dict[tuple[str, str, str], list[str]] = {}
         metas: dict[tuple[str, str, str | None, str], list[str]] = {}
         spans = sorted((r[8], r[9], r[7], analyze(r[7])) for r in rows if r[2] != ChunkKind.PASSAGE.value)
         starts = [s[0] for s in spans]
@@ -161,6 +167,13 @@ class LexicalStore(RecordStore):
             meta_terms = metas.get(key)
             if meta_terms is None:
                 meta_terms = metas[key] = _meta_terms(did, kind, section, span_type, json.loads(meta))
+            if headers.lexical:
+                head_key = (kind, section, meta)
+                head_terms = heads.get(head_key)
+                if head_terms is None:
+                    head = headers.lexical_header(kind, section, json.loads(meta))
+                    head_terms = heads[head_key] = analyze(head) if head else []
+                title_terms = title_terms + head_terms
             doc = tantivy.Document()
             doc.add_text("chunk_id", cid)
             doc.add_text("document_id", did)

@@ -32,6 +32,7 @@ from evidence.retry import (
 )
 from evidence.search import opensearch_bodies as bodies
 from evidence.search.base import IndexInfo, UpsertResult, Vector
+from evidence.search.headers import SectionHeaders
 from evidence.search.opensearch.admin import _LOOKUP_PAGE, _MAX_RESULT_WINDOW, IndexAdmin
 from evidence.search.opensearch.transport import _RETRY_STATUS
 
@@ -288,6 +289,7 @@ class BulkWrites(IndexAdmin):
             return {}
         generation = bodies.new_generation()
         with_ids = not self.serverless
+        headers = SectionHeaders.from_settings(self.settings)
         failures: dict[str, list[_Failure]] = {}
         replacing = [doc.document_id for doc, _v, rep in pending if rep]
         if replacing and with_ids:
@@ -301,7 +303,9 @@ class BulkWrites(IndexAdmin):
             _Item(doc.document_id, action)
             for doc, vecs, _r in pending
             if doc.document_id not in failures
-            for action in bodies.bulk_actions(index, doc, vecs, generation, with_ids=with_ids)
+            for action in bodies.bulk_actions(
+                index, doc, vecs, generation, with_ids=with_ids, headers=headers
+            )
         ]
         _merge(failures, self._bulk(index, chunk_items, idempotent=with_ids))
         written = [doc for doc, _v, _r in pending if doc.document_id not in failures]
