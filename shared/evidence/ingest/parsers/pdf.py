@@ -10,6 +10,7 @@ import io
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from evidence.ingest.limits import DEFAULT_LIMITS, check_count
 from evidence.ingest.parsers.layout import CAPTION, Heading, flat_sections, normalise_newlines, running_lines
 from evidence.ingest.parsers.pdf_style import (
     DocumentStyles,
+    LineStyle,
     StyleCollector,
     dehyphenate,
     heading_levels,
@@ -349,6 +351,14 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
     # a heading: it neither opens a heading nor is read as a wrapped heading's second line.
     styled = styled_headings(lines, styles, excluded, ends_group=caption) if styles is not None else {}
     listed = contents_names(lines)
+    formal = {
+        i
+        for i, line in enumerate(lines)
+        if (is_pdf_heading(line) or (line.strip() in listed and not caption(i)))
+        and not _next_to_code(lines, i)
+    }
+    for i in figure_words(lines, styled, formal):
+        del styled[i]
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
     breaks: list[int] = []  # line breaks inside a wrapped heading
@@ -365,9 +375,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             numbered = level or numbered
             heads.append((pos, level or max(levels[style], numbered + 1 if numbered else 0), name))
             skip = count - 1
-        elif (is_pdf_heading(line) or (line.strip() in listed and not caption(i))) and not _next_to_code(
-            lines, i
-        ):
+        elif i in formal:
             level = _numbered_level(line.strip())
             numbered = level or numbered
             heads.append((pos, level or 1, line.strip()))
@@ -378,6 +386,51 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             chars[b] = " "
         text = "".join(chars)
     return text, heads
+
+
+#: A run of this many heading candidates with no text between them, one typographic style used
+#: twice in it, is a figure's labels or a table's header cells (`figure_words`).
+FIGURE_RUN = 3
+
+
+def figure_words(
+    lines: list[str], styled: dict[int, tuple[int, str, LineStyle]], formal: set[int]
+) -> set[int]:
+    """The typographic headings that are words of a figure or a table's cells: a figure's boxes
+    ("Interpret", "Bytecodes", "Execute" …) and a table's header row come out of pypdf as short
+    heading-styled lines one after the other, nothing between them. A run of `FIGURE_RUN` or more
+    heading candidates (typographic `styled` and form `formal` ones) with only blank lines or lines
+    without a letter or digit (a flag glyph, "®") between them, in which one typographic style is
+    used twice, is such a grid: its unnumbered typographic headings are text. Real headings that
+    follow each other (a chapter and its first section) differ in style; numbered, labelled
+    (`Appendix B`) and form headings (ALL-CAPS, listed in the contents) are never dropped here."""
+    out: set[int] = set()
+    run: list[int] = []
+
+    def close() -> None:
+        kinds = Counter(styled[i][2] for i in run if i in styled)
+        if len(run) >= FIGURE_RUN and kinds and kinds.most_common(1)[0][1] >= 2:
+            out.update(
+                i
+                for i in run
+                if i in styled
+                and i not in formal
+                and not _numbered_level(styled[i][1])
+                and not _PDF_LABELLED.match(styled[i][1])
+            )
+        run.clear()
+
+    i = 0
+    while i < len(lines):
+        if i in styled or i in formal:
+            run.append(i)
+            i += styled[i][0] if i in styled else 1
+            continue
+        if any(c.isalnum() for c in lines[i]):
+            close()
+        i += 1
+    close()
+    return out
 
 
 def _numbered_level(name: str) -> int:
