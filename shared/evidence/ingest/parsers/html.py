@@ -584,7 +584,7 @@ def _cut_points(allowed: list[int], top: set[int], start: int, stop: int, limit:
     while stop - start > limit:
         # The allowed breaks within `limit` of the start, found by bisection: a scan of every
         # break per piece was quadratic in a run's length (a 0.9 MB run of lines took 2.9 s, not
-        # 0.09; the parser reads up to 16 MB; review17.md).
+        # 0.09; the parser reads up to 16 MB; bench/data/session45/review17.md).
         lo = bisect_right(allowed, start)
         hi = bisect_right(allowed, start + limit, lo)
         mid = bisect_left(allowed, start + limit // 2, lo, hi)
