@@ -907,13 +907,14 @@ def read_context_at(rows: list[dict[str, Any]], path: Path, cosine: float) -> di
 
 
 def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float | None = None) -> None:
-    """Read what the shipped model reads only with `absent_rare` (the variants the rows recorded,
-    the paraphrases `read_evidence` reads from the recorded evidence) whatever model ships:
+    """Read what the shipped model reads only with `absent_rare` or `absent_named` (the variants
+    the rows recorded, the paraphrases `read_evidence` reads from the recorded evidence, the
+    absent names) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
     `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
-    rg.READ_VARIANTS = rg.READ_PARAPHRASES = True
+    rg.READ_VARIANTS = rg.READ_PARAPHRASES = rg.READ_NAMED = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
 from refusal_fit import ABLATION_FEATURES, PROFILES, TOKEN_FEATURES, read_sentences, read_tokens, run
 
+import evidence.verbatim.grounding as rg
 from evidence.verbatim.grounding import read_evidence
 
 SHIPPED = "grounding,cosine,typed_key,agreement,typed_rarest"
@@ -38,6 +39,9 @@ def main() -> int:
     ap.add_argument("--show", default=",".join(SHOWN), help="the features printed per question")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    # `absent_named` is read whether or not the shipped model reads it, as `refusal_fit.py` does,
+    # so that `--features …,absent_named` and `--show` see it.
+    rg.READ_NAMED = True
     rows = json.loads(args.rows.read_text())
     for r in rows:
         if r["profile"] == "default":

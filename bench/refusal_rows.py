@@ -245,11 +245,12 @@ def recording_service(store: Path) -> EvidenceService:
     """A service over `store` with every refusal floor off and each judgement recorded in `SEEN`:
     the rows' features are read where no floor has cut the evidence yet."""
     floors_off()
-    # The variants `absent_rare` reads (`grounding.READ_VARIANTS`), recorded whether or not the
-    # shipped model reads them, so that `refusal_fit.py --features …,absent_rare` can.
+    # The variants `absent_rare` reads (`grounding.READ_VARIANTS`) and `absent_named`
+    # (`READ_NAMED`), recorded whether or not the shipped model reads them, so that
+    # `refusal_fit.py --features …,absent_rare` can.
     import evidence.verbatim.grounding as rg
 
-    rg.READ_VARIANTS = True
+    rg.READ_VARIANTS = rg.READ_NAMED = True
     record_judgements()
     record_ablation()
     # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py

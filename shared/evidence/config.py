@@ -230,7 +230,7 @@ class Settings(BaseSettings):
     #: its contextual MiniLM vector (`verbatim.grounding.paraphrased_in_context`: one word-piece
     #: pass over the evidence per judged question) instead of the static word table
     #: (docs/verbatim.md#refusal-context). Moves nothing unless the refusal model reads
-    #: `absent_rare` (`grounding.READ_VARIANTS`); MiniLM indexes only. Off: measured, not shipped.
+    #: `absent_rare` (`grounding.READ_PARAPHRASES`); MiniLM indexes only. Off: measured, not shipped.
     refusal_context_paraphrase: bool = False
     #: The default profile's `focus` keeps, in each passage hit, a run holding the hit's best span
     #: by the verbatim profile's `dense` span model, its span and heading vectors read from the

@@ -107,6 +107,19 @@ class HashingEmbedder:
         return self._vector(text)
 
 
+class RecordingEmbedder(HashingEmbedder):
+    """A `HashingEmbedder` that records every text it embeds as a document (`embedded`): what a
+    test of "embedded once / never at query time" reads."""
+
+    def __init__(self, dimension: int = 384) -> None:
+        super().__init__(dimension)
+        self.embedded: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.embedded.extend(texts)
+        return super().embed_documents(texts)
+
+
 class PrecomputedEmbedder:
     """Document vectors looked up by the SHA-256 of their text; queries go to `query_model`.
 

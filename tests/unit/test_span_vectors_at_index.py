@@ -17,7 +17,7 @@ from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.model import RetrieveRequest
 from evidence.records import Chunk, ChunkKind
 from evidence.service import EvidenceService
-from evidence.testing import HashingEmbedder
+from evidence.testing import RecordingEmbedder
 from evidence.verbatim.cascade import span_ranking, spans_in_hits
 from evidence.verbatim.span_rank import IndexEmbed
 from evidence.verbatim.spans import document_order, header_rows, scoring_texts
@@ -67,25 +67,8 @@ QUESTIONS = (
 )
 
 
-class Counting:
-    """An embedder that records every text it embeds as a document."""
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder()
-        self.model_id = self.inner.model_id
-        self.dimension = self.inner.dimension
-        self.embedded: list[str] = []
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        self.embedded.extend(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self.inner.embed_query(text)
-
-
-def _service(tmp_path: Path, *, on: bool, cached: bool = True) -> tuple[EvidenceService, Counting]:
-    counting = Counting()
+def _service(tmp_path: Path, *, on: bool, cached: bool = True) -> tuple[EvidenceService, RecordingEmbedder]:
+    counting = RecordingEmbedder()
     settings = Settings(
         store_dir=tmp_path / "store",
         embed_spans_at_index=on,

@@ -96,6 +96,10 @@ READ_VARIANTS = bool({"absent_rare", "absent_named"} & set(DENSE_MODEL.coefficie
 #: Whether `read_evidence` reads which absent words the evidence says in other words
 #: (`paraphrased`): only `absent_rare` reads them (`absent_named` reads no paraphrase).
 READ_PARAPHRASES = "absent_rare" in DENSE_MODEL.coefficients
+#: Whether `read_evidence` reads `absent_named` (`named_concepts`): only when the model reads it,
+#: so that a reading the model ignores costs no question anything; `bench/refusal_rows.py`,
+#: `bench/refusal_fit.py` and `bench/refusal_misses.py` turn it on.
+READ_NAMED = "absent_named" in DENSE_MODEL.coefficients
 #: `paraphrased`: an absent question word counts as said in other words when its static word
 #: vector comes this close (cosine) to a word of the evidence (docs/verbatim.md#refusal-paraphrase;
 #: fixed before measuring, the focus lever's `StaticPieces` floor; above 1 reads no paraphrase).
@@ -214,7 +218,7 @@ class Reading:
     concept that neither the evidence nor any passage of the index holds: a specific thing the
     documents never name; 0 without counts) and `absent_named` (1 when such a concept comes from
     a question word written as a name or a code, `named_word`: "XPath", "RISC-V"; no paraphrase
-    reading; 0 without counts).
+    reading; 0 without counts, and unless `READ_NAMED`).
 
     The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
     others are read so that `bench/refusal_fit.py --features` measures them
@@ -313,7 +317,8 @@ def read_evidence(
                 else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
             )
         by_index["absent_rare"] = _rarest(unsaid, weights, said)
-        by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
+        if READ_NAMED:
+            by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
     if keys.rarest is not None and types:
         # The typed key read with the index's rarity: the text stating the kind asked must carry
         # the subject concept the documents use least (the qualifier), not just a word of the

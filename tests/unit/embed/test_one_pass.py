@@ -118,7 +118,7 @@ MODEL = SpanModel(
 )
 
 
-def _rank(embedder: Any) -> list[tuple[float, int]]:
+def _rank(embedder: Any, model: SpanModel = MODEL) -> list[tuple[float, int]]:
     embed = IndexEmbed(lambda: embedder)
     lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
     lexical["bm25"] = np.asarray([0.5, 0.9, 0.1, 0.9])
@@ -126,7 +126,7 @@ def _rank(embedder: Any) -> list[tuple[float, int]]:
         SPANS,
         lexical,
         candidates=range(len(SPANS)),
-        model=MODEL,
+        model=model,
         query_vector=_unit(QUESTION, (8,)),
         embed=embed,
         question=QUESTION,
@@ -238,19 +238,8 @@ def test_priming_keeps_what_the_store_holds_and_embeds_only_the_rest() -> None:
 
 def test_dense_model_without_tokens_does_not_prime(tmp_path: Path) -> None:
     one = OnePass()
-    embed = IndexEmbed(lambda: _cached(one, tmp_path))
-    lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
     dense_only = SpanModel(
         lexical=LinearModel({"bm25": 1.0}), dense=LinearModel(dict.fromkeys(DENSE_FEATURES, 1.0)), top_n=4
     )
-    rank_spans(
-        SPANS,
-        lexical,
-        candidates=range(len(SPANS)),
-        model=dense_only,
-        query_vector=_unit(QUESTION, (8,)),
-        embed=embed,
-        question=QUESTION,
-        embed_tokens=tokens_of(embed),
-    )
+    _rank(_cached(one, tmp_path), dense_only)
     assert not any(kind in {"both", "tokens"} for kind, _ in one.seen)

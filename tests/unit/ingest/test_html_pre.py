@@ -5,8 +5,10 @@ stay whole (session 45, bench/data/session45/parse17.md)."""
 from __future__ import annotations
 
 import itertools
+import random
 
 from evidence.ingest import extract_spans, parse_bytes
+from evidence.ingest.parsers.html import _cut_points
 
 #: `parsers.html.LISTING_PIECE_CHARS` (a literal, so the behavioural tests run against any parser).
 LISTING_PIECE_CHARS = 600
@@ -77,3 +79,34 @@ def test_a_struct_is_cut_after_a_member_and_blank_lines_separate_runs() -> None:
         block[a + 1 if a else 0 : b] for a, b in zip([0, *cuts], [*cuts, block.index("\n\n")], strict=True)
     ]
     assert all(len(p) <= LISTING_PIECE_CHARS for p in pieces)
+
+
+def _cut_points_by_scan(allowed: list[int], top: set[int], start: int, stop: int, limit: int) -> list[int]:
+    """parse17's pass (each piece scanned every break; quadratic in a run's length): the reference
+    `_cut_points` must agree with."""
+    out: list[int] = []
+    while stop - start > limit:
+        window = [b for b in allowed if start < b <= start + limit]
+        late_top = [b for b in window if b in top and b - start >= limit // 2]
+        if late_top or window:
+            cut = (late_top or window)[-1]
+        else:
+            cut = next((b for b in allowed if b > start + limit), -1)
+            if cut < 0:
+                break
+        out.append(cut)
+        start = cut + 1
+    return out
+
+
+def test_cut_points_by_bisection_are_those_of_the_scan() -> None:
+    rng = random.Random(17)
+    for _ in range(400):
+        stop = rng.randrange(1, 5000)
+        allowed = sorted(rng.sample(range(stop), k=rng.randrange(0, min(stop, 60))))
+        top = {b for b in allowed if rng.random() < 0.4}
+        limit = rng.choice([1, 7, 50, 120, 600])
+        start = rng.randrange(0, stop)
+        assert _cut_points(allowed, top, start, stop, limit) == _cut_points_by_scan(
+            allowed, top, start, stop, limit
+        )

@@ -4,11 +4,8 @@ every text, hash and vector is what it was; changing the rule re-indexes a store
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 from evidence.config import HeaderLegs, SectionHeaderKind, Settings
@@ -17,7 +14,7 @@ from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search import opensearch_bodies as bodies
 from evidence.search.headers import OFF, PARENT_KEY, SectionHeaders
 from evidence.service import EvidenceService
-from evidence.testing import HashingEmbedder
+from evidence.testing import RecordingEmbedder
 
 INDEX = "manual"
 
@@ -48,25 +45,8 @@ Halve the dose when creatinine clearance is below thirty millilitres per minute.
 """
 
 
-class Counting:
-    """An embedder that records every text it embeds as a document."""
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder()
-        self.model_id = self.inner.model_id
-        self.dimension = self.inner.dimension
-        self.embedded: list[str] = []
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        self.embedded.extend(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self.inner.embed_query(text)
-
-
-def _service(store: Path, **rule: object) -> tuple[EvidenceService, Counting]:
-    counting = Counting()
+def _service(store: Path, **rule: object) -> tuple[EvidenceService, RecordingEmbedder]:
+    counting = RecordingEmbedder()
     settings = Settings(store_dir=store, passage_tokens=48, passage_overlap=8, **rule)  # type: ignore[arg-type]
     return EvidenceService(settings, embedder=counting), counting
 

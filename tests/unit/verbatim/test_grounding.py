@@ -715,9 +715,14 @@ def test_a_split_word_is_a_name_only_with_named_split_words(monkeypatch: pytest.
     assert named_word("placeholders") and named_word("levorphanol")
 
 
-def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name() -> None:
+def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # `absent_named` (session 45, bench/data/session45/ref17.md): absent as `absent_rare` reads it
     # (no evidence text, no passage of the index, no variant) and written as a name or a code.
+    import evidence.verbatim.grounding as rg
+
+    monkeypatch.setattr(rg, "READ_NAMED", True)  # as the bench scripts read it
     groups = question_groups(XPATH_Q)
     used = {t: DF_CAP for g in groups for t in g}
     assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 0}).absent_named == 1.0
@@ -737,3 +742,21 @@ def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name() -> No
     assert named_concepts(XPATH_Q, [("xpath",)]) == [("xpath",)]
     # Measured, not in the shipped model (bench/data/session45/ref17.md): reading it changes no verdict.
     assert "absent_named" not in DENSE_MODEL.coefficients
+
+
+def test_absent_named_costs_nothing_while_the_model_does_not_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The shipped model has no `absent_named` coefficient: `read_evidence` must not look for absent
+    # names on every question only to drop the reading (`READ_NAMED`).
+    import evidence.verbatim.grounding as rg
+
+    assert rg.READ_NAMED is ("absent_named" in DENSE_MODEL.coefficients)
+    monkeypatch.setattr(rg, "READ_NAMED", False)
+
+    def never(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("named_concepts read while the model does not read absent_named")
+
+    monkeypatch.setattr(rg, "named_concepts", never)
+    groups = question_groups(XPATH_Q)
+    used = {t: DF_CAP for g in groups for t in g}
+    r = read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 0})
+    assert r.absent_named == 0.0 and r.absent_rare > 0
