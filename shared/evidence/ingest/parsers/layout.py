@@ -28,18 +28,29 @@ def dot_leader(min_dots: int, page: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(rf"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){{{min_dots},}}+[ \t]*+{page}[ \t]*+$", flags)
 
 
+def _caption(labels: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"^[ \t]*+(?:\*\*|__)?(?:{labels})"
+        r"[ \t]++[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*"
+        r"(?:[ \t]*+(?:(?:\*\*|__)[ \t]*+)?[:.\u2014\u2013-]|[ \t]++(?-i:[A-Z]))",
+        re.IGNORECASE,
+    )
+
+
+_FIGURE_LABELS = r"Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Plate|Scheme"
+
 #: A caption line: a figure or table label, its number, then a separator ("Figure 3. Mean plasma
 #: concentrations …", "Table 2: Adverse reactions …", "**Fig. 2A** —") or whitespace and a capital
 #: (a label's title set apart by spaces, as PDF labels do: "Table 11 Pharmacokinetic Properties …";
 #: not "Table 2 summarizes …" nor "Table 9, and …"). The span extractor makes such a line one
-#: `caption` span; the PDF parser never reads one as a heading (it would open a section, break the
-#: section path and drop the caption from the spans).
-CAPTION = re.compile(
-    r"^[ \t]*+(?:\*\*|__)?(?:Figure|Fig\.|Figs\.|Table|Chart|Diagram|Image|Exhibit|Plate|Scheme)"
-    r"[ \t]++[A-Z]?\d+[A-Za-z]?(?:[.\-]\d+)*"
-    r"(?:[ \t]*+(?:(?:\*\*|__)[ \t]*+)?[:.\u2014\u2013-]|[ \t]++(?-i:[A-Z]))",
-    re.IGNORECASE,
-)
+#: `caption` span.
+CAPTION = _caption(_FIGURE_LABELS + "|Exhibit")
+
+#: The captions the PDF parser never reads as a heading (one would open a section, break the
+#: section path and drop the caption from the spans): `CAPTION` without "Exhibit", which labels a
+#: chart in a report but heads an attachment in a contract or a filing ("Exhibit 10.1 Form of
+#: Indemnification Agreement"), where it must stay a heading, as the plain-text parser reads it.
+FIGURE_CAPTION = _caption(_FIGURE_LABELS)
 
 
 def normalise_newlines(text: str) -> str:

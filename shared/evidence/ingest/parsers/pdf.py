@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
-from evidence.ingest.parsers.layout import CAPTION, Heading, flat_sections, normalise_newlines, running_lines
+from evidence.ingest.parsers.layout import FIGURE_CAPTION, Heading, flat_sections, normalise_newlines, running_lines
 from evidence.ingest.parsers.pdf_style import (
     DocumentStyles,
     LineStyle,
@@ -70,8 +70,8 @@ def contents_names(lines: list[str]) -> set[str]:
 def is_pdf_heading(line: str) -> bool:
     """Conservative: a heading line is dropped from fact spans, so a false positive loses a fact."""
     s = line.strip()
-    if not (3 <= len(s) <= 60) or s[-1] in ".!?;:," or CAPTION.match(s):
-        return False  # "TABLE 2. ADVERSE REACTIONS" is a caption (`layout.CAPTION`), not a section
+    if not (3 <= len(s) <= 60) or s[-1] in ".!?;:," or FIGURE_CAPTION.match(s):
+        return False  # "TABLE 2. ADVERSE REACTIONS" is a caption (`layout.FIGURE_CAPTION`), not a section
     if _PDF_LABELLED.match(s):
         return True
     words = s.split()
@@ -342,10 +342,10 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or CAPTION.match(s) is not None or is_code_line(s) or _next_to_code(lines, i)
+        return s.startswith("|") or FIGURE_CAPTION.match(s) is not None or is_code_line(s) or _next_to_code(lines, i)
 
     def caption(i: int) -> bool:
-        return CAPTION.match(lines[i]) is not None
+        return FIGURE_CAPTION.match(lines[i]) is not None
 
     # A caption set bold or large ("Figure 3. Mean plasma concentrations …") is a caption span, not
     # a heading: it neither opens a heading nor is read as a wrapped heading's second line.
