@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
-from evidence.ingest.parsers.layout import FIGURE_CAPTION, Heading, flat_sections, normalise_newlines, running_lines
+from evidence.ingest.parsers.layout import (
+    FIGURE_CAPTION,
+    Heading,
+    flat_sections,
+    normalise_newlines,
+    running_lines,
+)
 from evidence.ingest.parsers.pdf_style import (
     DocumentStyles,
     LineStyle,
@@ -342,7 +348,12 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
 
     def excluded(i: int) -> bool:
         s = lines[i].lstrip()
-        return s.startswith("|") or FIGURE_CAPTION.match(s) is not None or is_code_line(s) or _next_to_code(lines, i)
+        return (
+            s.startswith("|")
+            or FIGURE_CAPTION.match(s) is not None
+            or is_code_line(s)
+            or _next_to_code(lines, i)
+        )
 
     def caption(i: int) -> bool:
         return FIGURE_CAPTION.match(lines[i]) is not None
