@@ -216,7 +216,7 @@ def test_a_bold_or_large_caption_is_a_caption_span_not_a_heading() -> None:
 
 
 def test_an_exhibit_heads_an_attachment_in_a_pdf() -> None:
-    """"Exhibit" labels a chart in a report but heads an attachment in a contract or a filing: the
+    """ "Exhibit" labels a chart in a report but heads an attachment in a contract or a filing: the
     PDF parser keeps such a line a heading (`layout.FIGURE_CAPTION` leaves the label out), as the
     plain-text parser does, while a figure's caption in the same type opens no section."""
     page: list[str | StyledLine] = [
@@ -228,7 +228,10 @@ def test_an_exhibit_heads_an_attachment_in_a_pdf() -> None:
         *_BODY,
     ]
     doc = parse_bytes(make_pdf([page]), filename="agreement.pdf")
-    assert [name for _, name in _sections(doc)] == ["Indemnification Agreement", "Exhibit 10.1 Form of Release"]
+    assert [name for _, name in _sections(doc)] == [
+        "Indemnification Agreement",
+        "Exhibit 10.1 Form of Release",
+    ]
 
 
 def test_a_wrapped_bold_caption_gives_no_heading_and_ends_the_heading_before_it() -> None:
