@@ -68,6 +68,25 @@ def test_missing_dataset_files_are_named(tmp_path: Path) -> None:
         find_dataset(tmp_path)
 
 
+def test_a_changed_span_extractor_re_indexes_a_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The BEIR index's fingerprint covers the ingestion code, as the QA suite's does: rationale
+    recall reads the spans, so a changed extractor must not score the spans of the old one."""
+    from evidence.config import Settings
+    from evidence.evaluation import beir
+
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (tmp_path / name).write_text('{"_id": "1", "text": "x"}\n')
+    (tmp_path / "qrels-test.tsv").write_text("1\t1\t1\n")
+    ds = find_dataset(tmp_path)
+    service = EvidenceService(Settings(store_dir=tmp_path / "store"))
+    before = beir._fingerprint(ds, service, False)
+    assert beir._fingerprint(ds, service, False) == before
+    monkeypatch.setattr(beir, "ingest_code_digest", lambda: "another extractor")
+    assert beir._fingerprint(ds, service, False) != before
+
+
 # --- verbatim QA ------------------------------------------------------------------------------
 
 

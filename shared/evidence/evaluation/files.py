@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ def open_text(path: Path) -> IO[str]:
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
     return path.open(encoding="utf-8")
+
+
+def ingest_code_digest() -> str:
+    """A digest of the ingestion code (parsers, chunker, span extractor): an evaluation index
+    records it, so a changed parser re-indexes instead of scoring a stale index."""
+    from evidence import ingest
+
+    h = hashlib.sha256()
+    for path in sorted(Path(ingest.__file__).parent.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def slug(name: str) -> str:

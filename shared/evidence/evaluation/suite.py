@@ -14,7 +14,7 @@ from typing import Any
 
 from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
-from evidence.evaluation.files import slug
+from evidence.evaluation.files import ingest_code_digest, slug
 from evidence.evaluation.metrics import percentile
 from evidence.evaluation.qa import QA_EVIDENCE_CHARS, answer_found, load_qa, squash
 from evidence.progress import ProgressFn
@@ -108,14 +108,11 @@ class QaOutcome:
 def _qa_fingerprint(family: QaFamily, service: EvidenceService) -> str:
     """Documents (names and bytes), chunking and embedding settings, and the ingestion code itself,
     so a changed parser or chunker re-indexes the suite instead of scoring a stale index."""
-    from evidence import ingest
-
     h = hashlib.sha256()
     for path in sorted(p for p in family.documents.rglob("*") if p.is_file()):
         h.update(path.relative_to(family.documents).as_posix().encode() + b"\0")
         h.update(path.read_bytes())
-    for path in sorted(Path(ingest.__file__).parent.rglob("*.py")):
-        h.update(path.read_bytes())
+    h.update(ingest_code_digest().encode())
     s = service.settings
     h.update(
         json.dumps(
