@@ -60,6 +60,16 @@ def _pieces(hidden: npt.NDArray[np.float32], n: int) -> Matrix:
     return out
 
 
+def _texts_vectors(vectors: Matrix, inputs: Sequence[Sequence[int]], owners: Sequence[int], n: int) -> Matrix:
+    """The `n` texts' vectors from their model inputs' (`MiniLMEmbedder.windows`: `owners[j]` is
+    the text whose window input `j` is): an input's own when each text is one window."""
+    if len(inputs) == n:
+        return vectors
+    # Each window weighs its word pieces: a short tail weighing as much as a full window cost
+    # SciFact's dense nDCG@10 0.6572 -> 0.6010 (bench/long_records.py).
+    return mean_of_windows(vectors, owners, n, weights=[len(x) - 2 for x in inputs])
+
+
 class MiniLMEmbedder:
     model_id = MODEL_ID
     dimension = DIMENSION
@@ -208,12 +218,7 @@ class MiniLMEmbedder:
         if not texts:
             return np.empty((0, DIMENSION), dtype=np.float32)
         inputs, owners = self.windows(texts)
-        vectors = self.embed_ids(inputs)
-        if len(inputs) == len(texts):  # one window each: the vectors are the texts'
-            return vectors
-        # Each window weighs its word pieces: a short tail weighing as much as a full window cost
-        # SciFact's dense nDCG@10 0.6572 -> 0.6010 (bench/long_records.py).
-        return mean_of_windows(vectors, owners, len(texts), weights=[len(x) - 2 for x in inputs])
+        return _texts_vectors(self.embed_ids(inputs), inputs, owners, len(texts))
 
     def embed_documents_and_tokens(self, texts: Sequence[str]) -> tuple[Matrix, list[Matrix]]:
         """`embed_documents(texts)` and `embed_tokens(texts)` from one forward pass over each model
@@ -235,10 +240,7 @@ class MiniLMEmbedder:
             for row, j in enumerate(batch):
                 if j in first:
                     pieces[first[j]] = _pieces(hidden[row], len(inputs[j]))
-        if len(inputs) == len(texts):
-            return vectors, pieces
-        weights = [len(x) - 2 for x in inputs]
-        return mean_of_windows(vectors, owners, len(texts), weights=weights), pieces
+        return _texts_vectors(vectors, inputs, owners, len(texts)), pieces
 
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
