@@ -2,7 +2,7 @@
 each, and its latency: the no-change check of a speed-up (decision rule R6, session 44).
 
     EVIDENCE_TOKEN_CACHE_MB=1024 .venv/bin/python bench/qa/answer_dump.py --store DIR \\
-        --qa build/qa19 --profile verbatim [--families a,b] --out answers.jsonl
+        --qa build/qa19 --profile verbatim [--families a,b] [--embedder serve|plain] --out answers.jsonl
     .venv/bin/python bench/qa/answer_dump.py --compare a.jsonl b.jsonl
 
 The store's indexes must be there already (`evidence eval` made them): this script never indexes.
@@ -40,7 +40,21 @@ def dump(args: argparse.Namespace) -> int:
     from evidence.service import EvidenceService
 
     families = [f for f in args.families.split(",") if f] if args.families else None
-    service = EvidenceService(Settings(store_dir=Path(args.store)))
+    settings = Settings(store_dir=Path(args.store))
+    background = None
+    if args.embedder == "serve":  # `evidence serve`'s: documents embedded in a niced worker process
+        from evidence.embed.background import serving_embedder
+
+        embedder, background = serving_embedder(settings)
+        if embedder is None:
+            raise SystemExit("--embedder serve: this deployment embeds no documents apart (write_nice 0?)")
+        service = EvidenceService(settings, embedder=embedder)
+    elif args.embedder == "plain":  # no store cache in front, as on OpenSearch
+        from evidence.embed.factory import build_embedder
+
+        service = EvidenceService(settings, embedder=build_embedder(settings))
+    else:
+        service = EvidenceService(settings)
     try:
         with open(args.out, "w", encoding="utf-8") as out:
             for family in find_qa_families(Path(args.qa), families):
@@ -61,6 +75,8 @@ def dump(args: argparse.Namespace) -> int:
                     out.write(json.dumps(row, sort_keys=True) + "\n")
     finally:
         service.close()
+        if background is not None:
+            background.close()
     return 0
 
 
@@ -88,7 +104,10 @@ def compare(a: str, b: str) -> int:
             print(f"DIFFERS {x['family']}: {x['question']}")
     for p, r in zip((a, b), rows, strict=True):
         ms = [x["ms"] for x in r]
-        print(f"{p}: {len(r)} questions, latency p50 {_pct(ms, 50):.1f} ms, p95 {_pct(ms, 95):.1f} ms")
+        print(
+            f"{p}: {len(r)} questions, latency p50 {_pct(ms, 50):.1f} ms, p95 {_pct(ms, 95):.1f} ms,"
+            f" sum {sum(ms) / 1000:.1f} s"
+        )
     print(f"{differ} answer(s) differ")
     return 1 if differ else 0
 
@@ -100,6 +119,13 @@ def main() -> int:
     p.add_argument("--profile", default="verbatim")
     p.add_argument("--families", default="")
     p.add_argument("--out")
+    p.add_argument(
+        "--embedder",
+        choices=("store", "serve", "plain"),
+        default="store",
+        help="store: the service's own (the store's cache in front); serve: `evidence serve`'s"
+        " (documents in a niced worker process); plain: no store cache in front (OpenSearch's)",
+    )
     p.add_argument("--compare", nargs=2, metavar="FILE")
     args = p.parse_args()
     if args.compare:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evidence.embed.base import Matrix
+from evidence.embed.base import Matrix, PieceEmbedder
 from evidence.errors import ServiceUnavailableError
 
 if TYPE_CHECKING:
@@ -72,13 +72,25 @@ def _embed(texts: Sequence[str]) -> Matrix:
 
 class _DocumentsElsewhere:
     """An Embedder whose documents are embedded in another process (`_embed_elsewhere`) and whose
-    queries are embedded here, by `inner`, the same model."""
+    queries are embedded here, by `inner`, the same model.
+
+    When `inner` gives word pieces (a `PieceEmbedder`: a local MiniLM, the one model embedded
+    apart), so does this, here, by `inner`: the span scorer's pieces, and a span's vector with its
+    pieces from one pass when neither is cached (`CachedEmbedder.embed_with_pieces`,
+    docs/verbatim.md#one-pass). That is query-time work, run where the query's own pass runs;
+    only the vector of a span whose pieces are cached, a heading's, and every upload's passages
+    go to the other process."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.document_rule = getattr(inner, "document_rule", "")
         self.dimension = inner.dimension
+        if isinstance(inner, PieceEmbedder):
+            # attributes, not methods: without them this is no `PieceEmbedder` (isinstance)
+            self.piece_key = inner.piece_key
+            self.embed_tokens = inner.embed_tokens
+            self.embed_documents_and_tokens = inner.embed_documents_and_tokens
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         if not texts:

@@ -30,9 +30,10 @@ class Embedder(Protocol):
 class PieceEmbedder(Embedder, Protocol):
     """An Embedder that also gives texts' contextual word-piece vectors (a local MiniLM), and both
     from one forward pass. The verbatim span scorer reads a span's pooled vector and its pieces;
-    on a store that has cached neither, one pass gives the two (`CachedEmbedder.embed_with_pieces`).
-    An embedder without `embed_documents_and_tokens` (a remote model, one whose documents are
-    embedded in another process) is asked twice, as before."""
+    on a store that has cached neither, one pass gives the two (`CachedEmbedder.embed_with_pieces`;
+    with no store cache in front, `verbatim.span_rank.IndexEmbed.with_pieces`). `evidence serve`'s
+    document embedder (`embed.background`) gives both from its in-process model. An embedder
+    without `embed_documents_and_tokens` (a remote model) is asked twice, as before."""
 
     #: What its word pieces depend on besides the text: the key of their cache (`embed.pieces`).
     piece_key: str

@@ -18,9 +18,10 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -39,6 +40,9 @@ SHARED_SCOPE = "*"
 #: Decoded vectors `EmbeddingCache.get_kept` keeps per process (384 float32 each: ~1.5 KB, so
 #: ~30 MB for MiniLM's).
 KEPT_VECTORS = 20_000
+
+K = TypeVar("K")
+R = TypeVar("R")
 
 
 class EmbeddingCache:
@@ -165,6 +169,19 @@ class EmbeddingCache:
             self._pieces.close()
 
 
+def in_slices(
+    keys: Sequence[K], text: Mapping[K, str], embed: Callable[[list[str]], R], what: str
+) -> Iterator[tuple[list[K], R]]:
+    """`embed` of the texts of `keys` (`text[key]`), `EMBED_SLICE` at a time, each slice with its
+    keys: embedding is most of an upload's cost, so the request's deadline is checked before each
+    slice (`what` names the work in its error), and a caller that caches each slice as it comes
+    lets a retry resume where this stopped."""
+    for start in range(0, len(keys), EMBED_SLICE):
+        check_deadline(what)
+        part = list(keys[start : start + EMBED_SLICE])
+        yield part, embed([text[k] for k in part])
+
+
 #: A text's key in the cache (`content_hash`: sha256 of its UTF-8), remembered for the texts read
 #: again and again (the span anchor's spans, question after question); indexing's texts are hashed
 #: once and not kept.
@@ -199,12 +216,8 @@ class CachedEmbedder:
         if missing:
             todo = list(dict.fromkeys(keys[i] for i in missing))
             first_text = {keys[i]: texts[i] for i in missing}
-            for start in range(0, len(todo), EMBED_SLICE):
-                # Embedding is most of an upload's cost: the request's deadline is checked
-                # between slices, and each slice is cached, so a retry resumes where this stopped.
-                check_deadline("embedding the document's passages")
-                part = todo[start : start + EMBED_SLICE]
-                fresh = self.inner.embed_documents([first_text[k] for k in part])
+            embed = self.inner.embed_documents
+            for part, fresh in in_slices(todo, first_text, embed, "embedding the document's passages"):
                 self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
                 found.update(zip(part, fresh, strict=True))
         self.hits += len(texts) - len(missing)
@@ -222,8 +235,9 @@ class CachedEmbedder:
         by slice between looks at the deadline); their pieces are returned by text, for the
         word-piece caches. A text whose vector is cached is left out (its pieces alone are
         embedded later), and so is every text when the inner embedder cannot give both (a remote
-        model, documents embedded in another process): `embed_documents` and `embed_tokens`
-        then embed them apart, as before."""
+        model): `embed_documents` and `embed_tokens` then embed them apart, as before. Under
+        `evidence serve` the inner embedder sends documents to a worker process and gives both
+        here, from the server's model (`embed.background._DocumentsElsewhere`)."""
         inner = self.inner
         if not texts or not isinstance(inner, PieceEmbedder):
             return {}
@@ -231,10 +245,9 @@ class CachedEmbedder:
         found = self.cache.get_many(self._key, list(first_text), scope=self.scope)
         todo = [k for k in first_text if k not in found]
         out: dict[str, Matrix] = {}
-        for start in range(0, len(todo), EMBED_SLICE):
-            check_deadline("embedding the spans")
-            part = todo[start : start + EMBED_SLICE]
-            fresh, pieces = inner.embed_documents_and_tokens([first_text[k] for k in part])
+        for part, (fresh, pieces) in in_slices(
+            todo, first_text, inner.embed_documents_and_tokens, "embedding the spans"
+        ):
             self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
             out.update((first_text[k], m) for k, m in zip(part, pieces, strict=True))
         self.misses += len(todo)

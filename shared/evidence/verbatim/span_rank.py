@@ -312,11 +312,17 @@ def rank_spans(
     head = [i for _, i in ranked[: model.top_n]]
     cols = {k: v[np.asarray(head, dtype=np.int64)] for k, v in lexical.items()}
     texts = [embed_texts[i] if embed_texts is not None else spans[i].text for i in head]
-    tokens_wanted = model.tokens is not None and embed_tokens is not None and bool(question)
-    if tokens_wanted:
+    # The tokens model and its word-piece embedder, when both are there and a question to read.
+    tokens = (
+        (model.tokens, embed_tokens)
+        if model.tokens is not None and embed_tokens is not None and question
+        else None
+    )
+    made: Mapping[str, Any] = {}
+    if tokens is not None:
         try:
             # A span neither cached runs through the model once for both (a cold store).
-            embed_once(embed, embed_tokens, texts, question)
+            made = embed_once(embed, tokens[1], texts, question)
         except DeadlineExceededError:
             raise
         except EvidenceError:
@@ -325,7 +331,7 @@ def rank_spans(
         cosines = cosine_columns(
             [spans[i] for i in head],
             query_vector,
-            embed,
+            reading_first(made, embed) if made else embed,
             context=[embed_texts[i] for i in head] if embed_texts is not None else None,
         )
     except DeadlineExceededError:
@@ -341,10 +347,10 @@ def rank_spans(
         structure = structure_columns(spans)
         cols.update({k: v[np.asarray(head, dtype=np.int64)] for k, v in structure.items()})
     scorer = model.dense
-    if tokens_wanted and model.tokens is not None and embed_tokens is not None:
+    if tokens is not None:
         try:
-            cols.update(token_columns(question, texts, [spans[i] for i in head], embed_tokens))
-            scorer = model.tokens
+            cols.update(token_columns(question, texts, [spans[i] for i in head], tokens[1]))
+            scorer = tokens[0]
         except DeadlineExceededError:
             raise
         except EvidenceError:
@@ -642,27 +648,63 @@ class IndexEmbed:
     def tokens(self) -> EmbedTokens | None:
         return token_source(self.build())
 
-    def with_pieces(self, texts: Sequence[str]) -> Mapping[str, Any]:
-        """`CachedEmbedder.embed_with_pieces` of the index's embedder (the texts whose vector and
-        pieces are both uncached, run through the model once), or nothing when it has no such
-        method (no store cache: OpenSearch)."""
-        both = getattr(self.build(), "embed_with_pieces", None)
-        return both(texts) if callable(both) else {}
+    def with_pieces(self, texts: Sequence[str], vectors: dict[str, Any] | None = None) -> Mapping[str, Any]:
+        """The word pieces of those `texts` run through the index's embedder once for their
+        document vectors and pieces, by text: `CachedEmbedder.embed_with_pieces` (the texts whose
+        vector is not cached either; their vectors cached there); with no store cache in front
+        (OpenSearch) but a model that gives both (`PieceEmbedder`), every text, its vector put in
+        `vectors` for the caller to read instead of embedding it again (nothing without
+        `vectors`: a vector nobody keeps would be embedded again anyway); else nothing."""
+        from evidence.embed.base import PieceEmbedder
+        from evidence.embed.cache import in_slices
+
+        embedder = self.build()
+        both = getattr(embedder, "embed_with_pieces", None)
+        if callable(both):
+            return both(texts)  # type: ignore[no-any-return]
+        if vectors is None or not texts or not isinstance(embedder, PieceEmbedder):
+            return {}
+        distinct = list(dict.fromkeys(texts))
+        out: dict[str, Any] = {}
+        same = {t: t for t in distinct}
+        for part, (fresh, pieces) in in_slices(
+            distinct, same, embedder.embed_documents_and_tokens, "embedding the spans"
+        ):
+            vectors.update(zip(part, fresh, strict=True))
+            out.update(zip(part, pieces, strict=True))
+        return out
 
 
-def embed_once(embed: Any, embed_tokens: Any, texts: Sequence[str], question: str) -> None:
+def embed_once(embed: Any, embed_tokens: Any, texts: Sequence[str], question: str) -> dict[str, Any]:
     """Before a re-rank reads `texts`' document vectors (`cosine_columns`) and word pieces
     (`token_columns`): the texts for which neither is cached are run through the model once, both
     kept in their caches, so the two reads find them (a cold store's span ran through MiniLM
     twice). Nothing when `embed` cannot give both or `embed_tokens` keeps no pieces (each is then
-    embedded apart, as before). The question's pieces are not among them (never stored)."""
+    embedded apart, as before). The question's pieces are not among them (never stored). Returns
+    the vectors it made that no cache keeps (no store cache in front: OpenSearch), by text, for
+    the vectors' read to take (`reading_first`)."""
+    made: dict[str, Any] = {}
     both = getattr(embed, "with_pieces", None)
     prime = getattr(embed_tokens, "prime", None)
     if not callable(both) or not callable(prime):
-        return
+        return made
     wanted = [t for t in dict.fromkeys(texts) if t != question]
     if wanted:
-        prime(wanted, both)
+        prime(wanted, partial(both, vectors=made))
+    return made
+
+
+def reading_first(made: Mapping[str, Any], embed: Embed) -> Embed:
+    """`embed`, but a text of `made` (a vector `embed_once` already made) is read from it, not
+    embedded again; the others are embedded in one call. The same rows as `embed` alone: a row
+    does not depend on its batch-mates (docs/verbatim.md#one-pass)."""
+
+    def read(texts: Sequence[str]) -> Any:
+        rest = [t for t in dict.fromkeys(texts) if t not in made]
+        fresh = dict(zip(rest, embed(rest), strict=True)) if rest else {}
+        return np.stack([made[t] if t in made else fresh[t] for t in texts]).astype(np.float32, copy=False)
+
+    return read
 
 
 #: Reads texts' document vectors from the store's embedding cache, never embedding: a row, or

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evidence.embed.background import BackgroundDocuments, _DocumentsElsewhere
 from evidence.embed.base import Embedder, PieceEmbedder
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.embed.minilm import MiniLMEmbedder
 from evidence.embed.windows import LongTextRule
+from evidence.testing import HashingEmbedder
 from evidence.verbatim.span_rank import (
     DENSE_FEATURES,
     LEXICAL_FEATURES,
@@ -190,14 +192,112 @@ def test_a_span_whose_vector_is_cached_has_only_its_pieces_embedded(tmp_path: Pa
     assert not one.seen[("documents", SPANS[0].text)]
 
 
-def test_without_the_store_cache_or_a_one_pass_model_the_two_calls_stay(tmp_path: Path) -> None:
-    # no embedding cache in front (OpenSearch): each embedded apart, as before
-    bare = OnePass()
+def test_without_the_store_cache_a_cold_span_runs_through_the_model_once(tmp_path: Path) -> None:
+    # no embedding cache in front (OpenSearch): the one pass's vectors go straight to the re-rank
+    # (`embed_once` gives them, `reading_first` reads them) instead of being embedded again
+    texts = list(dict.fromkeys(c.text for c in SPANS))
+    headings = ["Dosage", "Storage"]
+    asked = ("tokens", QUESTION)
     expected = _rank(_cached(TwoPasses(), tmp_path / "two"))
+    bare = OnePass()
     assert _rank(bare) == expected
-    assert not any(kind == "both" for kind, _ in bare.seen)
-    # a cached embedder whose model cannot do both (documents in another process)
+    assert bare.seen == Counter(
+        {**{("both", t): 1 for t in texts}, **{("documents", h): 1 for h in headings}, asked: 1}
+    )
+    # again: the pieces (and the question's) are held in process, so each vector (no cache) is
+    # embedded alone, as before this change (a text twice in the head, twice)
+    bare.seen.clear()
+    assert _rank(bare) == expected
+    assert bare.seen == Counter([("documents", c.text) for c in SPANS] + [("documents", h) for h in headings])
+    # a model that cannot do both: the two calls, as before
+    two = TwoPasses()
+    assert _rank(two) == expected
+    assert not any(kind == "both" for kind, _ in two.seen)
+    # a cached embedder whose model cannot do both
     assert _cached(TwoPasses(), tmp_path / "other").embed_with_pieces(["x"]) == {}
+
+
+class Elsewhere(_DocumentsElsewhere):
+    """`evidence serve`'s document embedder, its other process played by `worker`."""
+
+    def __init__(self, inner: Any, worker: Any) -> None:
+        super().__init__(inner)
+        self.worker = worker
+
+    def _embed_elsewhere(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.worker.embed_documents(texts))
+
+
+def test_under_serve_a_cold_span_runs_through_the_servers_model_once(tmp_path: Path) -> None:
+    # `evidence serve` (write_nice > 0): the cache's inner embedder sends documents to a worker
+    # process; a cold span's vector and pieces now come from one pass in the server, where its
+    # pieces already ran, not its vector in the worker and its pieces here
+    texts = list(dict.fromkeys(c.text for c in SPANS))
+    headings = ["Dosage", "Storage"]
+    expected = _rank(_cached(TwoPasses(), tmp_path / "two"))
+    server, worker = OnePass(), OnePass()
+    served = Elsewhere(server, worker)
+    assert isinstance(served, PieceEmbedder) and served.piece_key == server.piece_key
+    assert _rank(_cached(served, tmp_path / "one")) == expected
+    assert server.seen == Counter({**{("both", t): 1 for t in texts}, ("tokens", QUESTION): 1})
+    assert worker.seen == Counter({("documents", h): 1 for h in headings})  # a heading: its vector alone
+    assert _rows(tmp_path / "one") == _rows(tmp_path / "two")
+    # uploads still embed in the worker
+    served.embed_documents(["An uploaded passage."])
+    assert worker.seen[("documents", "An uploaded passage.")] == 1
+    # a model with no pieces in the server: no port, the two calls as before
+    assert not isinstance(Elsewhere(HashingEmbedder(), worker), PieceEmbedder)
+
+
+def test_serves_one_pass_gives_the_workers_bits(tmp_path: Path) -> None:
+    # the real thing: MiniLM in a worker process (BackgroundDocuments) against the server's one
+    # pass; every vector and piece matrix the same bits
+    server = MiniLMEmbedder()
+    background = BackgroundDocuments(server, build=MiniLMEmbedder, nice=0)
+    try:
+        cached = _cached(background, tmp_path)
+        pieces = cached.embed_with_pieces(TEXTS)
+        assert set(pieces) == set(TEXTS)
+        assert all(
+            np.array_equal(pieces[t], m) for t, m in zip(TEXTS, server.embed_tokens(TEXTS), strict=True)
+        )
+        from_cache = cached.cached_documents(TEXTS)
+        assert not background.started  # nothing went to the worker
+        worker = background.embed_documents(TEXTS)
+        assert all(v is not None and np.array_equal(v, w) for v, w in zip(from_cache, worker, strict=True))
+    finally:
+        background.close()
+
+
+def test_without_the_store_cache_the_ranking_is_the_two_calls_bit_for_bit() -> None:
+    # OpenSearch with MiniLM: the re-rank's scores from the one pass equal those of the two calls
+    class Apart:
+        """MiniLM without its one pass."""
+
+        def __init__(self, inner: MiniLMEmbedder) -> None:
+            self.inner = inner
+            self.model_id, self.dimension, self.piece_key = inner.model_id, inner.dimension, inner.piece_key
+            self.embed_documents, self.embed_tokens = inner.embed_documents, inner.embed_tokens
+
+    model = MiniLMEmbedder()
+    vector = model.embed_query(QUESTION)
+
+    def rank(embedder: Any) -> list[tuple[float, int]]:
+        embed = IndexEmbed(lambda: embedder)
+        lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
+        lexical["bm25"] = np.asarray([0.5, 0.9, 0.1, 0.9])
+        return rank_spans(
+            SPANS,
+            lexical,
+            candidates=range(len(SPANS)),
+            model=MODEL,
+            query_vector=vector,
+            embed=embed,
+            question=QUESTION,
+            embed_tokens=tokens_of(embed),
+        )
+
+    assert rank(MiniLMEmbedder()) == rank(Apart(MiniLMEmbedder()))
 
 
 def test_priming_keeps_what_the_store_holds_and_embeds_only_the_rest() -> None:
