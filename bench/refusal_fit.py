@@ -914,7 +914,7 @@ def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float |
     `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
-    rg.READ_VARIANTS = rg.READ_PARAPHRASES = rg.READ_NAMED = True
+    rg.READ_VARIANTS = rg.READ_RARE = rg.READ_PARAPHRASES = rg.READ_NAMED = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words

@@ -39,9 +39,9 @@ def main() -> int:
     ap.add_argument("--show", default=",".join(SHOWN), help="the features printed per question")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    # `absent_named` is read whether or not the shipped model reads it, as `refusal_fit.py` does,
-    # so that `--features …,absent_named` and `--show` see it.
-    rg.READ_NAMED = True
+    # `absent_rare` and `absent_named` are read whether or not the shipped model reads them, as
+    # `refusal_fit.py` does, so that `--features …,absent_named` and `--show` see them.
+    rg.READ_RARE = rg.READ_NAMED = True
     rows = json.loads(args.rows.read_text())
     for r in rows:
         if r["profile"] == "default":

@@ -250,7 +250,7 @@ def recording_service(store: Path) -> EvidenceService:
     # `refusal_fit.py --features …,absent_rare` can.
     import evidence.verbatim.grounding as rg
 
-    rg.READ_VARIANTS = rg.READ_NAMED = True
+    rg.READ_VARIANTS = rg.READ_RARE = rg.READ_NAMED = True
     record_judgements()
     record_ablation()
     # The cosine/coverage bar at 0.5, where its confidence is its probability: `refusal_fit.py

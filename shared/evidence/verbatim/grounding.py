@@ -93,8 +93,13 @@ LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", L
 #: reading the model ignores costs no request anything (an acronym's first question builds the
 #: index's initials table); `bench/refusal_rows.py` and `bench/refusal_fit.py` turn it on.
 READ_VARIANTS = bool({"absent_rare", "absent_named"} & set(DENSE_MODEL.coefficients))
+#: Whether `read_evidence` reads `absent_rare` (`absent_concepts`, `_rarest`): only when the
+#: model reads it, so that a reading the model ignores costs no question anything (as
+#: `READ_NAMED`); `bench/refusal_fit.py` (`read_paraphrases`), `refusal_rows.py` and
+#: `refusal_misses.py` turn it on.
+READ_RARE = "absent_rare" in DENSE_MODEL.coefficients
 #: Whether `read_evidence` reads which absent words the evidence says in other words
-#: (`paraphrased`): only `absent_rare` reads them (`absent_named` reads no paraphrase).
+#: (`paraphrased`), for `absent_rare` (with `READ_RARE`; `absent_named` reads no paraphrase).
 READ_PARAPHRASES = "absent_rare" in DENSE_MODEL.coefficients
 #: Whether `read_evidence` reads `absent_named` (`named_concepts`): only when the model reads it,
 #: so that a reading the model ignores costs no question anything; `bench/refusal_rows.py`,
@@ -216,9 +221,9 @@ class Reading:
     `rarest_carried`, `typed_rarest` (the typed key with the subject concept the index uses
     least; without counts, `typed_key`), `absent_rare` (the English rarity of the rarest
     concept that neither the evidence nor any passage of the index holds: a specific thing the
-    documents never name; 0 without counts) and `absent_named` (1 when such a concept comes from
-    a question word written as a name or a code, `named_word`: "XPath", "RISC-V"; no paraphrase
-    reading; 0 without counts, and unless `READ_NAMED`).
+    documents never name; 0 without counts, and unless `READ_RARE`) and `absent_named` (1 when
+    such a concept comes from a question word written as a name or a code, `named_word`: "XPath",
+    "RISC-V"; no paraphrase reading; 0 without counts, and unless `READ_NAMED`).
 
     The fit keeps `grounding`, `typed_key`, `typed_rarest`, the cosine and the agreement; the
     others are read so that `bench/refusal_fit.py --features` measures them
@@ -305,18 +310,19 @@ def read_evidence(
     rare = [c for c in concepts if max(weights.get(t, 1.0) for t in c) >= _BASE_WEIGHT + _RARE]
     rare_cover = grounding(rare, [*texts, *given], weights)[0] if rare else 1.0
     by_index = index_reading(concepts, [*texts, *given], df) if df is not None else {}
-    if df is not None:
-        # A concept absent from the index that a word of the evidence says in other words
-        # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
+    if df is not None and (READ_RARE or READ_NAMED):
         unsaid = absent_concepts(concepts, absent, weights, df)
-        said: frozenset[str] = frozenset()
-        if READ_PARAPHRASES and unsaid:
-            said = (
-                paraphrased(question, unsaid, [*texts, *given])
-                if tokens is None
-                else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
-            )
-        by_index["absent_rare"] = _rarest(unsaid, weights, said)
+        if READ_RARE:
+            # A concept absent from the index that a word of the evidence says in other words
+            # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
+            said: frozenset[str] = frozenset()
+            if READ_PARAPHRASES and unsaid:
+                said = (
+                    paraphrased(question, unsaid, [*texts, *given])
+                    if tokens is None
+                    else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
+                )
+            by_index["absent_rare"] = _rarest(unsaid, weights, said)
         if READ_NAMED:
             by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
     if keys.rarest is not None and types:

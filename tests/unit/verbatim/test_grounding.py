@@ -656,10 +656,15 @@ XPATH_Q = "Can the parser run XPath queries on a document?"
 PARSER = "The parser reads a document and calls your handler for each element."
 
 
-def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_holds() -> None:
+def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A reading for bench/refusal_fit.py --features (measured in session 41, and in session 42 with
     # variants read as present, not in DENSE_MODEL: docs/verbatim.md#refusal-absent-rare,
     # #refusal-abbreviations; the presence test in test_variants.py).
+    import evidence.verbatim.grounding as rg
+
+    monkeypatch.setattr(rg, "READ_RARE", True)  # as the bench scripts read it
     groups = question_groups(XPATH_Q)
     weights = concept_weights(XPATH_Q, groups)
     used = {t: DF_CAP for g in groups for t in g}
@@ -723,6 +728,7 @@ def test_absent_named_is_an_absent_concept_the_question_writes_as_a_name(
     import evidence.verbatim.grounding as rg
 
     monkeypatch.setattr(rg, "READ_NAMED", True)  # as the bench scripts read it
+    monkeypatch.setattr(rg, "READ_RARE", True)
     groups = question_groups(XPATH_Q)
     used = {t: DF_CAP for g in groups for t in g}
     assert read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 0}).absent_named == 1.0
@@ -751,6 +757,7 @@ def test_absent_named_costs_nothing_while_the_model_does_not_read_it(monkeypatch
 
     assert rg.READ_NAMED is ("absent_named" in DENSE_MODEL.coefficients)
     monkeypatch.setattr(rg, "READ_NAMED", False)
+    monkeypatch.setattr(rg, "READ_RARE", True)
 
     def never(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("named_concepts read while the model does not read absent_named")
@@ -760,3 +767,32 @@ def test_absent_named_costs_nothing_while_the_model_does_not_read_it(monkeypatch
     used = {t: DF_CAP for g in groups for t in g}
     r = read_evidence(XPATH_Q, [PARSER], groups, df=used | {"xpath": 0})
     assert r.absent_named == 0.0 and r.absent_rare > 0
+
+
+def test_absent_rare_costs_nothing_while_the_model_does_not_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The shipped model has no `absent_rare` coefficient either: while neither it nor `absent_named`
+    # is read, `read_evidence` looks for no absent concept (`READ_RARE`), and the verdict is the same.
+    import evidence.verbatim.grounding as rg
+
+    assert rg.READ_RARE is ("absent_rare" in DENSE_MODEL.coefficients)
+    groups = question_groups(XPATH_Q)
+    df = {t: DF_CAP for g in groups for t in g} | {"xpath": 0}
+    monkeypatch.setattr(rg, "READ_NAMED", False)
+    monkeypatch.setattr(rg, "READ_RARE", True)
+    read = read_evidence(XPATH_Q, [PARSER], groups, df=df)
+    assert read.absent_rare > 0.9
+    monkeypatch.setattr(rg, "READ_RARE", False)
+
+    def never(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError(
+            "absent concepts read while the model reads neither absent_rare nor absent_named"
+        )
+
+    monkeypatch.setattr(rg, "absent_concepts", never)
+    unread = read_evidence(XPATH_Q, [PARSER], groups, df=df)
+    assert unread.absent_rare == 0.0
+    # every other reading, and so the model's probability, is the one read with it
+    assert replace(unread, absent_rare=read.absent_rare) == read
+    assert DENSE_MODEL.probability(unread.features(0.5, 0.5)) == DENSE_MODEL.probability(
+        read.features(0.5, 0.5)
+    )

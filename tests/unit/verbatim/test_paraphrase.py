@@ -25,10 +25,11 @@ PARSER = "The parser reads a document and calls your handler for each element."
 
 @pytest.fixture(autouse=True)
 def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Paraphrases are read only when the model reads `absent_rare` (`READ_PARAPHRASES`; the
+    """Paraphrases are read only when the model reads `absent_rare` (`READ_RARE`, `READ_PARAPHRASES`; the
     variants with it, `READ_VARIANTS`)."""
     monkeypatch.setattr(grounding, "READ_VARIANTS", True)
     monkeypatch.setattr(grounding, "READ_PARAPHRASES", True)
+    monkeypatch.setattr(grounding, "READ_RARE", True)
 
 
 @pytest.fixture

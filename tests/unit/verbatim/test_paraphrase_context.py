@@ -54,10 +54,11 @@ def fake_tokens(same: Sequence[tuple[str, str]] = (("physician", "doctor"),)) ->
 
 @pytest.fixture(autouse=True)
 def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Paraphrases are read only when the model reads `absent_rare` (`READ_PARAPHRASES`; the
+    """Paraphrases are read only when the model reads `absent_rare` (`READ_RARE`, `READ_PARAPHRASES`; the
     variants with it, `READ_VARIANTS`)."""
     monkeypatch.setattr(grounding, "READ_VARIANTS", True)
     monkeypatch.setattr(grounding, "READ_PARAPHRASES", True)
+    monkeypatch.setattr(grounding, "READ_RARE", True)
 
 
 def test_a_word_is_the_mean_of_its_pieces_found_by_offsets() -> None:

@@ -28,8 +28,10 @@ from tests.unit.rank.rankkit import INDEX, chunk, new_backend
 
 @pytest.fixture(autouse=True)
 def _read_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`index_df` reads the variants only when the model reads `absent_rare` (`READ_VARIANTS`)."""
+    """`index_df` reads the variants only when the model reads `absent_rare` (`READ_VARIANTS`), and
+    `read_evidence` reads `absent_rare` only then (`READ_RARE`)."""
     monkeypatch.setattr(grounding, "READ_VARIANTS", True)
+    monkeypatch.setattr(grounding, "READ_RARE", True)
 
 
 LICENCE = "This Program is made available under the Eclipse Public License, Version 2.0."
