@@ -43,10 +43,15 @@ class SectionHeaders:
         return self.kind is not SectionHeaderKind.OFF
 
     def params(self) -> dict[str, Any] | None:
-        """What the document content hash records of the rule (None when off: hashes unchanged)."""
+        """What the document content hash records of the rule (None when off: hashes unchanged).
+        `path` records that its header leaves the title out (`header`, session 46): a store
+        indexed under `path` before holds the title twice and is rewritten on its next index."""
         if not self.on:
             return None
-        return {"kind": self.kind.value, "legs": self.legs.value, "spans": self.spans}
+        params: dict[str, Any] = {"kind": self.kind.value, "legs": self.legs.value, "spans": self.spans}
+        if self.kind is SectionHeaderKind.PATH:
+            params["title"] = "once"
+        return params
 
     def hashed(self, chunks: DocumentChunks) -> DocumentChunks:
         """`chunks` with the rule joined to its content hash: the stores re-index a document only
@@ -60,16 +65,21 @@ class SectionHeaders:
         rule = json.dumps(params, sort_keys=True, separators=(",", ":"))
         return replace(chunks, content_hash=content_hash(f"{chunks.content_hash}\x00section_header:{rule}"))
 
-    def header(self, kind: ChunkKind | str, section: str, metadata: Mapping[str, Any]) -> str:
-        """The header text of one chunk ("" when off, or for a span unless `spans`)."""
+    def header(
+        self, kind: ChunkKind | str, section: str, metadata: Mapping[str, Any], title: str = ""
+    ) -> str:
+        """The header text of one chunk ("" when off, or for a span unless `spans`). Under `path`,
+        a heading that is the chunk's `title` (a document whose first heading is its title: the
+        parent of every second-level section) is left out: the title already leads what is
+        indexed (`_joined`)."""
         if not self.on or not section:
             return ""
         if ChunkKind(kind) is not ChunkKind.PASSAGE and not self.spans:
             return ""
         if self.kind is SectionHeaderKind.PATH:
             parent = metadata.get(PARENT_KEY)
-            if isinstance(parent, str) and parent and parent != section:
-                return f"{parent} {section}"
+            parts = [parent] if isinstance(parent, str) and parent and parent != section else []
+            return " ".join(p for p in (*parts, section) if not _same(p, title))
         return section
 
     @property
@@ -80,19 +90,26 @@ class SectionHeaders:
     def dense(self) -> bool:
         return self.on and self.legs is not HeaderLegs.LEXICAL
 
-    def lexical_header(self, kind: ChunkKind | str, section: str, metadata: Mapping[str, Any]) -> str:
+    def lexical_header(
+        self, kind: ChunkKind | str, section: str, metadata: Mapping[str, Any], title: str = ""
+    ) -> str:
         """The header the BM25 document carries between the title and the text."""
-        return self.header(kind, section, metadata) if self.lexical else ""
+        return self.header(kind, section, metadata, title) if self.lexical else ""
 
     def lexical_text(self, chunk: Chunk) -> str:
         """What the lexical leg indexes (OpenSearch's `search_text` field): title, header, text."""
-        head = self.lexical_header(chunk.kind, chunk.section, chunk.metadata)
+        head = self.lexical_header(chunk.kind, chunk.section, chunk.metadata, chunk.title)
         return _joined(chunk, head)
 
     def dense_text(self, chunk: Chunk) -> str:
         """What a passage's stored vector embeds: title, header (when the dense leg has it), text."""
-        head = self.header(chunk.kind, chunk.section, chunk.metadata) if self.dense else ""
+        head = self.header(chunk.kind, chunk.section, chunk.metadata, chunk.title) if self.dense else ""
         return _joined(chunk, head)
+
+
+def _same(heading: str, title: str) -> bool:
+    """Whether a heading says the title (white space and case aside)."""
+    return bool(title) and " ".join(heading.split()).casefold() == " ".join(title.split()).casefold()
 
 
 def _joined(chunk: Chunk, head: str) -> str:

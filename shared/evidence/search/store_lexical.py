@@ -150,7 +150,7 @@ class LexicalStore(RecordStore):
         analyze = self.analyzer.analyze
         headers = self.headers
         titles: dict[str, list[str]] = {}
-        heads: dict[tuple[str, str, str], list[str]] = {}
+        heads: dict[tuple[str, str, str, str], list[str]] = {}
         metas: dict[tuple[str, str, str | None, str], list[str]] = {}
         spans = sorted((r[8], r[9], r[7], analyze(r[7])) for r in rows if r[2] != ChunkKind.PASSAGE.value)
         starts = [s[0] for s in spans]
@@ -168,10 +168,10 @@ class LexicalStore(RecordStore):
             if meta_terms is None:
                 meta_terms = metas[key] = _meta_terms(did, kind, section, span_type, json.loads(meta))
             if headers.lexical:
-                head_key = (kind, section, meta)
+                head_key = (kind, section, meta, title)
                 head_terms = heads.get(head_key)
                 if head_terms is None:
-                    head = headers.lexical_header(kind, section, json.loads(meta))
+                    head = headers.lexical_header(kind, section, json.loads(meta), title)
                     head_terms = heads[head_key] = analyze(head) if head else []
                 title_terms = title_terms + head_terms
             doc = tantivy.Document()

@@ -4,6 +4,7 @@ every text, hash and vector is what it was; changing the rule re-indexes a store
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,38 @@ def test_header_by_rule() -> None:
     assert path.header(ChunkKind.SPAN, c.section, c.metadata) == ""
     spans = SectionHeaders(SectionHeaderKind.PATH, spans=True)
     assert spans.header(ChunkKind.SPAN, c.section, c.metadata) == "9. Dosage 9.2 Renal impairment"
+
+
+def test_path_leaves_out_a_heading_that_is_the_title() -> None:
+    # A document whose first heading is its title: that heading is the parent of every
+    # second-level section, and the title already leads what is indexed (session 46).
+    c = _chunk()
+    path = SectionHeaders(SectionHeaderKind.PATH)
+    assert path.header(c.kind, c.section, c.metadata, title="9. Dosage") == "9.2 Renal impairment"
+    assert path.header(c.kind, c.section, c.metadata, title=" 9.  DOSAGE") == "9.2 Renal impairment"
+    assert path.header(c.kind, "9. Dosage", c.metadata, title="9. Dosage") == ""  # under the title itself
+    assert path.header(c.kind, c.section, c.metadata, title="Label") == "9. Dosage 9.2 Renal impairment"
+    titled = replace(c, title="9. Dosage")
+    assert (
+        path.dense_text(titled)
+        == path.lexical_text(titled)
+        == "9. Dosage 9.2 Renal impairment Halve the dose."
+    )
+    # `heading` is as it was (a measured rule); the hash records that `path` changed
+    heading = SectionHeaders(SectionHeaderKind.HEADING)
+    assert heading.header(c.kind, "9. Dosage", c.metadata, title="9. Dosage") == "9. Dosage"
+    assert path.params() == {"kind": "path", "legs": "both", "spans": False, "title": "once"}
+    assert heading.params() == {"kind": "heading", "legs": "both", "spans": False}
+
+
+def test_path_indexes_the_title_once(tmp_path: Path) -> None:
+    service, counting = _service(tmp_path / "store", section_header="path")
+    _index(service, tmp_path)
+    title = "Storage service agreement"
+    notice = [t for t in counting.embedded if NOTICE in t]
+    assert notice and all(t.startswith(f"{title} 8. Termination ") and t.count(title) == 1 for t in notice)
+    assert _found(service, "termination", NOTICE)
+    service.close()
 
 
 def test_legs_pick_the_texts_and_search_text_never_changes() -> None:
