@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evidence.cli.common import EXIT_FAILED, EXIT_OK, CliError, Command, settings_from_args
 from evidence.cli.output import print_migrate_report
+
+if TYPE_CHECKING:
+    from evidence.config import Settings
+    from evidence.search.embedded import EmbeddedBackend
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     from evidence.config import BackendKind
     from evidence.migrate import migrate
     from evidence.progress import Progress
-    from evidence.search.embedded import EmbeddedBackend
     from evidence.search.opensearch import OpenSearchBackend
 
     if args.batch_size < 1:
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     store = source_store(args, settings.store_dir)
     if not (store / "indexes" / args.index).exists():
         raise CliError(f"no index {args.index!r} in store {store}")
-    source = EmbeddedBackend(store)
+    source = embedded_source(settings, store)
     target = OpenSearchBackend(settings)
     bar = Progress(f"migrating {args.index}")
     try:
@@ -74,6 +78,21 @@ def run(args: argparse.Namespace) -> int:
         target.close()
     print_migrate_report(report, args.index, as_json=args.json)
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def embedded_source(settings: Settings, store: Path) -> EmbeddedBackend:
+    """The embedded store to read, opened as `evidence index` and `evidence serve` open it under
+    the same settings (`search.factory.get_backend`): its section header rule above all
+    (docs/ingest.md#section-headers), so that a document whose BM25 document is rebuilt while it
+    is read (one pending its lexical sync) gets the header a fresh index under that rule gives, as
+    the OpenSearch copy's lexical field does; it was opened with the default (no header)."""
+    from evidence.config import BackendKind
+    from evidence.search.embedded import EmbeddedBackend
+    from evidence.search.factory import get_backend
+
+    backend = get_backend(settings.model_copy(update={"backend": BackendKind.EMBEDDED, "store_dir": store}))
+    assert isinstance(backend, EmbeddedBackend)
+    return backend
 
 
 def source_store(args: argparse.Namespace, default: Path) -> Path:

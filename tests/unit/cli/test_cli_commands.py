@@ -78,6 +78,26 @@ def test_migrate_reads_the_store_it_is_given(
     assert "name two stores" in capsys.readouterr().err
 
 
+def test_migrate_opens_the_store_under_the_settings_header_rule(tmp_path: Path) -> None:
+    """The store `migrate` reads is opened as `index` and `serve` open it (the section header rule,
+    docs/ingest.md#section-headers): a BM25 document rebuilt while it is read gets the header a
+    fresh index under that rule gives, as the OpenSearch copy does. It was opened without one."""
+    from evidence.cli.migrate import embedded_source
+    from evidence.config import BackendKind, Settings
+    from evidence.search.headers import OFF, SectionHeaders
+
+    store = tmp_path / "store"
+    for rule in ({}, {"section_header": "path", "section_header_legs": "lexical"}):
+        settings = Settings(backend=BackendKind.OPENSEARCH, opensearch_endpoint="http://127.0.0.1:9", **rule)  # type: ignore[arg-type]
+        source = embedded_source(settings, store)
+        try:
+            assert source.store_dir == store
+            assert source.headers == SectionHeaders.from_settings(settings)
+            assert (source.headers == OFF) is (not rule)
+        finally:
+            source.close()
+
+
 def test_eval_refuses_dataset_options_with_qa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--mode`, `--limit` and `--spans` are `--dataset` options (docs/contracts.md#cli): with
     `--qa` they are refused (exit 2) before any store is opened, not ignored."""
