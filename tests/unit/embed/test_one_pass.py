@@ -120,7 +120,7 @@ MODEL = SpanModel(
 )
 
 
-def _rank(embedder: Any, model: SpanModel = MODEL) -> list[tuple[float, int]]:
+def _rank(embedder: Any, model: SpanModel = MODEL, vector: Any = None) -> list[tuple[float, int]]:
     embed = IndexEmbed(lambda: embedder)
     lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
     lexical["bm25"] = np.asarray([0.5, 0.9, 0.1, 0.9])
@@ -129,7 +129,7 @@ def _rank(embedder: Any, model: SpanModel = MODEL) -> list[tuple[float, int]]:
         lexical,
         candidates=range(len(SPANS)),
         model=model,
-        query_vector=_unit(QUESTION, (8,)),
+        query_vector=_unit(QUESTION, (8,)) if vector is None else vector,
         embed=embed,
         question=QUESTION,
         embed_tokens=tokens_of(embed),
@@ -279,25 +279,8 @@ def test_without_the_store_cache_the_ranking_is_the_two_calls_bit_for_bit() -> N
             self.model_id, self.dimension, self.piece_key = inner.model_id, inner.dimension, inner.piece_key
             self.embed_documents, self.embed_tokens = inner.embed_documents, inner.embed_tokens
 
-    model = MiniLMEmbedder()
-    vector = model.embed_query(QUESTION)
-
-    def rank(embedder: Any) -> list[tuple[float, int]]:
-        embed = IndexEmbed(lambda: embedder)
-        lexical = {f: np.zeros(len(SPANS)) for f in LEXICAL_FEATURES}
-        lexical["bm25"] = np.asarray([0.5, 0.9, 0.1, 0.9])
-        return rank_spans(
-            SPANS,
-            lexical,
-            candidates=range(len(SPANS)),
-            model=MODEL,
-            query_vector=vector,
-            embed=embed,
-            question=QUESTION,
-            embed_tokens=tokens_of(embed),
-        )
-
-    assert rank(MiniLMEmbedder()) == rank(Apart(MiniLMEmbedder()))
+    vector = MiniLMEmbedder().embed_query(QUESTION)
+    assert _rank(MiniLMEmbedder(), vector=vector) == _rank(Apart(MiniLMEmbedder()), vector=vector)
 
 
 def test_priming_keeps_what_the_store_holds_and_embeds_only_the_rest() -> None:
