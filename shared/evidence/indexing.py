@@ -237,7 +237,13 @@ class Indexing:
                 continue
             order = sorted(by_doc[di], key=lambda t: (d.chunks[owners[t][1]].char_start, owners[t][1]))
             passages = [d.chunks[owners[t][1]] for t in order]
-            placed = late_ranges(passages, [texts[t] for t in order], [first[t] for t in order], spans)
+            placed = late_ranges(
+                passages,
+                [texts[t] for t in order],
+                [first[t] for t in order],
+                spans,
+                past_window=self.settings.late_spans_past_window,
+            )
             for span, rng in zip(spans, placed, strict=True):
                 if rng is None:
                     continue

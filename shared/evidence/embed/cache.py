@@ -276,9 +276,13 @@ class CachedEmbedder:
             check_deadline("embedding the document's passages")
             # A text whose vector is cached and that has no range asks nothing of the model.
             part = [
-                i for i in range(start, min(start + EMBED_SLICE, len(texts))) if ranges[i] or keys[i] not in found
+                i
+                for i in range(start, min(start + EMBED_SLICE, len(texts)))
+                if ranges[i] or keys[i] not in found
             ]
-            fresh, pooled = inner.embed_documents_and_late([texts[i] for i in part], [ranges[i] for i in part])
+            fresh, pooled = inner.embed_documents_and_late(
+                [texts[i] for i in part], [ranges[i] for i in part]
+            )
             new = {keys[i]: fresh[k] for k, i in enumerate(part) if keys[i] not in found}
             if new:
                 self.cache.put_many(self._key, list(new.items()), scope=self.scope)

@@ -44,7 +44,12 @@ class LateRange:
 
 
 def late_ranges(
-    passages: Sequence[Chunk], inputs: Sequence[str], first_chars: Sequence[int], spans: Sequence[Chunk]
+    passages: Sequence[Chunk],
+    inputs: Sequence[str],
+    first_chars: Sequence[int],
+    spans: Sequence[Chunk],
+    *,
+    past_window: bool = True,
 ) -> list[LateRange | None]:
     """The passage each span is pooled in, and its characters in that passage's input.
 
@@ -55,7 +60,7 @@ def late_ranges(
     overlapping the span, the first in document order that holds it whole within its first
     window; else the first that holds it whole (its further window is run for it); else the one
     holding most of its characters (first on a tie), over the part it holds. None: no passage
-    overlaps it."""
+    overlaps it, or (`past_window` false) none holds it whole within its first window."""
     out: list[LateRange | None] = []
     for s in spans:
         a, b = s.char_start, s.char_end
@@ -75,5 +80,5 @@ def late_ranges(
                     whole = rng
             if hi - lo > most:
                 most, part = hi - lo, rng
-        out.append(whole_first or whole or part)
+        out.append(whole_first or (whole or part if past_window else None))
     return out

@@ -168,7 +168,9 @@ class MiniLMEmbedder:
         is one window): a span ending there is inside the window `embed_documents` runs."""
         room = self.max_tokens - 2
         out = []
-        for t, e in zip(texts, get_tokenizer().encode_batch(list(texts), add_special_tokens=False), strict=True):
+        for t, e in zip(
+            texts, get_tokenizer().encode_batch(list(texts), add_special_tokens=False), strict=True
+        ):
             out.append(len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1]))
         return out
 
@@ -190,20 +192,13 @@ class MiniLMEmbedder:
             return np.empty((0, DIMENSION), dtype=np.float32), late
         encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
         encoded = [e.ids for e in encs]
-        # Each range's word pieces [k0, k1) in its text (empty when no piece overlaps it).
-        want: list[list[tuple[int, int]]] = []
-        for i, e in enumerate(encs):
-            starts = np.asarray([s for s, _ in e.offsets], dtype=np.int64)
-            ends = np.asarray([t for _, t in e.offsets], dtype=np.int64)
-            rows = []
-            for x, y in ranges[i]:
-                hit = np.nonzero((starts < y) & (ends > x))[0]
-                rows.append((int(hit[0]), int(hit[-1]) + 1) if len(hit) else (0, 0))
-            want.append(rows)
+        want = [_range_pieces(e.offsets, r) for e, r in zip(encs, ranges, strict=True)]
         sums = [[np.zeros(DIMENSION, dtype=np.float64) for _ in r] for r in ranges]
         counts = [[0] * len(r) for r in ranges]
 
-        def take(batch: list[int], hidden: npt.NDArray[np.float32], owners: list[int], where: list[tuple[int, int]]) -> None:
+        def take(
+            batch: list[int], hidden: npt.NDArray[np.float32], owners: list[int], where: list[tuple[int, int]]
+        ) -> None:
             for row, j in enumerate(batch):
                 i = owners[j]
                 s, e = where[j]
@@ -219,23 +214,9 @@ class MiniLMEmbedder:
             vectors[batch] = _pooled(mask, hidden)
             take(batch, hidden, owners, where)
         # Under FIRST: the further windows of texts whose ranges reach past the first one.
-        room = self.max_tokens - 2
-        run = set(zip(owners, where, strict=True))
-        more: list[list[int]] = []
-        more_owners: list[int] = []
-        more_where: list[tuple[int, int]] = []
-        tok = get_tokenizer()
-        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        for i, ids in enumerate(encoded):
-            reach = max((k1 for _, k1 in want[i]), default=0)
-            if reach <= room:
-                continue
-            for s, e in split_windows(len(ids), room, 0):
-                if (i, (s, e)) in run or not any(max(k0, s) < min(k1, e) for k0, k1 in want[i]):
-                    continue
-                more.append([cls_id, *ids[s:e], sep_id])  # type: ignore[list-item]
-                more_owners.append(i)
-                more_where.append((s, e))
+        more, more_owners, more_where = self._further_windows(
+            encoded, want, set(zip(owners, where, strict=True))
+        )
         if more:
             for batch, _, hidden in self._hidden(more, 32, FINE_WIDTH):
                 take(batch, hidden, more_owners, more_where)
@@ -335,6 +316,32 @@ class MiniLMEmbedder:
                     pieces[first[j]] = _pieces(hidden[row], len(inputs[j]))
         return _texts_vectors(vectors, inputs, owners, len(texts)), pieces
 
+    def _further_windows(
+        self,
+        encoded: Sequence[Sequence[int]],
+        want: Sequence[Sequence[tuple[int, int]]],
+        run: set[tuple[int, tuple[int, int]]],
+    ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
+        """The windows (`split_windows(n, max_tokens - 2, 0)`) not in `run` ((text, window) pairs
+        already run) that hold a piece of one of the text's wanted ranges: inputs, texts, pieces."""
+        tok = get_tokenizer()
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
+        room = self.max_tokens - 2
+        inputs: list[list[int]] = []
+        owners: list[int] = []
+        where: list[tuple[int, int]] = []
+        for i, ids in enumerate(encoded):
+            if max((k1 for _, k1 in want[i]), default=0) <= room:
+                continue
+            for s, e in split_windows(len(ids), room, 0):
+                if (i, (s, e)) in run or not any(max(k0, s) < min(k1, e) for k0, k1 in want[i]):
+                    continue
+                inputs.append([cls_id, *ids[s:e], sep_id])
+                owners.append(i)
+                where.append((s, e))
+        return inputs, owners, where
+
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
         # growth to guard against, and padding to a multiple of 32 cost ~40% of a query's
@@ -351,6 +358,20 @@ class MiniLMEmbedder:
             while len(self._asked) > ASKED_KEPT:
                 self._asked.popitem(last=False)
         return row
+
+
+def _range_pieces(
+    offsets: Sequence[tuple[int, int]], ranges: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Each character range's word pieces `[k0, k1)` (those whose offsets overlap it; `(0, 0)`
+    when none does)."""
+    starts = np.asarray([s for s, _ in offsets], dtype=np.int64)
+    ends = np.asarray([t for _, t in offsets], dtype=np.int64)
+    out = []
+    for x, y in ranges:
+        hit = np.nonzero((starts < y) & (ends > x))[0]
+        out.append((int(hit[0]), int(hit[-1]) + 1) if len(hit) else (0, 0))
+    return out
 
 
 def width_batches(

@@ -88,10 +88,19 @@ def test_the_context_passage_rule() -> None:
     inputs = ["T " + p0.text, "T " + p1.text]
     s_first = _chunk(ChunkKind.SPAN, doc[10:20], 10)  # in p0 only
     s_overlap = _chunk(ChunkKind.SPAN, doc[52:58], 52)  # whole in both: the first, p0
-    s_cross = _chunk(ChunkKind.SPAN, doc[40:70], 40)  # whole in neither: most in p0 (40-60: 20 vs 50-70: 20 -> tie: p0)
+    s_cross = _chunk(
+        ChunkKind.SPAN, doc[40:70], 40
+    )  # whole in neither: most in p0 (40-60: 20 vs 50-70: 20 -> tie: p0)
     s_cross2 = _chunk(ChunkKind.SPAN, doc[45:80], 45)  # 15 in p0, 30 in p1
-    out = late_ranges([p0, p1], inputs, [len(inputs[0]), len(inputs[1])], [s_first, s_overlap, s_cross, s_cross2])
-    assert [(r.passage, r.start, r.end) for r in out if r] == [(0, 12, 22), (0, 54, 60), (0, 42, 62), (1, 2, 32)]
+    out = late_ranges(
+        [p0, p1], inputs, [len(inputs[0]), len(inputs[1])], [s_first, s_overlap, s_cross, s_cross2]
+    )
+    assert [(r.passage, r.start, r.end) for r in out if r] == [
+        (0, 12, 22),
+        (0, 54, 60),
+        (0, 42, 62),
+        (1, 2, 32),
+    ]
     # a span whole in both but past p0's first window: p1, whose first window holds it
     out = late_ranges([p0, p1], inputs, [40, len(inputs[1])], [s_overlap])
     assert out[0] is not None and (out[0].passage, out[0].start, out[0].end) == (1, 4, 10)
@@ -99,6 +108,10 @@ def test_the_context_passage_rule() -> None:
     out = late_ranges([p0, p1], inputs, [15, len(inputs[1])], [s_first])
     assert out[0] is not None and out[0].passage == 0
     assert late_ranges([p0], inputs[:1], [62], [_chunk(ChunkKind.SPAN, "x", 99)]) == [None]
+    # without further windows: only a passage holding it whole within its first window
+    spans = [s_first, s_overlap, s_cross, s_cross2]
+    out = late_ranges([p0, p1], inputs, [15, len(inputs[1])], spans, past_window=False)
+    assert [(r.passage, r.start, r.end) if r else None for r in out] == [None, (1, 4, 10), None, None]
 
 
 DOC = """# Storage service manual
@@ -130,7 +143,11 @@ INDEX = "manual"
 def _service(tmp_path: Path, mode: str, name: str) -> EvidenceService:
     store = tmp_path / name
     settings = Settings(
-        store_dir=store, embed_spans_at_index=mode, passage_tokens=48, passage_overlap=8, focus_span_anchor=True
+        store_dir=store,
+        embed_spans_at_index=mode,
+        passage_tokens=48,
+        passage_overlap=8,
+        focus_span_anchor=True,
     )
     embedder = CachedEmbedder(MiniLMEmbedder(), EmbeddingCache(store / "embeddings.sqlite3"))
     service = EvidenceService(settings, embedder=embedder)
@@ -183,10 +200,14 @@ def test_verbatim_answers_do_not_depend_on_late_vectors(tmp_path: Path) -> None:
     for q in ("How long are backups kept?", "How many requests per minute does the Team plan allow?"):
         r0 = off.retrieve(INDEX, RetrieveRequest(query=q, profile="verbatim"))
         r1 = late.retrieve(INDEX, RetrieveRequest(query=q, profile="verbatim"))
-        assert [(h.chunk_id, h.text, h.score) for h in r0.hits] == [(h.chunk_id, h.text, h.score) for h in r1.hits]
+        assert [(h.chunk_id, h.text, h.score) for h in r0.hits] == [
+            (h.chunk_id, h.text, h.score) for h in r1.hits
+        ]
 
 
-def test_the_anchor_reads_late_vectors_and_embeds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_anchor_reads_late_vectors_and_embeds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     late = _service(tmp_path, "late", "late")
     cache = late.document_embedder(INDEX)
     assert isinstance(cache, CachedEmbedder)
