@@ -176,12 +176,13 @@ class Settings(BaseSettings):
     #: near-free, in a key space of its own that only the focus span anchor reads (and reads
     #: instead of own vectors); the spans' headings embedded on their own. `off` (or `false`).
     embed_spans_at_index: Annotated[SpanVectors, BeforeValidator(_span_vectors)] = SpanVectors.OFF
-    #: Under `late`: a span lying past the first model window of every passage that holds it
-    #: (254 word pieces, the window the passage's vector reads) is pooled from that passage's
-    #: further window, run for it (+38 % model pieces on SciFact's long records, +0.3 % on the QA
-    #: families); false: such a span gets no late vector (the anchor skips it)
-    #: (docs/ingest.md#late-span-vectors).
-    late_spans_past_window: bool = True
+    #: Under `late`, a span that no passage holds whole within its first model window (254 word
+    #: pieces, the window the passage's vector reads) gets no late vector (the anchor skips it, as a
+    #: span with no cached vector). True: it is pooled from its passage's further window, run for it;
+    #: that cost 1.35x the indexing CPU on SciFact's first 600 records (its records are long: 32 %
+    #: of their spans lie past the first window) against 1.04x without, for one answer fewer on the
+    #: 19 development families (672 against 673) (docs/ingest.md#late-span-vectors).
+    late_spans_past_window: bool = False
 
     # Chunking
     passage_tokens: int = Field(default=256, ge=32, le=2048)
