@@ -31,6 +31,7 @@ def _manual(emb: MiniLMEmbedder, text: str, x: int, y: int) -> np.ndarray:
     enc = get_tokenizer().encode(text, add_special_tokens=False)
     tok = get_tokenizer()
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    assert cls_id is not None and sep_id is not None
     room = emb.max_tokens - 2
     rows = []
     for s in range(0, len(enc.ids), room):
@@ -40,8 +41,9 @@ def _manual(emb: MiniLMEmbedder, text: str, x: int, y: int) -> np.ndarray:
             a, b = enc.offsets[k]
             if a < y and b > x:
                 rows.append(hidden[0, 1 + k - s].astype(np.float64))
-    v = np.mean(rows, axis=0)
-    return v / np.linalg.norm(v)
+    v = np.asarray(np.mean(rows, axis=0), dtype=np.float64)
+    out: np.ndarray = v / np.linalg.norm(v)
+    return out
 
 
 @pytest.mark.parametrize("rule", [LongTextRule.FIRST, LongTextRule.MEAN])
