@@ -203,9 +203,9 @@ class Indexing:
         return list(out)
 
     def _late(self, embedder: Embedder) -> bool:
-        """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` with a persistent cache and a model in this process
-        that gives late-chunked vectors (a local MiniLM behind the store's cache); anywhere else
-        (OpenSearch, `serve`'s background embedding process, a remote model) no span vector is
+        """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` with a persistent cache and a model that gives
+        late-chunked vectors (MiniLM behind the store's cache, in process or in `serve`'s
+        document-embedding process); anywhere else (OpenSearch, a remote model) no span vector is
         made (docs/ingest.md#span-vectors-at-indexing)."""
         from evidence.config import SpanVectors
 

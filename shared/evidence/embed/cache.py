@@ -253,8 +253,10 @@ class CachedEmbedder:
 
     @property
     def late_capable(self) -> bool:
-        """Whether the model can give late-chunked span vectors (`embed_late`): a local MiniLM."""
-        return isinstance(self.inner, LateEmbedder)
+        """Whether the model can give late-chunked span vectors (`embed_late`): a MiniLM, here or
+        in `serve`'s document-embedding process (`embed.background`)."""
+        capable = getattr(self.inner, "late_capable", None)
+        return bool(capable) if capable is not None else isinstance(self.inner, LateEmbedder)
 
     def embed_late(
         self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]

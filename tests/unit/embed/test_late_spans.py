@@ -241,3 +241,41 @@ def test_the_setting_keeps_true_and_false() -> None:
     assert Settings(embed_spans_at_index="late").embed_spans_at_index is SpanVectors.LATE
     assert Settings().embed_spans_at_index is SpanVectors.OFF
     assert Settings().late_spans_past_window is False
+
+
+def test_serves_document_process_gives_the_same_late_vectors(tmp_path: Path) -> None:
+    """`evidence serve` embeds documents in another process (`embed.background`): late vectors
+    come back from it, the same bits as in process, through the worker and the shared process."""
+    import os
+    import signal
+
+    from evidence.embed.background import BackgroundDocuments, SharedEmbedding
+    from evidence.testing import HashingEmbedder
+
+    texts = ["Title " + SENTENCE, LONG]
+    i = LONG.index("Item 19")
+    ranges = [[(6, 12)], [(0, 4), (i, i + 40)]]
+    here = MiniLMEmbedder().embed_documents_and_late(texts, ranges)
+    bg = BackgroundDocuments(MiniLMEmbedder(), build=MiniLMEmbedder, nice=7)
+    shared = SharedEmbedding(MiniLMEmbedder, nice=7)
+    shared.start()
+    try:
+        cached = CachedEmbedder(bg, EmbeddingCache(tmp_path / "embeddings.sqlite3"))
+        assert cached.late_capable
+        for there in (
+            bg.embed_documents_and_late(texts, ranges),
+            shared.client(MiniLMEmbedder()).embed_documents_and_late(texts, ranges),
+        ):
+            assert there[0].tobytes() == here[0].tobytes()
+            assert [[v.tobytes() for v in r if v is not None] for r in there[1]] == [
+                [v.tobytes() for v in r if v is not None] for r in here[1]
+            ]
+        other = BackgroundDocuments(HashingEmbedder(), build=HashingEmbedder, nice=7)
+        assert not CachedEmbedder(other, EmbeddingCache(tmp_path / "e2.sqlite3")).late_capable
+    finally:
+        bg.close()
+        process = shared.process
+        assert process is not None and process.pid is not None
+        os.kill(process.pid, signal.SIGTERM)
+        process.join(60)
+        shared.close()
