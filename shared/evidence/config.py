@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from evidence.errors import ConfigurationError
@@ -42,6 +42,29 @@ class LongTextRule(StrEnum):
     FIRST = "first"
     #: Every window is read; the text's vector is the windows' mean, weighted by word pieces.
     MEAN = "mean"
+
+
+class SpanVectors(StrEnum):
+    """Which span vectors indexing puts in the store's embedding cache
+    (docs/ingest.md#span-vectors-at-indexing)."""
+
+    OFF = "off"
+    #: Each span's own vector (its scoring text embedded alone): what the `verbatim` scorer reads.
+    OWN = "own"
+    #: Each span's vector pooled out of its passage's forward pass (late chunking), in a key space
+    #: of its own that only the focus span anchor reads; headings embedded on their own.
+    LATE = "late"
+
+
+def _span_vectors(value: object) -> object:
+    """`true`/`false` (the setting's values before `late`) are `own`/`off`."""
+    if isinstance(value, bool):
+        return SpanVectors.OWN if value else SpanVectors.OFF
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"):
+        return SpanVectors.OWN
+    if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", ""):
+        return SpanVectors.OFF
+    return value
 
 
 class RerankerKind(StrEnum):
@@ -148,7 +171,18 @@ class Settings(BaseSettings):
     #: a question on a cold store). Embedded store only: elsewhere (OpenSearch) there is no cache
     #: to fill and it does nothing. Off: it costs indexing time and cache size (measured:
     #: docs/ingest.md#span-vectors-at-indexing). Word pieces (`token_cache_mb`) are not embedded.
-    embed_spans_at_index: bool = False
+    #: `own` (or `true`): each span's own vector, as above. `late`: each span's vector pooled out of
+    #: its passage's forward pass (late chunking: the passage's word pieces covering the span),
+    #: near-free, in a key space of its own that only the focus span anchor reads (and reads
+    #: instead of own vectors); the spans' headings embedded on their own. `off` (or `false`).
+    embed_spans_at_index: Annotated[SpanVectors, BeforeValidator(_span_vectors)] = SpanVectors.OFF
+    #: Under `late`, a span that no passage holds whole within its first model window (254 word
+    #: pieces, the window the passage's vector reads) gets no late vector (the anchor skips it, as a
+    #: span with no cached vector). True: it is pooled from its passage's further window, run for it;
+    #: that cost 1.35x the indexing CPU on SciFact's first 600 records (its records are long: 32 %
+    #: of their spans lie past the first window) against 1.04x without, for one answer fewer on the
+    #: 19 development families (672 against 673) (docs/ingest.md#late-span-vectors).
+    late_spans_past_window: bool = False
 
     # Chunking
     passage_tokens: int = Field(default=256, ge=32, le=2048)

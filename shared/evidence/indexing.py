@@ -23,7 +23,7 @@ from evidence.errors import (
 )
 from evidence.model import IndexDocumentRequest, IndexDocumentResponse
 from evidence.names import validate_index_name
-from evidence.records import ChunkKind, DocumentChunks
+from evidence.records import Chunk, ChunkKind, DocumentChunks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,11 +142,14 @@ class Indexing:
                         owners.append((di, ci))
             embedder = self.document_embedder(index)
             n_passages = len(texts)
-            # The spans' texts after the passages (`embed_documents` caches slice by slice, and
-            # checks the deadline between slices: a retry after a deadline resumes with them).
-            texts.extend(self._span_texts(todo, embedder))
-            emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
-            emb = emb[:n_passages]
+            if self._late(embedder):
+                emb = self._embed_late(todo, texts, owners, embedder)
+            else:
+                # The spans' texts after the passages (`embed_documents` caches slice by slice, and
+                # checks the deadline between slices: a retry after a deadline resumes with them).
+                texts.extend(self._span_texts(todo, embedder))
+                emb = embedder.embed_documents(texts) if texts else np.empty((0, embedder.dimension))
+                emb = emb[:n_passages]
             # Rows stay NaN ("no vector") for fact spans: they are found lexically, and a span's
             # vector, when embedded here at all (`_span_texts`), lives in the embedding cache only.
             mats = [np.full((len(d.chunks), self.embedder.dimension), np.nan, dtype=np.float32) for d in todo]
@@ -184,7 +187,9 @@ class Indexing:
         embedding cache; none without the setting or without a persistent cache to put them in
         (OpenSearch: docs/ingest.md#span-vectors-at-indexing). Text already cached (unchanged
         spans of a changed document, a repeated sentence) costs no inference."""
-        if not self.settings.embed_spans_at_index:
+        from evidence.config import SpanVectors
+
+        if self.settings.embed_spans_at_index is not SpanVectors.OWN:
             return []
         from evidence.embed.cache import CachedEmbedder
 
@@ -196,6 +201,68 @@ class Indexing:
         for d in docs:
             out.update(dict.fromkeys(span_embedding_texts(d.chunks)))
         return list(out)
+
+    def _late(self, embedder: Embedder) -> bool:
+        """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` with a persistent cache and a model that gives
+        late-chunked vectors (MiniLM behind the store's cache, in process or in `serve`'s
+        document-embedding process); anywhere else (OpenSearch, a remote model) no span vector is
+        made (docs/ingest.md#span-vectors-at-indexing)."""
+        from evidence.config import SpanVectors
+
+        if self.settings.embed_spans_at_index is not SpanVectors.LATE:
+            return False
+        from evidence.embed.cache import CachedEmbedder
+
+        return isinstance(embedder, CachedEmbedder) and embedder.late_capable
+
+    def _embed_late(
+        self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
+    ) -> Any:
+        """The passages' vectors (`texts`, owned by `owners`: bit-identical to `embed_documents`'),
+        and, into the cache, every anchor span's late-chunked vector (`embed.late`) and its
+        heading's own vector (ordinary key: what the `verbatim` scorer would embed for it)."""
+        from evidence.embed.late import late_key, late_ranges
+        from evidence.verbatim.spans import anchor_spans
+
+        first = embedder.first_window_chars(texts) if texts else []
+        ranges: list[list[tuple[int, int]]] = [[] for _ in texts]
+        wanted: list[list[Chunk]] = [[] for _ in texts]  # the span of each range
+        by_doc: dict[int, list[int]] = {}
+        for t, (di, _) in enumerate(owners):
+            by_doc.setdefault(di, []).append(t)
+        headings: dict[str, None] = {}
+        for di, d in enumerate(docs):
+            spans = anchor_spans(d.chunks)
+            if not spans or di not in by_doc:
+                continue
+            order = sorted(by_doc[di], key=lambda t: (d.chunks[owners[t][1]].char_start, owners[t][1]))
+            passages = [d.chunks[owners[t][1]] for t in order]
+            placed = late_ranges(
+                passages,
+                [texts[t] for t in order],
+                [first[t] for t in order],
+                spans,
+                past_window=self.settings.late_spans_past_window,
+            )
+            for span, rng in zip(spans, placed, strict=True):
+                if rng is None:
+                    continue
+                t = order[rng.passage]
+                ranges[t].append((rng.start, rng.end))
+                wanted[t].append(span)
+            headings.update(dict.fromkeys(c.section for c in spans if c.section))
+        vectors, late = embedder.embed_late(texts, ranges)
+        embedder.put_late(
+            [
+                (late_key(span), vec)
+                for spans, vecs in zip(wanted, late, strict=True)
+                for span, vec in zip(spans, vecs, strict=True)
+                if vec is not None
+            ]
+        )
+        if headings:
+            embedder.embed_documents(list(headings))
+        return vectors
 
     def document_data(self, request: IndexDocumentRequest) -> bytes:
         """The upload's bytes (its text, or its base64 decoded), within the document size limit."""

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from evidence.config import Settings
+from evidence.config import Settings, SpanVectors
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
 from evidence.model import RetrieveRequest
 from evidence.records import Chunk, ChunkKind
@@ -225,7 +225,7 @@ def test_without_a_persistent_cache_it_does_nothing(tmp_path: Path) -> None:
 
 
 def test_the_setting_is_off_by_default() -> None:
-    assert Settings().embed_spans_at_index is False
+    assert Settings().embed_spans_at_index is SpanVectors.OFF
 
 
 @pytest.mark.parametrize("on", [False, True])

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,6 +70,14 @@ def _embed(texts: Sequence[str]) -> Matrix:
     return _worker[0].embed_documents(texts)
 
 
+def _embed_late(texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]) -> Late:
+    return _worker[0].embed_documents_and_late(texts, ranges)  # type: ignore[attr-defined,no-any-return]
+
+
+#: What `embed_documents_and_late` returns: the texts' vectors and each range's late vector.
+Late = tuple[Matrix, list[list[Matrix | None]]]
+
+
 class _DocumentsElsewhere:
     """An Embedder whose documents are embedded in another process (`_embed_elsewhere`) and whose
     queries are embedded here, by `inner`, the same model.
@@ -102,6 +110,29 @@ class _DocumentsElsewhere:
 
     def embed_query(self, text: str) -> Matrix:
         return self.inner.embed_query(text)
+
+    @property
+    def late_capable(self) -> bool:
+        """Whether the model (the same here and in the other process) gives late-chunked span
+        vectors (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, `embed.late`)."""
+        from evidence.embed.base import LateEmbedder
+
+        return isinstance(self.inner, LateEmbedder)
+
+    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+        """The tokenizer's answer (`MiniLMEmbedder.first_window_chars`), here: no model runs."""
+        return self.inner.first_window_chars(texts)  # type: ignore[attr-defined,no-any-return]
+
+    def embed_documents_and_late(
+        self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+    ) -> Late:
+        """`MiniLMEmbedder.embed_documents_and_late` in the other process."""
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32), []
+        return self._late_elsewhere(list(texts), [list(r) for r in ranges])
+
+    def _late_elsewhere(self, texts: list[str], ranges: list[list[tuple[int, int]]]) -> Late:
+        raise NotImplementedError
 
 
 class BackgroundDocuments(_DocumentsElsewhere):
@@ -148,10 +179,18 @@ class BackgroundDocuments(_DocumentsElsewhere):
             return self._pool is not None
 
     def _embed_elsewhere(self, texts: list[str]) -> Matrix:
+        out: Matrix = self._in_worker(_embed, texts)
+        return out
+
+    def _late_elsewhere(self, texts: list[str], ranges: list[list[tuple[int, int]]]) -> Late:
+        out: Late = self._in_worker(_embed_late, texts, ranges)
+        return out
+
+    def _in_worker(self, fn: Callable[..., object], *args: object) -> Any:
         for attempt in range(2):
             pool = self._executor()
             try:
-                return pool.submit(_embed, texts).result()
+                return pool.submit(fn, *args).result()
             except BrokenProcessPool:
                 self._replace(pool)
                 if attempt:
@@ -203,7 +242,11 @@ def _serve_embeddings(
                     with building:
                         if not model:
                             model.append(build())
-                    reply = ("ok", model[0].embed_documents(texts))
+                    if isinstance(texts, tuple):  # ("late", texts, ranges): `embed_documents_and_late`
+                        late = model[0].embed_documents_and_late  # type: ignore[attr-defined]
+                        reply = ("ok", late(texts[1], texts[2]))
+                    else:
+                        reply = ("ok", model[0].embed_documents(texts))
             except Exception as exc:  # the caller's to raise, as if it had embedded itself
                 reply = ("error", exc)
             try:
@@ -299,10 +342,18 @@ class SharedDocuments(_DocumentsElsewhere):
                 time.sleep(0.05)
 
     def _embed_elsewhere(self, texts: list[str]) -> Matrix:
+        out: Matrix = self._ask(texts)
+        return out
+
+    def _late_elsewhere(self, texts: list[str], ranges: list[list[tuple[int, int]]]) -> Late:
+        out: Late = self._ask(("late", texts, ranges))
+        return out
+
+    def _ask(self, request: object) -> Any:
         for attempt in range(2):
             try:
                 with self._connect() as conn:
-                    conn.send(texts)
+                    conn.send(request)
                     status, value = conn.recv()
             except (EOFError, ConnectionResetError, BrokenPipeError):
                 if attempt:  # it died during this request twice: not a passing crash
@@ -313,8 +364,7 @@ class SharedDocuments(_DocumentsElsewhere):
             if status == "error":
                 assert isinstance(value, BaseException)
                 raise value
-            matrix: Matrix = value
-            return matrix
+            return value
         raise AssertionError("unreachable")
 
     def close(self) -> None:

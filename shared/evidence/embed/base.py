@@ -48,6 +48,22 @@ class PieceEmbedder(Embedder, Protocol):
         ...
 
 
+@runtime_checkable
+class LateEmbedder(Embedder, Protocol):
+    """An Embedder that gives, from a text's own forward pass, the late-chunked vectors of
+    character ranges of it (a local MiniLM; `embed.late`)."""
+
+    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+        """How many characters of each text the window `embed_documents` reads covers."""
+        ...
+
+    def embed_documents_and_late(
+        self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[Matrix, list[list[Matrix | None]]]:
+        """`embed_documents(texts)` (same bits) and each range's pooled word-piece vector."""
+        ...
+
+
 def document_key(embedder: Embedder) -> str:
     """What a document vector depends on besides its text: the model id, and the rule of an
     embedder that reads a long text in windows (`MiniLMEmbedder.document_rule`; empty for

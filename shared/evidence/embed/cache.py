@@ -25,7 +25,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from evidence.embed.base import Embedder, Matrix, PieceEmbedder, document_key
+from evidence.embed.base import Embedder, LateEmbedder, Matrix, PieceEmbedder, document_key
+from evidence.embed.late import LATE_SUFFIX
 from evidence.embed.pieces import PieceCache, ScopedPieces
 from evidence.ids import content_hash
 from evidence.retry import check_deadline
@@ -261,6 +262,68 @@ class CachedEmbedder:
             return []
         keys = [_kept_key(t) for t in texts]
         found = self.cache.get_kept(self._key, list(dict.fromkeys(keys)), scope=self.scope)
+        return [found.get(k) for k in keys]
+
+    @property
+    def late_capable(self) -> bool:
+        """Whether the model can give late-chunked span vectors (`embed_late`): a MiniLM, here or
+        in `serve`'s document-embedding process (`embed.background`)."""
+        capable = getattr(self.inner, "late_capable", None)
+        return bool(capable) if capable is not None else isinstance(self.inner, LateEmbedder)
+
+    def embed_late(
+        self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[Matrix, list[list[Matrix | None]]]:
+        """`embed_documents(texts)` and each range's late-chunked vector
+        (`MiniLMEmbedder.embed_documents_and_late`): every text is run through the model (a late
+        vector needs its hidden state), its vector taken from the cache when the cache holds it
+        (the same bits) and cached when it does not, slice by slice between looks at the
+        deadline."""
+        inner = self.inner
+        assert isinstance(inner, LateEmbedder), "embed_late needs a late-chunking embedder"
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32), []
+        keys = [content_hash(t) for t in texts]
+        found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        late: dict[int, list[Matrix | None]] = {}
+        for start in range(0, len(texts), EMBED_SLICE):
+            check_deadline("embedding the document's passages")
+            # A text whose vector is cached and that has no range asks nothing of the model.
+            part = [
+                i
+                for i in range(start, min(start + EMBED_SLICE, len(texts)))
+                if ranges[i] or keys[i] not in found
+            ]
+            fresh, pooled = inner.embed_documents_and_late(
+                [texts[i] for i in part], [ranges[i] for i in part]
+            )
+            new = {keys[i]: fresh[k] for k, i in enumerate(part) if keys[i] not in found}
+            if new:
+                self.cache.put_many(self._key, list(new.items()), scope=self.scope)
+                found.update(new)
+            late.update(zip(part, pooled, strict=True))
+            self.misses += len(part)
+        for i, k in enumerate(keys):
+            vectors[i] = found[k]
+        return vectors, [late.get(i, []) for i in range(len(texts))]
+
+    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+        inner = self.inner
+        assert isinstance(inner, LateEmbedder), "first_window_chars needs a late-chunking embedder"
+        return inner.first_window_chars(texts)
+
+    def put_late(self, items: Sequence[tuple[str, Matrix]]) -> None:
+        """Cache late vectors by `embed.late.late_key` (their own model key: `LATE_SUFFIX`)."""
+        if items:
+            self.cache.put_many(self._key + LATE_SUFFIX, items, scope=self.scope)
+
+    def cached_late(self, keys: Sequence[str]) -> list[Matrix | None]:
+        """Late vectors as the cache holds them (`embed.late.late_key` of each span), None for
+        one it does not: a read only (the focus span anchor under `late`)."""
+        if not keys:
+            return []
+        found = self.cache.get_kept(self._key + LATE_SUFFIX, list(dict.fromkeys(keys)), scope=self.scope)
         return [found.get(k) for k in keys]
 
     def pieces(self, model: str) -> ScopedPieces | None:

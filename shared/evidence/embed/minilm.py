@@ -137,13 +137,22 @@ class MiniLMEmbedder:
 
         With `LongTextRule.FIRST` (or `first_only`) a text is its first window; with `MEAN`
         every window of `max_tokens - 2` word pieces (`embed.windows.split_windows`)."""
+        inputs, owners, _ = self._windows_of(self._encode(texts), first_only=first_only)
+        return inputs, owners
+
+    def _windows_of(
+        self, encoded: Sequence[Sequence[int]], *, first_only: bool = False
+    ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
+        """`windows` of texts already encoded: the inputs, their texts, and each input's word
+        pieces `[start, end)` in its text."""
         tok = get_tokenizer()
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
         room = self.max_tokens - 2
         inputs: list[list[int]] = []
         owners: list[int] = []
-        for i, ids in enumerate(self._encode(texts)):
+        where: list[tuple[int, int]] = []
+        for i, ids in enumerate(encoded):
             if first_only or self.long_text is LongTextRule.FIRST:
                 spans = [(0, min(len(ids), room))]
             else:
@@ -151,7 +160,72 @@ class MiniLMEmbedder:
             for start, end in spans:
                 inputs.append([cls_id, *ids[start:end], sep_id])
                 owners.append(i)
-        return inputs, owners
+                where.append((start, end))
+        return inputs, owners, where
+
+    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+        """How many of each text's characters its first window reads (the text's length when it
+        is one window): a span ending there is inside the window `embed_documents` runs."""
+        room = self.max_tokens - 2
+        out = []
+        for t, e in zip(
+            texts, get_tokenizer().encode_batch(list(texts), add_special_tokens=False), strict=True
+        ):
+            out.append(len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1]))
+        return out
+
+    def embed_documents_and_late(
+        self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[Matrix, list[list[Matrix | None]]]:
+        """`embed_documents(texts)` (the same bits: the same inputs through the same `_hidden`
+        call and pooling) and, for each character range `ranges[i][r]` of text i, its late-chunked
+        vector: the mean of the last hidden state over the text's word pieces that overlap the
+        range (the tokenizer's character offsets), read off the text's own forward pass, then
+        L2-normalised (as a text's vector is pooled; [CLS]/[SEP] are not among them). None for a
+        range no word piece overlaps (white space). Pieces past the windows `embed_documents`
+        runs (under `LongTextRule.FIRST`, a text longer than `max_tokens - 2` pieces) are read
+        from the text's further windows (`split_windows(n, max_tokens - 2, 0)`), run for that
+        alone in a second `_hidden` call (docs/ingest.md#span-vectors-at-indexing)."""
+        n = len(texts)
+        late: list[list[Matrix | None]] = [[None] * len(r) for r in ranges]
+        if not n:
+            return np.empty((0, DIMENSION), dtype=np.float32), late
+        encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        encoded = [e.ids for e in encs]
+        want = [_range_pieces(e.offsets, r) for e, r in zip(encs, ranges, strict=True)]
+        sums = [[np.zeros(DIMENSION, dtype=np.float64) for _ in r] for r in ranges]
+        counts = [[0] * len(r) for r in ranges]
+
+        def take(
+            batch: list[int], hidden: npt.NDArray[np.float32], owners: list[int], where: list[tuple[int, int]]
+        ) -> None:
+            for row, j in enumerate(batch):
+                i = owners[j]
+                s, e = where[j]
+                for r, (k0, k1) in enumerate(want[i]):
+                    a, b = max(k0, s), min(k1, e)
+                    if a < b:
+                        sums[i][r] += hidden[row, 1 + a - s : 1 + b - s].astype(np.float64).sum(axis=0)
+                        counts[i][r] += b - a
+
+        inputs, owners, where = self._windows_of(encoded)
+        vectors = np.empty((len(inputs), DIMENSION), dtype=np.float32)
+        for batch, mask, hidden in self._hidden(inputs, 32, FINE_WIDTH):
+            vectors[batch] = _pooled(mask, hidden)
+            take(batch, hidden, owners, where)
+        # Under FIRST: the further windows of texts whose ranges reach past the first one.
+        more, more_owners, more_where = self._further_windows(
+            encoded, want, set(zip(owners, where, strict=True))
+        )
+        if more:
+            for batch, _, hidden in self._hidden(more, 32, FINE_WIDTH):
+                take(batch, hidden, more_owners, more_where)
+        for i in range(n):
+            for r, total in enumerate(sums[i]):
+                if counts[i][r]:
+                    v = (total / counts[i][r]).astype(np.float32)
+                    late[i][r] = v / np.float32(max(float(np.linalg.norm(v)), 1e-12))
+        return _texts_vectors(vectors, inputs, owners, n), late
 
     def _hidden(
         self, ids: Sequence[Sequence[int]], pad_to: int, fine_to: int = 0
@@ -242,6 +316,32 @@ class MiniLMEmbedder:
                     pieces[first[j]] = _pieces(hidden[row], len(inputs[j]))
         return _texts_vectors(vectors, inputs, owners, len(texts)), pieces
 
+    def _further_windows(
+        self,
+        encoded: Sequence[Sequence[int]],
+        want: Sequence[Sequence[tuple[int, int]]],
+        run: set[tuple[int, tuple[int, int]]],
+    ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
+        """The windows (`split_windows(n, max_tokens - 2, 0)`) not in `run` ((text, window) pairs
+        already run) that hold a piece of one of the text's wanted ranges: inputs, texts, pieces."""
+        tok = get_tokenizer()
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
+        room = self.max_tokens - 2
+        inputs: list[list[int]] = []
+        owners: list[int] = []
+        where: list[tuple[int, int]] = []
+        for i, ids in enumerate(encoded):
+            if max((k1 for _, k1 in want[i]), default=0) <= room:
+                continue
+            for s, e in split_windows(len(ids), room, 0):
+                if (i, (s, e)) in run or not any(max(k0, s) < min(k1, e) for k0, k1 in want[i]):
+                    continue
+                inputs.append([cls_id, *ids[s:e], sep_id])
+                owners.append(i)
+                where.append((s, e))
+        return inputs, owners, where
+
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
         # growth to guard against, and padding to a multiple of 32 cost ~40% of a query's
@@ -258,6 +358,20 @@ class MiniLMEmbedder:
             while len(self._asked) > ASKED_KEPT:
                 self._asked.popitem(last=False)
         return row
+
+
+def _range_pieces(
+    offsets: Sequence[tuple[int, int]], ranges: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """Each character range's word pieces `[k0, k1)` (those whose offsets overlap it; `(0, 0)`
+    when none does)."""
+    starts = np.asarray([s for s, _ in offsets], dtype=np.int64)
+    ends = np.asarray([t for _, t in offsets], dtype=np.int64)
+    out = []
+    for x, y in ranges:
+        hit = np.nonzero((starts < y) & (ends > x))[0]
+        out.append((int(hit[0]), int(hit[-1]) + 1) if len(hit) else (0, 0))
+    return out
 
 
 def width_batches(

@@ -33,17 +33,25 @@ class DefaultPlugin(PipelinePlugin):
         import copy
         from dataclasses import replace
 
+        from evidence.config import SpanVectors
         from evidence.rank.dedup import FocusHits
         from evidence.verbatim.cascade import SpanAnchors
-        from evidence.verbatim.span_rank import IndexVectors
+        from evidence.verbatim.span_rank import IndexVectors, LateVectors
 
         index, embedder = env.index, env.services.document_embedder
+        # Under `EVIDENCE_EMBED_SPANS_AT_INDEX=late` the spans' late-chunked vectors, their own
+        # otherwise (docs/ranking.md#focus-span-anchor-late).
+        late = (
+            LateVectors(lambda: embedder(index))
+            if env.settings.embed_spans_at_index is SpanVectors.LATE
+            else None
+        )
         stages = list(base.stages)
         for k, s in enumerate(stages):
             if isinstance(s, FocusHits):
                 anchored = copy.copy(s)
                 anchored.anchors = SpanAnchors(
-                    vectors=IndexVectors(lambda: embedder(index)), scorer=ANCHOR_SCORER
+                    vectors=IndexVectors(lambda: embedder(index)), scorer=ANCHOR_SCORER, late=late
                 )
                 stages[k] = anchored
         return replace(base, stages=tuple(stages))

@@ -578,6 +578,9 @@ class SpanAnchors:
     vectors: Any = None
     #: How the cache-only anchor scores a span (`ANCHOR_SCORERS`).
     scorer: str = "dense"
+    #: With `vectors`: the spans' late-chunked vectors (`span_rank.LateVectors`: spans -> a row or
+    #: None) read instead of their own (`vectors` then reads the headings' only).
+    late: Any = None
 
     def __post_init__(self) -> None:
         if self.scorer not in ANCHOR_SCORERS:
@@ -613,7 +616,10 @@ class SpanAnchors:
         config = self.config or CascadeConfig()
         found = spans_in_hits(ctx.backend, ctx.index, [c for _, c in passages], max_scan=config.max_scan)
         headings = list(dict.fromkeys(c.section for c in found.spans if c.section))
-        read = list(self.vectors([*found.texts, *headings]))
+        if self.late is not None:
+            read = [*self.late(found.spans), *(self.vectors(headings) if headings else [])]
+        else:
+            read = list(self.vectors([*found.texts, *headings]))
         n = len(found.spans)
         have = [k for k in range(n) if read[k] is not None]
         if not have:

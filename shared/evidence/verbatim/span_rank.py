@@ -738,6 +738,27 @@ class IndexVectors:
         return [None] * len(texts) if read is None else list(read(texts))
 
 
+@dataclass(frozen=True)
+class LateVectors:
+    """The late-chunked vectors an index's document embedder has cached for spans
+    (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, `embed.late`; built on first use), None for a span it
+    has not: a read only, never an embedding, and never the own-vector space `IndexVectors` reads."""
+
+    build: Callable[[], Any]
+
+    def __call__(self, spans: Sequence[Any]) -> list[Any]:
+        from evidence.embed.late import late_key
+
+        embedder, seen = self.build(), 0
+        while embedder is not None and seen < 8:
+            read = getattr(embedder, "cached_late", None)
+            if callable(read):
+                return list(read([late_key(c) for c in spans]))
+            embedder = getattr(embedder, "inner", None)
+            seen += 1
+        return [None] * len(spans)
+
+
 def tokens_of(embed: Any) -> EmbedTokens | None:
     """The word-piece embedder an `embed` callable offers (`IndexEmbed.tokens`), else None."""
     tokens = getattr(embed, "tokens", None)

@@ -229,6 +229,17 @@ def span_embedding_texts(chunks: Sequence[Chunk]) -> list[str]:
     return list(out)
 
 
+def anchor_spans(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The spans of one document's `chunks` that the readers of `span_embedding_texts` read (each
+    span but a table's header row), in document order: those that get a late-chunked vector
+    (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, `embed.late`)."""
+    from evidence.records import ChunkKind
+
+    spans = document_order([c for c in chunks if c.kind is ChunkKind.SPAN])
+    headers = header_rows(spans)
+    return [c for i, c in enumerate(spans) if i not in headers]
+
+
 #: A sentence that announces what follows it ("... include the following:").
 _LEAD_IN = re.compile(r":\s*$")
 

@@ -1,0 +1,84 @@
+"""Late-chunked span vectors (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, docs/ingest.md#span-vectors-at-indexing).
+
+A fact span's vector pooled out of its passage's forward pass at indexing: the mean of the last
+hidden state over the passage input's word pieces that cover the span's characters, L2-normalised
+(`MiniLMEmbedder.embed_documents_and_late`). These differ from a span's own vector (its text
+embedded alone), so they live in a key space of their own in the store's embedding cache: the
+model key `<document key>+late` (`LATE_SUFFIX`) and a hash of the span's place in its document
+(`late_key`), never the hash of its scoring text that the `verbatim` scorer reads. Only the
+`default` profile's focus span anchor reads them (`CachedEmbedder.cached_late`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from evidence.ids import content_hash
+from evidence.records import Chunk
+
+#: Appended to the cache's model key (`embed.base.document_key`) for late vectors.
+LATE_SUFFIX = "+late"
+
+
+@lru_cache(maxsize=65536)
+def _key(document_id: str, start: int, end: int, text: str) -> str:
+    return content_hash(f"late\x00{document_id}\x00{start}\x00{end}\x00{text}")
+
+
+def late_key(span: Chunk) -> str:
+    """A span's key among late vectors: its document, its offsets and its text (not its passage:
+    a document re-indexed with `late` rewrites all of its spans' late vectors)."""
+    return _key(span.document_id, span.char_start, span.char_end, span.text)
+
+
+@dataclass(frozen=True, slots=True)
+class LateRange:
+    """Where a span's late vector is pooled: passage `passage` (a position in the document's
+    passages), characters `[start, end)` of that passage's embedded input."""
+
+    passage: int
+    start: int
+    end: int
+
+
+def late_ranges(
+    passages: Sequence[Chunk],
+    inputs: Sequence[str],
+    first_chars: Sequence[int],
+    spans: Sequence[Chunk],
+    *,
+    past_window: bool = True,
+) -> list[LateRange | None]:
+    """The passage each span is pooled in, and its characters in that passage's input.
+
+    `passages`: one document's passages in document order; `inputs[p]` what passage p's vector
+    embeds (`SectionHeaders.dense_text`: title and header, then the passage's text, which is its
+    last `len(text)` characters); `first_chars[p]` how many characters of it the first model
+    window reads (`MiniLMEmbedder.first_window_chars`). The rule, deterministic: of the passages
+    overlapping the span, the first in document order that holds it whole within its first
+    window; else the first that holds it whole (its further window is run for it); else the one
+    holding most of its characters (first on a tie), over the part it holds. None: no passage
+    overlaps it, or (`past_window` false) none holds it whole within its first window."""
+    out: list[LateRange | None] = []
+    for s in spans:
+        a, b = s.char_start, s.char_end
+        whole_first = whole = part = None
+        most = 0
+        for p, c in enumerate(passages):
+            lo, hi = max(a, c.char_start), min(b, c.char_end)
+            if hi <= lo:
+                continue
+            off = len(inputs[p]) - len(c.text) - c.char_start
+            rng = LateRange(p, lo + off, hi + off)
+            if lo == a and hi == b:
+                if whole_first is None and rng.end <= first_chars[p]:
+                    whole_first = rng
+                    break
+                if whole is None:
+                    whole = rng
+            if hi - lo > most:
+                most, part = hi - lo, rng
+        out.append(whole_first or (whole or part if past_window else None))
+    return out
