@@ -169,13 +169,14 @@ class Settings(BaseSettings):
     #: scorer and the focus span anchor embed: `verbatim.spans.span_embedding_texts`) into the
     #: store's embedding cache, so a question reads their vectors instead of embedding them (~1-2 s
     #: a question on a cold store). Embedded store only: elsewhere (OpenSearch) there is no cache
-    #: to fill and it does nothing. Off: it costs indexing time and cache size (measured:
-    #: docs/ingest.md#span-vectors-at-indexing). Word pieces (`token_cache_mb`) are not embedded.
-    #: `own` (or `true`): each span's own vector, as above. `late`: each span's vector pooled out of
-    #: its passage's forward pass (late chunking: the passage's word pieces covering the span),
-    #: near-free, in a key space of its own that only the focus span anchor reads (and reads
-    #: instead of own vectors); the spans' headings embedded on their own. `off` (or `false`).
-    embed_spans_at_index: Annotated[SpanVectors, BeforeValidator(_span_vectors)] = SpanVectors.OFF
+    #: to fill and it does nothing. Word pieces (`token_cache_mb`) are not embedded.
+    #: `own` (or `true`): each span's own vector, as above; it costs ~2.1x the indexing CPU
+    #: (docs/ingest.md#span-vectors-at-indexing). `late` (the default since session 46): each
+    #: span's vector pooled out of its passage's forward pass (late chunking: the passage's word
+    #: pieces covering the span), 1.04x the indexing CPU on SciFact, in a key space of its own that
+    #: only the focus span anchor reads (and reads instead of own vectors); the spans' headings
+    #: embedded on their own (docs/ingest.md#late-span-vectors). `off` (or `false`).
+    embed_spans_at_index: Annotated[SpanVectors, BeforeValidator(_span_vectors)] = SpanVectors.LATE
     #: Under `late`, a span that no passage holds whole within its first model window (254 word
     #: pieces, the window the passage's vector reads) gets no late vector (the anchor skips it, as a
     #: span with no cached vector). True: it is pooled from its passage's further window, run for it;
@@ -269,10 +270,12 @@ class Settings(BaseSettings):
     #: The default profile's `focus` keeps, in each passage hit, a run holding the hit's best span
     #: by the verbatim profile's `dense` span model, its span and heading vectors read from the
     #: store's embedding cache only, never embedded at query time (docs/ranking.md
-    #: #focus-span-anchor-cached). Off: it finds 30 more answers within 2,000 characters on 19 QA
-    #: families (637 -> 667 of 839) where indexing cached the spans' vectors, but its own cost
-    #: (~13 / 40 ms CPU p50 / p95 at load ~12) is not yet shown to fit the 50 ms p95 target.
-    focus_span_anchor: bool = False
+    #: #focus-span-anchor-cached). On since session 46, over the late span vectors indexing puts
+    #: in the cache (`embed_spans_at_index=late`): 665 -> 673 of 839 answers within 2,000
+    #: characters on 19 QA families, 283 -> 285 of 361 on the blind judges, p95 <= 50 ms
+    #: (docs/ranking.md#focus-span-anchor-late). A store indexed without span vectors (or
+    #: OpenSearch, which has no cache) gives it nothing to read: focus then works as with it off.
+    focus_span_anchor: bool = True
     #: The verbatim profile places every evidence span but the top-ranked one that is longer than
     #: this many characters as its best verbatim part (`CascadeConfig.trim_spans_over`,
     #: docs/verbatim.md#trim); 0 = off, the default: 250 (fitted leave-one-family-out) found 6 more

@@ -224,8 +224,9 @@ def test_without_a_persistent_cache_it_does_nothing(tmp_path: Path) -> None:
     assert sorted(counting.embedded) == sorted(passages)
 
 
-def test_the_setting_is_off_by_default() -> None:
-    assert Settings().embed_spans_at_index is SpanVectors.OFF
+def test_the_setting_is_late_by_default() -> None:
+    # Session 46 (decision R2'): late vectors cost indexing ~1.04x and feed the anchor, on by default.
+    assert Settings().embed_spans_at_index is SpanVectors.LATE
 
 
 @pytest.mark.parametrize("on", [False, True])

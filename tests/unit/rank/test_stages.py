@@ -812,8 +812,8 @@ def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
 
 
 def test_default_profile_anchors_focus_only_when_switched_on() -> None:
-    """The `focus_span_anchor` setting (off by default) gives `focus` the span anchors, reading
-    the index's cached span vectors; off, the profile is the one it builds."""
+    """The `focus_span_anchor` setting (on by default since session 46) gives `focus` the span
+    anchors, reading the index's cached span vectors; off, the profile is the one it builds."""
     from evidence.config import Settings
     from evidence.profiles import default
     from evidence.profiles.base import ProfileEnv, ProfileServices
@@ -825,11 +825,11 @@ def test_default_profile_anchors_focus_only_when_switched_on() -> None:
         document_embedder=asked.append,  # type: ignore[arg-type]
         coach_runtime=lambda: None,  # type: ignore[arg-type,return-value]
     )
-    env = ProfileEnv(backend=None, settings=Settings(), index="ix", services=services)  # type: ignore[arg-type]
+    env = ProfileEnv(backend=None, settings=Settings(focus_span_anchor=False), index="ix", services=services)  # type: ignore[arg-type]
     plugin = default.DefaultPlugin()
     off = plugin.pipeline(env)
     assert all(s.anchors is None for s in off.stages if isinstance(s, FocusHits))
-    assert Settings().focus_span_anchor is False
+    assert Settings().focus_span_anchor is True
     switched = ProfileEnv(
         backend=None,  # type: ignore[arg-type]
         settings=Settings(focus_span_anchor=True),
