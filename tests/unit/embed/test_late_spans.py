@@ -239,7 +239,7 @@ def test_the_setting_keeps_true_and_false() -> None:
     assert Settings(embed_spans_at_index=True).embed_spans_at_index is SpanVectors.OWN
     assert Settings(embed_spans_at_index="false").embed_spans_at_index is SpanVectors.OFF
     assert Settings(embed_spans_at_index="late").embed_spans_at_index is SpanVectors.LATE
-    assert Settings().embed_spans_at_index is SpanVectors.OFF
+    assert Settings().embed_spans_at_index is SpanVectors.LATE  # the default since session 46
     assert Settings().late_spans_past_window is False
 
 

@@ -155,7 +155,10 @@ def test_default_profile_with_the_anchor_never_embeds_at_query_time(
     inner = Counting()
     store = tmp_path / "store"
     embedder = CachedEmbedder(inner, EmbeddingCache(store / "embeddings.sqlite3"))
-    service = EvidenceService(Settings(store_dir=store, focus_span_anchor=True), embedder=embedder)
+    # The spans' own vectors (`own`), put in the cache by hand below; the default, `late`, reads
+    # another key space (tests/unit/embed/test_late_spans.py).
+    settings = Settings(store_dir=store, focus_span_anchor=True, embed_spans_at_index="own")
+    service = EvidenceService(settings, embedder=embedder)
     try:
         assert not service.index_paths(INDEX, [LABEL]).failed
         # What indexing the span vectors does (the indexer's side): every fact span's scoring
