@@ -11,9 +11,11 @@ model key `<document key>+late` (`LATE_SUFFIX`) and a hash of the span's place i
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 
 from evidence.ids import content_hash
 from evidence.records import Chunk
@@ -61,12 +63,19 @@ def late_ranges(
     window; else the first that holds it whole (its further window is run for it); else the one
     holding most of its characters (first on a tie), over the part it holds. None: no passage
     overlaps it, or (`past_window` false) none holds it whole within its first window."""
+    # Only the passages that can overlap a span are visited (bisection), so a long document
+    # costs O(spans x log passages), not O(spans x passages): 3,000 passages and 12,000 spans took
+    # 9 s a call scanning every passage. Passages come in document order, so starts ascend; the
+    # running maximum of their ends lets a passage contained in another stay correct.
+    starts = [c.char_start for c in passages]
+    reach = list(accumulate((c.char_end for c in passages), max))
     out: list[LateRange | None] = []
     for s in spans:
         a, b = s.char_start, s.char_end
         whole_first = whole = part = None
         most = 0
-        for p, c in enumerate(passages):
+        for p in range(bisect_right(reach, a), bisect_left(starts, b)):
+            c = passages[p]
             lo, hi = max(a, c.char_start), min(b, c.char_end)
             if hi <= lo:
                 continue

@@ -142,6 +142,21 @@ Requests above the limit receive HTTP 429 and may be retried after one second.
 INDEX = "manual"
 
 
+def test_a_passage_inside_a_longer_one_is_still_found() -> None:
+    """`late_ranges` visits only the passages that can overlap a span (bisection over their
+    starts and the running maximum of their ends); a passage held inside an earlier, longer one
+    ends before it, so bisecting the ends themselves would skip the long one."""
+    doc = "abcdefghij" * 20  # 200 characters
+    long = _chunk(ChunkKind.PASSAGE, doc[0:150], 0, 0)
+    inner = _chunk(ChunkKind.PASSAGE, doc[10:40], 10, 1)
+    tail = _chunk(ChunkKind.PASSAGE, doc[140:200], 140, 2)
+    inputs = [p.text for p in (long, inner, tail)]
+    span = _chunk(ChunkKind.SPAN, doc[60:70], 60)  # after `inner` ends, inside `long` only
+    late = _chunk(ChunkKind.SPAN, doc[145:150], 145)  # in `long` and `tail`: the first
+    out = late_ranges([long, inner, tail], inputs, [len(t) for t in inputs], [span, late])
+    assert [(r.passage, r.start, r.end) for r in out if r] == [(0, 60, 70), (0, 145, 150)]
+
+
 def _service(tmp_path: Path, mode: str, name: str) -> EvidenceService:
     store = tmp_path / name
     settings = Settings(
