@@ -145,9 +145,7 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """`windows` of texts already encoded: the inputs, their texts, and each input's word
         pieces `[start, end)` in its text."""
-        tok = get_tokenizer()
-        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
+        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
         inputs: list[list[int]] = []
         owners: list[int] = []
@@ -324,9 +322,7 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """The windows (`split_windows(n, max_tokens - 2, 0)`) not in `run` ((text, window) pairs
         already run) that hold a piece of one of the text's wanted ranges: inputs, texts, pieces."""
-        tok = get_tokenizer()
-        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
+        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
         inputs: list[list[int]] = []
         owners: list[int] = []
@@ -358,6 +354,14 @@ class MiniLMEmbedder:
             while len(self._asked) > ASKED_KEPT:
                 self._asked.popitem(last=False)
         return row
+
+
+def _special_ids() -> tuple[int, int]:
+    """The tokenizer's [CLS] and [SEP] ids, which frame every model input."""
+    tok = get_tokenizer()
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    assert cls_id is not None and sep_id is not None, "tokenizer.json lacks [CLS]/[SEP]"
+    return cls_id, sep_id
 
 
 def _range_pieces(
