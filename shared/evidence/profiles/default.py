@@ -26,7 +26,9 @@ class DefaultPlugin(PipelinePlugin):
         in each hit a run holding its best span by the span scorer's `dense` model (its lexical
         features and the question's cosines with the span's and its heading's vectors), the
         vectors read from the store's embedding cache only, where indexing put them: nothing is
-        embedded at query time (off by default; docs/ranking.md#focus-span-anchor-r2)."""
+        embedded at query time (on by default since session 46; docs/ranking.md#focus-span-anchor-r2-46);
+        the same spans' cosines with the question order hits 2-10 before focus cuts them
+        (`FocusHits(anchor_order=…)`, docs/ranking.md#focus-anchor-order)."""
         base = super().pipeline(env)
         if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
             return base

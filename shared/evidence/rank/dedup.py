@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
@@ -254,6 +254,45 @@ SECOND_RUN = True
 #: (docs/ranking.md#focus-third-run).
 THIRD_RUN = True
 
+#: With anchors that give each hit's best span cosine (`verbatim.cascade.SpanAnchors`, the cache-only
+#: anchor on late span vectors): before focus cuts them, the first hit stays first and hits 2 to
+#: `ANCHOR_ORDER_HITS` are reordered by z(score) + `ANCHOR_ORDER_WEIGHT` x z(the question's best late
+#: cosine with a candidate span inside the hit), z-scores over those hits (a hit with no candidate
+#: counts the lowest cosine among them); ties keep the fused order. Fitted leave-one-family-out on
+#: the 19 development families (session 47, `anchor19`, variant H2b: N in 3/5/10 x weight in
+#: 0/0.1/0.25/0.5/1/2, each fold choosing by its 18 training families' recall@2000; every fold and
+#: the all-family fit chose 10 and 1.0; bench/data/session47/anchor19.md,
+#: docs/ranking.md#focus-anchor-order). Fewer than 3 hits or weight 0: off.
+ANCHOR_ORDER_HITS = 10
+ANCHOR_ORDER_WEIGHT = 1.0
+
+
+def anchor_order(
+    hits: Sequence[Candidate], cosines: Sequence[float | None], n: int, weight: float
+) -> list[int] | None:
+    """The positions of `hits` with the first kept first and hits 2..`n` ordered by z(score) +
+    `weight` x z(cosine), the z-scores over those hits (population deviation; a constant column
+    counts 0), a hit with no cosine counting the lowest of them, ties in the given order; the rest
+    as given. None: no change to make (fewer than two hits to order, or no cosine among them)."""
+    import numpy as np
+
+    k = min(n, len(hits))
+    if k < 3 or weight <= 0:
+        return None
+    got = [c for c in cosines[1:k] if c is not None]
+    if not got:
+        return None
+    low = min(got)
+
+    def z(x: Sequence[float]) -> Any:
+        a = np.asarray(x, dtype=np.float64)
+        sd = a.std()
+        return np.zeros_like(a) if sd == 0 else (a - a.mean()) / sd
+
+    key = z([h.score for h in hits[1:k]]) + weight * z([low if c is None else c for c in cosines[1:k]])
+    rest = sorted(range(k - 1), key=lambda j: (-key[j], j))
+    return [0, *(j + 1 for j in rest), *range(k, len(hits))]
+
 
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
@@ -350,6 +389,8 @@ class FocusHits:
         anchor_mode: str = "contain",
         second_run: bool = SECOND_RUN,
         third_run: bool = THIRD_RUN,
+        anchor_order: int = ANCHOR_ORDER_HITS,
+        anchor_order_weight: float = ANCHOR_ORDER_WEIGHT,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -364,6 +405,8 @@ class FocusHits:
             raise ConfigurationError("focus: paraphrase_weight must be at least 0 (0: off)")
         if anchor_mode not in ANCHOR_MODES:
             raise ConfigurationError(f"focus: anchor_mode must be one of {', '.join(ANCHOR_MODES)}")
+        if anchor_order < 0 or anchor_order_weight < 0:
+            raise ConfigurationError("focus: anchor_order and anchor_order_weight must be at least 0")
         self.anchors = anchors
         self.anchor_mode = anchor_mode
         self.min_chars = min_chars
@@ -380,6 +423,25 @@ class FocusHits:
         self.drop_repeats = drop_repeats
         self.second_run = second_run
         self.third_run = third_run
+        self.anchor_order = anchor_order
+        self.anchor_order_weight = anchor_order_weight
+
+    def _anchored(
+        self, candidates: Sequence[Candidate], ctx: RankContext
+    ) -> tuple[Sequence[Candidate], Mapping[int, tuple[int, int]]]:
+        """The hits (the first `anchor_order` reordered by their best span cosine when the anchors
+        give one: `ANCHOR_ORDER_HITS`) and the anchors by position in them."""
+        if self.anchors is None:
+            return candidates, {}
+        with_cosines = getattr(self.anchors, "find_with_cosines", None)
+        if self.anchor_order < 2 or self.anchor_order_weight <= 0 or not callable(with_cosines):
+            return candidates, self.anchors.find(candidates, ctx)
+        fixed, cosines = with_cosines(candidates, ctx)
+        order = anchor_order(candidates, cosines, self.anchor_order, self.anchor_order_weight)
+        if order is None:
+            return candidates, fixed
+        at = {old: new for new, old in enumerate(order)}
+        return [candidates[j] for j in order], {at[i]: r for i, r in fixed.items()}
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
@@ -388,6 +450,7 @@ class FocusHits:
         q = set(analyzer.analyze(ctx.query))
         if not q:
             return list(candidates)
+        candidates, fixed = self._anchored(candidates, ctx)
         cut = [c.chunk.kind is ChunkKind.PASSAGE and len(c.chunk.text) >= self.min_chars for c in candidates]
         read = {i: _sentence_terms(c.chunk.text) for i, c in enumerate(candidates) if cut[i]}
         sents = {i: list(spans) for i, (spans, _) in read.items()}
@@ -398,7 +461,6 @@ class FocusHits:
             # A question term no sentence holds weighs as a term in one sentence would.
             top = _bm25_idf(sum(len(b) for b in bags.values()), 1)
             qweight = {t: self.paraphrase_weight * weight.get(t, top) for t in q}
-        fixed = self.anchors.find(candidates, ctx) if self.anchors is not None else {}
         out: list[Candidate] = []
         # position in `out` -> (its sentences, the run kept, how its characters are counted)
         runs: dict[int, _Run] = {}

@@ -589,9 +589,21 @@ class SpanAnchors:
             raise ConfigurationError(f"span anchor: scorer must be one of {', '.join(ANCHOR_SCORERS)}")
 
     def find(self, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
+        return self.find_with_cosines(hits, ctx)[0]
+
+    def find_with_cosines(
+        self, hits: Sequence[Any], ctx: Any
+    ) -> tuple[dict[int, tuple[int, int]], list[float | None]]:
+        """`find`'s anchors, and per hit the question's best cosine with the vectors of the
+        candidate spans inside it (the cache-only anchor's `span_cosine`, already computed; None:
+        no candidate, or not the cache-only anchor): what `FocusHits(anchor_order=…)` reorders the
+        first hits by (docs/ranking.md#focus-anchor-order)."""
         passages = [(i, h.chunk) for i, h in enumerate(hits) if h.chunk.kind is ChunkKind.PASSAGE]
         if self.vectors is not None:
-            return self._cached(passages, ctx)
+            return self._cached(passages, ctx, len(hits))
+        return self._ranked(passages, ctx), [None] * len(hits)
+
+    def _ranked(self, passages: Sequence[tuple[int, Chunk]], ctx: Any) -> dict[int, tuple[int, int]]:
         docs = list(dict.fromkeys(c.document_id for _, c in passages))
         ranked = span_ranking(
             ctx.backend,
@@ -605,14 +617,17 @@ class SpanAnchors:
         )
         return _best_inside(passages, [s for _, s in ranked])
 
-    def _cached(self, passages: Sequence[tuple[int, Chunk]], ctx: Any) -> dict[int, tuple[int, int]]:
+    def _cached(
+        self, passages: Sequence[tuple[int, Chunk]], ctx: Any, n_hits: int
+    ) -> tuple[dict[int, tuple[int, int]], list[float | None]]:
         import numpy as np
 
         from evidence.rank.similarity import cosine_rows
         from evidence.verbatim.span_rank import LinearModel, lexical_columns, load_model
 
+        none: list[float | None] = [None] * n_hits
         if ctx.query_vector is None or not passages:
-            return {}
+            return {}, none
         config = self.config or CascadeConfig()
         found = spans_in_hits(ctx.backend, ctx.index, [c for _, c in passages], max_scan=config.max_scan)
         headings = list(dict.fromkeys(c.section for c in found.spans if c.section))
@@ -623,7 +638,7 @@ class SpanAnchors:
         n = len(found.spans)
         have = [k for k in range(n) if read[k] is not None]
         if not have:
-            return {}
+            return {}, none
         spans = [found.spans[k] for k in have]
         q = ctx.query_vector
         cols: dict[str, Any] = {"span_cosine": cosine_rows(np.stack([read[k] for k in have]), q)}
@@ -648,7 +663,9 @@ class SpanAnchors:
             cols.update(self._statistics(spans, ctx, config))
         score = scorer.score(cols).tolist()  # Python floats: the same order, compared faster
         order = sorted(range(len(spans)), key=lambda j: (-score[j], j))
-        return _best_inside(passages, [spans[j] for j in order])
+        return _best_inside(passages, [spans[j] for j in order]), _best_cosines(
+            passages, spans, cols["span_cosine"].tolist(), n_hits
+        )
 
     @staticmethod
     def _statistics(spans: Sequence[Chunk], ctx: Any, config: CascadeConfig) -> dict[str, Any]:
@@ -667,6 +684,23 @@ class SpanAnchors:
         )
         lexical, _, _ = state.hybrid_features()
         return lexical
+
+
+def _best_cosines(
+    passages: Sequence[tuple[int, Chunk]], spans: Sequence[Chunk], cosines: Sequence[float], n_hits: int
+) -> list[float | None]:
+    """Per hit position: the best of `cosines` over the `spans` inside that passage hit (same
+    document, within its offsets, as `_best_inside` reads it); None for a hit holding none."""
+    out: list[float | None] = [None] * n_hits
+    by_doc: dict[str, list[tuple[int, int, int]]] = {}
+    for i, c in passages:
+        by_doc.setdefault(c.document_id, []).append((i, c.char_start, c.char_end))
+    for s, cos in zip(spans, cosines, strict=True):
+        for i, p0, p1 in by_doc.get(s.document_id, ()):
+            if p0 <= s.char_start and s.char_end <= p1:
+                best = out[i]
+                out[i] = cos if best is None or cos > best else best
+    return out
 
 
 def _best_inside(

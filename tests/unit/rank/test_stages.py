@@ -811,6 +811,67 @@ def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
     assert seen["documents"] == ["other", "doc-p"]
 
 
+def test_focus_anchor_order_moves_a_hit_up_by_its_best_span_cosine() -> None:
+    """With anchors that give each hit's best span cosine (`SpanAnchors.find_with_cosines`), the
+    first hit stays first and hits 2 to `anchor_order` are reordered by z(score) + weight x
+    z(cosine) before focus cuts them (docs/ranking.md#focus-anchor-order), the anchors following
+    their hits; anchors with `find` only, `anchor_order=0` or weight 0 leave the order as it is."""
+    import functools
+    from collections.abc import Mapping, Sequence
+
+    from evidence.rank.context import RankContext
+    from evidence.rank.dedup import ANCHOR_ORDER_HITS, ANCHOR_ORDER_WEIGHT, anchor_order
+    from evidence.rank.stages import FocusHits
+
+    assert (ANCHOR_ORDER_HITS, ANCHOR_ORDER_WEIGHT) == (10, 1.0)
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.95)
+    second = cand(chunk("s", f"Second passage on labels. {_PAD}", doc="fourth"), 0.9)
+    middle = cand(chunk("m", f"Another passage on storage. {_PAD}", doc="third"), 0.8)
+    lead = "You may distribute copies of the work."
+    answer = "A fee may be asked for the physical act of transfer."
+    text = f"{_PAD} {lead} {answer} {_PAD}"
+    c = cand(chunk("p", text), 0.5)
+    query = "Can I charge money to distribute copies?"
+    at = text.index(answer)
+    hits = [first, second, middle, c]
+    # The first hit's cosine is never read; `middle`: no candidate span, the lowest of hits 2-4.
+    cosines: list[float | None] = [0.0, 0.1, None, 0.9]
+
+    # Hits 2-4: z(score) = (0.98, 0.39, -1.37), z(cosine) = (-0.71, -0.71, 1.41): weight 1 ->
+    # s, p, m; weight 2 -> p, s, m; the first hit stays, hits past `n` stay where they are.
+    assert anchor_order(hits, cosines, 10, 1.0) == [0, 1, 3, 2]
+    assert anchor_order(hits, cosines, 10, 2.0) == [0, 3, 1, 2]
+    assert anchor_order(hits, cosines, 3, 1.0) == [0, 1, 2, 3]
+    assert anchor_order(hits, [0.9, None, None, None], 10, 1.0) is None
+    assert anchor_order(hits[:2], cosines[:2], 10, 1.0) is None
+
+    class Plain:
+        def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]:
+            return {len(hits) - 1: (at, at + len(answer))}
+
+    class WithCosines(Plain):
+        def find_with_cosines(
+            self, hits: Sequence[Candidate], ctx: RankContext
+        ) -> tuple[Mapping[int, tuple[int, int]], list[float | None]]:
+            return {3: (at, at + len(answer))}, cosines
+
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=45, second_window=45)
+    moved = sized(anchors=WithCosines(), anchor_order_weight=2.0).run(hits, ctx(None, query=query))
+    assert [h.chunk.chunk_id for h in moved] == ["a", "p", "s", "m"]
+    # The anchor found for `p` at position 3 is read at its new position 1.
+    assert moved[1].chunk.text.startswith(answer)
+    moved = sized(anchors=WithCosines()).run(hits, ctx(None, query=query))
+    assert [h.chunk.chunk_id for h in moved] == ["a", "s", "p", "m"]
+    for kept in (
+        sized(anchors=Plain()).run(hits, ctx(None, query=query)),
+        sized(anchors=WithCosines(), anchor_order=0).run(hits, ctx(None, query=query)),
+        sized(anchors=WithCosines(), anchor_order_weight=0.0).run(hits, ctx(None, query=query)),
+    ):
+        assert [h.chunk.chunk_id for h in kept] == ["a", "s", "m", "p"]
+    with pytest.raises(ConfigurationError, match="anchor_order"):
+        FocusHits(anchor_order=-1)
+
+
 def test_default_profile_anchors_focus_only_when_switched_on() -> None:
     """The `focus_span_anchor` setting (on by default since session 46) gives `focus` the span
     anchors, reading the index's cached span vectors; off, the profile is the one it builds."""

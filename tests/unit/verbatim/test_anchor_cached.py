@@ -143,6 +143,15 @@ def test_cached_anchor_is_each_hits_best_cached_span(label_service: EvidenceServ
     # Every scorer runs on the same reads.
     for scorer in ANCHOR_SCORERS:
         assert SpanAnchors(vectors=vectors(set()), scorer=scorer).find(hits, ctx)
+    # With each hit's best cosine of a candidate span inside it (what `FocusHits(anchor_order=…)`
+    # reorders the first hits by): the target's in the first hit; no candidate, no cosine.
+    anchored, cosines = SpanAnchors(vectors=vectors(set())).find_with_cosines(hits, ctx)
+    assert anchored == SpanAnchors(vectors=vectors(set())).find(hits, ctx)
+    best = cosines[0]
+    assert len(cosines) == len(hits) and best is not None and best == pytest.approx(2**-0.5)
+    assert all(c <= best + 1e-9 for c in cosines if c is not None)
+    none = SpanAnchors(vectors=vectors(set(found.texts))).find_with_cosines(hits, ctx)
+    assert none == ({}, [None] * len(hits))
     with pytest.raises(ConfigurationError, match="scorer"):
         SpanAnchors(vectors=vectors(set()), scorer="tokens")
 
@@ -170,14 +179,14 @@ def test_default_profile_with_the_anchor_never_embeds_at_query_time(
         service.document_embedder(INDEX).embed_documents([*scoring_texts(spans), *headings])
         inner.forbid = True
         found: list[dict[int, tuple[int, int]]] = []
-        real = SpanAnchors.find
+        real = SpanAnchors.find_with_cosines  # what `focus` asks (its anchors and hit order)
 
-        def spy(self: SpanAnchors, hits: Sequence[Any], ctx: Any) -> dict[int, tuple[int, int]]:
+        def spy(self: SpanAnchors, hits: Sequence[Any], ctx: Any) -> Any:
             out = real(self, hits, ctx)
-            found.append(out)
+            found.append(out[0])
             return out
 
-        monkeypatch.setattr(SpanAnchors, "find", spy)
+        monkeypatch.setattr(SpanAnchors, "find_with_cosines", spy)
         response = service.retrieve(INDEX, RetrieveRequest(query="How long should the tablets be stored?"))
         assert response.hits
         assert found and found[0]  # the anchor ran and anchored hits from the cache
