@@ -24,6 +24,7 @@ import pytest
 from evidence.config import HybridMode, Settings
 from evidence.demo import DATA
 from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.embed.late import late_key
 from evidence.embed.minilm import MiniLMEmbedder
 from evidence.model import RetrieveRequest
 from evidence.records import ChunkKind, SearchHit
@@ -32,6 +33,7 @@ from evidence.search.base import Filters, Vector
 from evidence.search.embedded import EmbeddedBackend
 from evidence.search.opensearch import OpenSearchBackend
 from evidence.service import EvidenceService
+from evidence.verbatim.spans import anchor_spans
 from tests.contract.conftest import _recording_client
 from tests.prerequisites import missing
 from tests.unit.search.opensearch.spec_cache import SPEC_HINT, load_spec, validate_recorded
@@ -99,40 +101,33 @@ def log() -> list[tuple[str, str, Any]]:
     return []
 
 
-@pytest.fixture
-def opensearch(  # noqa: PLR0917 - pytest fixtures arrive as arguments
-    tmp_path: Path,
-    minilm: MiniLMEmbedder,
-    embedded: EvidenceService,
-    osmem_clone: Any,
-    osmem_server: Any,
-    log: list[tuple[str, str, Any]],
-) -> Iterator[tuple[EvidenceService, RankedByEmbedded]]:
+def _opensearch_service(
+    tmp_path: Path, minilm: MiniLMEmbedder, embedded: EvidenceService, url: str, log: list[Any]
+) -> tuple[EvidenceService, RankedByEmbedded]:
     settings = _settings(
         store_dir=tmp_path / "opensearch",
         backend="opensearch",
-        opensearch_endpoint=osmem_clone.url,
+        opensearch_endpoint=url,
         opensearch_hybrid_mode=HybridMode.CLIENT,
     )
     ranking = embedded.backend
     assert isinstance(ranking, EmbeddedBackend)
-    backend = RankedByEmbedded(
-        settings, client=_recording_client(osmem_clone.url, log), max_retries=0, ranking=ranking
-    )
-    service = EvidenceService(settings, backend=backend, embedder=minilm)
-    assert not service.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
-    yield service, backend
-    backend.close()
+    backend = RankedByEmbedded(settings, client=_recording_client(url, log), max_retries=0, ranking=ranking)
+    return EvidenceService(settings, backend=backend, embedder=minilm), backend
+
+
+@pytest.fixture
+def checked(osmem_server: Any, log: list[tuple[str, str, Any]]) -> Iterator[None]:
+    """After the test: every body sent to osmem validated against the API spec."""
+    yield
     spec = load_spec()
     if spec is None:  # pragma: no cover - the spec ships next to the repo
         missing("opensearch-api-spec", SPEC_HINT)
     version = parse_version(osmem_server.version)
-    checked = 0
-    for method, url, body in log:
-        if body is not None:
-            validate_recorded(spec, method, url, body, version=version)
-            checked += 1
-    assert checked > 0
+    bodies_sent = [(method, url, body) for method, url, body in log if body is not None]
+    for method, url, body in bodies_sent:
+        validate_recorded(spec, method, url, body, version=version)
+    assert bodies_sent
 
 
 def _evidence(service: EvidenceService, question: str) -> tuple[Any, ...]:
@@ -141,40 +136,88 @@ def _evidence(service: EvidenceService, question: str) -> tuple[Any, ...]:
     return (tuple(hits), r.evidence_xml, r.can_answer)
 
 
-def test_default_evidence_on_opensearch_is_the_embedded_stores(
+def _anchor_off(embedded: EvidenceService) -> EvidenceService:
+    """The embedded store's service with the anchor off (what a store with no vectors gives)."""
+    settings = embedded.settings.model_copy(update={"focus_span_anchor": False})
+    return EvidenceService(settings, backend=embedded.backend, embedder=embedded.embedder)
+
+
+def test_default_evidence_on_opensearch_is_the_embedded_stores(  # noqa: PLR0917 - fixtures
+    tmp_path: Path,
+    minilm: MiniLMEmbedder,
     embedded: EvidenceService,
-    opensearch: tuple[EvidenceService, RankedByEmbedded],
+    osmem_clone: Any,
     log: list[tuple[str, str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
+    checked: None,
 ) -> None:
-    service, backend = opensearch
-    # Indexing kept the vectors with the passages (and only there).
-    written = [
-        line
-        for method, url, body in log
-        if method == "POST" and "_bulk" in url
-        for line in (body if isinstance(body, list) else [])
-        if isinstance(line, dict) and "chunk_id" in line
-    ]
-    assert any(bodies.ANCHOR_FIELD in line for line in written) or _bulk_has_anchor(log)
-    passages = [h.chunk for h in backend.lookup(INDEX, {}, limit=1000, kind=ChunkKind.PASSAGE)]
-    kept = backend.anchor_vectors(INDEX, passages)
-    assert kept and all(k in {p.chunk_id for p in passages} for k in kept)
+    service, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    assert not service.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
     want = {q: _evidence(embedded, q) for q in QUESTIONS}
     got = {q: _evidence(service, q) for q in QUESTIONS}
     assert got == want
-    # Without the vectors kept on OpenSearch (the code before them, or an index written before),
-    # the anchor reads nothing there and the evidence differs for some of these questions.
-    monkeypatch.setattr(RankedByEmbedded, "anchor_vectors", lambda *_a, **_k: {})
-    off = {q: _evidence(service, q) for q in QUESTIONS}
-    assert off != want
+    # The questions are ones the anchor moves: without it the evidence differs.
+    assert {q: _evidence(_anchor_off(embedded), q) for q in QUESTIONS} != want
+    # Indexing kept each span's late vector once, bit for bit the embedded cache's, and each
+    # kept heading's vector bit for bit too.
+    passages = [h.chunk for h in backend.lookup(INDEX, {}, limit=1000, kind=ChunkKind.PASSAGE)]
+    spans = [h.chunk for h in backend.lookup(INDEX, {}, limit=5000, kind=ChunkKind.SPAN)]
+    kept = backend.anchor_vectors(INDEX, passages)
+    assert kept and set(kept) <= {p.chunk_id for p in passages}
+    stored = [(a.document_id, q, v) for a in kept.values() for q, v in a.spans.items()]
+    assert len(stored) == len({(d, q) for d, q, _ in stored})
+    cache = embedded.document_embedder(INDEX)
+    assert isinstance(cache, CachedEmbedder)
+    by_seq = {(c.document_id, c.sequence): c for c in spans}
+    cached = cache.cached_late([late_key(by_seq[(d, q)]) for d, q, _ in stored])
+    assert all(
+        c is not None and c.tobytes() == v.tobytes() for c, (_, _, v) in zip(cached, stored, strict=True)
+    )
+    anchors = anchor_spans(spans)
+    in_cache = sum(v is not None for v in cache.cached_late([late_key(c) for c in anchors]))
+    assert in_cache == len(stored)
+    heads = {h: v for a in kept.values() for h, v in a.headings.items()}
+    assert heads
+    for h, v in zip(heads, cache.cached_documents(list(heads)), strict=True):
+        assert v is not None and v.tobytes() == heads[h].tobytes()
 
 
-def _bulk_has_anchor(log: list[tuple[str, str, Any]]) -> bool:
-    """Whether some bulk request carried `anchor_vectors` (its body as the client sent it)."""
-    for method, url, body in log:
-        if method == "POST" and "_bulk" in url and body is not None:
-            text = body if isinstance(body, str | bytes) else str(body)
-            if (bodies.ANCHOR_FIELD.encode() if isinstance(text, bytes) else bodies.ANCHOR_FIELD) in text:
-                return True
-    return False
+def test_an_index_written_before_keeps_working_without_the_anchor(  # noqa: PLR0917 - fixtures
+    tmp_path: Path,
+    minilm: MiniLMEmbedder,
+    embedded: EvidenceService,
+    osmem_clone: Any,
+    log: list[tuple[str, str, Any]],
+    checked: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An index the code before schema 3 wrote (no `anchor_vectors` mapped or kept) answers
+    `default` as before: no error, the anchor reads nothing (the anchor-off evidence). A document
+    written again by this code (the field then mapped first) gets the vectors."""
+    service, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    with monkeypatch.context() as old:
+        mappings = bodies.mappings
+
+        def schema_2(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            out = mappings(*args, **kwargs)
+            del out["properties"][bodies.ANCHOR_FIELD]
+            out["_meta"]["evidence_schema"] = 2
+            return out
+
+        old.setattr(bodies, "mappings", schema_2)
+        old.setattr(type(service), "_late_kept", lambda *_: False)
+        assert not service.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
+    assert backend._info(INDEX).extra["schema"] == 2
+    passages = [h.chunk for h in backend.lookup(INDEX, {}, limit=1000, kind=ChunkKind.PASSAGE)]
+    assert backend.anchor_vectors(INDEX, passages) == {}
+    off = _anchor_off(embedded)
+    for q in QUESTIONS:
+        assert _evidence(service, q) == _evidence(off, q)
+    # Written again by this code, in a fresh process (its first write puts the mapping).
+    (document,) = {p.document_id for p in passages}
+    service.delete_document(INDEX, document)
+    again, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    assert not again.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
+    mapping = backend.client.indices.get_mapping(index=INDEX)[INDEX]["mappings"]["properties"]
+    assert mapping[bodies.ANCHOR_FIELD].get("enabled") in (False, "false")
+    for q in QUESTIONS:
+        assert _evidence(again, q) == _evidence(embedded, q)

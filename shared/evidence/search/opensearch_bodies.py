@@ -258,11 +258,14 @@ def anchor_mapping() -> dict[str, Any]:
 
 
 def generation_mapping() -> dict[str, Any]:
-    """PUT /{index}/_mapping before a process's first write to an index: `generation` for a
-    schema-1 index (the field later writes filter on) and `anchor_vectors` for a schema-1 or 2
-    one (else its first write would map the field dynamically, indexing the vectors as text).
-    Both are what a schema-3 index maps already: putting them again changes nothing."""
-    return {"properties": {GENERATION_FIELD: {"type": "keyword"}, ANCHOR_FIELD: anchor_mapping()}}
+    """PUT /{index}/_mapping for a schema-1 index: the field later writes filter on."""
+    return {"properties": {GENERATION_FIELD: {"type": "keyword"}}}
+
+
+def anchor_vectors_mapping() -> dict[str, Any]:
+    """PUT /{index}/_mapping for a schema-1 or 2 index before a write that keeps anchor vectors
+    (else the write would map the field dynamically, indexing the vectors as text)."""
+    return {"properties": {ANCHOR_FIELD: anchor_mapping()}}
 
 
 def normalization_pipeline_body(weights: tuple[float, float] = (0.5, 0.5)) -> dict[str, Any]:

@@ -181,6 +181,7 @@ def index_meta(mapping_response: Mapping[str, Any], index: str) -> dict[str, Any
     if engine and not meta.get("engine"):
         meta["engine"] = engine
     meta["has_generation"] = GENERATION_FIELD in (mapping.get("properties") or {})
+    meta["has_anchor_vectors"] = ANCHOR_FIELD in (mapping.get("properties") or {})
     return meta
 
 

@@ -248,6 +248,8 @@ class BulkWrites(IndexAdmin):
             anchors = [anchors[i] for i in keep]
         if not info.extra.get("has_generation"):
             self._infos[name] = info = self._with_generation(name, info)
+        if any(anchors) and not info.extra.get("has_anchor_vectors"):
+            self._infos[name] = info = self._with_anchor_vectors(name, info)
         existing = self._markers(name, [d.document_id for d in documents])
         results: dict[str, UpsertResult] = {}
         pending: list[tuple[DocumentChunks, Vector | None, bool]] = []

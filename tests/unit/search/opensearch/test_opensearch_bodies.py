@@ -74,6 +74,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
             b.index_template_body(["evidence-*"], EMBEDDER, DIM, caps, k1=0.9, b=0.4),
         ),
         ("put", "/{index}/_mapping", b.generation_mapping()),
+        ("put", "/{index}/_mapping", b.anchor_vectors_mapping()),
         ("put", "/_search/pipeline/{id}", b.normalization_pipeline_body()),
         ("post", "/_bulk", b.bulk_lines(actions)),
         (*SEARCH, b.lexical_body("encryption at rest", k=10, filters=FILTERS, kind=None)),
@@ -364,7 +365,7 @@ def test_anchor_vectors_round_trip_bit_for_bit_and_stay_out_of_every_other_read(
     assert (
         mapping
         == {"type": "object", "enabled": False}
-        == b.generation_mapping()["properties"][b.ANCHOR_FIELD]
+        == b.anchor_vectors_mapping()["properties"][b.ANCHOR_FIELD]
     )
     for body in (
         b.lexical_body("x", k=3, filters=None, kind=None),
