@@ -337,9 +337,11 @@ def chunk_source(
     return source
 
 
-#: How `anchor_source` stores a vector: float32 little-endian, so a vector read back is bit for bit
-#: the one indexing computed (the embedded store's cache holds the same float32 bits).
-ANCHOR_DTYPE = "<f4"
+#: How `anchor_source` stores a vector: float16 little-endian, read back as float32 (the embedded
+#: store's cache holds float32). Half the bytes of float32, and on the 19 development families not
+#: one of 9,257 anchors moves (int8 with a scale moves 13): docs/opensearch.md#anchor-vectors.
+#: `opensearch_responses.parse_anchor_vectors` reads "<f4" too.
+ANCHOR_DTYPE = "<f2"
 
 
 def _packed(rows: Sequence[np.ndarray]) -> str:

@@ -332,9 +332,9 @@ def test_filter_keys_and_values_stay_apart_in_opensearch_terms() -> None:
     assert b.filter_clauses({"team=red": "secret"}, None)[1:] == [{"term": {"metadata.team=red": "secret"}}]
 
 
-def test_anchor_vectors_round_trip_bit_for_bit_and_stay_out_of_every_other_read() -> None:
-    """`anchor_vectors` on a passage: float32 bits back as written (the embedded store's cache
-    holds the same bits, so the anchor picks alike), an object OpenSearch neither parses nor
+def test_anchor_vectors_round_trip_and_stay_out_of_every_other_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`anchor_vectors` on a passage: each vector back as its float16 rounding (as float32; a
+    value written as float32 reads back bit for bit), an object OpenSearch neither parses nor
     indexes, put on an older index before its first write, and excluded from every read but the
     anchor's own (docs/opensearch.md#anchor-vectors)."""
     from evidence.search.opensearch_responses import parse_anchor_vectors
@@ -354,9 +354,18 @@ def test_anchor_vectors_round_trip_bit_for_bit_and_stay_out_of_every_other_read(
         assert back.document_id == doc.document_id
         assert set(back.spans) == set(want.spans) and set(back.headings) == set(want.headings)
         for q, v in want.spans.items():
-            assert back.spans[q].dtype == np.float32 and back.spans[q].tobytes() == v.tobytes()
+            want16 = v.astype(np.float16).astype(np.float32)
+            assert back.spans[q].dtype == np.float32 and back.spans[q].tobytes() == want16.tobytes()
         for h, v in want.headings.items():
-            assert back.headings[h].tobytes() == v.tobytes()
+            assert back.headings[h].tobytes() == v.astype(np.float16).astype(np.float32).tobytes()
+    # Written as float32, read back bit for bit.
+    with monkeypatch.context() as m:
+        m.setattr(b, "ANCHOR_DTYPE", "<f4")
+        wide = b.anchor_source(anchors[0])
+    (back32,) = parse_anchor_vectors(
+        {"hits": {"hits": [{"_source": {"chunk_id": "c", "document_id": "d", b.ANCHOR_FIELD: wide}}]}}
+    ).values()
+    assert all(back32.spans[q].tobytes() == v.tobytes() for q, v in anchors[0].spans.items())
     # A value this code cannot read is no vector (the anchor then reads nothing for it), not an error.
     bad = copy.deepcopy(hits[0])
     bad["_source"][b.ANCHOR_FIELD]["late"] = "not base64!"
