@@ -66,13 +66,13 @@ class RankedByEmbedded(OpenSearchBackend):
         super().__init__(*args, **kwargs)
         self.ranking = ranking
 
-    def lexical(self, index: str, text: str, **kw: Any) -> list[SearchHit]:  # type: ignore[override]
+    def lexical(self, index: str, text: str, **kw: Any) -> list[SearchHit]:
         return self.ranking.lexical(index, text, **kw)
 
-    def dense(self, index: str, vector: Vector, **kw: Any) -> list[SearchHit]:  # type: ignore[override]
+    def dense(self, index: str, vector: Vector, **kw: Any) -> list[SearchHit]:
         return self.ranking.dense(index, vector, **kw)
 
-    def term_counts(self, index: str, texts: Sequence[str], **kw: Any) -> dict[str, int]:  # type: ignore[override]
+    def term_counts(self, index: str, texts: Sequence[str], **kw: Any) -> dict[str, int]:
         return self.ranking.term_counts(index, texts, **kw)
 
     def document_count(self, index: str, *, filters: Filters | None = None) -> int:

@@ -42,7 +42,11 @@ def _caps(version: str) -> b.Capabilities:
 
 def _anchors() -> dict[int, AnchorVectors]:
     rng = np.random.default_rng(7)
-    unit = lambda: (v := rng.standard_normal(DIM).astype(np.float32)) / np.linalg.norm(v)  # noqa: E731
+
+    def unit() -> np.ndarray:
+        v = rng.standard_normal(DIM).astype(np.float32)
+        return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
+
     return {
         0: AnchorVectors({3: unit(), 5: unit()}, {"Encryption": unit()}),
         1: AnchorVectors({6: unit()}, {}),
