@@ -14,8 +14,11 @@ Usage: python bench/opensearch_anchor_sizes.py --store DIR --qa build/qa19 [--fa
   store: the hits the anchor reads (`SpanAnchors.find`), the OpenSearch response the anchor's
   read would get (`anchor_vectors_body`: the passages overlapping those hits, their
   `anchor_vectors` and ids only) and the time to decode it (`parse_anchor_vectors`), against what
-  the request's other reads return (the first stage's lexical and dense legs, the spans lookup:
-  their hits' `_source` as OpenSearch returns it, vectors excluded).
+  the request's other reads return (the first stage's lexical and dense legs: their hits'
+  `_source` as OpenSearch returns it, vectors excluded; the spans lookup is not counted, the
+  embedded store answers it from memory), and what of those the
+  anchor's scoring itself reads (`anchor_dense_*`: the `dense` model's passage feature, one k-NN
+  read over the hits' documents; `anchor_lookup_*`: the spans of the hits' documents).
 - **Quantisation (information)**: how many anchors (`SpanAnchors.find`'s pick in a hit) change
   when every vector the anchor reads is rounded to float16, or to int8 with a per-vector scale.
 
@@ -167,9 +170,13 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
     current: dict[str, Any] = {}
 
     def find(self: Any, hits: Any, ctx: Any) -> Any:
+        before = dict(reads)
         out = find0(self, hits, ctx)
         if self.vectors is None:
             return out
+        # What the anchor's own scoring reads besides its vectors (the `dense` model's passage
+        # feature: one k-NN read over the hits' documents; the spans lookup).
+        inside = {k: reads[k] - before[k] for k in reads}
         ranges = [(h.chunk.document_id, h.chunk.char_start, h.chunk.char_end) for h in hits]
         # The passages overlapping a hit: what `anchor_vectors_body` matches.
         over = [
@@ -200,6 +207,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
         parse_anchor_vectors(response)
         decode = time.perf_counter() - t0
         changed = {}
+        counted = dict(reads)  # the re-runs below are not the request's reads
         for q in ("f16", "i8"):
             mode["q"] = q
             try:
@@ -207,6 +215,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
             finally:
                 mode["q"] = ""
             changed[q] = sum(1 for i in set(out) | set(other) if out.get(i) != other.get(i))
+        reads.update(counted)
         current.update(
             anchors=len(out),
             passages_read=len(over),
@@ -214,6 +223,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
             decode_ms=decode * 1000,
             changed=changed,
             request_bytes=_json_bytes(bodies.anchor_vectors_body(ranges)),
+            inside_find_bytes=inside,
         )
         return out
 
@@ -290,6 +300,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(fam.name, sizes, len(got["rows"]), file=sys.stderr)
     rows = all_rows
     other = [sum(r["other_response_bytes"].values()) for r in rows]
+    # On OpenSearch before the change the anchor found no vector and stopped before its scoring:
+    # the request read the first stage's legs (and the spans, not counted here: the embedded
+    # store answers `ordered_lookup` from memory); now it also reads the anchor's vectors and the
+    # `dense` model's k-NN read.
+    before_change = [o - r["inside_find_bytes"]["dense"] for o, r in zip(other, rows, strict=True)]
+    after_change = [o + r["anchor_response_bytes"] for o, r in zip(other, rows, strict=True)]
     out["index"] = {
         **totals,
         "bytes_per_span_kept": totals["added_bytes"] / max(1, totals["spans_kept"]),
@@ -311,6 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "other_response_bytes_p50": _pct(other, 0.5),
         "other_response_bytes_p95": _pct(other, 0.95),
         "other_response_bytes_mean": statistics.fmean(other) if other else 0,
+        "anchor_dense_read_bytes_p50": _pct([r["inside_find_bytes"]["dense"] for r in rows], 0.5),
+        "anchor_dense_read_bytes_p95": _pct([r["inside_find_bytes"]["dense"] for r in rows], 0.95),
+        "request_bytes_before_p50": _pct(before_change, 0.5),
+        "request_bytes_before_p95": _pct(before_change, 0.95),
+        "request_bytes_after_p50": _pct(after_change, 0.5),
+        "request_bytes_after_p95": _pct(after_change, 0.95),
+        "anchor_dense_reads": sum(1 for r in rows if r["inside_find_bytes"]["dense"]),
+        "anchor_lookup_bytes_p50": _pct([r["inside_find_bytes"]["lookup"] for r in rows], 0.5),
         "decode_ms_p50": _pct([r["decode_ms"] for r in rows], 0.5),
         "decode_ms_p95": _pct([r["decode_ms"] for r in rows], 0.95),
         "anchors": sum(r["anchors"] for r in rows),
