@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from evidence.config import Settings
     from evidence.embed.base import Embedder
     from evidence.ingest import SourceFailure, SourceItem
-    from evidence.search.base import SearchBackend
+    from evidence.search.base import AnchorVectors, SearchBackend
 
 _WRITE_BATCH_DOCS = 256
 _WRITE_BATCH_PASSAGES = 256
@@ -127,6 +127,7 @@ class Indexing:
         backend = self.backend
         todo = [d for d in docs if backend.document_hash(index, d.document_id) != d.content_hash]
         vectors: list[np.ndarray | None] = [None] * len(todo)
+        anchors: list[dict[int, AnchorVectors]] | None = None
         if todo and embed:
             from evidence.search.headers import SectionHeaders
 
@@ -144,6 +145,8 @@ class Indexing:
             n_passages = len(texts)
             if self._late(embedder):
                 emb = self._embed_late(todo, texts, owners, embedder)
+            elif self._late_kept(embedder):
+                emb, anchors = self._embed_late_kept(todo, texts, owners, embedder)
             else:
                 # The spans' texts after the passages (`embed_documents` caches slice by slice, and
                 # checks the deadline between slices: a retry after a deadline resumes with them).
@@ -157,7 +160,12 @@ class Indexing:
                 mats[di][ci] = vec
             vectors = list(mats)
         # Only documents that changed reach the backend, so only they have a result.
-        results = {r.document_id: r for r in backend.upsert(index, todo, vectors)} if todo else {}
+        if anchors is not None:
+            # A backend with no embedding cache keeps the anchor's vectors with the passages.
+            written = backend.upsert(index, todo, vectors, anchor_vectors=anchors)  # type: ignore[call-arg]
+        else:
+            written = backend.upsert(index, todo, vectors) if todo else []
+        results = {r.document_id: r for r in written}
         out = []
         for d in docs:
             r = results.get(d.document_id)
@@ -215,13 +223,27 @@ class Indexing:
 
         return isinstance(embedder, CachedEmbedder) and embedder.late_capable
 
-    def _embed_late(
+    def _late_kept(self, embedder: Embedder) -> bool:
+        """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` on a backend that keeps the anchor's vectors with
+        its passages (`search.base.AnchorVectorStore`: OpenSearch, no embedding cache) and a model
+        that gives late-chunked vectors (MiniLM): `_embed_late_kept` (docs/opensearch.md#anchor-vectors)."""
+        from evidence.config import SpanVectors
+        from evidence.embed.base import LateEmbedder
+        from evidence.search.base import AnchorVectorStore
+
+        return (
+            self.settings.embed_spans_at_index is SpanVectors.LATE
+            and isinstance(self.backend, AnchorVectorStore)
+            and isinstance(embedder, LateEmbedder)
+            and bool(getattr(embedder, "late_capable", True))
+        )
+
+    def _late_placed(
         self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
-    ) -> Any:
-        """The passages' vectors (`texts`, owned by `owners`: bit-identical to `embed_documents`'),
-        and, into the cache, every anchor span's late-chunked vector (`embed.late`) and its
-        heading's own vector (ordinary key: what the `verbatim` scorer would embed for it)."""
-        from evidence.embed.late import late_key, late_ranges
+    ) -> tuple[list[list[tuple[int, int]]], list[list[Chunk]], dict[str, None]]:
+        """Each passage input's late ranges (`embed.late.late_ranges`), the span of each range, and
+        the anchor spans' distinct headings: what `_embed_late` and `_embed_late_kept` pool."""
+        from evidence.embed.late import late_ranges
         from evidence.verbatim.spans import anchor_spans
 
         first = embedder.first_window_chars(texts) if texts else []
@@ -251,6 +273,55 @@ class Indexing:
                 ranges[t].append((rng.start, rng.end))
                 wanted[t].append(span)
             headings.update(dict.fromkeys(c.section for c in spans if c.section))
+        return ranges, wanted, headings
+
+    def _embed_late_kept(
+        self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
+    ) -> tuple[Any, list[dict[int, AnchorVectors]]]:
+        """`_embed_late` for a backend with no embedding cache (OpenSearch): the passages' vectors
+        (bit-identical to `embed_documents`'), and, per document by chunk position, what each
+        passage keeps for the anchor (`search.base.AnchorVectors`): the late vector of every
+        anchor span pooled in it (`late_ranges`: the same vector the embedded store caches, kept
+        once) and the own vectors of those spans' headings. Passes of 32 passages, the deadline
+        checked between them."""
+        import numpy as np
+
+        from evidence.embed.cache import EMBED_SLICE
+        from evidence.retry import check_deadline
+        from evidence.search.base import AnchorVectors
+
+        ranges, wanted, _ = self._late_placed(docs, texts, owners, embedder)
+        vectors = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+        pooled_in: list[list[tuple[Chunk, Any]]] = [[] for _ in texts]
+        for start in range(0, len(texts), EMBED_SLICE):
+            check_deadline("embedding the document's passages")
+            part = range(start, min(start + EMBED_SLICE, len(texts)))
+            fresh, pooled = embedder.embed_documents_and_late(
+                [texts[t] for t in part], [ranges[t] for t in part]
+            )
+            vectors[start : start + len(part)] = fresh
+            for t, vecs in zip(part, pooled, strict=True):
+                pooled_in[t] = [(s, v) for s, v in zip(wanted[t], vecs, strict=True) if v is not None]
+        names = list(dict.fromkeys(s.section for held in pooled_in for s, _ in held if s.section))
+        heads = dict(zip(names, embedder.embed_documents(names), strict=True)) if names else {}
+        out: list[dict[int, AnchorVectors]] = [{} for _ in docs]
+        for (di, ci), held in zip(owners, pooled_in, strict=True):
+            if held:
+                out[di][ci] = AnchorVectors(
+                    {s.sequence: v for s, v in held},
+                    {s.section: heads[s.section] for s, _ in held if s.section},
+                )
+        return vectors, out
+
+    def _embed_late(
+        self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
+    ) -> Any:
+        """The passages' vectors (`texts`, owned by `owners`: bit-identical to `embed_documents`'),
+        and, into the cache, every anchor span's late-chunked vector (`embed.late`) and its
+        heading's own vector (ordinary key: what the `verbatim` scorer would embed for it)."""
+        from evidence.embed.late import late_key
+
+        ranges, wanted, headings = self._late_placed(docs, texts, owners, embedder)
         vectors, late = embedder.embed_late(texts, ranges)
         embedder.put_late(
             [

@@ -38,11 +38,12 @@ class DefaultPlugin(PipelinePlugin):
         from evidence.config import SpanVectors
         from evidence.rank.dedup import FocusHits
         from evidence.verbatim.cascade import SpanAnchors
-        from evidence.verbatim.span_rank import IndexVectors, LateVectors
+        from evidence.verbatim.span_rank import IndexVectors, LateVectors, StoredVectors
 
         index, embedder = env.index, env.services.document_embedder
         # Under `EVIDENCE_EMBED_SPANS_AT_INDEX=late` the spans' late-chunked vectors, their own
-        # otherwise (docs/ranking.md#focus-span-anchor-late).
+        # otherwise (docs/ranking.md#focus-span-anchor-late); on a backend that keeps them with
+        # its passages (OpenSearch), read from there (docs/opensearch.md#anchor-vectors).
         late = (
             LateVectors(lambda: embedder(index))
             if env.settings.embed_spans_at_index is SpanVectors.LATE
@@ -53,7 +54,10 @@ class DefaultPlugin(PipelinePlugin):
             if isinstance(s, FocusHits):
                 anchored = copy.copy(s)
                 anchored.anchors = SpanAnchors(
-                    vectors=IndexVectors(lambda: embedder(index)), scorer=ANCHOR_SCORER, late=late
+                    vectors=IndexVectors(lambda: embedder(index)),
+                    scorer=ANCHOR_SCORER,
+                    late=late,
+                    stored=StoredVectors() if late is not None else None,
                 )
                 stages[k] = anchored
         return replace(base, stages=tuple(stages))

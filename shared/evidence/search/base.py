@@ -221,6 +221,36 @@ def ordered_lookup(
     return group_ordered([h.chunk for h in backend.lookup(index, filters, limit=limit, kind=kind)])
 
 
+@dataclass(frozen=True, slots=True)
+class AnchorVectors:
+    """What the focus span anchor reads, kept with a passage by a backend that has no embedding
+    cache (OpenSearch, `AnchorVectorStore`; docs/opensearch.md#anchor-vectors): the late-chunked
+    vector of every anchor span pooled in that passage (`embed.late.late_ranges`; by the span's
+    `sequence` in its document), and the own vector of each of those spans' headings (by text)."""
+
+    spans: Mapping[int, Vector]
+    headings: Mapping[str, Vector]
+    #: The passage's document (as read back; what its spans' sequences are numbered in).
+    document_id: str = ""
+
+
+@runtime_checkable
+class AnchorVectorStore(Protocol):
+    """A backend that keeps the anchor's vectors with its passages (OpenSearch): written by
+    `upsert(..., anchor_vectors=…)` at indexing, read by `anchor_vectors` (the focus span anchor,
+    `verbatim.span_rank.StoredVectors`). The embedded store keeps them in its embedding cache
+    instead and does not offer this."""
+
+    def anchor_vectors(
+        self, index: str, hits: Sequence[Chunk], *, filters: Filters | None = None
+    ) -> dict[str, AnchorVectors] | None:
+        """By passage chunk id, the vectors kept with every passage (within `filters`) that
+        overlaps one of `hits` (each a document's character range: a span inside it was pooled
+        in a passage overlapping it); a passage written without them (e.g. before they existed)
+        is absent. None: this backend keeps none."""
+        ...
+
+
 def group_ordered(chunks: Sequence[Chunk]) -> list[OrderedChunks]:
     """`chunks` (as a lookup returned them) by document, by id, each in document order."""
     by_document: dict[str, list[Chunk]] = {}

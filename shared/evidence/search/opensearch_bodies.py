@@ -7,6 +7,8 @@ clusters, server-assigned on Serverless):
     chunk_id, document_id, kind, text, search_text, title, source, section, page, span_type,
     char_start, char_end, sequence, content_hash, document_hash, criterion_question_hash,
     generation, metadata{...}, embedding[dim]
+and, on a passage (schema 3, `anchor_source`), anchor_vectors{...}: the focus span anchor's
+vectors, kept in `_source` only (`enabled: false`: never parsed or indexed), read by chunk id;
 plus one *marker* document per source document (`kind == "document"`) that records the
 document's content hash and the `generation` of its chunks. A generation is a fresh token per
 write; the marker is written only after every chunk of that generation was acknowledged and the
@@ -32,12 +34,16 @@ from evidence.errors import RequestValidationError
 from evidence.names import validate_index_name
 from evidence.records import Chunk, ChunkKind, DocumentChunks
 from evidence.search.analysis import with_joined_compounds
+from evidence.search.base import AnchorVectors
 from evidence.search.headers import OFF, SectionHeaders
 
 #: Bump when the stored layout changes; recorded in the index `_meta`.
 #: 2: `generation` on every row, no date/numeric detection.
-SCHEMA_VERSION = 2
+#: 3: `anchor_vectors` on passages (the focus span anchor's vectors; absent from older rows).
+SCHEMA_VERSION = 3
 VECTOR_FIELD = "embedding"
+#: The focus span anchor's vectors on a passage document (docs/opensearch.md#anchor-vectors).
+ANCHOR_FIELD = "anchor_vectors"
 LEXICAL_FIELD = "search_text"
 MARKER_KIND = "document"
 #: Filter keys that are top-level fields; every other key is `metadata.<key>`.
@@ -167,6 +173,7 @@ def mappings(embedder_id: str, dimension: int, caps: Capabilities = LATEST) -> d
         GENERATION_FIELD: {"type": "keyword"},
         "passages": {"type": "integer"},
         "spans": {"type": "integer"},
+        ANCHOR_FIELD: anchor_mapping(),
         "metadata": {
             "type": "object",
             "properties": {key: _keyword() for key in KNOWN_METADATA_KEYS},
@@ -244,9 +251,21 @@ def index_template_body(
     }
 
 
+def anchor_mapping() -> dict[str, Any]:
+    """`anchor_vectors`: an object kept in `_source` and nothing else (not parsed, not indexed,
+    no doc values, not in the k-NN graph)."""
+    return {"type": "object", "enabled": False}
+
+
 def generation_mapping() -> dict[str, Any]:
     """PUT /{index}/_mapping for a schema-1 index: the field later writes filter on."""
     return {"properties": {GENERATION_FIELD: {"type": "keyword"}}}
+
+
+def anchor_vectors_mapping() -> dict[str, Any]:
+    """PUT /{index}/_mapping for a schema-1 or 2 index before a write that keeps anchor vectors
+    (else the write would map the field dynamically, indexing the vectors as text)."""
+    return {"properties": {ANCHOR_FIELD: anchor_mapping()}}
 
 
 def normalization_pipeline_body(weights: tuple[float, float] = (0.5, 0.5)) -> dict[str, Any]:
@@ -286,6 +305,8 @@ def chunk_source(
     vector: Sequence[float] | np.ndarray | None,
     generation: str = "",
     headers: SectionHeaders = OFF,
+    *,
+    anchor: AnchorVectors | None = None,
 ) -> dict[str, Any]:
     """One chunk's document. The lexical field is `Chunk.search_text` (title + text), with the
     section header between them under a header rule (docs/ingest.md#section-headers)."""
@@ -311,7 +332,42 @@ def chunk_source(
     }
     if vector is not None:
         source[VECTOR_FIELD] = [float(x) for x in vector]
+    if anchor is not None:
+        source[ANCHOR_FIELD] = anchor_source(anchor)
     return source
+
+
+#: How `anchor_source` stores a vector: float16 little-endian, read back as float32 (the embedded
+#: store's cache holds float32). Half the bytes of float32, and on the 19 development families not
+#: one of 9,257 anchors moves (int8 with a scale moves 13): docs/opensearch.md#anchor-vectors.
+#: `opensearch_responses.parse_anchor_vectors` reads "<f4" too.
+ANCHOR_DTYPE = "<f2"
+
+
+def _packed(rows: Sequence[np.ndarray]) -> str:
+    import base64
+
+    if not rows:
+        return ""
+    packed = np.stack([np.asarray(r, dtype=ANCHOR_DTYPE) for r in rows]).tobytes()
+    return base64.b64encode(packed).decode("ascii")
+
+
+def anchor_source(anchor: AnchorVectors) -> dict[str, Any]:
+    """A passage's `anchor_vectors` (`search.base.AnchorVectors`): its spans' sequences and their
+    late vectors, its headings' texts and their vectors, each set of vectors one base64 string of
+    float32 rows (`opensearch_responses.parse_anchor_vectors` reads it back)."""
+    spans = sorted(anchor.spans)
+    headings = list(anchor.headings)
+    dims = {int(np.asarray(v).shape[-1]) for v in (*anchor.spans.values(), *anchor.headings.values())}
+    return {
+        "dtype": ANCHOR_DTYPE,
+        "dim": dims.pop() if len(dims) == 1 else 0,
+        "spans": spans,
+        "late": _packed([anchor.spans[q] for q in spans]),
+        "headings": headings,
+        "heading_vectors": _packed([anchor.headings[h] for h in headings]),
+    }
 
 
 def marker_source(doc: DocumentChunks, generation: str = "") -> dict[str, Any]:
@@ -346,10 +402,12 @@ def bulk_actions(
     *,
     with_ids: bool = True,
     headers: SectionHeaders = OFF,
+    anchors: Mapping[int, AnchorVectors] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """`helpers.streaming_bulk` actions for the chunks of one document (marker excluded).
 
-    `with_ids=False` for Serverless vector collections, which assign their own ids.
+    `with_ids=False` for Serverless vector collections, which assign their own ids. `anchors`:
+    by chunk position, the anchor vectors kept with a passage (`anchor_source`).
     """
     for i, chunk in enumerate(doc.chunks):
         action: dict[str, Any] = {
@@ -361,6 +419,7 @@ def bulk_actions(
                 None if vectors is None else usable_vector(vectors[i]),
                 generation,
                 headers,
+                anchor=(anchors or {}).get(i),
             ),
         }
         if with_ids:
@@ -424,7 +483,8 @@ def filter_clauses(filters: Mapping[str, Any] | None, kind: ChunkKind | None) ->
     return clauses
 
 
-_SOURCE_EXCLUDES = {"excludes": [VECTOR_FIELD, LEXICAL_FIELD]}
+#: No read but the anchor's own (`anchor_vectors_body`) returns the vectors: hits stay their size.
+_SOURCE_EXCLUDES = {"excludes": [VECTOR_FIELD, LEXICAL_FIELD, ANCHOR_FIELD]}
 
 
 def lexical_query(text: str, clauses: list[dict[str, Any]]) -> dict[str, Any]:
@@ -584,6 +644,45 @@ def vectors_body(chunk_ids: Sequence[str]) -> dict[str, Any]:
         "size": len(chunk_ids),
         "query": {"bool": {"filter": [{"terms": {"chunk_id": list(chunk_ids)}}]}},
         "_source": {"includes": ["chunk_id", VECTOR_FIELD]},
+    }
+
+
+#: At most this many passages answer one anchor read (`anchor_vectors_body`): a question's ~10
+#: hits overlap a few dozen.
+ANCHOR_READ_SIZE = 1_000
+
+
+def anchor_vectors_body(
+    ranges: Sequence[tuple[str, int, int]], *, filters: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The focus span anchor's read: `anchor_vectors` (and the chunk id) of every passage within
+    `filters` that overlaps one of `ranges` (document id, start, end: a question's hits; a span
+    inside a hit was pooled in a passage overlapping it, `embed.late.late_ranges`), nothing else.
+    By fields, not `_id` (Serverless assigns its own ids, so no `mget`)."""
+    overlaps = [
+        {
+            "bool": {
+                "filter": [
+                    {"term": {"document_id": document_id}},
+                    {"range": {"char_start": {"lt": end}}},
+                    {"range": {"char_end": {"gt": start}}},
+                ]
+            }
+        }
+        for document_id, start, end in ranges
+    ]
+    return {
+        "size": ANCHOR_READ_SIZE,
+        "query": {
+            "bool": {
+                "filter": [
+                    *filter_clauses(filters, ChunkKind.PASSAGE),
+                    {"bool": {"should": overlaps, "minimum_should_match": 1}},
+                ]
+            }
+        },
+        "_source": {"includes": ["chunk_id", "document_id", ANCHOR_FIELD]},
+        "track_total_hits": False,
     }
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from evidence.errors import BackendError
 from evidence.records import Chunk, ChunkKind, SearchHit, SpanType
-from evidence.search.opensearch_bodies import GENERATION_FIELD, VECTOR_FIELD
+from evidence.search.base import AnchorVectors
+from evidence.search.opensearch_bodies import ANCHOR_FIELD, GENERATION_FIELD, VECTOR_FIELD
 
 
 def chunk_from_source(source: Mapping[str, Any]) -> Chunk:
@@ -114,6 +115,53 @@ def parse_vectors(response: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
+def _unpacked(packed: Any, dtype: str, dim: int, rows: int) -> np.ndarray | None:
+    """`rows` float vectors of `dim` from `opensearch_bodies._packed`'s base64; None when the
+    stored value does not hold exactly that (a row written by other code is no vector)."""
+    import base64
+    import binascii
+
+    if rows == 0:
+        return np.empty((0, dim), dtype=np.float32)
+    if not isinstance(packed, str) or dim <= 0:
+        return None
+    try:
+        raw = base64.b64decode(packed, validate=True)
+        flat = np.frombuffer(raw, dtype=np.dtype(dtype))
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    if flat.size != rows * dim:
+        return None
+    return flat.astype(np.float32).reshape(rows, dim)
+
+
+def parse_anchor_vectors(response: Mapping[str, Any]) -> dict[str, AnchorVectors]:
+    """`bodies.anchor_vectors_body`'s hits: by chunk id, each passage's `AnchorVectors`. A
+    passage without the field (written before schema 3, or with no anchor span) or with one this
+    code cannot read is left out: the anchor then reads nothing for it, as before."""
+    out: dict[str, AnchorVectors] = {}
+    for hit in _raw_hits(response):
+        source = hit.get("_source") or {}
+        stored = source.get(ANCHOR_FIELD)
+        if not isinstance(stored, Mapping) or "chunk_id" not in source or "document_id" not in source:
+            continue
+        dtype, dim = str(stored.get("dtype") or ""), int(stored.get("dim") or 0)
+        if dtype not in ("<f4", "<f2"):
+            continue
+        spans = [int(q) for q in stored.get("spans") or []]
+        headings = [str(h) for h in stored.get("headings") or []]
+        late = _unpacked(stored.get("late"), dtype, dim, len(spans))
+        heads = _unpacked(stored.get("heading_vectors"), dtype, dim, len(headings))
+        if late is None or heads is None:
+            continue
+        out[str(source["chunk_id"])] = AnchorVectors(
+            dict(zip(spans, late, strict=True)),
+            dict(zip(headings, heads, strict=True)),
+            str(source["document_id"]),
+        )
+    return out
+
+
 def parse_cardinality(response: Mapping[str, Any], name: str) -> int:
     """The value of the cardinality aggregation `name` (`bodies.document_count_body`)."""
     agg = (response.get("aggregations") or {}).get(name)
@@ -133,6 +181,7 @@ def index_meta(mapping_response: Mapping[str, Any], index: str) -> dict[str, Any
     if engine and not meta.get("engine"):
         meta["engine"] = engine
     meta["has_generation"] = GENERATION_FIELD in (mapping.get("properties") or {})
+    meta["has_anchor_vectors"] = ANCHOR_FIELD in (mapping.get("properties") or {})
     return meta
 
 

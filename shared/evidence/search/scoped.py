@@ -33,6 +33,9 @@ What the view offers (a `SearchReader`):
 - `vectors(ids)`: only chunks within the bound filters. An id a read of this view returned is
   within them; any other is checked with one `lookup` first, so an id alone (chunk ids are
   derived from document ids and offsets) reads no other tenant's embedding.
+- `anchor_vectors(hits)` (`base.AnchorVectorStore`: the focus span anchor's vectors a backend
+  keeps with its passages, OpenSearch), within the merge; None when the wrapped backend keeps
+  none (the embedded store).
 - `get_index`: the index's metadata (embedder, dimension, whole-index counts), which names no
   document. A count a ranking reads is `document_count`, within the filters: the whole index's
   would let another tenant's number of documents move a request's scope.
@@ -52,8 +55,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from evidence.config import HybridMode
-from evidence.records import ChunkKind, SearchHit
+from evidence.records import Chunk, ChunkKind, SearchHit
 from evidence.search.base import (
+    AnchorVectors,
+    AnchorVectorStore,
     Filters,
     HybridResult,
     HybridSearch,
@@ -227,6 +232,19 @@ class ScopedBackend:
         }
         outside = set(unknown) - inside
         return self._backend.vectors(index, [c for c in chunk_ids if c not in outside])
+
+    def anchor_vectors(
+        self, index: str, hits: Sequence[Chunk], *, filters: Filters | None = None
+    ) -> dict[str, AnchorVectors] | None:
+        """The anchor's vectors the wrapped backend keeps with the passages overlapping `hits`,
+        within the merge (None when it keeps none)."""
+        backend = self._backend
+        if not isinstance(backend, AnchorVectorStore):
+            return None
+        merged = self._merge(filters)
+        if isinstance(merged, _Nothing):
+            return {}
+        return backend.anchor_vectors(index, hits, filters=merged)
 
 
 class ScopedHybridBackend(ScopedBackend):

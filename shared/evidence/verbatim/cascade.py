@@ -581,6 +581,10 @@ class SpanAnchors:
     #: With `vectors`: the spans' late-chunked vectors (`span_rank.LateVectors`: spans -> a row or
     #: None) read instead of their own (`vectors` then reads the headings' only).
     late: Any = None
+    #: With `vectors`: the vectors a backend keeps with its passages instead of a cache
+    #: (`span_rank.StoredVectors`, OpenSearch): `(backend, index, passages)` -> the late and heading
+    #: readers for this question's hits, or None (the embedded store: `late` and `vectors` above).
+    stored: Any = None
 
     def __post_init__(self) -> None:
         if self.scorer not in ANCHOR_SCORERS:
@@ -631,10 +635,15 @@ class SpanAnchors:
         config = self.config or CascadeConfig()
         found = spans_in_hits(ctx.backend, ctx.index, [c for _, c in passages], max_scan=config.max_scan)
         headings = list(dict.fromkeys(c.section for c in found.spans if c.section))
-        if self.late is not None:
-            read = [*self.late(found.spans), *(self.vectors(headings) if headings else [])]
+        late, vectors = self.late, self.vectors
+        if late is not None and self.stored is not None and found.spans:
+            readers = self.stored(ctx.backend, ctx.index, [c for _, c in passages])
+            if readers is not None:
+                late, vectors = readers
+        if late is not None:
+            read = [*late(found.spans), *(vectors(headings) if headings else [])]
         else:
-            read = list(self.vectors([*found.texts, *headings]))
+            read = list(vectors([*found.texts, *headings]))
         n = len(found.spans)
         have = [k for k in range(n) if read[k] is not None]
         if not have:

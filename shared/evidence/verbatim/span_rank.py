@@ -759,6 +759,41 @@ class LateVectors:
         return [None] * len(spans)
 
 
+@dataclass(frozen=True)
+class StoredVectors:
+    """The anchor's vectors a backend keeps with its passages (`search.base.AnchorVectorStore`:
+    OpenSearch, which has no embedding cache; docs/opensearch.md#anchor-vectors): one read a
+    question of the late span vectors and heading vectors kept with the passages overlapping its
+    hits, answering what `LateVectors` and `IndexVectors` answer from the embedded store's cache
+    (the same float32 bits). Called with the question's ranking backend, index and passage hits:
+    None when the backend keeps none (the embedded store: the cache readers are used), else the
+    two readers (spans -> a row or None; heading texts -> a row or None). Never an embedding."""
+
+    def __call__(
+        self, backend: Any, index: str, passages: Sequence[Any]
+    ) -> tuple[Callable[[Sequence[Any]], list[Any]], Callable[[Sequence[str]], list[Any]]] | None:
+        from evidence.search.base import AnchorVectorStore
+
+        if not isinstance(backend, AnchorVectorStore):
+            return None
+        kept = backend.anchor_vectors(index, passages)
+        if kept is None:
+            return None
+        spans: dict[tuple[str, int], Any] = {}
+        headings: dict[str, Any] = {}
+        for got in kept.values():
+            spans.update(((got.document_id, q), v) for q, v in got.spans.items())
+            headings.update(got.headings)
+
+        def late(read: Sequence[Any]) -> list[Any]:
+            return [spans.get((c.document_id, c.sequence)) for c in read]
+
+        def vectors(texts: Sequence[str]) -> list[Any]:
+            return [headings.get(t) for t in texts]
+
+        return late, vectors
+
+
 def tokens_of(embed: Any) -> EmbedTokens | None:
     """The word-piece embedder an `embed` callable offers (`IndexEmbed.tokens`), else None."""
     tokens = getattr(embed, "tokens", None)

@@ -342,3 +342,29 @@ def test_reads_of_spans_stay_within_the_bound_filters_too(shared_index: Embedded
     view = bind_filters(shared_index, {"tenant": "b"})
     assert _documents(view.lexical(INDEX, "installer", k=50, kind=None)) == {"b-doc0", "b-doc1"}
     assert view.lookup(INDEX, {}, kind=ChunkKind.SPAN) == []  # the kit stores passages only
+
+
+def test_anchor_vectors_are_read_within_the_bound_filters_and_none_without_a_store(tmp_path: Path) -> None:
+    """The focus span anchor's read of the vectors a backend keeps with its passages
+    (`AnchorVectorStore`, OpenSearch) goes through the view within its filters; over a backend
+    that keeps none (the embedded store) the view answers None, so the anchor reads its cache."""
+    from evidence.search.base import AnchorVectors, AnchorVectorStore
+
+    class Keeping:
+        def __init__(self) -> None:
+            self.asked: list[Any] = []
+
+        def anchor_vectors(self, index: str, hits: Sequence[Any], *, filters: Any = None) -> Any:
+            self.asked.append((index, [h.chunk_id for h in hits], filters))
+            return {"p": AnchorVectors({}, {}, "d")}
+
+    hit = chunk("p", "Some passage text.", doc="d")
+    keeping = Keeping()
+    view = ScopedBackend(keeping, {"tenant": "a"})  # type: ignore[arg-type]
+    assert isinstance(view, AnchorVectorStore)
+    assert set(view.anchor_vectors(INDEX, [hit]) or {}) == {"p"}
+    assert keeping.asked == [(INDEX, [hit.chunk_id], {"tenant": "a"})]
+    other = ScopedBackend(keeping, {"tenant": "a"}).narrow({"tenant": "b"})  # type: ignore[arg-type]
+    assert other.anchor_vectors(INDEX, [hit]) == {}  # nothing both allow: nothing asked
+    assert len(keeping.asked) == 1
+    assert ScopedBackend(new_backend(tmp_path / "s"), None).anchor_vectors(INDEX, [hit]) is None

@@ -68,6 +68,7 @@ class IndexAdmin(Transport):
                 "schema": meta.get("evidence_schema"),
                 "engine": meta.get("engine") or "faiss",
                 "has_generation": bool(meta.get("has_generation")),
+                "has_anchor_vectors": bool(meta.get("has_anchor_vectors")),
             },
         )
 
@@ -188,6 +189,19 @@ class IndexAdmin(Transport):
             index=name,
         )
         return replace(info, extra={**info.extra, "has_generation": True})
+
+    def _with_anchor_vectors(self, name: str, info: IndexInfo) -> IndexInfo:
+        """An index from before schema 3 gets `anchor_vectors` mapped (`enabled: false`) before
+        the first write that keeps them (dynamic mapping would index the vectors as text)."""
+        if info.extra.get("has_anchor_vectors"):
+            return info
+        body = bodies.anchor_vectors_mapping()
+        self._call(
+            "put mapping",
+            lambda t: self.client.indices.put_mapping(index=name, body=body, request_timeout=t),
+            index=name,
+        )
+        return replace(info, extra={**info.extra, "has_anchor_vectors": True})
 
     def put_index_template(
         self, name: str, patterns: Sequence[str], *, embedder_id: str, dimension: int

@@ -31,7 +31,7 @@ from evidence.retry import (
     current_deadline,
 )
 from evidence.search import opensearch_bodies as bodies
-from evidence.search.base import IndexInfo, UpsertResult, Vector
+from evidence.search.base import AnchorVectors, IndexInfo, UpsertResult, Vector
 from evidence.search.headers import SectionHeaders
 from evidence.search.opensearch.admin import _LOOKUP_PAGE, _MAX_RESULT_WINDOW, IndexAdmin
 from evidence.search.opensearch.transport import _RETRY_STATUS
@@ -221,10 +221,20 @@ class BulkWrites(IndexAdmin):
         return out
 
     def upsert(
-        self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
+        self,
+        index: str,
+        documents: Sequence[DocumentChunks],
+        vectors: Sequence[Vector | None],
+        *,
+        anchor_vectors: Sequence[Mapping[int, AnchorVectors] | None] | None = None,
     ) -> list[UpsertResult]:
+        """`anchor_vectors` (`search.base.AnchorVectorStore`): per document, by chunk position, the
+        focus span anchor's vectors kept with a passage (`bodies.anchor_source`)."""
         if len(documents) != len(vectors):
             raise RequestValidationError("upsert needs one vectors entry (or None) per document")
+        anchors = list(anchor_vectors) if anchor_vectors is not None else [None] * len(documents)
+        if len(anchors) != len(documents):
+            raise RequestValidationError("upsert needs one anchor_vectors entry (or None) per document")
         name = self._index_name(index)
         info = self._info(name)
         for doc, vecs in zip(documents, vectors, strict=True):
@@ -235,12 +245,16 @@ class BulkWrites(IndexAdmin):
             # (one generation per batch must not hold two versions of a document).
             keep = sorted(last.values())
             documents, vectors = [documents[i] for i in keep], [vectors[i] for i in keep]
+            anchors = [anchors[i] for i in keep]
         if not info.extra.get("has_generation"):
             self._infos[name] = info = self._with_generation(name, info)
+        if any(anchors) and not info.extra.get("has_anchor_vectors"):
+            self._infos[name] = info = self._with_anchor_vectors(name, info)
         existing = self._markers(name, [d.document_id for d in documents])
         results: dict[str, UpsertResult] = {}
         pending: list[tuple[DocumentChunks, Vector | None, bool]] = []
         unchanged: dict[str, str] = {}
+        kept = {d.document_id: a for d, a in zip(documents, anchors, strict=True) if a}
         for doc, vecs in zip(documents, vectors, strict=True):
             old = existing.get(doc.document_id)
             if old is not None and old.document_hash == doc.content_hash:
@@ -255,7 +269,7 @@ class BulkWrites(IndexAdmin):
             # documents are complete either way; a failed clean-up is retried next time.
             for doc_id, problems in self._remove_stale(name, unchanged).items():
                 logger.warning("stale rows of %s kept for now: %s", doc_id, problems[0].reason)
-        failures = self._write_documents(name, pending)
+        failures = self._write_documents(name, pending, kept)
         for doc, _vecs, replacing in pending:
             if doc.document_id not in failures:
                 results[doc.document_id] = _result(doc, "updated" if replacing else "created")
@@ -277,7 +291,10 @@ class BulkWrites(IndexAdmin):
         raise BackendError(message)
 
     def _write_documents(
-        self, index: str, pending: Sequence[tuple[DocumentChunks, Vector | None, bool]]
+        self,
+        index: str,
+        pending: Sequence[tuple[DocumentChunks, Vector | None, bool]],
+        anchors: Mapping[str, Mapping[int, AnchorVectors]] | None = None,
     ) -> dict[str, list[_Failure]]:
         """Chunks of a new generation, then every other generation's rows removed, then the
         markers: a marker is only ever written for a document all of whose rows are current.
@@ -304,7 +321,13 @@ class BulkWrites(IndexAdmin):
             for doc, vecs, _r in pending
             if doc.document_id not in failures
             for action in bodies.bulk_actions(
-                index, doc, vecs, generation, with_ids=with_ids, headers=headers
+                index,
+                doc,
+                vecs,
+                generation,
+                with_ids=with_ids,
+                headers=headers,
+                anchors=(anchors or {}).get(doc.document_id),
             )
         ]
         _merge(failures, self._bulk(index, chunk_items, idempotent=with_ids))

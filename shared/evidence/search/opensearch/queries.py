@@ -16,10 +16,10 @@ from evidence.errors import (
     BackendError,
     EmbedderMismatchError,
 )
-from evidence.records import ChunkKind, SearchHit
+from evidence.records import Chunk, ChunkKind, SearchHit
 from evidence.search import opensearch_bodies as bodies
 from evidence.search import opensearch_responses as responses
-from evidence.search.base import DocumentInfo, Filters, HybridResult, IndexInfo, Vector
+from evidence.search.base import AnchorVectors, DocumentInfo, Filters, HybridResult, IndexInfo, Vector
 from evidence.search.opensearch.admin import (
     _LOOKUP_PAGE,
     _MAX_RESULT_WINDOW,
@@ -228,6 +228,21 @@ class Search(IndexAdmin):
         for start in range(0, len(ids), _LOOKUP_PAGE):
             batch = ids[start : start + _LOOKUP_PAGE]
             out.update(responses.parse_vectors(self._search("vectors", name, bodies.vectors_body(batch))))
+        return out
+
+    def anchor_vectors(
+        self, index: str, hits: Sequence[Chunk], *, filters: Filters | None = None
+    ) -> dict[str, AnchorVectors]:
+        """The focus span anchor's vectors kept with the passages overlapping `hits`
+        (`bodies.anchor_vectors_body`: one search for a question's hits, only that field
+        returned); a passage written without them (an index from before schema 3) is absent, so
+        the anchor reads nothing for its spans."""
+        name = self._index_name(index)
+        ranges = list(dict.fromkeys((h.document_id, h.char_start, h.char_end) for h in hits))
+        out: dict[str, AnchorVectors] = {}
+        for start in range(0, len(ranges), bodies.MAX_TERMS):
+            body = bodies.anchor_vectors_body(ranges[start : start + bodies.MAX_TERMS], filters=filters)
+            out.update(responses.parse_anchor_vectors(self._search("anchor vectors", name, body)))
         return out
 
 

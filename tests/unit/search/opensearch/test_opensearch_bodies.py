@@ -15,6 +15,7 @@ import pytest
 
 from evidence.records import ChunkKind
 from evidence.search import opensearch_bodies as b
+from evidence.search.base import AnchorVectors
 from evidence.search.opensearch_responses import parse_version
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
 from tests.unit.search.opensearch.spec_validator import OpenSearchSpec, SpecValidationError
@@ -39,6 +40,19 @@ def _caps(version: str) -> b.Capabilities:
     return b.Capabilities(version=parse_version(version))
 
 
+def _anchors() -> dict[int, AnchorVectors]:
+    rng = np.random.default_rng(7)
+
+    def unit() -> np.ndarray:
+        v = rng.standard_normal(DIM).astype(np.float32)
+        return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
+
+    return {
+        0: AnchorVectors({3: unit(), 5: unit()}, {"Encryption": unit()}),
+        1: AnchorVectors({6: unit()}, {}),
+    }
+
+
 def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
     """(method, spec path, body) for every request the adapter can send to a cluster with `caps`."""
     docs = corpus()
@@ -49,6 +63,10 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
         for d, v in zip(docs, vecs, strict=True)
         for a in b.bulk_actions("idx", d, v, gen, with_ids=not caps.serverless)
     ]
+    # A passage keeping the focus span anchor's vectors (`anchor_vectors`, schema 3).
+    actions.extend(
+        b.bulk_actions("idx", docs[0], vecs[0], gen, with_ids=not caps.serverless, anchors=_anchors())
+    )
     actions.append(b.marker_action("idx", docs[0], gen, with_ids=not caps.serverless))
     actions.append(b.delete_action("idx", "some-id"))
     out: list[tuple[str, str, Any]] = [
@@ -60,6 +78,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
             b.index_template_body(["evidence-*"], EMBEDDER, DIM, caps, k1=0.9, b=0.4),
         ),
         ("put", "/{index}/_mapping", b.generation_mapping()),
+        ("put", "/{index}/_mapping", b.anchor_vectors_mapping()),
         ("put", "/_search/pipeline/{id}", b.normalization_pipeline_body()),
         ("post", "/_bulk", b.bulk_lines(actions)),
         (*SEARCH, b.lexical_body("encryption at rest", k=10, filters=FILTERS, kind=None)),
@@ -76,6 +95,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
             b.lookup_body(FILTERS, size=10, kind=ChunkKind.SPAN, search_after=["d", "span", 3, "x:s3"]),
         ),
         (*SEARCH, b.vectors_body(["a:p0", "b:p1"])),
+        (*SEARCH, b.anchor_vectors_body([("a", 0, 1200), ("b", 300, 900)], filters=FILTERS)),
         (*SEARCH, b.markers_body(["a", "b"])),
         (*SEARCH, b.rows_body(b.stale_query(["a", "b"], [gen]), size=1000, offset=1000)),
         ("post", "/{index}/_delete_by_query", b.delete_documents_body(["a"])),
@@ -314,3 +334,59 @@ def test_filter_keys_and_values_stay_apart_in_opensearch_terms() -> None:
     each key a keyword field of its own, so the key and the value never share one string."""
     assert b.filter_clauses({"team": "red=secret"}, None)[1:] == [{"term": {"metadata.team": "red=secret"}}]
     assert b.filter_clauses({"team=red": "secret"}, None)[1:] == [{"term": {"metadata.team=red": "secret"}}]
+
+
+def test_anchor_vectors_round_trip_and_stay_out_of_every_other_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`anchor_vectors` on a passage: each vector back as its float16 rounding (as float32; a
+    value written as float32 reads back bit for bit), an object OpenSearch neither parses nor
+    indexes, put on an older index before its first write, and excluded from every read but the
+    anchor's own (docs/opensearch.md#anchor-vectors)."""
+    from evidence.search.opensearch_responses import parse_anchor_vectors
+
+    doc = corpus()[0]
+    anchors = _anchors()
+    actions = list(b.bulk_actions("idx", doc, None, "g", anchors=anchors))
+    sources = [a["_source"] for a in actions]
+    assert [b.ANCHOR_FIELD in src for src in sources] == [i in anchors for i in range(len(doc.chunks))]
+    keep = ("chunk_id", "document_id", b.ANCHOR_FIELD)
+    hits = [{"_id": src["chunk_id"], "_source": {k: src[k] for k in keep if k in src}} for src in sources]
+    hits.append({"_id": "old", "_source": {"chunk_id": "old", "document_id": "d"}})  # before schema 3
+    got = parse_anchor_vectors({"hits": {"hits": hits}})
+    assert set(got) == {doc.chunks[i].chunk_id for i in anchors}
+    for i, want in anchors.items():
+        back = got[doc.chunks[i].chunk_id]
+        assert back.document_id == doc.document_id
+        assert set(back.spans) == set(want.spans) and set(back.headings) == set(want.headings)
+        for q, v in want.spans.items():
+            want16 = v.astype(np.float16).astype(np.float32)
+            assert back.spans[q].dtype == np.float32 and back.spans[q].tobytes() == want16.tobytes()
+        for h, v in want.headings.items():
+            assert back.headings[h].tobytes() == v.astype(np.float16).astype(np.float32).tobytes()
+    # Written as float32, read back bit for bit.
+    with monkeypatch.context() as m:
+        m.setattr(b, "ANCHOR_DTYPE", "<f4")
+        wide = b.anchor_source(anchors[0])
+    (back32,) = parse_anchor_vectors(
+        {"hits": {"hits": [{"_source": {"chunk_id": "c", "document_id": "d", b.ANCHOR_FIELD: wide}}]}}
+    ).values()
+    assert all(back32.spans[q].tobytes() == v.tobytes() for q, v in anchors[0].spans.items())
+    # A value this code cannot read is no vector (the anchor then reads nothing for it), not an error.
+    bad = copy.deepcopy(hits[0])
+    bad["_source"][b.ANCHOR_FIELD]["late"] = "not base64!"
+    assert parse_anchor_vectors({"hits": {"hits": [bad]}}) == {}
+    mapping = b.mappings(EMBEDDER, DIM)["properties"][b.ANCHOR_FIELD]
+    assert (
+        mapping
+        == {"type": "object", "enabled": False}
+        == b.anchor_vectors_mapping()["properties"][b.ANCHOR_FIELD]
+    )
+    for body in (
+        b.lexical_body("x", k=3, filters=None, kind=None),
+        b.knn_body(VEC, k=3, filters=None, kind=None),
+        b.hybrid_body("x", VEC, k=3, filters=None, kind=None),
+        b.zero_vector_body(k=3, filters=None, kind=None),
+        b.lookup_body({}, size=3, kind=None),
+    ):
+        assert b.ANCHOR_FIELD in body["_source"]["excludes"]
+    read = b.anchor_vectors_body([("a", 10, 20)])
+    assert read["_source"] == {"includes": ["chunk_id", "document_id", b.ANCHOR_FIELD]}
