@@ -23,7 +23,7 @@ from evidence.errors import (
 )
 from evidence.model import IndexDocumentRequest, IndexDocumentResponse
 from evidence.names import validate_index_name
-from evidence.records import Chunk, ChunkKind, DocumentChunks
+from evidence.records import ChunkKind, DocumentChunks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,6 +141,7 @@ class Indexing:
                         texts.append(headers.dense_text(c))
                         owners.append((di, ci))
             embedder = self.document_embedder(index)
+            self._drop_legacy_late(todo, embedder)
             n_passages = len(texts)
             if self._late(embedder):
                 emb = self._embed_late(todo, texts, owners, embedder)
@@ -202,6 +203,20 @@ class Indexing:
             out.update(dict.fromkeys(span_embedding_texts(d.chunks)))
         return list(out)
 
+    @staticmethod
+    def _drop_legacy_late(docs: Sequence[DocumentChunks], embedder: Embedder) -> None:
+        """Delete the late vectors that stores written before session 47 keep for `docs`' spans
+        under a key naming no content (`embed.late.legacy_late_key`; read when the new key finds
+        nothing): before the documents are written, under every setting, so that an old-format
+        vector is read only for a document no later write changed (docs/ingest.md#late-span-vectors)."""
+        from evidence.embed.cache import CachedEmbedder
+
+        if not isinstance(embedder, CachedEmbedder):
+            return
+        from evidence.embed.late import legacy_late_key
+
+        embedder.drop_late([legacy_late_key(c) for d in docs for c in d.chunks if c.kind is ChunkKind.SPAN])
+
     def _late(self, embedder: Embedder) -> bool:
         """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` with a persistent cache and a model that gives
         late-chunked vectors (MiniLM behind the store's cache, in process or in `serve`'s
@@ -219,14 +234,15 @@ class Indexing:
         self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
     ) -> Any:
         """The passages' vectors (`texts`, owned by `owners`: bit-identical to `embed_documents`'),
-        and, into the cache, every anchor span's late-chunked vector (`embed.late`) and its
-        heading's own vector (ordinary key: what the `verbatim` scorer would embed for it)."""
+        and, into the cache, every anchor span's late-chunked vector (`embed.late`, keyed by
+        `late_key`: its document's content hash, id, offsets and text) and its heading's own
+        vector (ordinary key: what the `verbatim` scorer would embed for it)."""
         from evidence.embed.late import late_key, late_ranges
         from evidence.verbatim.spans import anchor_spans
 
         first = embedder.first_window_chars(texts) if texts else []
         ranges: list[list[tuple[int, int]]] = [[] for _ in texts]
-        wanted: list[list[Chunk]] = [[] for _ in texts]  # the span of each range
+        wanted: list[list[str]] = [[] for _ in texts]  # the key of each range's span
         by_doc: dict[int, list[int]] = {}
         for t, (di, _) in enumerate(owners):
             by_doc.setdefault(di, []).append(t)
@@ -249,14 +265,14 @@ class Indexing:
                     continue
                 t = order[rng.passage]
                 ranges[t].append((rng.start, rng.end))
-                wanted[t].append(span)
+                wanted[t].append(late_key(span, d.content_hash))
             headings.update(dict.fromkeys(c.section for c in spans if c.section))
         vectors, late = embedder.embed_late(texts, ranges)
         embedder.put_late(
             [
-                (late_key(span), vec)
-                for spans, vecs in zip(wanted, late, strict=True)
-                for span, vec in zip(spans, vecs, strict=True)
+                (key, vec)
+                for keys, vecs in zip(wanted, late, strict=True)
+                for key, vec in zip(keys, vecs, strict=True)
                 if vec is not None
             ]
         )

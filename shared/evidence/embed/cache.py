@@ -128,6 +128,23 @@ class EmbeddingCache:
             except sqlite3.Error as exc:
                 logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
 
+    def delete_many(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> None:
+        """Forget these rows (those the file holds), in one transaction; best effort as
+        `put_many` (a failure is logged)."""
+        if not hashes:
+            return
+        rows = [(scope, model, h) for h in hashes]
+        with self._lock:
+            for h in hashes:
+                self._kept.pop((scope, model, h), None)
+            try:
+                with immediate(self._db):
+                    self._db.executemany(
+                        "DELETE FROM scoped_embeddings WHERE scope = ? AND model = ? AND hash = ?", rows
+                    )
+            except sqlite3.Error as exc:
+                logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
+
     @property
     def pieces_path(self) -> Path:
         return self.path.with_name("pieces.sqlite3")
@@ -314,9 +331,14 @@ class CachedEmbedder:
         return inner.first_window_chars(texts)
 
     def put_late(self, items: Sequence[tuple[str, Matrix]]) -> None:
-        """Cache late vectors by `embed.late.late_key` (their own model key: `LATE_SUFFIX`)."""
+        """Cache late vectors by key (`embed.late.late_key`; their own model key: `LATE_SUFFIX`)."""
         if items:
             self.cache.put_many(self._key + LATE_SUFFIX, items, scope=self.scope)
+
+    def drop_late(self, keys: Sequence[str]) -> None:
+        """Forget late vectors by key (`Indexing.write_documents`: the old-format keys,
+        `embed.late.legacy_late_key`, of a document it writes)."""
+        self.cache.delete_many(self._key + LATE_SUFFIX, keys, scope=self.scope)
 
     def cached_late(self, keys: Sequence[str]) -> list[Matrix | None]:
         """Late vectors as the cache holds them (`embed.late.late_key` of each span), None for

@@ -742,18 +742,32 @@ class IndexVectors:
 class LateVectors:
     """The late-chunked vectors an index's document embedder has cached for spans
     (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, `embed.late`; built on first use), None for a span it
-    has not: a read only, never an embedding, and never the own-vector space `IndexVectors` reads."""
+    has not: a read only, never an embedding, and never the own-vector space `IndexVectors` reads.
+
+    A span's vector is read under `late_key` (its document's content hash, given by the read
+    that gave the span: `HitSpans.document_hashes`), and one not found there under the key of
+    stores written before session 47 (`legacy_late_key`). A span whose document's hash is unknown
+    ("") gets none."""
 
     build: Callable[[], Any]
 
-    def __call__(self, spans: Sequence[Any]) -> list[Any]:
-        from evidence.embed.late import late_key
+    def __call__(self, spans: Sequence[Any], document_hashes: Mapping[str, str]) -> list[Any]:
+        from evidence.embed.late import late_key, legacy_late_key
 
         embedder, seen = self.build(), 0
         while embedder is not None and seen < 8:
             read = getattr(embedder, "cached_late", None)
             if callable(read):
-                return list(read([late_key(c) for c in spans]))
+                hashes = [document_hashes.get(c.document_id, "") for c in spans]
+                known = [k for k, h in enumerate(hashes) if h]
+                out: list[Any] = [None] * len(spans)
+                for k, v in zip(known, read([late_key(spans[k], hashes[k]) for k in known]), strict=True):
+                    out[k] = v
+                missed = [k for k in known if out[k] is None]
+                if missed:
+                    for k, v in zip(missed, read([legacy_late_key(spans[k]) for k in missed]), strict=True):
+                        out[k] = v
+                return out
             embedder = getattr(embedder, "inner", None)
             seen += 1
         return [None] * len(spans)

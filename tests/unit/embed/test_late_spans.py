@@ -176,6 +176,11 @@ def _service(tmp_path: Path, mode: str, name: str) -> EvidenceService:
     return service
 
 
+def _keys(service: EvidenceService, spans: list[Chunk]) -> list[str]:
+    """The spans' late keys: their documents' content hashes as the index stores them."""
+    return [late_key(c, service.backend.document_hash(INDEX, c.document_id) or "") for c in spans]
+
+
 def _rows(service: EvidenceService, kind: ChunkKind) -> list[Chunk]:
     hits = service.backend.lookup(INDEX, {}, limit=10_000, kind=kind)
     return sorted((h.chunk for h in hits), key=lambda c: (c.char_start, c.sequence))
@@ -194,7 +199,7 @@ def test_late_indexing_keeps_passage_vectors_and_its_own_key_space(tmp_path: Pat
     spans = anchor_spans(chunks)
     # every anchor span has a late vector; none of its scoring texts has an own vector (the
     # `verbatim` scorer's key space holds no late vector), the headings do
-    assert all(v is not None for v in cache.cached_late([late_key(c) for c in spans]))
+    assert all(v is not None for v in cache.cached_late(_keys(late, spans)))
     texts = span_embedding_texts(chunks)
     headings = {c.section for c in spans if c.section}
     own = dict(zip(texts, cache.cached_documents(texts), strict=True))
@@ -208,7 +213,7 @@ def test_late_indexing_keeps_passage_vectors_and_its_own_key_space(tmp_path: Pat
     own_store = _service(tmp_path, "own", "own")
     own_cache = own_store.document_embedder(INDEX)
     assert isinstance(own_cache, CachedEmbedder)
-    assert all(v is None for v in own_cache.cached_late([late_key(c) for c in spans]))
+    assert all(v is None for v in own_cache.cached_late(_keys(late, spans)))
 
 
 def test_verbatim_answers_do_not_depend_on_late_vectors(tmp_path: Path) -> None:
@@ -247,7 +252,7 @@ def test_the_anchor_reads_late_vectors_and_embeds_nothing(
     passages = _rows(late, ChunkKind.PASSAGE)
     found = spans_in_hits(late.backend, INDEX, passages)
     monkeypatch.setattr(CachedEmbedder, "cached_late", orig)
-    assert all(v is not None for v in cache.cached_late([late_key(c) for c in found.spans]))
+    assert all(v is not None for v in cache.cached_late(_keys(late, found.spans)))
 
 
 def test_the_setting_keeps_true_and_false() -> None:
