@@ -25,6 +25,7 @@ from evidence.names import MINILM_MODEL_ID
 
 if TYPE_CHECKING:
     import onnxruntime
+    from tokenizers import Encoding
 
 MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
@@ -92,6 +93,11 @@ class MiniLMEmbedder:
         #: The word pieces of the last questions `embed_query` embedded, by text (`embed_tokens`).
         self._asked: OrderedDict[str, Matrix] = OrderedDict()
         self._asked_lock = threading.Lock()
+        #: The tokenizer's encodings of the texts `first_window_chars` was last asked, by text, for
+        #: `embed_documents_and_late` to take: indexing under `late` asks the two of the same
+        #: passages one after the other, and tokenizes them once.
+        self._encoded: dict[str, Encoding] = {}
+        self._encoded_lock = threading.Lock()
 
     @property
     def document_rule(self) -> str:
@@ -161,16 +167,31 @@ class MiniLMEmbedder:
                 where.append((start, end))
         return inputs, owners, where
 
-    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+    def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
         """How many of each text's characters its first window reads (the text's length when it
-        is one window): a span ending there is inside the window `embed_documents` runs."""
+        is one window): a span ending there is inside the window `embed_documents` runs.
+
+        The texts' encodings are kept (`keep`; those of this call only, replacing the last
+        call's) for `embed_documents_and_late` to take instead of tokenizing them again."""
         room = self.max_tokens - 2
-        out = []
-        for t, e in zip(
-            texts, get_tokenizer().encode_batch(list(texts), add_special_tokens=False), strict=True
-        ):
-            out.append(len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1]))
-        return out
+        encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        if keep:
+            with self._encoded_lock:
+                self._encoded = dict(zip(texts, encs, strict=True))
+        return [
+            len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1])
+            for t, e in zip(texts, encs, strict=True)
+        ]
+
+    def _encodings(self, texts: Sequence[str]) -> list[Encoding]:
+        """The texts' encodings: those `first_window_chars` kept (taken: each is used once), the
+        others tokenized now. The same as tokenizing all of them (the tokenizer is a function of
+        the text)."""
+        with self._encoded_lock:
+            kept = [self._encoded.pop(t, None) for t in texts]
+        todo = [t for t, e in zip(texts, kept, strict=True) if e is None]
+        fresh = iter(get_tokenizer().encode_batch(todo, add_special_tokens=False) if todo else ())
+        return [e if e is not None else next(fresh) for e in kept]
 
     def embed_documents_and_late(
         self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
@@ -188,7 +209,7 @@ class MiniLMEmbedder:
         late: list[list[Matrix | None]] = [[None] * len(r) for r in ranges]
         if not n:
             return np.empty((0, DIMENSION), dtype=np.float32), late
-        encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        encs = self._encodings(texts)
         encoded = [e.ids for e in encs]
         want = [_range_pieces(e.offsets, r) for e, r in zip(encs, ranges, strict=True)]
         sums = [[np.zeros(DIMENSION, dtype=np.float64) for _ in r] for r in ranges]

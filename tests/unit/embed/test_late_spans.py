@@ -299,3 +299,38 @@ def test_serves_document_process_gives_the_same_late_vectors(tmp_path: Path) -> 
         os.kill(process.pid, signal.SIGTERM)
         process.join(60)
         shared.close()
+
+
+def test_late_indexing_tokenizes_each_passage_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`first_window_chars` keeps its encodings for `embed_documents_and_late`: indexing under
+    `late` tokenizes a passage once, and the vectors are the bits of tokenizing it again."""
+    from evidence.embed import minilm
+    from evidence.search.headers import SectionHeaders
+
+    encoded: list[str] = []
+    real = get_tokenizer()
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def encode_batch(self, texts: list[str], **kw: bool) -> object:
+            encoded.extend(texts)
+            return real.encode_batch(texts, **kw)
+
+    monkeypatch.setattr(minilm, "get_tokenizer", Counting)
+    late = _service(tmp_path, "late", "late")
+    headers = SectionHeaders.from_settings(late.settings)
+    inputs = [headers.dense_text(c) for c in _rows(late, ChunkKind.PASSAGE)]
+    assert len(inputs) >= 3 and all(encoded.count(t) == 1 for t in inputs)
+    # the kept encodings give the bits a fresh tokenization gives
+    emb = MiniLMEmbedder()
+    ranges = [[(0, 5), (len(t) - 10, len(t))] for t in inputs]
+    fresh = emb.embed_documents_and_late(inputs, ranges)
+    emb.first_window_chars(inputs)
+    kept = emb.embed_documents_and_late(inputs, ranges)
+    assert kept[0].tobytes() == fresh[0].tobytes()
+    assert [[v.tobytes() for v in r if v is not None] for r in kept[1]] == [
+        [v.tobytes() for v in r if v is not None] for r in fresh[1]
+    ]
+    assert not emb._encoded  # taken
