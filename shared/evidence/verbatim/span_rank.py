@@ -664,11 +664,10 @@ class IndexEmbed:
             return both(texts)  # type: ignore[no-any-return]
         if vectors is None or not texts or not isinstance(embedder, PieceEmbedder):
             return {}
-        distinct = list(dict.fromkeys(texts))
         out: dict[str, Any] = {}
-        same = {t: t for t in distinct}
+        distinct = list(dict.fromkeys(texts))
         for part, (fresh, pieces) in in_slices(
-            distinct, same, embedder.embed_documents_and_tokens, "embedding the spans"
+            distinct, embedder.embed_documents_and_tokens, "embedding the spans"
         ):
             vectors.update(zip(part, fresh, strict=True))
             out.update(zip(part, pieces, strict=True))

@@ -334,3 +334,56 @@ def test_late_indexing_tokenizes_each_passage_once(tmp_path: Path, monkeypatch: 
         [v.tobytes() for v in r if v is not None] for r in fresh[1]
     ]
     assert not emb._encoded  # taken
+
+
+def test_embed_late_runs_the_passages_the_model_is_needed_for_in_slices(tmp_path: Path) -> None:
+    """`CachedEmbedder.embed_late` (`in_slices`): a passage with a range, or without a cached
+    vector, runs through the model, `EMBED_SLICE` of them a call; one cached and without a range
+    does not; the vectors and the ranges' vectors are the model's, each passage's in its place."""
+    from collections.abc import Sequence
+
+    from evidence.embed.base import Matrix
+    from evidence.embed.cache import EMBED_SLICE
+
+    def vec(text: str) -> Matrix:
+        v = np.asarray([len(text), sum(map(ord, text)) % 97, 1.0, 2.0], dtype=np.float32)
+        out: Matrix = v / np.float32(np.linalg.norm(v))
+        return out
+
+    class Late:
+        model_id, dimension = "late-fake", 4
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed_documents(self, texts: Sequence[str]) -> Matrix:
+            return np.stack([vec(t) for t in texts])
+
+        def embed_query(self, text: str) -> Matrix:
+            return vec(text)
+
+        def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+            return [len(t) for t in texts]
+
+        def embed_documents_and_late(
+            self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+        ) -> tuple[Matrix, list[list[Matrix | None]]]:
+            self.calls.append(list(texts))
+            pooled: list[list[Matrix | None]] = [
+                [vec(t[a:b]) for a, b in r] for t, r in zip(texts, ranges, strict=True)
+            ]
+            return self.embed_documents(texts), pooled
+
+    model = Late()
+    cache = CachedEmbedder(model, EmbeddingCache(tmp_path / "e.sqlite3"))
+    texts = [f"passage number {k} of the document" for k in range(70)]
+    cache.embed_documents(texts[:10])  # cached: 0-9
+    ranges = [[(0, 7)] if k < 5 or k % 3 == 0 else [] for k in range(70)]
+    vectors, late = cache.embed_late(texts, ranges)
+    run = [t for k, t in enumerate(texts) if ranges[k] or k >= 10]
+    assert [len(c) for c in model.calls] == [EMBED_SLICE, EMBED_SLICE, len(run) - 2 * EMBED_SLICE]
+    assert [t for c in model.calls for t in c] == run
+    assert vectors.tobytes() == model.embed_documents(texts).tobytes()
+    assert [[v.tobytes() for v in r if v is not None] for r in late] == [
+        [vec(t[a:b]).tobytes() for a, b in r] for t, r in zip(texts, ranges, strict=True)
+    ]
