@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -151,21 +151,11 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """`windows` of texts already encoded: the inputs, their texts, and each input's word
         pieces `[start, end)` in its text."""
-        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
-        inputs: list[list[int]] = []
-        owners: list[int] = []
-        where: list[tuple[int, int]] = []
-        for i, ids in enumerate(encoded):
-            if first_only or self.long_text is LongTextRule.FIRST:
-                spans = [(0, min(len(ids), room))]
-            else:
-                spans = split_windows(len(ids), room, 0)
-            for start, end in spans:
-                inputs.append([cls_id, *ids[start:end], sep_id])
-                owners.append(i)
-                where.append((start, end))
-        return inputs, owners, where
+        whole = first_only or self.long_text is LongTextRule.FIRST
+        return _framed(
+            encoded, lambda _, ids: [(0, min(len(ids), room))] if whole else split_windows(len(ids), room, 0)
+        )
 
     def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
         """How many of each text's characters its first window reads (the text's length when it
@@ -343,21 +333,18 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """The windows (`split_windows(n, max_tokens - 2, 0)`) not in `run` ((text, window) pairs
         already run) that hold a piece of one of the text's wanted ranges: inputs, texts, pieces."""
-        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
-        inputs: list[list[int]] = []
-        owners: list[int] = []
-        where: list[tuple[int, int]] = []
-        for i, ids in enumerate(encoded):
+
+        def further(i: int, ids: Sequence[int]) -> list[tuple[int, int]]:
             if max((k1 for _, k1 in want[i]), default=0) <= room:
-                continue
-            for s, e in split_windows(len(ids), room, 0):
-                if (i, (s, e)) in run or not any(max(k0, s) < min(k1, e) for k0, k1 in want[i]):
-                    continue
-                inputs.append([cls_id, *ids[s:e], sep_id])
-                owners.append(i)
-                where.append((s, e))
-        return inputs, owners, where
+                return []
+            return [
+                (s, e)
+                for s, e in split_windows(len(ids), room, 0)
+                if (i, (s, e)) not in run and any(max(k0, s) < min(k1, e) for k0, k1 in want[i])
+            ]
+
+        return _framed(encoded, further)
 
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
@@ -375,6 +362,23 @@ class MiniLMEmbedder:
             while len(self._asked) > ASKED_KEPT:
                 self._asked.popitem(last=False)
         return row
+
+
+def _framed(
+    encoded: Sequence[Sequence[int]], windows: Callable[[int, Sequence[int]], Iterable[tuple[int, int]]]
+) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
+    """Model inputs ([CLS] window [SEP]) of each encoded text's windows (`windows(i, ids)`: word
+    pieces `[start, end)`), in text order: the inputs, the text each belongs to, and its window."""
+    cls_id, sep_id = _special_ids()
+    inputs: list[list[int]] = []
+    owners: list[int] = []
+    where: list[tuple[int, int]] = []
+    for i, ids in enumerate(encoded):
+        for start, end in windows(i, ids):
+            inputs.append([cls_id, *ids[start:end], sep_id])
+            owners.append(i)
+            where.append((start, end))
+    return inputs, owners, where
 
 
 def _special_ids() -> tuple[int, int]:
