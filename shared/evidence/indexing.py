@@ -142,6 +142,7 @@ class Indexing:
                         texts.append(headers.dense_text(c))
                         owners.append((di, ci))
             embedder = self.document_embedder(index)
+            self._drop_legacy_late(todo, embedder)
             n_passages = len(texts)
             if self._late(embedder):
                 emb = self._embed_late(todo, texts, owners, embedder)
@@ -210,6 +211,20 @@ class Indexing:
             out.update(dict.fromkeys(span_embedding_texts(d.chunks)))
         return list(out)
 
+    @staticmethod
+    def _drop_legacy_late(docs: Sequence[DocumentChunks], embedder: Embedder) -> None:
+        """Delete the late vectors that stores written before session 47 keep for `docs`' spans
+        under a key naming no content (`embed.late.legacy_late_key`; read when the new key finds
+        nothing): before the documents are written, under every setting, so that an old-format
+        vector is read only for a document no later write changed (docs/ingest.md#late-span-vectors)."""
+        from evidence.embed.cache import CachedEmbedder
+
+        if not isinstance(embedder, CachedEmbedder):
+            return
+        from evidence.embed.late import legacy_late_key
+
+        embedder.drop_late([legacy_late_key(c) for d in docs for c in d.chunks if c.kind is ChunkKind.SPAN])
+
     def _late(self, embedder: Embedder) -> bool:
         """`EVIDENCE_EMBED_SPANS_AT_INDEX=late` with a persistent cache and a model that gives
         late-chunked vectors (MiniLM behind the store's cache, in process or in `serve`'s
@@ -240,15 +255,16 @@ class Indexing:
 
     def _late_placed(
         self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
-    ) -> tuple[list[list[tuple[int, int]]], list[list[Chunk]], dict[str, None]]:
-        """Each passage input's late ranges (`embed.late.late_ranges`), the span of each range, and
-        the anchor spans' distinct headings: what `_embed_late` and `_embed_late_kept` pool."""
+    ) -> tuple[list[list[tuple[int, int]]], list[list[tuple[Chunk, str]]], dict[str, None]]:
+        """Each passage input's late ranges (`embed.late.late_ranges`), the span of each range with
+        its document's content hash (what `late_key` reads), and the anchor spans' distinct
+        headings: what `_embed_late` and `_embed_late_kept` pool."""
         from evidence.embed.late import late_ranges
         from evidence.verbatim.spans import anchor_spans
 
         first = embedder.first_window_chars(texts) if texts else []
         ranges: list[list[tuple[int, int]]] = [[] for _ in texts]
-        wanted: list[list[Chunk]] = [[] for _ in texts]  # the span of each range
+        wanted: list[list[tuple[Chunk, str]]] = [[] for _ in texts]  # each range's span, its document's hash
         by_doc: dict[int, list[int]] = {}
         for t, (di, _) in enumerate(owners):
             by_doc.setdefault(di, []).append(t)
@@ -271,7 +287,7 @@ class Indexing:
                     continue
                 t = order[rng.passage]
                 ranges[t].append((rng.start, rng.end))
-                wanted[t].append(span)
+                wanted[t].append((span, d.content_hash))
             headings.update(dict.fromkeys(c.section for c in spans if c.section))
         return ranges, wanted, headings
 
@@ -301,7 +317,7 @@ class Indexing:
             )
             vectors[start : start + len(part)] = fresh
             for t, vecs in zip(part, pooled, strict=True):
-                pooled_in[t] = [(s, v) for s, v in zip(wanted[t], vecs, strict=True) if v is not None]
+                pooled_in[t] = [(s, v) for (s, _), v in zip(wanted[t], vecs, strict=True) if v is not None]
         names = list(dict.fromkeys(s.section for held in pooled_in for s, _ in held if s.section))
         heads = dict(zip(names, embedder.embed_documents(names), strict=True)) if names else {}
         out: list[dict[int, AnchorVectors]] = [{} for _ in docs]
@@ -317,17 +333,18 @@ class Indexing:
         self, docs: Sequence[DocumentChunks], texts: list[str], owners: list[tuple[int, int]], embedder: Any
     ) -> Any:
         """The passages' vectors (`texts`, owned by `owners`: bit-identical to `embed_documents`'),
-        and, into the cache, every anchor span's late-chunked vector (`embed.late`) and its
-        heading's own vector (ordinary key: what the `verbatim` scorer would embed for it)."""
+        and, into the cache, every anchor span's late-chunked vector (`embed.late`, keyed by
+        `late_key`: its document's content hash, id, offsets and text) and its heading's own
+        vector (ordinary key: what the `verbatim` scorer would embed for it)."""
         from evidence.embed.late import late_key
 
         ranges, wanted, headings = self._late_placed(docs, texts, owners, embedder)
         vectors, late = embedder.embed_late(texts, ranges)
         embedder.put_late(
             [
-                (late_key(span), vec)
-                for spans, vecs in zip(wanted, late, strict=True)
-                for span, vec in zip(spans, vecs, strict=True)
+                (late_key(span, document_hash), vec)
+                for held, vecs in zip(wanted, late, strict=True)
+                for (span, document_hash), vec in zip(held, vecs, strict=True)
                 if vec is not None
             ]
         )

@@ -169,10 +169,12 @@ def test_default_evidence_on_opensearch_is_the_embedded_stores(  # noqa: PLR0917
     cache = embedded.document_embedder(INDEX)
     assert isinstance(cache, CachedEmbedder)
     by_seq = {(c.document_id, c.sequence): c for c in spans}
-    cached = cache.cached_late([late_key(by_seq[(d, q)]) for d, q, _ in stored])
+    hashes = {d: embedded.backend.document_hash(INDEX, d) or "" for d, _, _ in stored}
+    cached = cache.cached_late([late_key(by_seq[(d, q)], hashes[d]) for d, q, _ in stored])
     assert all(c is not None and _f16(c) == v.tobytes() for c, (_, _, v) in zip(cached, stored, strict=True))
     anchors = anchor_spans(spans)
-    in_cache = sum(v is not None for v in cache.cached_late([late_key(c) for c in anchors]))
+    keys = [late_key(c, embedded.backend.document_hash(INDEX, c.document_id) or "") for c in anchors]
+    in_cache = sum(v is not None for v in cache.cached_late(keys))
     assert in_cache == len(stored)
     heads = {h: v for a in kept.values() for h, v in a.headings.items()}
     assert heads

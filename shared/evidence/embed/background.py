@@ -120,8 +120,10 @@ class _DocumentsElsewhere:
         return isinstance(self.inner, LateEmbedder)
 
     def first_window_chars(self, texts: Sequence[str]) -> list[int]:
-        """The tokenizer's answer (`MiniLMEmbedder.first_window_chars`), here: no model runs."""
-        return self.inner.first_window_chars(texts)  # type: ignore[attr-defined,no-any-return]
+        """The tokenizer's answer (`MiniLMEmbedder.first_window_chars`), here: no model runs. The
+        encodings are not kept: the pass that would take them runs in the other process, which
+        tokenizes the texts itself."""
+        return self.inner.first_window_chars(texts, keep=False)  # type: ignore[attr-defined,no-any-return]
 
     def embed_documents_and_late(
         self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]

@@ -18,7 +18,7 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -128,6 +128,23 @@ class EmbeddingCache:
             except sqlite3.Error as exc:
                 logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
 
+    def delete_many(self, model: str, hashes: Sequence[str], *, scope: str = SHARED_SCOPE) -> None:
+        """Forget these rows (those the file holds), in one transaction; best effort as
+        `put_many` (a failure is logged)."""
+        if not hashes:
+            return
+        rows = [(scope, model, h) for h in hashes]
+        with self._lock:
+            for h in hashes:
+                self._kept.pop((scope, model, h), None)
+            try:
+                with immediate(self._db):
+                    self._db.executemany(
+                        "DELETE FROM scoped_embeddings WHERE scope = ? AND model = ? AND hash = ?", rows
+                    )
+            except sqlite3.Error as exc:
+                logging.getLogger(__name__).warning("embedding cache not written: %s", exc)
+
     @property
     def pieces_path(self) -> Path:
         return self.path.with_name("pieces.sqlite3")
@@ -170,17 +187,15 @@ class EmbeddingCache:
             self._pieces.close()
 
 
-def in_slices(
-    keys: Sequence[K], text: Mapping[K, str], embed: Callable[[list[str]], R], what: str
-) -> Iterator[tuple[list[K], R]]:
-    """`embed` of the texts of `keys` (`text[key]`), `EMBED_SLICE` at a time, each slice with its
-    keys: embedding is most of an upload's cost, so the request's deadline is checked before each
-    slice (`what` names the work in its error), and a caller that caches each slice as it comes
-    lets a retry resume where this stopped."""
+def in_slices(keys: Sequence[K], embed: Callable[[list[K]], R], what: str) -> Iterator[tuple[list[K], R]]:
+    """`embed` of `keys` (what it embeds for them is the caller's: texts, or texts and ranges),
+    `EMBED_SLICE` at a time, each slice with its keys: embedding is most of an upload's cost, so
+    the request's deadline is checked before each slice (`what` names the work in its error), and
+    a caller that caches each slice as it comes lets a retry resume where this stopped."""
     for start in range(0, len(keys), EMBED_SLICE):
         check_deadline(what)
         part = list(keys[start : start + EMBED_SLICE])
-        yield part, embed([text[k] for k in part])
+        yield part, embed(part)
 
 
 #: A text's key in the cache (`content_hash`: sha256 of its UTF-8), remembered for the texts read
@@ -217,8 +232,11 @@ class CachedEmbedder:
         if missing:
             todo = list(dict.fromkeys(keys[i] for i in missing))
             first_text = {keys[i]: texts[i] for i in missing}
-            embed = self.inner.embed_documents
-            for part, fresh in in_slices(todo, first_text, embed, "embedding the document's passages"):
+
+            def embed(part: list[str]) -> Matrix:
+                return self.inner.embed_documents([first_text[k] for k in part])
+
+            for part, fresh in in_slices(todo, embed, "embedding the document's passages"):
                 self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
                 found.update(zip(part, fresh, strict=True))
         self.hits += len(texts) - len(missing)
@@ -246,9 +264,11 @@ class CachedEmbedder:
         found = self.cache.get_many(self._key, list(first_text), scope=self.scope)
         todo = [k for k in first_text if k not in found]
         out: dict[str, Matrix] = {}
-        for part, (fresh, pieces) in in_slices(
-            todo, first_text, inner.embed_documents_and_tokens, "embedding the spans"
-        ):
+
+        def embed(part: list[str]) -> tuple[Matrix, list[Matrix]]:
+            return inner.embed_documents_and_tokens([first_text[k] for k in part])
+
+        for part, (fresh, pieces) in in_slices(todo, embed, "embedding the spans"):
             self.cache.put_many(self._key, list(zip(part, fresh, strict=True)), scope=self.scope)
             out.update((first_text[k], m) for k, m in zip(part, pieces, strict=True))
         self.misses += len(todo)
@@ -285,27 +305,21 @@ class CachedEmbedder:
             return np.empty((0, self.dimension), dtype=np.float32), []
         keys = [content_hash(t) for t in texts]
         found = self.cache.get_many(self._key, list(dict.fromkeys(keys)), scope=self.scope)
-        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        # A text whose vector is cached and that has no range asks nothing of the model.
+        todo = [i for i in range(len(texts)) if ranges[i] or keys[i] not in found]
+
+        def embed(part: list[int]) -> tuple[Matrix, list[list[Matrix | None]]]:
+            return inner.embed_documents_and_late([texts[i] for i in part], [ranges[i] for i in part])
+
         late: dict[int, list[Matrix | None]] = {}
-        for start in range(0, len(texts), EMBED_SLICE):
-            check_deadline("embedding the document's passages")
-            # A text whose vector is cached and that has no range asks nothing of the model.
-            part = [
-                i
-                for i in range(start, min(start + EMBED_SLICE, len(texts)))
-                if ranges[i] or keys[i] not in found
-            ]
-            fresh, pooled = inner.embed_documents_and_late(
-                [texts[i] for i in part], [ranges[i] for i in part]
-            )
+        for part, (fresh, pooled) in in_slices(todo, embed, "embedding the document's passages"):
             new = {keys[i]: fresh[k] for k, i in enumerate(part) if keys[i] not in found}
             if new:
                 self.cache.put_many(self._key, list(new.items()), scope=self.scope)
                 found.update(new)
             late.update(zip(part, pooled, strict=True))
-            self.misses += len(part)
-        for i, k in enumerate(keys):
-            vectors[i] = found[k]
+        self.misses += len(todo)
+        vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         return vectors, [late.get(i, []) for i in range(len(texts))]
 
     def first_window_chars(self, texts: Sequence[str]) -> list[int]:
@@ -314,9 +328,14 @@ class CachedEmbedder:
         return inner.first_window_chars(texts)
 
     def put_late(self, items: Sequence[tuple[str, Matrix]]) -> None:
-        """Cache late vectors by `embed.late.late_key` (their own model key: `LATE_SUFFIX`)."""
+        """Cache late vectors by key (`embed.late.late_key`; their own model key: `LATE_SUFFIX`)."""
         if items:
             self.cache.put_many(self._key + LATE_SUFFIX, items, scope=self.scope)
+
+    def drop_late(self, keys: Sequence[str]) -> None:
+        """Forget late vectors by key (`Indexing.write_documents`: the old-format keys,
+        `embed.late.legacy_late_key`, of a document it writes)."""
+        self.cache.delete_many(self._key + LATE_SUFFIX, keys, scope=self.scope)
 
     def cached_late(self, keys: Sequence[str]) -> list[Matrix | None]:
         """Late vectors as the cache holds them (`embed.late.late_key` of each span), None for

@@ -1,12 +1,13 @@
-"""Late-chunked span vectors (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, docs/ingest.md#span-vectors-at-indexing).
+"""Late-chunked span vectors (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, docs/ingest.md#late-span-vectors).
 
 A fact span's vector pooled out of its passage's forward pass at indexing: the mean of the last
 hidden state over the passage input's word pieces that cover the span's characters, L2-normalised
 (`MiniLMEmbedder.embed_documents_and_late`). These differ from a span's own vector (its text
 embedded alone), so they live in a key space of their own in the store's embedding cache: the
 model key `<document key>+late` (`LATE_SUFFIX`) and a hash of the span's place in its document
-(`late_key`), never the hash of its scoring text that the `verbatim` scorer reads. Only the
-`default` profile's focus span anchor reads them (`CachedEmbedder.cached_late`).
+and of the document's content (`late_key`), never the hash of its scoring text that the
+`verbatim` scorer reads. Only the `default` profile's focus span anchor reads them
+(`verbatim.span_rank.LateVectors`, `CachedEmbedder.cached_late`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,30 @@ LATE_SUFFIX = "+late"
 
 
 @lru_cache(maxsize=65536)
-def _key(document_id: str, start: int, end: int, text: str) -> str:
-    return content_hash(f"late\x00{document_id}\x00{start}\x00{end}\x00{text}")
+def _key(document_hash: str, document_id: str, start: int, end: int, text: str) -> str:
+    if not document_hash:  # the key of stores written before session 47 (`legacy_late_key`)
+        return content_hash(f"late\x00{document_id}\x00{start}\x00{end}\x00{text}")
+    return content_hash(f"late\x00{document_hash}\x00{document_id}\x00{start}\x00{end}\x00{text}")
 
 
-def late_key(span: Chunk) -> str:
-    """A span's key among late vectors: its document, its offsets and its text (not its passage:
-    a document re-indexed with `late` rewrites all of its spans' late vectors)."""
-    return _key(span.document_id, span.char_start, span.char_end, span.text)
+def late_key(span: Chunk, document_hash: str) -> str:
+    """A span's key among late vectors: its document's content hash (`DocumentChunks.content_hash`,
+    as the index stores it), its document id, offsets and text. The content hash covers all that
+    the span's passage input is made of (the document's text, title, metadata, chunking
+    parameters, every chunk's offsets, the header rule), so a key never names a vector pooled in
+    other passages: a document re-indexed with other content, under any setting, or another
+    index's document of the same id in a shared cache scope, has other keys."""
+    assert document_hash, "a late key names its document's content hash"
+    return _key(document_hash, span.document_id, span.char_start, span.char_end, span.text)
+
+
+def legacy_late_key(span: Chunk) -> str:
+    """The key stores written before session 47 hold a span's late vector under: its document id,
+    offsets and text, not its content. Read only when `late_key` finds nothing (an existing
+    store keeps its answers without re-indexing), and deleted for the spans of every document
+    written since (`Indexing.write_documents`), so that it is read only for a document that no
+    later write changed (docs/ingest.md#late-span-vectors)."""
+    return _key("", span.document_id, span.char_start, span.char_end, span.text)
 
 
 @dataclass(frozen=True, slots=True)

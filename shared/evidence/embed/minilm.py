@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +25,7 @@ from evidence.names import MINILM_MODEL_ID
 
 if TYPE_CHECKING:
     import onnxruntime
+    from tokenizers import Encoding
 
 MODEL_ID = MINILM_MODEL_ID
 DIMENSION = 384
@@ -92,6 +93,11 @@ class MiniLMEmbedder:
         #: The word pieces of the last questions `embed_query` embedded, by text (`embed_tokens`).
         self._asked: OrderedDict[str, Matrix] = OrderedDict()
         self._asked_lock = threading.Lock()
+        #: The tokenizer's encodings of the texts `first_window_chars` was last asked, by text, for
+        #: `embed_documents_and_late` to take: indexing under `late` asks the two of the same
+        #: passages one after the other, and tokenizes them once.
+        self._encoded: dict[str, Encoding] = {}
+        self._encoded_lock = threading.Lock()
 
     @property
     def document_rule(self) -> str:
@@ -145,32 +151,37 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """`windows` of texts already encoded: the inputs, their texts, and each input's word
         pieces `[start, end)` in its text."""
-        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
-        inputs: list[list[int]] = []
-        owners: list[int] = []
-        where: list[tuple[int, int]] = []
-        for i, ids in enumerate(encoded):
-            if first_only or self.long_text is LongTextRule.FIRST:
-                spans = [(0, min(len(ids), room))]
-            else:
-                spans = split_windows(len(ids), room, 0)
-            for start, end in spans:
-                inputs.append([cls_id, *ids[start:end], sep_id])
-                owners.append(i)
-                where.append((start, end))
-        return inputs, owners, where
+        whole = first_only or self.long_text is LongTextRule.FIRST
+        return _framed(
+            encoded, lambda _, ids: [(0, min(len(ids), room))] if whole else split_windows(len(ids), room, 0)
+        )
 
-    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+    def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
         """How many of each text's characters its first window reads (the text's length when it
-        is one window): a span ending there is inside the window `embed_documents` runs."""
+        is one window): a span ending there is inside the window `embed_documents` runs.
+
+        The texts' encodings are kept (`keep`; those of this call only, replacing the last
+        call's) for `embed_documents_and_late` to take instead of tokenizing them again."""
         room = self.max_tokens - 2
-        out = []
-        for t, e in zip(
-            texts, get_tokenizer().encode_batch(list(texts), add_special_tokens=False), strict=True
-        ):
-            out.append(len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1]))
-        return out
+        encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        if keep:
+            with self._encoded_lock:
+                self._encoded = dict(zip(texts, encs, strict=True))
+        return [
+            len(t) if len(e.ids) <= room else int(e.offsets[room - 1][1])
+            for t, e in zip(texts, encs, strict=True)
+        ]
+
+    def _encodings(self, texts: Sequence[str]) -> list[Encoding]:
+        """The texts' encodings: those `first_window_chars` kept (taken: each is used once), the
+        others tokenized now. The same as tokenizing all of them (the tokenizer is a function of
+        the text)."""
+        with self._encoded_lock:
+            kept = [self._encoded.pop(t, None) for t in texts]
+        todo = [t for t, e in zip(texts, kept, strict=True) if e is None]
+        fresh = iter(get_tokenizer().encode_batch(todo, add_special_tokens=False) if todo else ())
+        return [e if e is not None else next(fresh) for e in kept]
 
     def embed_documents_and_late(
         self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
@@ -188,7 +199,7 @@ class MiniLMEmbedder:
         late: list[list[Matrix | None]] = [[None] * len(r) for r in ranges]
         if not n:
             return np.empty((0, DIMENSION), dtype=np.float32), late
-        encs = get_tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        encs = self._encodings(texts)
         encoded = [e.ids for e in encs]
         want = [_range_pieces(e.offsets, r) for e, r in zip(encs, ranges, strict=True)]
         sums = [[np.zeros(DIMENSION, dtype=np.float64) for _ in r] for r in ranges]
@@ -322,21 +333,18 @@ class MiniLMEmbedder:
     ) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
         """The windows (`split_windows(n, max_tokens - 2, 0)`) not in `run` ((text, window) pairs
         already run) that hold a piece of one of the text's wanted ranges: inputs, texts, pieces."""
-        cls_id, sep_id = _special_ids()
         room = self.max_tokens - 2
-        inputs: list[list[int]] = []
-        owners: list[int] = []
-        where: list[tuple[int, int]] = []
-        for i, ids in enumerate(encoded):
+
+        def further(i: int, ids: Sequence[int]) -> list[tuple[int, int]]:
             if max((k1 for _, k1 in want[i]), default=0) <= room:
-                continue
-            for s, e in split_windows(len(ids), room, 0):
-                if (i, (s, e)) in run or not any(max(k0, s) < min(k1, e) for k0, k1 in want[i]):
-                    continue
-                inputs.append([cls_id, *ids[s:e], sep_id])
-                owners.append(i)
-                where.append((s, e))
-        return inputs, owners, where
+                return []
+            return [
+                (s, e)
+                for s, e in split_windows(len(ids), room, 0)
+                if (i, (s, e)) not in run and any(max(k0, s) < min(k1, e) for k0, k1 in want[i])
+            ]
+
+        return _framed(encoded, further)
 
     def embed_query(self, text: str) -> Matrix:
         # Its first window at its exact width: one input of one shape per query, so no arena
@@ -354,6 +362,23 @@ class MiniLMEmbedder:
             while len(self._asked) > ASKED_KEPT:
                 self._asked.popitem(last=False)
         return row
+
+
+def _framed(
+    encoded: Sequence[Sequence[int]], windows: Callable[[int, Sequence[int]], Iterable[tuple[int, int]]]
+) -> tuple[list[list[int]], list[int], list[tuple[int, int]]]:
+    """Model inputs ([CLS] window [SEP]) of each encoded text's windows (`windows(i, ids)`: word
+    pieces `[start, end)`), in text order: the inputs, the text each belongs to, and its window."""
+    cls_id, sep_id = _special_ids()
+    inputs: list[list[int]] = []
+    owners: list[int] = []
+    where: list[tuple[int, int]] = []
+    for i, ids in enumerate(encoded):
+        for start, end in windows(i, ids):
+            inputs.append([cls_id, *ids[start:end], sep_id])
+            owners.append(i)
+            where.append((start, end))
+    return inputs, owners, where
 
 
 def _special_ids() -> tuple[int, int]:

@@ -184,9 +184,13 @@ class OrderedChunks:
     ends: npt.NDArray[np.int64]
     #: Their distinct non-empty sections, in that order.
     sections: tuple[str, ...]
+    #: The document's content hash as the index stores it, read with the chunks (the embedded
+    #: store: in the same snapshot); "" where the backend does not give it (OpenSearch). What the
+    #: span anchor's late vectors are keyed by (`embed.late.late_key`).
+    content_hash: str = ""
 
 
-def ordered_chunks(document_id: str, chunks: Sequence[Chunk]) -> OrderedChunks:
+def ordered_chunks(document_id: str, chunks: Sequence[Chunk], content_hash: str = "") -> OrderedChunks:
     """`OrderedChunks` of one document's chunks (in the order a lookup returned them)."""
     ordered = sorted(chunks, key=lambda c: (c.char_start, c.sequence))
     return OrderedChunks(
@@ -195,6 +199,7 @@ def ordered_chunks(document_id: str, chunks: Sequence[Chunk]) -> OrderedChunks:
         np.fromiter((c.char_start for c in ordered), dtype=np.int64, count=len(ordered)),
         np.fromiter((c.char_end for c in ordered), dtype=np.int64, count=len(ordered)),
         tuple(dict.fromkeys(c.section for c in ordered if c.section)),
+        content_hash,
     )
 
 

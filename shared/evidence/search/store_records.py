@@ -545,7 +545,11 @@ class RecordStore:
                 out.append(doc)
             elif keep.any():
                 out.append(
-                    ordered_chunks(doc.document_id, [c for c, k in zip(doc.chunks, keep, strict=True) if k])
+                    ordered_chunks(
+                        doc.document_id,
+                        [c for c, k in zip(doc.chunks, keep, strict=True) if k],
+                        doc.content_hash,
+                    )
                 )
         return out
 
@@ -553,8 +557,8 @@ class RecordStore:
         self, document_id: str, kind: ChunkKind | None
     ) -> tuple[OrderedChunks, np.ndarray] | None:
         """One document's chunks of `kind` in document order and their rowids (None: it has
-        none), kept per write generation (read in one snapshot, kept only when that snapshot is
-        the newest generation seen)."""
+        none), with the document's content hash, kept per write generation (read in one
+        snapshot, kept only when that snapshot is the newest generation seen)."""
         key = (document_id, kind.value if kind else "")
         with self._snapshot() as db:
             gen = self.generation(db)
@@ -574,11 +578,14 @@ class RecordStore:
             rows = db.execute(
                 f"SELECT {_CHUNK_COLS} FROM chunks WHERE {cond} ORDER BY rowid", args
             ).fetchall()
+            hashed = db.execute(
+                "SELECT content_hash FROM documents WHERE document_id = ?", (document_id,)
+            ).fetchone()
         if not rows:
             return None
         chunks = [self._row_to_chunk(r) for r in rows]
         rowid_of = {id(c): int(r[0]) for c, r in zip(chunks, rows, strict=True)}
-        doc = ordered_chunks(document_id, chunks)
+        doc = ordered_chunks(document_id, chunks, str(hashed[0]) if hashed else "")
         rowids = np.fromiter((rowid_of[id(c)] for c in doc.chunks), dtype=np.int64, count=len(chunks))
         if len(chunks) <= ORDERED_CACHE_CHUNKS:
             with self._small:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
@@ -429,6 +429,9 @@ class HitSpans:
     #: Each span's text as its vector is keyed (`scoring_texts` over its whole document's spans:
     #: a table row with its caption and header), as `verbatim` and the indexer embed it.
     texts: list[str]
+    #: Each document's content hash, read with its spans (`OrderedChunks.content_hash`; "" where
+    #: the backend does not give it): what the spans' late vectors are keyed by.
+    document_hashes: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
 def spans_in_hits(
@@ -501,7 +504,11 @@ def spans_in_hits(
         if len(c.text) <= 200 and _heading_key(c.text) in headings.get(c.document_id, ()):
             continue  # a heading echo (`heading_echoes`)
         keep.append(i)
-    return HitSpans([spans[i] for i in keep], [texts[i] for i in keep])
+    return HitSpans(
+        [spans[i] for i in keep],
+        [texts[i] for i in keep],
+        {doc.document_id: doc.content_hash for doc in documents},
+    )
 
 
 #: How a cache-only `SpanAnchors` (`vectors=…`) scores the spans inside a hit, cheapest first:
@@ -578,8 +585,9 @@ class SpanAnchors:
     vectors: Any = None
     #: How the cache-only anchor scores a span (`ANCHOR_SCORERS`).
     scorer: str = "dense"
-    #: With `vectors`: the spans' late-chunked vectors (`span_rank.LateVectors`: spans -> a row or
-    #: None) read instead of their own (`vectors` then reads the headings' only).
+    #: With `vectors`: the spans' late-chunked vectors (`span_rank.LateVectors`: spans and their
+    #: documents' content hashes -> a row or None each) read instead of their own (`vectors` then
+    #: reads the headings' only).
     late: Any = None
     #: With `vectors`: the vectors a backend keeps with its passages instead of a cache
     #: (`span_rank.StoredVectors`, OpenSearch): `(backend, index, passages)` -> the late and heading
@@ -641,7 +649,7 @@ class SpanAnchors:
             if readers is not None:
                 late, vectors = readers
         if late is not None:
-            read = [*late(found.spans), *(vectors(headings) if headings else [])]
+            read = [*late(found.spans, found.document_hashes), *(vectors(headings) if headings else [])]
         else:
             read = list(vectors([*found.texts, *headings]))
         n = len(found.spans)

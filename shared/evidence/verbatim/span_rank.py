@@ -664,11 +664,10 @@ class IndexEmbed:
             return both(texts)  # type: ignore[no-any-return]
         if vectors is None or not texts or not isinstance(embedder, PieceEmbedder):
             return {}
-        distinct = list(dict.fromkeys(texts))
         out: dict[str, Any] = {}
-        same = {t: t for t in distinct}
+        distinct = list(dict.fromkeys(texts))
         for part, (fresh, pieces) in in_slices(
-            distinct, same, embedder.embed_documents_and_tokens, "embedding the spans"
+            distinct, embedder.embed_documents_and_tokens, "embedding the spans"
         ):
             vectors.update(zip(part, fresh, strict=True))
             out.update(zip(part, pieces, strict=True))
@@ -742,18 +741,32 @@ class IndexVectors:
 class LateVectors:
     """The late-chunked vectors an index's document embedder has cached for spans
     (`EVIDENCE_EMBED_SPANS_AT_INDEX=late`, `embed.late`; built on first use), None for a span it
-    has not: a read only, never an embedding, and never the own-vector space `IndexVectors` reads."""
+    has not: a read only, never an embedding, and never the own-vector space `IndexVectors` reads.
+
+    A span's vector is read under `late_key` (its document's content hash, given by the read
+    that gave the span: `HitSpans.document_hashes`), and one not found there under the key of
+    stores written before session 47 (`legacy_late_key`). A span whose document's hash is unknown
+    ("") gets none."""
 
     build: Callable[[], Any]
 
-    def __call__(self, spans: Sequence[Any]) -> list[Any]:
-        from evidence.embed.late import late_key
+    def __call__(self, spans: Sequence[Any], document_hashes: Mapping[str, str]) -> list[Any]:
+        from evidence.embed.late import late_key, legacy_late_key
 
         embedder, seen = self.build(), 0
         while embedder is not None and seen < 8:
             read = getattr(embedder, "cached_late", None)
             if callable(read):
-                return list(read([late_key(c) for c in spans]))
+                hashes = [document_hashes.get(c.document_id, "") for c in spans]
+                known = [k for k, h in enumerate(hashes) if h]
+                out: list[Any] = [None] * len(spans)
+                for k, v in zip(known, read([late_key(spans[k], hashes[k]) for k in known]), strict=True):
+                    out[k] = v
+                missed = [k for k in known if out[k] is None]
+                if missed:
+                    for k, v in zip(missed, read([legacy_late_key(spans[k]) for k in missed]), strict=True):
+                        out[k] = v
+                return out
             embedder = getattr(embedder, "inner", None)
             seen += 1
         return [None] * len(spans)
@@ -771,7 +784,10 @@ class StoredVectors:
 
     def __call__(
         self, backend: Any, index: str, passages: Sequence[Any]
-    ) -> tuple[Callable[[Sequence[Any]], list[Any]], Callable[[Sequence[str]], list[Any]]] | None:
+    ) -> (
+        tuple[Callable[[Sequence[Any], Mapping[str, str]], list[Any]], Callable[[Sequence[str]], list[Any]]]
+        | None
+    ):
         from evidence.search.base import AnchorVectorStore
 
         if not isinstance(backend, AnchorVectorStore):
@@ -785,7 +801,9 @@ class StoredVectors:
             spans.update(((got.document_id, q), v) for q, v in got.spans.items())
             headings.update(got.headings)
 
-        def late(read: Sequence[Any]) -> list[Any]:
+        def late(read: Sequence[Any], document_hashes: Mapping[str, str]) -> list[Any]:
+            # No content hash to check: a passage document and the vectors kept on it are written
+            # together, so what is read is what that passage was pooled from.
             return [spans.get((c.document_id, c.sequence)) for c in read]
 
         def vectors(texts: Sequence[str]) -> list[Any]:

@@ -176,6 +176,11 @@ def _service(tmp_path: Path, mode: str, name: str) -> EvidenceService:
     return service
 
 
+def _keys(service: EvidenceService, spans: list[Chunk]) -> list[str]:
+    """The spans' late keys: their documents' content hashes as the index stores them."""
+    return [late_key(c, service.backend.document_hash(INDEX, c.document_id) or "") for c in spans]
+
+
 def _rows(service: EvidenceService, kind: ChunkKind) -> list[Chunk]:
     hits = service.backend.lookup(INDEX, {}, limit=10_000, kind=kind)
     return sorted((h.chunk for h in hits), key=lambda c: (c.char_start, c.sequence))
@@ -194,7 +199,7 @@ def test_late_indexing_keeps_passage_vectors_and_its_own_key_space(tmp_path: Pat
     spans = anchor_spans(chunks)
     # every anchor span has a late vector; none of its scoring texts has an own vector (the
     # `verbatim` scorer's key space holds no late vector), the headings do
-    assert all(v is not None for v in cache.cached_late([late_key(c) for c in spans]))
+    assert all(v is not None for v in cache.cached_late(_keys(late, spans)))
     texts = span_embedding_texts(chunks)
     headings = {c.section for c in spans if c.section}
     own = dict(zip(texts, cache.cached_documents(texts), strict=True))
@@ -208,7 +213,7 @@ def test_late_indexing_keeps_passage_vectors_and_its_own_key_space(tmp_path: Pat
     own_store = _service(tmp_path, "own", "own")
     own_cache = own_store.document_embedder(INDEX)
     assert isinstance(own_cache, CachedEmbedder)
-    assert all(v is None for v in own_cache.cached_late([late_key(c) for c in spans]))
+    assert all(v is None for v in own_cache.cached_late(_keys(late, spans)))
 
 
 def test_verbatim_answers_do_not_depend_on_late_vectors(tmp_path: Path) -> None:
@@ -247,7 +252,7 @@ def test_the_anchor_reads_late_vectors_and_embeds_nothing(
     passages = _rows(late, ChunkKind.PASSAGE)
     found = spans_in_hits(late.backend, INDEX, passages)
     monkeypatch.setattr(CachedEmbedder, "cached_late", orig)
-    assert all(v is not None for v in cache.cached_late([late_key(c) for c in found.spans]))
+    assert all(v is not None for v in cache.cached_late(_keys(late, found.spans)))
 
 
 def test_the_setting_keeps_true_and_false() -> None:
@@ -294,3 +299,91 @@ def test_serves_document_process_gives_the_same_late_vectors(tmp_path: Path) -> 
         os.kill(process.pid, signal.SIGTERM)
         process.join(60)
         shared.close()
+
+
+def test_late_indexing_tokenizes_each_passage_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`first_window_chars` keeps its encodings for `embed_documents_and_late`: indexing under
+    `late` tokenizes a passage once, and the vectors are the bits of tokenizing it again."""
+    from evidence.embed import minilm
+    from evidence.search.headers import SectionHeaders
+
+    encoded: list[str] = []
+    real = get_tokenizer()
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def encode_batch(self, texts: list[str], **kw: bool) -> object:
+            encoded.extend(texts)
+            return real.encode_batch(texts, **kw)
+
+    monkeypatch.setattr(minilm, "get_tokenizer", Counting)
+    late = _service(tmp_path, "late", "late")
+    headers = SectionHeaders.from_settings(late.settings)
+    inputs = [headers.dense_text(c) for c in _rows(late, ChunkKind.PASSAGE)]
+    assert len(inputs) >= 3 and all(encoded.count(t) == 1 for t in inputs)
+    # the kept encodings give the bits a fresh tokenization gives
+    emb = MiniLMEmbedder()
+    ranges = [[(0, 5), (len(t) - 10, len(t))] for t in inputs]
+    fresh = emb.embed_documents_and_late(inputs, ranges)
+    emb.first_window_chars(inputs)
+    kept = emb.embed_documents_and_late(inputs, ranges)
+    assert kept[0].tobytes() == fresh[0].tobytes()
+    assert [[v.tobytes() for v in r if v is not None] for r in kept[1]] == [
+        [v.tobytes() for v in r if v is not None] for r in fresh[1]
+    ]
+    assert not emb._encoded  # taken
+
+
+def test_embed_late_runs_the_passages_the_model_is_needed_for_in_slices(tmp_path: Path) -> None:
+    """`CachedEmbedder.embed_late` (`in_slices`): a passage with a range, or without a cached
+    vector, runs through the model, `EMBED_SLICE` of them a call; one cached and without a range
+    does not; the vectors and the ranges' vectors are the model's, each passage's in its place."""
+    from collections.abc import Sequence
+
+    from evidence.embed.base import Matrix
+    from evidence.embed.cache import EMBED_SLICE
+
+    def vec(text: str) -> Matrix:
+        v = np.asarray([len(text), sum(map(ord, text)) % 97, 1.0, 2.0], dtype=np.float32)
+        out: Matrix = v / np.float32(np.linalg.norm(v))
+        return out
+
+    class Late:
+        model_id, dimension = "late-fake", 4
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def embed_documents(self, texts: Sequence[str]) -> Matrix:
+            return np.stack([vec(t) for t in texts])
+
+        def embed_query(self, text: str) -> Matrix:
+            return vec(text)
+
+        def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+            return [len(t) for t in texts]
+
+        def embed_documents_and_late(
+            self, texts: Sequence[str], ranges: Sequence[Sequence[tuple[int, int]]]
+        ) -> tuple[Matrix, list[list[Matrix | None]]]:
+            self.calls.append(list(texts))
+            pooled: list[list[Matrix | None]] = [
+                [vec(t[a:b]) for a, b in r] for t, r in zip(texts, ranges, strict=True)
+            ]
+            return self.embed_documents(texts), pooled
+
+    model = Late()
+    cache = CachedEmbedder(model, EmbeddingCache(tmp_path / "e.sqlite3"))
+    texts = [f"passage number {k} of the document" for k in range(70)]
+    cache.embed_documents(texts[:10])  # cached: 0-9
+    ranges = [[(0, 7)] if k < 5 or k % 3 == 0 else [] for k in range(70)]
+    vectors, late = cache.embed_late(texts, ranges)
+    run = [t for k, t in enumerate(texts) if ranges[k] or k >= 10]
+    assert [len(c) for c in model.calls] == [EMBED_SLICE, EMBED_SLICE, len(run) - 2 * EMBED_SLICE]
+    assert [t for c in model.calls for t in c] == run
+    assert vectors.tobytes() == model.embed_documents(texts).tobytes()
+    assert [[v.tobytes() for v in r if v is not None] for r in late] == [
+        [vec(t[a:b]).tobytes() for a, b in r] for t, r in zip(texts, ranges, strict=True)
+    ]

@@ -1,0 +1,147 @@
+"""Late vectors' keys name their document's content (`embed.late.late_key`): a document written
+again with other passages never has a late vector of its earlier passages read for its spans,
+under any setting; a store written before the keys did (`legacy_late_key`) keeps its answers
+(docs/ingest.md#late-span-vectors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evidence.config import Settings
+from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+from evidence.embed.late import LATE_SUFFIX, late_key, legacy_late_key
+from evidence.embed.minilm import MiniLMEmbedder
+from evidence.records import Chunk, ChunkKind, DocumentChunks
+from evidence.service import EvidenceService
+from evidence.verbatim.cascade import spans_in_hits
+from evidence.verbatim.span_rank import LateVectors
+
+INDEX = "keys"
+LEAD = "Alpha beta gamma."
+SPAN = "The retention clock starts when the customer closes the account."
+TEXT = f"{LEAD} {SPAN} Omega."
+SHORT = "T"
+#: Long enough that, at 32-piece windows, the span no longer lies in its passage's first window.
+LONG = "A title of many words that fills most of a short model window before the text begins"
+
+
+def _document(title: str, content_hash: str) -> DocumentChunks:
+    def chunk(kind: ChunkKind, start: int, end: int, seq: int) -> Chunk:
+        return Chunk(
+            chunk_id=f"d:{kind.value}:{seq}",
+            document_id="d",
+            kind=kind,
+            text=TEXT[start:end],
+            char_start=start,
+            char_end=end,
+            sequence=seq,
+            title=title,
+        )
+
+    s = TEXT.index(SPAN)
+    chunks = (
+        chunk(ChunkKind.PASSAGE, 0, len(TEXT), 0),
+        chunk(ChunkKind.SPAN, 0, len(LEAD), 0),
+        chunk(ChunkKind.SPAN, s, s + len(SPAN), 1),
+    )
+    return DocumentChunks(document_id="d", content_hash=content_hash, source="d.txt", chunks=chunks)
+
+
+def _service(store: Path, mode: str, *, max_tokens: int = 256, **settings: Any) -> EvidenceService:
+    embedder = CachedEmbedder(
+        MiniLMEmbedder(max_tokens=max_tokens), EmbeddingCache(store / "embeddings.sqlite3")
+    )
+    return EvidenceService(
+        Settings(store_dir=store, embed_spans_at_index=mode, **settings), embedder=embedder
+    )
+
+
+def _anchor_reads(service: EvidenceService, index: str = INDEX) -> np.ndarray | None:
+    """The late vector the focus span anchor reads for SPAN (`LateVectors` over `spans_in_hits`)."""
+    passages = [h.chunk for h in service.backend.lookup(index, {}, limit=100, kind=ChunkKind.PASSAGE)]
+    found = spans_in_hits(service.backend, index, passages)
+    (k,) = [k for k, c in enumerate(found.spans) if c.text == SPAN]
+    out: np.ndarray | None = LateVectors(lambda: service.document_embedder(index))(
+        found.spans, found.document_hashes
+    )[k]
+    return out
+
+
+def _fresh(tmp_path: Path, title: str, content_hash: str, **kw: Any) -> np.ndarray | None:
+    """What a store written once with that content reads."""
+    service = _service(tmp_path / f"fresh-{content_hash}", "late", **kw)
+    service.write_documents(INDEX, [_document(title, content_hash)])
+    return _anchor_reads(service)
+
+
+@pytest.mark.parametrize("mode", ["off", "own", "late"])
+def test_a_document_written_again_with_other_passages_reads_no_earlier_late_vector(
+    tmp_path: Path, mode: str
+) -> None:
+    """Its title (part of every passage's input) changes; the span's text and offsets do not."""
+    first = _service(tmp_path / "s", "late")
+    first.write_documents(INDEX, [_document(SHORT, "h1")])
+    before = _anchor_reads(first)
+    assert before is not None
+    again = _service(tmp_path / "s", mode)
+    again.write_documents(INDEX, [_document(LONG, "h2")])
+    after = _anchor_reads(again)
+    if mode == "late":
+        fresh = _fresh(tmp_path, LONG, "h2")
+        assert after is not None and fresh is not None and after.tobytes() == fresh.tobytes()
+        assert after.tobytes() != before.tobytes()
+    else:
+        assert after is None
+
+
+def test_a_span_no_passage_window_holds_any_more_keeps_no_vector(tmp_path: Path) -> None:
+    """Written again under `late` with a title that pushes the span past its passage's first
+    window (32-piece windows): nothing is pooled for it, and its earlier vector is not read."""
+    first = _service(tmp_path / "s", "late", max_tokens=32)
+    first.write_documents(INDEX, [_document(SHORT, "h1")])
+    assert _anchor_reads(first) is not None
+    again = _service(tmp_path / "s", "late", max_tokens=32)
+    again.write_documents(INDEX, [_document(LONG, "h2")])
+    assert _fresh(tmp_path, LONG, "h2", max_tokens=32) is None
+    assert _anchor_reads(again) is None
+
+
+def test_indexes_sharing_a_cache_scope_read_their_own_documents_vectors(tmp_path: Path) -> None:
+    service = _service(tmp_path / "s", "late", embedding_cache_scope="shared")
+    service.write_documents("a", [_document(SHORT, "h1")])
+    service.write_documents("b", [_document(LONG, "h2")])
+    a, b = _anchor_reads(service, "a"), _anchor_reads(service, "b")
+    fresh_a, fresh_b = _fresh(tmp_path, SHORT, "h1"), _fresh(tmp_path, LONG, "h2")
+    assert a is not None and b is not None and fresh_a is not None and fresh_b is not None
+    assert a.tobytes() == fresh_a.tobytes() and b.tobytes() == fresh_b.tobytes()
+
+
+def _as_written_before(service: EvidenceService) -> None:
+    """The store as session 46's code wrote it: each late vector under `legacy_late_key`."""
+    cache = service.document_embedder(INDEX)
+    assert isinstance(cache, CachedEmbedder)
+    doc = _document(SHORT, "h1")
+    spans = [c for c in doc.chunks if c.kind is ChunkKind.SPAN]
+    vectors = cache.cached_late([late_key(c, "h1") for c in spans])
+    assert all(v is not None for v in vectors)
+    model = cache._key + LATE_SUFFIX
+    cache.cache.delete_many(model, [late_key(c, "h1") for c in spans], scope=cache.scope)
+    cache.put_late([(legacy_late_key(c), v) for c, v in zip(spans, vectors, strict=True) if v is not None])
+
+
+def test_a_store_written_before_keeps_its_late_vectors_until_the_document_is_written_again(
+    tmp_path: Path,
+) -> None:
+    service = _service(tmp_path / "s", "late")
+    service.write_documents(INDEX, [_document(SHORT, "h1")])
+    expected = _anchor_reads(service)
+    _as_written_before(service)
+    read = _anchor_reads(service)
+    assert read is not None and expected is not None and read.tobytes() == expected.tobytes()
+    # written again (other content) under `off`: the old-format vector is gone, not read
+    _service(tmp_path / "s", "off").write_documents(INDEX, [_document(LONG, "h2")])
+    assert _anchor_reads(_service(tmp_path / "s", "off")) is None
