@@ -294,6 +294,11 @@ def anchor_order(
     return [0, *(j + 1 for j in rest), *range(k, len(hits))]
 
 
+def _rounded(x: float | None) -> float | None:
+    """A cosine as the trace's JSON holds it (a numpy float is none)."""
+    return None if x is None else round(float(x), 4)
+
+
 class Paraphrase(Protocol):
     """How near each sentence of a text comes to each question term it may lack: per sentence,
     question term -> similarity in (0, 1] (terms at or below the similarity floor left out)."""
@@ -441,6 +446,18 @@ class FocusHits:
         if order is None:
             return candidates, fixed
         at = {old: new for new, old in enumerate(order)}
+        # The trace says which hits the span cosines moved, so `explain` shows why a hit with a
+        # lower fused score is shown before another (positions from 1, as the hits are numbered).
+        ctx.trace.detail["anchor_order"] = [
+            {
+                "chunk_id": candidates[old].chunk.chunk_id,
+                "from": old + 1,
+                "to": new + 1,
+                "cosine": _rounded(cosines[old]),
+            }
+            for new, old in enumerate(order)
+            if new != old
+        ]
         return [candidates[j] for j in order], {at[i]: r for i, r in fixed.items()}
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:

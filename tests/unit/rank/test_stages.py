@@ -856,8 +856,15 @@ def test_focus_anchor_order_moves_a_hit_up_by_its_best_span_cosine() -> None:
             return {3: (at, at + len(answer))}, cosines
 
     sized = functools.partial(FocusHits, fill=None, min_chars=10, window=45, second_window=45)
-    moved = sized(anchors=WithCosines(), anchor_order_weight=2.0).run(hits, ctx(None, query=query))
+    traced = ctx(None, query=query)
+    moved = sized(anchors=WithCosines(), anchor_order_weight=2.0).run(hits, traced)
     assert [h.chunk.chunk_id for h in moved] == ["a", "p", "s", "m"]
+    # The trace names the hits the cosines moved (positions from 1).
+    assert traced.trace.detail["anchor_order"] == [
+        {"chunk_id": "p", "from": 4, "to": 2, "cosine": 0.9},
+        {"chunk_id": "s", "from": 2, "to": 3, "cosine": 0.1},
+        {"chunk_id": "m", "from": 3, "to": 4, "cosine": None},
+    ]
     # The anchor found for `p` at position 3 is read at its new position 1.
     assert moved[1].chunk.text.startswith(answer)
     moved = sized(anchors=WithCosines()).run(hits, ctx(None, query=query))
