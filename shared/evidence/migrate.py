@@ -7,21 +7,29 @@
   documents whose hash already matches on the target are skipped — a killed run is simply
   run again.
 - A progress line on a terminal (documents copied / total).
+- The focus span anchor's vectors (docs/opensearch.md#anchor-vectors) go with their passages
+  (`anchors`, the CLI's `CachedAnchors`): read from the source store's embedding cache, placed
+  on the passage indexing pools each span in; nothing is embedded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evidence.errors import BackendError, ConfigurationError, EmbedderMismatchError, IndexNotFoundError
 from evidence.progress import ProgressFn
-from evidence.records import DocumentChunks
+from evidence.records import Chunk, DocumentChunks
 
 if TYPE_CHECKING:
-    from evidence.search.base import SearchBackend, Vector
+    from evidence.embed.cache import CachedEmbedder
+    from evidence.search.base import AnchorVectors, SearchBackend, Vector
     from evidence.search.embedded import EmbeddedBackend
+    from evidence.search.headers import SectionHeaders
+
+#: A document's anchor vectors by chunk position (`Indexing._embed_late_kept`'s shape).
+Anchors = Callable[[DocumentChunks], Mapping[int, "AnchorVectors"]]
 
 
 @dataclass
@@ -35,6 +43,8 @@ class MigrateReport:
     updated: int = 0
     unchanged: int = 0
     chunks: int = 0
+    #: Anchor span vectors written with the passages of the documents created or updated.
+    anchor_spans: int = 0
     failed: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -48,6 +58,7 @@ class MigrateReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "chunks": self.chunks,
+            "anchor_spans": self.anchor_spans,
             "failed": self.failed,
         }
 
@@ -69,8 +80,14 @@ def migrate(
     batch_size: int = 100,
     documents: Iterable[tuple[DocumentChunks, Vector | None]] | None = None,
     progress: ProgressFn | None = None,
+    anchors: Anchors | None = None,
 ) -> MigrateReport:
-    """Copy `index` from `source` to `target` (`documents` defaults to the embedded store's)."""
+    """Copy `index` from `source` to `target` (`documents` defaults to the embedded store's).
+
+    `anchors`: each document's anchor vectors (`CachedAnchors`), written with its passages when
+    the target keeps them (`search.base.AnchorVectorStore`: OpenSearch); None copies none."""
+    from evidence.search.base import AnchorVectorStore
+
     dest = target_index or index
     info = source.get_index(index)
     try:
@@ -103,14 +120,25 @@ def migrate(
         if not batch:
             return
         docs = [d for d, _ in batch]
+        kept: list[Mapping[int, AnchorVectors]] = []  # by document, when the target keeps them
         try:
-            results = target.upsert(dest, docs, [v for _, v in batch])
+            if anchors is not None and isinstance(target, AnchorVectorStore):
+                kept = [anchors(d) for d in docs]
+                results = target.upsert(  # type: ignore[call-arg]
+                    dest, docs, [v for _, v in batch], anchor_vectors=kept
+                )
+            else:
+                results = target.upsert(dest, docs, [v for _, v in batch])
         except BackendError as exc:
             # Per-item failures: the rest of the batch is written; the run reports and goes on.
             report.failed.append(str(exc.message))
             results = []
+        counts = [sum(len(a.spans) for a in k.values()) for k in kept]
+        spans = {d.document_id: n for d, n in zip(docs, counts, strict=False)}
         for result in results:
             setattr(report, result.status, getattr(report, result.status) + 1)
+            if result.status != "unchanged":
+                report.anchor_spans += spans.get(result.document_id, 0)
             report.chunks += result.passages + result.spans
         report.documents += len(batch)
         batch.clear()
@@ -123,3 +151,69 @@ def migrate(
             flush()
     flush()
     return report
+
+
+class CachedAnchors:
+    """A document's anchor vectors as indexing against OpenSearch keeps them
+    (`Indexing._embed_late_kept`), read from an embedded store's embedding cache instead of
+    embedded: each anchor span's late vector (`embed.late.late_key` with the document's content
+    hash, else `legacy_late_key`, as the query-time read `span_rank.LateVectors` falls back) on
+    the passage `embed.late.late_ranges` pools it in, and the cached own vector of each of those
+    spans' headings. A span (or heading) the cache lacks is left out: the anchor's no-op for it,
+    as on the source. Placing needs each passage input's first-window length, so a document with
+    a cached late vector is **tokenized** (`first_window_chars`: the tokenizer only, no model run).
+
+    `embedder`: the source's document embedder in the index's cache scope; `headers`: the section
+    header rule the store was indexed under (what a passage's input is, `dense_text`)."""
+
+    def __init__(self, embedder: CachedEmbedder, headers: SectionHeaders) -> None:
+        self.embedder = embedder
+        self.headers = headers
+
+    def __call__(self, doc: DocumentChunks) -> dict[int, AnchorVectors]:
+        from evidence.embed.late import late_key, late_ranges, legacy_late_key
+        from evidence.records import ChunkKind
+        from evidence.search.base import AnchorVectors
+        from evidence.verbatim.spans import anchor_spans
+
+        spans = anchor_spans(doc.chunks)
+        if not spans or not doc.content_hash:
+            return {}
+        late = self._late(spans, doc.content_hash, late_key, legacy_late_key)
+        if not any(v is not None for v in late) or not self.embedder.late_capable:
+            return {}
+        at = [i for i, c in enumerate(doc.chunks) if c.kind is ChunkKind.PASSAGE]
+        at.sort(key=lambda i: (doc.chunks[i].char_start, i))  # indexing's order (`_late_placed`)
+        passages = [doc.chunks[i] for i in at]
+        inputs = [self.headers.dense_text(c) for c in passages]
+        # past_window=True: a span cached under either setting is placed as indexing placed it.
+        placed = late_ranges(passages, inputs, self.embedder.first_window_chars(inputs), spans)
+        held: dict[int, list[tuple[Chunk, Vector]]] = {}
+        for span, vec, rng in zip(spans, late, placed, strict=True):
+            if vec is not None and rng is not None:
+                held.setdefault(at[rng.passage], []).append((span, vec))
+        names = list(dict.fromkeys(s.section for h in held.values() for s, _ in h if s.section))
+        cached = self.embedder.cached_documents(names)
+        heads = {n: v for n, v in zip(names, cached, strict=True) if v is not None}
+        return {
+            ci: AnchorVectors(
+                {s.sequence: v for s, v in h},
+                {s.section: heads[s.section] for s, _ in h if s.section in heads},
+            )
+            for ci, h in sorted(held.items())
+        }
+
+    def _late(
+        self,
+        spans: Sequence[Chunk],
+        document_hash: str,
+        key: Callable[[Chunk, str], str],
+        legacy: Callable[[Chunk], str],
+    ) -> list[Vector | None]:
+        out: list[Vector | None] = list(self.embedder.cached_late([key(s, document_hash) for s in spans]))
+        missed = [i for i, v in enumerate(out) if v is None]
+        if missed:
+            again = self.embedder.cached_late([legacy(spans[i]) for i in missed])
+            for i, v in zip(missed, again, strict=True):
+                out[i] = v
+        return out

@@ -129,3 +129,68 @@ def test_migrate_into_a_new_name_and_bad_usage(
     assert (
         main(["migrate", "--from-store", str(store), "--index", "nope", "--endpoint", osmem_clone.url]) == 2
     )
+
+
+def test_migrate_carries_the_anchor_vectors(
+    tmp_path: Path, target: OpenSearchBackend, osmem_clone: Any
+) -> None:
+    """An embedded store indexed under `late` (the anchor's late span vectors and heading vectors
+    in its embedding cache) migrated to OpenSearch: each passage gets the `anchor_vectors` that
+    indexing the same document against OpenSearch keeps (float16), read from the cache, nothing
+    embedded (docs/opensearch.md#anchor-vectors)."""
+    from evidence.demo import DATA
+    from evidence.embed.cache import CachedEmbedder, EmbeddingCache
+    from evidence.embed.minilm import MiniLMEmbedder
+    from evidence.records import ChunkKind
+    from evidence.service import EvidenceService
+
+    minilm = MiniLMEmbedder()
+    paths = [DATA / "label" / "lipravex.md"]
+    store = tmp_path / "late"
+    cache = CachedEmbedder(minilm, EmbeddingCache(store / "embeddings.sqlite3"))
+    embedded = EvidenceService(Settings(embed_spans_at_index="late", store_dir=store), embedder=cache)
+    assert not embedded.index_paths("label", paths).failed
+    embedded.close()
+    cache.cache.close()
+    # The reference: the same document indexed through the service against OpenSearch.
+    settings = Settings(
+        embed_spans_at_index="late",
+        store_dir=tmp_path / "os",
+        backend="opensearch",
+        opensearch_endpoint=osmem_clone.url,
+    )
+    indexed = EvidenceService(settings, embedder=minilm)
+    assert not indexed.index_paths("indexed", paths).failed
+    indexed.close()
+
+    def kept(index: str) -> dict[str, Any]:
+        passages = [h.chunk for h in target.lookup(index, {}, limit=1000, kind=ChunkKind.PASSAGE)]
+        assert passages
+        got = target.anchor_vectors(index, passages)
+        return {
+            chunk_id: (
+                {q: v.tobytes() for q, v in a.spans.items()},
+                {h: v.tobytes() for h, v in a.headings.items()},
+            )
+            for chunk_id, a in got.items()
+        }
+
+    import contextlib
+    import io
+
+    argv = ["migrate", "--store", str(store), "--index", "label", "--target-index", "migrated"]
+    argv += ["--endpoint", osmem_clone.url, "--json"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    assert code == 0
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    want, got = kept("indexed"), kept("migrated")
+    assert want and sum(len(s) for s, _ in want.values()) > 100
+    assert got == want
+    assert report["anchor_spans"] == sum(len(s) for s, _ in want.values())
+    # Run again: every document unchanged, nothing rewritten.
+    with contextlib.redirect_stdout(io.StringIO()) as again:
+        assert main(argv) == 0
+    assert json.loads(again.getvalue().strip().splitlines()[-1])["anchor_spans"] == 0
+    assert kept("migrated") == want

@@ -15,6 +15,7 @@ from evidence.cli.output import print_migrate_report
 
 if TYPE_CHECKING:
     from evidence.config import Settings
+    from evidence.migrate import CachedAnchors
     from evidence.search.embedded import EmbeddedBackend
 
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if not (store / "indexes" / args.index).exists():
         raise CliError(f"no index {args.index!r} in store {store}")
     source = embedded_source(settings, store)
+    anchors = source_anchors(settings, store, args.index)
     target = OpenSearchBackend(settings)
     bar = Progress(f"migrating {args.index}")
     try:
@@ -71,10 +73,13 @@ def run(args: argparse.Namespace) -> int:
             target_index=args.target_index,
             batch_size=args.batch_size,
             progress=bar,
+            anchors=anchors,
         )
     finally:
         bar.close()
         source.close()
+        if anchors is not None:
+            anchors.embedder.cache.close()
         target.close()
     print_migrate_report(report, args.index, as_json=args.json)
     return EXIT_FAILED if report.failed else EXIT_OK
@@ -93,6 +98,27 @@ def embedded_source(settings: Settings, store: Path) -> EmbeddedBackend:
     backend = get_backend(settings.model_copy(update={"backend": BackendKind.EMBEDDED, "store_dir": store}))
     assert isinstance(backend, EmbeddedBackend)
     return backend
+
+
+def source_anchors(settings: Settings, store: Path, index: str) -> CachedAnchors | None:
+    """The focus span anchor's vectors of `index`'s documents as the store's embedding cache holds
+    them (`migrate.CachedAnchors`: read, never embedded; docs/opensearch.md#anchor-vectors), in
+    the index's cache scope and under the settings' model and header rule, as `evidence index`
+    wrote them. None without a cache file or with a model that makes no late vectors (Titan)."""
+    from evidence.config import BackendKind, EmbedderKind, EmbeddingCacheScope
+    from evidence.embed.cache import CachedEmbedder
+    from evidence.embed.factory import build_embedder, with_store_cache
+    from evidence.migrate import CachedAnchors
+    from evidence.search.headers import SectionHeaders
+
+    local = settings.model_copy(update={"backend": BackendKind.EMBEDDED, "store_dir": store})
+    if local.embedder is not EmbedderKind.MINILM or not (store / "embeddings.sqlite3").exists():
+        return None
+    embedder = with_store_cache(local, build_embedder(local))
+    assert isinstance(embedder, CachedEmbedder)
+    if local.embedding_cache_scope is EmbeddingCacheScope.INDEX:
+        embedder = embedder.scoped(f"index:{index}")
+    return CachedAnchors(embedder, SectionHeaders.from_settings(local))
 
 
 def source_store(args: argparse.Namespace, default: Path) -> Path:

@@ -154,7 +154,8 @@ def print_migrate_report(report: MigrateReport, index: str, *, as_json: bool) ->
         print(
             f"migrated {report.documents} document(s) ({report.chunks} chunks) from {index!r} to "
             f"{report.target_index!r}: {report.created} created, {report.updated} updated, "
-            f"{report.unchanged} already there; embedder {report.embedder_id} ({report.dimension} dims)"
+            f"{report.unchanged} already there; {report.anchor_spans} anchor span vectors; "
+            f"embedder {report.embedder_id} ({report.dimension} dims)"
         )
     for failure in report.failed:
         print(f"evidence migrate: {failure}", file=sys.stderr)
