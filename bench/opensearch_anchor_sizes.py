@@ -54,7 +54,7 @@ def _hit_source(chunk: Any) -> dict[str, Any]:
 
 def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per family: the payloads by passage chunk id (`AnchorVectors`) and the size figures."""
-    from evidence.embed.late import late_key, late_ranges
+    from evidence.embed.late import late_key, late_ranges, legacy_late_key
     from evidence.records import ChunkKind
     from evidence.search import opensearch_bodies as bodies
     from evidence.search.base import AnchorVectors
@@ -85,7 +85,12 @@ def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any
         placed = late_ranges(
             passages, inputs, first, spans, past_window=service.settings.late_spans_past_window
         )
-        late = cache.cached_late([late_key(s) for s in spans])
+        # Read as the anchor reads them: the content-hash key, then a pre-session-47 store's key.
+        doc_hash = backend.document_hash(index, _doc) or ""
+        late = cache.cached_late([late_key(s, doc_hash) for s in spans])
+        missed = [k for k, v in enumerate(late) if v is None]
+        for k, v in zip(missed, cache.cached_late([legacy_late_key(spans[k]) for k in missed]), strict=True):
+            late[k] = v
         held: dict[int, list[tuple[Any, Any]]] = {}
         for s, rng, v in zip(spans, placed, late, strict=True):
             if rng is not None and v is not None:
