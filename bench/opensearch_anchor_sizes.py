@@ -11,7 +11,7 @@ Usage: python bench/opensearch_anchor_sizes.py --store DIR --qa build/qa19 [--fa
   request does (`opensearch_bodies.chunk_source`): bytes per span, per passage document, against
   the passage document without it (its text, metadata and 384-float `embedding`).
 - **Questions** (the first N of each family, all by default), asked of `default` on the embedded
-  store: the hits the anchor reads (`SpanAnchors.find`), the OpenSearch response the anchor's
+  store: the hits the anchor reads (`SpanAnchors.find_with_cosines`), the OpenSearch response the anchor's
   read would get (`anchor_vectors_body`: the passages overlapping those hits, their
   `anchor_vectors` and ids only) and the time to decode it (`parse_anchor_vectors`), against what
   the request's other reads return (the first stage's lexical and dense legs: their hits'
@@ -19,7 +19,7 @@ Usage: python bench/opensearch_anchor_sizes.py --store DIR --qa build/qa19 [--fa
   embedded store answers it from memory), and what of those the
   anchor's scoring itself reads (`anchor_dense_*`: the `dense` model's passage feature, one k-NN
   read over the hits' documents; `anchor_lookup_*`: the spans of the hits' documents).
-- **Quantisation (information)**: how many anchors (`SpanAnchors.find`'s pick in a hit) change
+- **Quantisation (information)**: how many anchors (`SpanAnchors.find_with_cosines`' pick in a hit) change
   when every vector the anchor reads is rounded to float16, or to int8 with a per-vector scale.
 
 Nothing is written to the store (read only), nothing is embedded but the questions.
@@ -171,14 +171,16 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
     def docs_q(self: Any, texts: Any) -> Any:
         return [_quantised(v, mode["q"]) for v in docs0(self, texts)] if mode["q"] else docs0(self, texts)
 
-    find0 = SpanAnchors.find
+    # Focus calls `find_with_cosines` since `anchor_order` (session 47): (anchors, cosines).
+    find0 = SpanAnchors.find_with_cosines
     current: dict[str, Any] = {}
 
     def find(self: Any, hits: Any, ctx: Any) -> Any:
         before = dict(reads)
-        out = find0(self, hits, ctx)
+        got = find0(self, hits, ctx)
+        out = got[0]
         if self.vectors is None:
-            return out
+            return got
         # What the anchor's own scoring reads besides its vectors (the `dense` model's passage
         # feature: one k-NN read over the hits' documents; the spans lookup).
         inside = {k: reads[k] - before[k] for k in reads}
@@ -216,7 +218,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
         for q in ("f16", "i8"):
             mode["q"] = q
             try:
-                other = find0(self, hits, ctx)
+                other = find0(self, hits, ctx)[0]
             finally:
                 mode["q"] = ""
             changed[q] = sum(1 for i in set(out) | set(other) if out.get(i) != other.get(i))
@@ -230,7 +232,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
             request_bytes=_json_bytes(bodies.anchor_vectors_body(ranges)),
             inside_find_bytes=inside,
         )
-        return out
+        return got
 
     places: dict[str, tuple[str, int, int]] = {}
     for h in originals["lookup"](index, {}, limit=10**7, kind=None):
@@ -238,7 +240,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
             places[h.chunk.chunk_id] = (h.chunk.document_id, h.chunk.char_start, h.chunk.char_end)
     CachedEmbedder.cached_late = late_q  # type: ignore[method-assign]
     CachedEmbedder.cached_documents = docs_q  # type: ignore[method-assign]
-    SpanAnchors.find = find  # type: ignore[method-assign]
+    SpanAnchors.find_with_cosines = find  # type: ignore[method-assign]
     try:
         for text in qs:
             for name in reads:
@@ -250,7 +252,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
     finally:
         CachedEmbedder.cached_late = late0  # type: ignore[method-assign]
         CachedEmbedder.cached_documents = docs0  # type: ignore[method-assign]
-        SpanAnchors.find = find0  # type: ignore[method-assign]
+        SpanAnchors.find_with_cosines = find0  # type: ignore[method-assign]
         for name, fn in originals.items():
             setattr(backend, name, fn)
     return {"rows": rows}
