@@ -180,28 +180,23 @@ class IndexAdmin(Transport):
     def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
         """A schema-1 index gets `generation` mapped before anything filters on it (dynamic
         mapping would make it `text`, and stale rows would never match the keep term)."""
-        if info.extra.get("has_generation"):
-            return info
-        body = bodies.generation_mapping()
-        self._call(
-            "put mapping",
-            lambda t: self.client.indices.put_mapping(index=name, body=body, request_timeout=t),
-            index=name,
-        )
-        return replace(info, extra={**info.extra, "has_generation": True})
+        return self._with_mapping(name, info, "has_generation", bodies.generation_mapping())
 
     def _with_anchor_vectors(self, name: str, info: IndexInfo) -> IndexInfo:
         """An index from before schema 3 gets `anchor_vectors` mapped (`enabled: false`) before
         the first write that keeps them (dynamic mapping would index the vectors as text)."""
-        if info.extra.get("has_anchor_vectors"):
+        return self._with_mapping(name, info, "has_anchor_vectors", bodies.anchor_vectors_mapping())
+
+    def _with_mapping(self, name: str, info: IndexInfo, flag: str, body: dict[str, Any]) -> IndexInfo:
+        """`body` put into an older index's mapping once (`flag` in its info says it is there)."""
+        if info.extra.get(flag):
             return info
-        body = bodies.anchor_vectors_mapping()
         self._call(
             "put mapping",
             lambda t: self.client.indices.put_mapping(index=name, body=body, request_timeout=t),
             index=name,
         )
-        return replace(info, extra={**info.extra, "has_anchor_vectors": True})
+        return replace(info, extra={**info.extra, flag: True})
 
     def put_index_template(
         self, name: str, patterns: Sequence[str], *, embedder_id: str, dimension: int
