@@ -11,7 +11,7 @@ Usage: python bench/opensearch_anchor_sizes.py --store DIR --qa build/qa19 [--fa
   request does (`opensearch_bodies.chunk_source`): bytes per span, per passage document, against
   the passage document without it (its text, metadata and 384-float `embedding`).
 - **Questions** (the first N of each family, all by default), asked of `default` on the embedded
-  store: the hits the anchor reads (`SpanAnchors.find_with_cosines`), the OpenSearch response the anchor's
+  store: the hits the anchor reads (`SpanAnchors.find`), the OpenSearch response the anchor's
   read would get (`anchor_vectors_body`: the passages overlapping those hits, their
   `anchor_vectors` and ids only) and the time to decode it (`parse_anchor_vectors`), against what
   the request's other reads return (the first stage's lexical and dense legs: their hits'
@@ -19,7 +19,7 @@ Usage: python bench/opensearch_anchor_sizes.py --store DIR --qa build/qa19 [--fa
   embedded store answers it from memory), and what of those the
   anchor's scoring itself reads (`anchor_dense_*`: the `dense` model's passage feature, one k-NN
   read over the hits' documents; `anchor_lookup_*`: the spans of the hits' documents).
-- **Quantisation (information)**: how many anchors (`SpanAnchors.find_with_cosines`' pick in a hit) change
+- **Quantisation (information)**: how many anchors (`SpanAnchors.find`'s pick in a hit) change
   when every vector the anchor reads is rounded to float16, or to int8 with a per-vector scale.
 
 Nothing is written to the store (read only), nothing is embedded but the questions.
@@ -50,6 +50,22 @@ def _hit_source(chunk: Any) -> dict[str, Any]:
     source = bodies.chunk_source(chunk, "0" * 64, None, "0" * 25)
     source.pop(bodies.LEXICAL_FIELD, None)
     return {"_index": "idx", "_id": chunk.chunk_id, "_score": 1.0, "_source": source}
+
+
+def _light_source(chunk: Any) -> dict[str, Any]:
+    """A hit as a light read returns it (`opensearch_bodies.LIGHT_FIELDS` only)."""
+    from evidence.search import opensearch_bodies as bodies
+
+    hit = _hit_source(chunk)
+    hit["_source"] = {k: v for k, v in hit["_source"].items() if k in bodies.LIGHT_FIELDS}
+    return hit
+
+
+def _tally(reads: dict[str, int], name: str, out: Sequence[Any], *, light: bool) -> None:
+    """Count a read's response bytes whole, and light too when it was asked light."""
+    reads[name] += _json_bytes({"hits": {"hits": [_hit_source(h.chunk) for h in out]}})
+    if light:
+        reads[name + "_light"] += _json_bytes({"hits": {"hits": [_light_source(h.chunk) for h in out]}})
 
 
 def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -85,12 +101,11 @@ def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any
         placed = late_ranges(
             passages, inputs, first, spans, past_window=service.settings.late_spans_past_window
         )
-        # Read as the anchor reads them: the content-hash key, then a pre-session-47 store's key.
+        # Keys naming the document's content hash (session 47), else a store's older keys.
         doc_hash = backend.document_hash(index, _doc) or ""
-        late = cache.cached_late([late_key(s, doc_hash) for s in spans])
-        missed = [k for k, v in enumerate(late) if v is None]
-        for k, v in zip(missed, cache.cached_late([legacy_late_key(spans[k]) for k in missed]), strict=True):
-            late[k] = v
+        late = cache.cached_late([late_key(s, doc_hash) for s in spans]) if doc_hash else [None] * len(spans)
+        old = cache.cached_late([legacy_late_key(s) for s in spans])
+        late = [v if v is not None else o for v, o in zip(late, old, strict=True)]
         held: dict[int, list[tuple[Any, Any]]] = {}
         for s, rng, v in zip(spans, placed, late, strict=True):
             if rng is not None and v is not None:
@@ -148,18 +163,20 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
     from evidence.verbatim.cascade import SpanAnchors
 
     backend = service.backend
-    reads: dict[str, int] = {"lexical": 0, "dense": 0, "lookup": 0}
-    originals = {name: getattr(backend, name) for name in reads}
+    # `dense_light`: what a `dense(..., light=True)` read returns on OpenSearch (`_source` =
+    # `LIGHT_FIELDS`); such a read is also counted whole under `dense` (what it returned before).
+    reads: dict[str, int] = {"lexical": 0, "dense": 0, "lookup": 0, "dense_light": 0}
+    originals = {name: getattr(backend, name) for name in ("lexical", "dense", "lookup")}
 
     def counting(name: str) -> Any:
         def read(*args: Any, **kwargs: Any) -> Any:
             out = originals[name](*args, **kwargs)
-            reads[name] += _json_bytes({"hits": {"hits": [_hit_source(h.chunk) for h in out]}})
+            _tally(reads, name, out, light=bool(kwargs.get("light")))
             return out
 
         return read
 
-    for name in reads:
+    for name in originals:
         setattr(backend, name, counting(name))
     rows: list[dict[str, Any]] = []
     mode = {"q": ""}
@@ -171,16 +188,16 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
     def docs_q(self: Any, texts: Any) -> Any:
         return [_quantised(v, mode["q"]) for v in docs0(self, texts)] if mode["q"] else docs0(self, texts)
 
-    # Focus calls `find_with_cosines` since `anchor_order` (session 47): (anchors, cosines).
+    # `FocusHits` calls `find_with_cosines` (the anchor order's cosines; `find` is its first half).
     find0 = SpanAnchors.find_with_cosines
     current: dict[str, Any] = {}
 
     def find(self: Any, hits: Any, ctx: Any) -> Any:
         before = dict(reads)
-        got = find0(self, hits, ctx)
-        out = got[0]
+        result = find0(self, hits, ctx)
+        out = result[0]
         if self.vectors is None:
-            return got
+            return result
         # What the anchor's own scoring reads besides its vectors (the `dense` model's passage
         # feature: one k-NN read over the hits' documents; the spans lookup).
         inside = {k: reads[k] - before[k] for k in reads}
@@ -232,7 +249,7 @@ def questions(service: Any, index: str, qs: Sequence[str], payloads: dict[str, A
             request_bytes=_json_bytes(bodies.anchor_vectors_body(ranges)),
             inside_find_bytes=inside,
         )
-        return got
+        return result
 
     places: dict[str, tuple[str, int, int]] = {}
     for h in originals["lookup"](index, {}, limit=10**7, kind=None):
@@ -306,13 +323,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             totals[k] += sizes[k]
         print(fam.name, sizes, len(got["rows"]), file=sys.stderr)
     rows = all_rows
-    other = [sum(r["other_response_bytes"].values()) for r in rows]
+    other = [sum(v for k, v in r["other_response_bytes"].items() if k != "dense_light") for r in rows]
     # On OpenSearch before the change the anchor found no vector and stopped before its scoring:
     # the request read the first stage's legs (and the spans, not counted here: the embedded
     # store answers `ordered_lookup` from memory); now it also reads the anchor's vectors and the
     # `dense` model's k-NN read.
     before_change = [o - r["inside_find_bytes"]["dense"] for o, r in zip(other, rows, strict=True)]
     after_change = [o + r["anchor_response_bytes"] for o, r in zip(other, rows, strict=True)]
+    after_light = [
+        a - r["inside_find_bytes"]["dense"] + r["inside_find_bytes"]["dense_light"]
+        for a, r in zip(after_change, rows, strict=True)
+    ]
     out["index"] = {
         **totals,
         "bytes_per_span_kept": totals["added_bytes"] / max(1, totals["spans_kept"]),
@@ -341,6 +362,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "request_bytes_after_p50": _pct(after_change, 0.5),
         "request_bytes_after_p95": _pct(after_change, 0.95),
         "anchor_dense_reads": sum(1 for r in rows if r["inside_find_bytes"]["dense"]),
+        # The same read asked light (session 47, osread19): ids, kind, offsets, sequence only.
+        "anchor_dense_light_bytes_p50": _pct([r["inside_find_bytes"]["dense_light"] for r in rows], 0.5),
+        "anchor_dense_light_bytes_p95": _pct([r["inside_find_bytes"]["dense_light"] for r in rows], 0.95),
+        "anchor_dense_light_reads": sum(1 for r in rows if r["inside_find_bytes"]["dense_light"]),
+        "request_bytes_after_light_p50": _pct(after_light, 0.5),
+        "request_bytes_after_light_p95": _pct(after_light, 0.95),
         "anchor_lookup_bytes_p50": _pct([r["inside_find_bytes"]["lookup"] for r in rows], 0.5),
         "decode_ms_p50": _pct([r["decode_ms"] for r in rows], 0.5),
         "decode_ms_p95": _pct([r["decode_ms"] for r in rows], 0.95),

@@ -33,6 +33,7 @@ from evidence.search import opensearch_bodies as bodies
 from evidence.search.base import Filters, Vector
 from evidence.search.embedded import EmbeddedBackend
 from evidence.search.opensearch import OpenSearchBackend
+from evidence.search.opensearch_responses import chunk_from_source
 from evidence.service import EvidenceService
 from evidence.verbatim.spans import anchor_spans
 from tests.contract.conftest import _recording_client
@@ -65,12 +66,33 @@ class RankedByEmbedded(OpenSearchBackend):
     def __init__(self, *args: Any, ranking: EmbeddedBackend, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.ranking = ranking
+        #: How many `dense` reads asked to be light (the focus span anchor's statistics).
+        self.light_reads = 0
 
     def lexical(self, index: str, text: str, **kw: Any) -> list[SearchHit]:
         return self.ranking.lexical(index, text, **kw)
 
     def dense(self, index: str, vector: Vector, **kw: Any) -> list[SearchHit]:
-        return self.ranking.dense(index, vector, **kw)
+        """A light read (`light=True`) answers what OpenSearch returns to its body
+        (`knn_body(..., light=True)`): each hit's `_source` cut to `LIGHT_FIELDS`."""
+        hits = self.ranking.dense(index, vector, **kw)
+        if not kw.get("light"):
+            return hits
+        self.light_reads += 1
+        return [
+            SearchHit(
+                chunk=chunk_from_source(
+                    {
+                        k: v
+                        for k, v in bodies.chunk_source(h.chunk, "", None).items()
+                        if k in bodies.LIGHT_FIELDS
+                    }
+                ),
+                score=h.score,
+                dense=h.dense,
+            )
+            for h in hits
+        ]
 
     def term_counts(self, index: str, texts: Sequence[str], **kw: Any) -> dict[str, int]:
         return self.ranking.term_counts(index, texts, **kw)
@@ -156,6 +178,8 @@ def test_default_evidence_on_opensearch_is_the_embedded_stores(  # noqa: PLR0917
     want = {q: _evidence(embedded, q) for q in QUESTIONS}
     got = {q: _evidence(service, q) for q in QUESTIONS}
     assert got == want
+    # The anchor's k-NN read over the hits' documents was light (ids and offsets, no text).
+    assert backend.light_reads >= len(QUESTIONS)
     # The questions are ones the anchor moves: without it the evidence differs.
     assert {q: _evidence(_anchor_off(embedded), q) for q in QUESTIONS} != want
     # Indexing kept each span's late vector once, the embedded cache's rounded to float16

@@ -116,7 +116,14 @@ class SearchReader(Protocol):
         k: int,
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
-    ) -> list[SearchHit]: ...
+        light: bool = False,
+    ) -> list[SearchHit]:
+        """The k nearest chunks of `kind` within `filters` by cosine. `light=True`: the caller
+        reads only each hit's score, `chunk_id`, `document_id`, `kind`, `char_start`, `char_end`
+        and `sequence`, and the backend may leave the rest of the chunk empty (OpenSearch asks
+        `_source` for those fields only: `opensearch_bodies.LIGHT_FIELDS`; the embedded store
+        returns whole chunks). Hits and scores are the same either way."""
+        ...
 
     def lookup(
         self, index: str, filters: Filters, *, limit: int = 100, kind: ChunkKind | None = None

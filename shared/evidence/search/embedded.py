@@ -195,6 +195,7 @@ class EmbeddedBackend:
         k: int,
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
+        light: bool = False,  # ignored: the chunks are local, whole chunks cost nothing
     ) -> list[SearchHit]:
         return self.index_store(index).dense(vector, k, filters, kind)
 

@@ -486,6 +486,16 @@ def filter_clauses(filters: Mapping[str, Any] | None, kind: ChunkKind | None) ->
 #: No read but the anchor's own (`anchor_vectors_body`) returns the vectors: hits stay their size.
 _SOURCE_EXCLUDES = {"excludes": [VECTOR_FIELD, LEXICAL_FIELD, ANCHOR_FIELD]}
 
+#: What a `light` read returns of each hit (`SearchReader.dense(..., light=True)`): what
+#: `chunk_from_source` requires and a passage's place in its document, no text or metadata. The
+#: focus span anchor's k-NN read over the hits' documents (`passage_scores`) needs no more.
+LIGHT_FIELDS = ("chunk_id", "document_id", "kind", "char_start", "char_end", "sequence")
+_SOURCE_LIGHT = {"includes": list(LIGHT_FIELDS)}
+
+
+def _source(light: bool) -> dict[str, list[str]]:
+    return _SOURCE_LIGHT if light else _SOURCE_EXCLUDES
+
 
 def lexical_query(text: str, clauses: list[dict[str, Any]]) -> dict[str, Any]:
     """The BM25 match of every lexical read (ranked, counted, hybrid): the query's hyphenated
@@ -533,12 +543,18 @@ def term_count_lines(
 
 
 def knn_body(
-    vector: Sequence[float], *, k: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None
+    vector: Sequence[float],
+    *,
+    k: int,
+    filters: Mapping[str, Any] | None,
+    kind: ChunkKind | None,
+    light: bool = False,
 ) -> dict[str, Any]:
+    """`light`: each hit's `_source` holds `LIGHT_FIELDS` only (else everything but vectors)."""
     return {
         "size": k,
         "query": knn_query(vector, k, filter_clauses(filters, kind)),
-        "_source": _SOURCE_EXCLUDES,
+        "_source": _source(light),
         "track_total_hits": False,
     }
 
@@ -568,16 +584,18 @@ def hybrid_body(
     return {"size": k, "query": {"hybrid": hybrid}, "_source": _SOURCE_EXCLUDES}
 
 
-def zero_vector_body(*, k: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None) -> dict[str, Any]:
+def zero_vector_body(
+    *, k: int, filters: Mapping[str, Any] | None, kind: ChunkKind | None, light: bool = False
+) -> dict[str, Any]:
     """What a zero query vector finds: a cosine space refuses it (no direction), so instead of a
     k-NN query, chunks that have a vector, each with similarity 0 (as the embedded backend
-    scores them), in chunk-id order."""
+    scores them), in chunk-id order. `light` as in `knn_body`."""
     clauses = [*filter_clauses(filters, kind), {"exists": {"field": VECTOR_FIELD}}]
     return {
         "size": k,
         "query": {"bool": {"filter": clauses}},
         "sort": [{"chunk_id": "asc"}],
-        "_source": _SOURCE_EXCLUDES,
+        "_source": _source(light),
         "track_total_hits": False,
     }
 

@@ -194,10 +194,13 @@ class ScopedBackend:
         k: int,
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
+        light: bool = False,
     ) -> list[SearchHit]:
         merged = self._merge(filters)
         if isinstance(merged, _Nothing):
             return []
+        if light:
+            return self._saw(self._backend.dense(index, vector, k=k, filters=merged, kind=kind, light=True))
         return self._saw(self._backend.dense(index, vector, k=k, filters=merged, kind=kind))
 
     def lookup(

@@ -699,7 +699,8 @@ class SpanAnchors:
             query_vector=ctx.query_vector,
             headers=set(),  # the candidates it would drop are not read here
         )
-        lexical, _, _ = state.hybrid_features()
+        # Its k-NN read's hits feed `passage_scores` only: ids, offsets and scores (no text).
+        lexical, _, _ = state.hybrid_features(light=True)
         return lexical
 
 

@@ -343,15 +343,27 @@ class CascadePaths(RunState):
         )
         return ranked, candidates, note
 
-    def hybrid_features(self) -> tuple[dict[str, np.ndarray], list[int], str]:
+    def hybrid_features(self, *, light: bool = False) -> tuple[dict[str, np.ndarray], list[int], str]:
         """The span scorer's lexical features for every span of the scope, and the candidates:
         spans that are not table header rows and that either share a word with the question or
-        sit in a scored passage (a span with neither is not evidence)."""
+        sit in a scored passage (a span with neither is not evidence).
+
+        The passages' k-NN read feeds `passage_scores` only (each hit's score, document and
+        offsets): `light=True` asks the backend for those fields only (`SearchReader.dense`;
+        OpenSearch then returns no text). The focus span anchor opts in; `hybrid_ranking`
+        (`HYBRID_FACTSPAN`) reads as before."""
         spans = self.spans
         scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages
         if self.vector is not None:
-            found = self.backend.dense(self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE)
+            if light:
+                found = self.backend.dense(
+                    self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE, light=True
+                )
+            else:
+                found = self.backend.dense(
+                    self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE
+                )
             scored = [(h.chunk, float(h.dense if h.dense is not None else h.score)) for h in found]
         else:
             found = self.backend.lexical(

@@ -122,7 +122,7 @@ class Recording:
         return [self.hit]
 
     def dense(
-        self, index: str, vector: Any, *, k: int, filters: Any = None, kind: Any = None
+        self, index: str, vector: Any, *, k: int, filters: Any = None, kind: Any = None, light: bool = False
     ) -> list[SearchHit]:
         self.calls.append(("dense", filters))
         return [self.hit]

@@ -88,6 +88,7 @@ class Search(IndexAdmin):
         k: int,
         filters: Filters | None = None,
         kind: ChunkKind | None = ChunkKind.PASSAGE,
+        light: bool = False,
     ) -> list[SearchHit]:
         name = self._index_name(index)
         info = self._check_query_vector(name, vector)
@@ -95,9 +96,9 @@ class Search(IndexAdmin):
             return []
         k = min(k, _MAX_RESULT_WINDOW)
         if _no_direction(vector):
-            body = bodies.zero_vector_body(k=k, filters=filters, kind=kind)
+            body = bodies.zero_vector_body(k=k, filters=filters, kind=kind, light=light)
             return responses.parse_zero_vector(self._search("k-NN search (zero vector)", name, body))
-        body = bodies.knn_body(_as_list(vector), k=k, filters=filters, kind=kind)
+        body = bodies.knn_body(_as_list(vector), k=k, filters=filters, kind=kind, light=light)
         return responses.parse_dense(
             self._search("k-NN search", name, body), str(info.extra.get("engine", "faiss"))
         )

@@ -172,6 +172,71 @@ def test_dense_converts_scores_to_cosine(fake: FakeClient) -> None:
     }
 
 
+def _light(response: dict[str, Any]) -> dict[str, Any]:
+    """`response` as OpenSearch returns it to a light read: `_source` holds `LIGHT_FIELDS` only."""
+    hits = [
+        {**h, "_source": {k: v for k, v in h["_source"].items() if k in b.LIGHT_FIELDS}}
+        for h in response["hits"]["hits"]
+    ]
+    return {**response, "hits": {"hits": hits}}
+
+
+def test_a_light_dense_read_asks_only_for_ids_and_offsets(fake: FakeClient) -> None:
+    """`dense(..., light=True)` asks `_source` for `LIGHT_FIELDS` only (the body is valid: the
+    fake checks it) and answers the same hits, scores, ids and offsets, without the text."""
+    full = _backend(fake).dense("idx", axis(0), k=2, filters={"type": "tc_files"})
+    fake.responses["knn"] = _light(fake.responses["knn"])
+    light = _backend(fake).dense("idx", axis(0), k=2, filters={"type": "tc_files"}, light=True)
+    before, after = _searches(fake)
+    assert before["body"]["_source"] == {"excludes": [b.VECTOR_FIELD, b.LEXICAL_FIELD, b.ANCHOR_FIELD]}
+    assert after["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
+    assert {k: v for k, v in after["body"].items() if k != "_source"} == {
+        k: v for k, v in before["body"].items() if k != "_source"
+    }
+    key = [
+        (
+            h.score,
+            h.chunk.chunk_id,
+            h.chunk.document_id,
+            h.chunk.kind,
+            h.chunk.char_start,
+            h.chunk.char_end,
+            h.chunk.sequence,
+        )
+        for h in full
+    ]
+    assert [
+        (
+            h.score,
+            h.chunk.chunk_id,
+            h.chunk.document_id,
+            h.chunk.kind,
+            h.chunk.char_start,
+            h.chunk.char_end,
+            h.chunk.sequence,
+        )
+        for h in light
+    ] == key
+    assert all(h.chunk.text == "" for h in light) and any(h.chunk.text for h in full)
+
+
+def test_the_focus_anchors_knn_read_is_light(fake: FakeClient) -> None:
+    """The focus span anchor's `dense` statistics (`SpanAnchors._statistics` ->
+    `hybrid_features`) read the passages of the hits' documents by k-NN for `passage_scores`
+    alone (ids, offsets, scores): that read asks OpenSearch for `LIGHT_FIELDS` only."""
+    from evidence.verbatim.cascade import SpanAnchors
+    from evidence.verbatim.cascade_model import CascadeConfig
+
+    spans = [c for d in corpus() for c in d.chunks][:3]
+    ctx = SimpleNamespace(
+        backend=_backend(fake), index="idx", query="encryption at rest", query_vector=axis(0)
+    )
+    SpanAnchors._statistics(spans, ctx, CascadeConfig())
+    knn = [s for s in _searches(fake) if "knn" in s["body"]["query"]]
+    assert len(knn) == 1
+    assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
+
+
 def test_dense_refuses_wrong_dimension(fake: FakeClient) -> None:
     with pytest.raises(EmbedderMismatchError, match="8-dim"):
         _backend(fake).dense("idx", np.ones(3, dtype=np.float32), k=2)

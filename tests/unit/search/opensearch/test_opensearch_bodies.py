@@ -83,6 +83,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
         ("post", "/_bulk", b.bulk_lines(actions)),
         (*SEARCH, b.lexical_body("encryption at rest", k=10, filters=FILTERS, kind=None)),
         (*SEARCH, b.knn_body(VEC, k=7, filters=FILTERS, kind=ChunkKind.PASSAGE)),
+        (*SEARCH, b.knn_body(VEC, k=1000, filters=FILTERS, kind=ChunkKind.PASSAGE, light=True)),
         (
             *SEARCH,
             b.hybrid_body(
@@ -90,6 +91,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
             ),
         ),
         (*SEARCH, b.zero_vector_body(k=5, filters=FILTERS, kind=ChunkKind.PASSAGE)),
+        (*SEARCH, b.zero_vector_body(k=5, filters=FILTERS, kind=ChunkKind.PASSAGE, light=True)),
         (
             *SEARCH,
             b.lookup_body(FILTERS, size=10, kind=ChunkKind.SPAN, search_after=["d", "span", 3, "x:s3"]),
