@@ -325,7 +325,7 @@ class CascadePaths(RunState):
         """The span scorer's ranking of the scope's spans (score, span index; repeats kept), the
         candidates it ranked, and the features' note: what `hybrid_factspan` returns from, and
         what a diagnosis of its misses reads (`bench/qa/recall_gaps.py`)."""
-        lexical, candidates, note = self.hybrid_features()
+        lexical, candidates, note = self.hybrid_features(light=True)
         model = self.cfg.span_model or load_model()
         ranked = rank_spans(
             self.spans,
@@ -350,8 +350,8 @@ class CascadePaths(RunState):
 
         The passages' k-NN read feeds `passage_scores` only (each hit's score, document and
         offsets): `light=True` asks the backend for those fields only (`SearchReader.dense`;
-        OpenSearch then returns no text). The focus span anchor opts in; `hybrid_ranking`
-        (`HYBRID_FACTSPAN`) reads as before."""
+        OpenSearch then returns no text). Both callers opt in (the focus span anchor and
+        `hybrid_ranking`, `HYBRID_FACTSPAN`); the default stays whole for any other reader."""
         spans = self.spans
         scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages

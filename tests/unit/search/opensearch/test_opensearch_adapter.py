@@ -237,6 +237,33 @@ def test_the_focus_anchors_knn_read_is_light(fake: FakeClient) -> None:
     assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
 
 
+def test_the_verbatim_span_scorers_knn_read_is_light(fake: FakeClient) -> None:
+    """`HYBRID_FACTSPAN`'s ranking (`CascadePaths.hybrid_ranking`) reads the scope's passages by
+    k-NN for `passage_scores` alone, as the anchor does: that read asks for `LIGHT_FIELDS` only."""
+    from evidence.verbatim.cascade import _NO_PLAN, VerbatimCascade
+    from evidence.verbatim.cascade_model import CascadeConfig
+    from evidence.verbatim.cascade_paths import CascadePaths
+
+    spans = [c for d in corpus() for c in d.chunks][:3]
+    cascade = VerbatimCascade(CascadeConfig())
+    question = "encryption at rest"
+    state = CascadePaths.over_spans(
+        cascade,
+        spans,
+        backend=_backend(fake),
+        index="idx",
+        question=question,
+        plan=_NO_PLAN,
+        q_groups=cascade._question_terms(question, _NO_PLAN, []),
+        query_vector=axis(0),
+        headers=set(),
+    )
+    state.hybrid_ranking()
+    knn = [s for s in _searches(fake) if "knn" in s["body"]["query"]]
+    assert len(knn) == 1
+    assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
+
+
 def test_dense_refuses_wrong_dimension(fake: FakeClient) -> None:
     with pytest.raises(EmbedderMismatchError, match="8-dim"):
         _backend(fake).dense("idx", np.ones(3, dtype=np.float32), k=2)
