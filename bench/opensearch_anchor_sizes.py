@@ -70,7 +70,7 @@ def _tally(reads: dict[str, int], name: str, out: Sequence[Any], *, light: bool)
 
 def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per family: the payloads by passage chunk id (`AnchorVectors`) and the size figures."""
-    from evidence.embed.late import late_key, late_ranges, legacy_late_key
+    from evidence.embed.late import late_ranges, read_late
     from evidence.records import ChunkKind
     from evidence.search import opensearch_bodies as bodies
     from evidence.search.base import AnchorVectors
@@ -101,11 +101,9 @@ def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any
         placed = late_ranges(
             passages, inputs, first, spans, past_window=service.settings.late_spans_past_window
         )
-        # Keys naming the document's content hash (session 47), else a store's older keys.
+        # Read as the anchor reads them (`embed.late.read_late`).
         doc_hash = backend.document_hash(index, _doc) or ""
-        late = cache.cached_late([late_key(s, doc_hash) for s in spans]) if doc_hash else [None] * len(spans)
-        old = cache.cached_late([legacy_late_key(s) for s in spans])
-        late = [v if v is not None else o for v, o in zip(late, old, strict=True)]
+        late = read_late(cache.cached_late, spans, [doc_hash] * len(spans))
         held: dict[int, list[tuple[Any, Any]]] = {}
         for s, rng, v in zip(spans, placed, late, strict=True):
             if rng is not None and v is not None:

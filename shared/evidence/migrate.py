@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +171,7 @@ class CachedAnchors:
         self.headers = headers
 
     def __call__(self, doc: DocumentChunks) -> dict[int, AnchorVectors]:
-        from evidence.embed.late import late_key, late_ranges, legacy_late_key
+        from evidence.embed.late import late_ranges, read_late
         from evidence.records import ChunkKind
         from evidence.search.base import AnchorVectors
         from evidence.verbatim.spans import anchor_spans
@@ -179,7 +179,7 @@ class CachedAnchors:
         spans = anchor_spans(doc.chunks)
         if not spans or not doc.content_hash:
             return {}
-        late = self._late(spans, doc.content_hash, late_key, legacy_late_key)
+        late = read_late(self.embedder.cached_late, spans, [doc.content_hash] * len(spans))
         if not any(v is not None for v in late) or not self.embedder.late_capable:
             return {}
         at = [i for i, c in enumerate(doc.chunks) if c.kind is ChunkKind.PASSAGE]
@@ -202,18 +202,3 @@ class CachedAnchors:
             )
             for ci, h in sorted(held.items())
         }
-
-    def _late(
-        self,
-        spans: Sequence[Chunk],
-        document_hash: str,
-        key: Callable[[Chunk, str], str],
-        legacy: Callable[[Chunk], str],
-    ) -> list[Vector | None]:
-        out: list[Vector | None] = list(self.embedder.cached_late([key(s, document_hash) for s in spans]))
-        missed = [i for i, v in enumerate(out) if v is None]
-        if missed:
-            again = self.embedder.cached_late([legacy(spans[i]) for i in missed])
-            for i, v in zip(missed, again, strict=True):
-                out[i] = v
-        return out

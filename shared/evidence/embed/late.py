@@ -13,13 +13,16 @@ and of the document's content (`late_key`), never the hash of its scoring text t
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
+from typing import TypeVar
 
 from evidence.ids import content_hash
 from evidence.records import Chunk
+
+V = TypeVar("V")
 
 #: Appended to the cache's model key (`embed.base.document_key`) for late vectors.
 LATE_SUFFIX = "+late"
@@ -50,6 +53,23 @@ def legacy_late_key(span: Chunk) -> str:
     written since (`Indexing.write_documents`), so that it is read only for a document that no
     later write changed (docs/ingest.md#late-span-vectors)."""
     return _key("", span.document_id, span.char_start, span.char_end, span.text)
+
+
+def read_late(
+    read: Callable[[list[str]], Sequence[V | None]], spans: Sequence[Chunk], hashes: Sequence[str]
+) -> list[V | None]:
+    """Each span's late vector as `read` (a cache's `cached_late`) holds it: under `late_key` with
+    its document's content hash (`hashes`, one a span), else under a pre-session-47 store's
+    `legacy_late_key`; None for one held under neither, or whose document's hash is unknown ("")."""
+    known = [k for k, h in enumerate(hashes) if h]
+    out: list[V | None] = [None] * len(spans)
+    for k, v in zip(known, read([late_key(spans[k], hashes[k]) for k in known]), strict=True):
+        out[k] = v
+    missed = [k for k in known if out[k] is None]
+    if missed:
+        for k, v in zip(missed, read([legacy_late_key(spans[k]) for k in missed]), strict=True):
+            out[k] = v
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -751,22 +751,13 @@ class LateVectors:
     build: Callable[[], Any]
 
     def __call__(self, spans: Sequence[Any], document_hashes: Mapping[str, str]) -> list[Any]:
-        from evidence.embed.late import late_key, legacy_late_key
+        from evidence.embed.late import read_late
 
         embedder, seen = self.build(), 0
         while embedder is not None and seen < 8:
             read = getattr(embedder, "cached_late", None)
             if callable(read):
-                hashes = [document_hashes.get(c.document_id, "") for c in spans]
-                known = [k for k, h in enumerate(hashes) if h]
-                out: list[Any] = [None] * len(spans)
-                for k, v in zip(known, read([late_key(spans[k], hashes[k]) for k in known]), strict=True):
-                    out[k] = v
-                missed = [k for k in known if out[k] is None]
-                if missed:
-                    for k, v in zip(missed, read([legacy_late_key(spans[k]) for k in missed]), strict=True):
-                        out[k] = v
-                return out
+                return read_late(read, spans, [document_hashes.get(c.document_id, "") for c in spans])
             embedder = getattr(embedder, "inner", None)
             seen += 1
         return [None] * len(spans)
