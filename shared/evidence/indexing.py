@@ -298,24 +298,22 @@ class Indexing:
         (bit-identical to `embed_documents`'), and, per document by chunk position, what each
         passage keeps for the anchor (`search.base.AnchorVectors`): the late vector of every
         anchor span pooled in it (`late_ranges`: the same vector the embedded store caches, kept
-        once) and the own vectors of those spans' headings. Passes of 32 passages, the deadline
+        once) and the own vectors of those spans' headings. Passes of 32 passages (`in_slices`), the deadline
         checked between them."""
         import numpy as np
 
-        from evidence.embed.cache import EMBED_SLICE
-        from evidence.retry import check_deadline
+        from evidence.embed.cache import in_slices
         from evidence.search.base import AnchorVectors
 
         ranges, wanted, _ = self._late_placed(docs, texts, owners, embedder)
         vectors = np.empty((len(texts), embedder.dimension), dtype=np.float32)
         pooled_in: list[list[tuple[Chunk, Any]]] = [[] for _ in texts]
-        for start in range(0, len(texts), EMBED_SLICE):
-            check_deadline("embedding the document's passages")
-            part = range(start, min(start + EMBED_SLICE, len(texts)))
-            fresh, pooled = embedder.embed_documents_and_late(
-                [texts[t] for t in part], [ranges[t] for t in part]
-            )
-            vectors[start : start + len(part)] = fresh
+
+        def embed(part: list[int]) -> Any:
+            return embedder.embed_documents_and_late([texts[t] for t in part], [ranges[t] for t in part])
+
+        for part, (fresh, pooled) in in_slices(range(len(texts)), embed, "embedding the document's passages"):
+            vectors[part] = fresh
             for t, vecs in zip(part, pooled, strict=True):
                 pooled_in[t] = [(s, v) for (s, _), v in zip(wanted[t], vecs, strict=True) if v is not None]
         names = list(dict.fromkeys(s.section for held in pooled_in for s, _ in held if s.section))
