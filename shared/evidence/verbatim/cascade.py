@@ -699,8 +699,7 @@ class SpanAnchors:
             query_vector=ctx.query_vector,
             headers=set(),  # the candidates it would drop are not read here
         )
-        # Its k-NN read's hits feed `passage_scores` only: ids, offsets and scores (no text).
-        lexical, _, _ = state.hybrid_features(light=True)
+        lexical, _, _ = state.hybrid_features()
         return lexical
 
 

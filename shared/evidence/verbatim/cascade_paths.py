@@ -325,7 +325,7 @@ class CascadePaths(RunState):
         """The span scorer's ranking of the scope's spans (score, span index; repeats kept), the
         candidates it ranked, and the features' note: what `hybrid_factspan` returns from, and
         what a diagnosis of its misses reads (`bench/qa/recall_gaps.py`)."""
-        lexical, candidates, note = self.hybrid_features(light=True)
+        lexical, candidates, note = self.hybrid_features()
         model = self.cfg.span_model or load_model()
         ranked = rank_spans(
             self.spans,
@@ -343,27 +343,22 @@ class CascadePaths(RunState):
         )
         return ranked, candidates, note
 
-    def hybrid_features(self, *, light: bool = False) -> tuple[dict[str, np.ndarray], list[int], str]:
+    def hybrid_features(self) -> tuple[dict[str, np.ndarray], list[int], str]:
         """The span scorer's lexical features for every span of the scope, and the candidates:
         spans that are not table header rows and that either share a word with the question or
         sit in a scored passage (a span with neither is not evidence).
 
         The passages' k-NN read feeds `passage_scores` only (each hit's score, document and
-        offsets): `light=True` asks the backend for those fields only (`SearchReader.dense`;
-        OpenSearch then returns no text). Both callers opt in (the focus span anchor and
-        `hybrid_ranking`, `HYBRID_FACTSPAN`); the default stays whole for any other reader."""
+        offsets), so it is asked `light` (`SearchReader.dense`: OpenSearch then returns those
+        fields only, no text); its readers are the focus span anchor and `hybrid_ranking`
+        (`HYBRID_FACTSPAN`)."""
         spans = self.spans
         scope = self.scope or {"document_id": sorted({c.document_id for c in spans})}
         k = self.cfg.hybrid_passages
         if self.vector is not None:
-            if light:
-                found = self.backend.dense(
-                    self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE, light=True
-                )
-            else:
-                found = self.backend.dense(
-                    self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE
-                )
+            found = self.backend.dense(
+                self.index, self.vector, k=k, filters=scope, kind=ChunkKind.PASSAGE, light=True
+            )
             scored = [(h.chunk, float(h.dense if h.dense is not None else h.score)) for h in found]
         else:
             found = self.backend.lexical(
