@@ -709,9 +709,7 @@ def _best_cosines(
     """Per hit position: the best of `cosines` over the `spans` inside that passage hit (same
     document, within its offsets, as `_best_inside` reads it); None for a hit holding none."""
     out: list[float | None] = [None] * n_hits
-    by_doc: dict[str, list[tuple[int, int, int]]] = {}
-    for i, c in passages:
-        by_doc.setdefault(c.document_id, []).append((i, c.char_start, c.char_end))
+    by_doc = _by_document(passages)
     for s, cos in zip(spans, cosines, strict=True):
         for i, p0, p1 in by_doc.get(s.document_id, ()):
             if p0 <= s.char_start and s.char_end <= p1:
@@ -720,16 +718,22 @@ def _best_cosines(
     return out
 
 
+def _by_document(passages: Sequence[tuple[int, Chunk]]) -> dict[str, list[tuple[int, int, int]]]:
+    """The passage hits by document: (hit position, char_start, char_end) each, in the hits'
+    order. A span is inside a hit only within the same document, so it is compared with its own
+    document's hits alone (in their order: the results are those of comparing with all)."""
+    by_doc: dict[str, list[tuple[int, int, int]]] = {}
+    for i, c in passages:
+        by_doc.setdefault(c.document_id, []).append((i, c.char_start, c.char_end))
+    return by_doc
+
+
 def _best_inside(
     passages: Sequence[tuple[int, Chunk]], ranked: Sequence[Chunk]
 ) -> dict[int, tuple[int, int]]:
     """Hit position -> the character range of the first of `ranked` (best first) inside it."""
     out: dict[int, tuple[int, int]] = {}
-    # `inside` needs the same document: each span is compared with its document's passages only
-    # (in the passages' order, so the result and its order are those of comparing with all).
-    by_doc: dict[str, list[tuple[int, int, int]]] = {}
-    for i, c in passages:
-        by_doc.setdefault(c.document_id, []).append((i, c.char_start, c.char_end))
+    by_doc = _by_document(passages)
     for s in ranked:
         a, b = s.char_start, s.char_end
         for i, p0, p1 in by_doc.get(s.document_id, ()):
