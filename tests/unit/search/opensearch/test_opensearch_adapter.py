@@ -181,6 +181,22 @@ def _light(response: dict[str, Any]) -> dict[str, Any]:
     return {**response, "hits": {"hits": hits}}
 
 
+def _light_view(hits: list[Any]) -> list[tuple[Any, ...]]:
+    """What a light read promises to answer of each hit: its score and `LIGHT_FIELDS`."""
+    return [
+        (
+            h.score,
+            h.chunk.chunk_id,
+            h.chunk.document_id,
+            h.chunk.kind,
+            h.chunk.char_start,
+            h.chunk.char_end,
+            h.chunk.sequence,
+        )
+        for h in hits
+    ]
+
+
 def test_a_light_dense_read_asks_only_for_ids_and_offsets(fake: FakeClient) -> None:
     """`dense(..., light=True)` asks `_source` for `LIGHT_FIELDS` only (the body is valid: the
     fake checks it) and answers the same hits, scores, ids and offsets, without the text."""
@@ -193,31 +209,15 @@ def test_a_light_dense_read_asks_only_for_ids_and_offsets(fake: FakeClient) -> N
     assert {k: v for k, v in after["body"].items() if k != "_source"} == {
         k: v for k, v in before["body"].items() if k != "_source"
     }
-    key = [
-        (
-            h.score,
-            h.chunk.chunk_id,
-            h.chunk.document_id,
-            h.chunk.kind,
-            h.chunk.char_start,
-            h.chunk.char_end,
-            h.chunk.sequence,
-        )
-        for h in full
-    ]
-    assert [
-        (
-            h.score,
-            h.chunk.chunk_id,
-            h.chunk.document_id,
-            h.chunk.kind,
-            h.chunk.char_start,
-            h.chunk.char_end,
-            h.chunk.sequence,
-        )
-        for h in light
-    ] == key
+    assert _light_view(light) == _light_view(full)
     assert all(h.chunk.text == "" for h in light) and any(h.chunk.text for h in full)
+
+
+def _assert_one_light_knn(fake: FakeClient) -> None:
+    """The searches sent hold one k-NN read, and it asks `_source` for `LIGHT_FIELDS` only."""
+    knn = [s for s in _searches(fake) if "knn" in s["body"]["query"]]
+    assert len(knn) == 1
+    assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
 
 
 def test_the_focus_anchors_knn_read_is_light(fake: FakeClient) -> None:
@@ -232,9 +232,7 @@ def test_the_focus_anchors_knn_read_is_light(fake: FakeClient) -> None:
         backend=_backend(fake), index="idx", query="encryption at rest", query_vector=axis(0)
     )
     SpanAnchors._statistics(spans, ctx, CascadeConfig())
-    knn = [s for s in _searches(fake) if "knn" in s["body"]["query"]]
-    assert len(knn) == 1
-    assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
+    _assert_one_light_knn(fake)
 
 
 def test_the_verbatim_span_scorers_knn_read_is_light(fake: FakeClient) -> None:
@@ -259,9 +257,7 @@ def test_the_verbatim_span_scorers_knn_read_is_light(fake: FakeClient) -> None:
         headers=set(),
     )
     state.hybrid_ranking()
-    knn = [s for s in _searches(fake) if "knn" in s["body"]["query"]]
-    assert len(knn) == 1
-    assert knn[0]["body"]["_source"] == {"includes": list(b.LIGHT_FIELDS)}
+    _assert_one_light_knn(fake)
 
 
 def test_dense_refuses_wrong_dimension(fake: FakeClient) -> None:
