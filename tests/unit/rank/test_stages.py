@@ -844,6 +844,11 @@ def test_focus_anchor_order_moves_a_hit_up_by_its_best_span_cosine() -> None:
     assert anchor_order(hits, cosines, 3, 1.0) == [0, 1, 2, 3]
     assert anchor_order(hits, [0.9, None, None, None], 10, 1.0) is None
     assert anchor_order(hits[:2], cosines[:2], 10, 1.0) is None
+    # Tied fused scores (a constant column counts 0): the cosines alone order hits 2-4, a
+    # negative one last; everything tied keeps the fused order.
+    tied = [cand(chunk(x, f"Passage {x}. {_PAD}", doc=x), 0.5) for x in "wxyz"]
+    assert anchor_order(tied, [None, 0.2, -0.3, 0.9], 10, 1.0) == [0, 3, 1, 2]
+    assert anchor_order(tied, [0.0, 0.5, 0.5, 0.5], 10, 1.0) == [0, 1, 2, 3]
 
     class Plain:
         def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]:
