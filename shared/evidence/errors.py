@@ -88,6 +88,15 @@ class EmbedderMismatchError(EvidenceError):
     code = "embedder_mismatch"
 
 
+class IndexSettingsMismatchError(EvidenceError):
+    """A copy (`evidence migrate`) would mix documents written under other indexing settings
+    (header rule, span vectors, embedding window, cache scope: `search.written`) than the index
+    holds or the running process uses; `field` names the setting. Nothing was written."""
+
+    status = 409
+    code = "index_settings_mismatch"
+
+
 class ConfigurationError(EvidenceError):
     status = 500
     code = "configuration_error"

@@ -3,6 +3,12 @@
 - Vectors are copied, never re-embedded; the target records the source's embedder id and
   dimension, and an existing target built with another embedder is refused
   (EmbedderMismatchError) before anything is written.
+- The indexing settings the documents were written with (`search.written`: header rule, span
+  vectors, embedding window, cache scope) are compared before anything is written: the source
+  index's record with the running process's (`written`: what the copy writes the lexical field
+  and places the anchor's vectors with), and an existing target's record with the source's; a
+  difference is refused (IndexSettingsMismatchError, naming the setting). An index without a
+  record (written before they were recorded) is not compared.
 - Resumable: documents go over in batches, each document's hash marker written last, and
   documents whose hash already matches on the target are skipped — a killed run is simply
   run again.
@@ -18,13 +24,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evidence.errors import BackendError, ConfigurationError, EmbedderMismatchError, IndexNotFoundError
+from evidence.errors import (
+    BackendError,
+    ConfigurationError,
+    EmbedderMismatchError,
+    IndexNotFoundError,
+    IndexSettingsMismatchError,
+)
 from evidence.progress import ProgressFn
 from evidence.records import Chunk, DocumentChunks
 
 if TYPE_CHECKING:
     from evidence.embed.cache import CachedEmbedder
-    from evidence.search.base import AnchorVectors, SearchBackend, Vector
+    from evidence.search.base import AnchorVectors, IndexInfo, SearchBackend, Vector
     from evidence.search.embedded import EmbeddedBackend
     from evidence.search.headers import SectionHeaders
 
@@ -81,11 +93,14 @@ def migrate(
     documents: Iterable[tuple[DocumentChunks, Vector | None]] | None = None,
     progress: ProgressFn | None = None,
     anchors: Anchors | None = None,
+    written: Mapping[str, str] | None = None,
 ) -> MigrateReport:
     """Copy `index` from `source` to `target` (`documents` defaults to the embedded store's).
 
     `anchors`: each document's anchor vectors (`CachedAnchors`), written with its passages when
-    the target keeps them (`search.base.AnchorVectorStore`: OpenSearch); None copies none."""
+    the target keeps them (`search.base.AnchorVectorStore`: OpenSearch); None copies none.
+    `written`: the running process's indexing settings (`search.written.written_with`), compared
+    with the source's record (`_refuse_other_settings`); None compares only source and target."""
     from evidence.search.base import AnchorVectorStore
 
     dest = target_index or index
@@ -104,6 +119,7 @@ def migrate(
             "Migrate into a new index name (--target-index)",
             field="index",
         )
+    _refuse_other_settings(index, info, dest, existing, written)
     target.create_index(dest, embedder_id=info.embedder_id, dimension=info.dimension)
     if documents is None:
         from evidence.search.embedded import EmbeddedBackend
@@ -151,6 +167,41 @@ def migrate(
             flush()
     flush()
     return report
+
+
+def _refuse_other_settings(
+    index: str,
+    info: IndexInfo,
+    dest: str,
+    existing: IndexInfo | None,
+    written: Mapping[str, str] | None,
+) -> None:
+    """IndexSettingsMismatchError, before anything is written, when the source index's documents
+    were written under other indexing settings than the running process's (`written`: the copy
+    writes the lexical field under its header rule and reads the anchor's vectors in its cache
+    scope and window) or than an existing target's documents. Records compare on the settings
+    both hold (`search.written.first_difference`); an index without one is not compared."""
+    from evidence.search.written import first_difference
+
+    source = info.extra.get("written_with")
+    differs = first_difference(source, written)
+    if differs is not None:
+        name, stored, running = differs
+        raise IndexSettingsMismatchError(
+            f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
+            f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
+            "migrate again, or re-index the store under the current settings first",
+            field=name,
+        )
+    kept = existing.extra.get("written_with") if existing is not None else None
+    differs = first_difference(kept, source or written)
+    if differs is not None:
+        name, stored, copied = differs
+        raise IndexSettingsMismatchError(
+            f"target index {dest!r} was written with {name}={stored!r}; the documents of {index!r} "
+            f"were written with {name}={copied!r}. Migrate into a new index name (--target-index)",
+            field=name,
+        )
 
 
 class CachedAnchors:

@@ -194,3 +194,54 @@ def test_migrate_carries_the_anchor_vectors(
         assert main(argv) == 0
     assert json.loads(again.getvalue().strip().splitlines()[-1])["anchor_spans"] == 0
     assert kept("migrated") == want
+
+
+def test_migrate_refuses_other_indexing_settings(
+    tmp_path: Path,
+    target: OpenSearchBackend,
+    osmem_clone: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A store indexed under a section header rule records it (`search.written`); migrating it
+    under settings without the rule (its lexical field and the anchor's placement would be
+    another rule's) is refused before anything is written, naming the setting and the fix; under
+    the store's rule it goes, and the target records it; a store of another rule is then refused
+    into that target (docs/opensearch.md#migrating-an-embedded-index)."""
+    from evidence.errors import IndexNotFoundError
+    from evidence.search.factory import get_backend
+
+    def indexed(name: str, **settings: Any) -> Path:
+        backend = get_backend(Settings(store_dir=tmp_path / name, **settings))
+        backend.create_index(SRC, embedder_id=EMBEDDER, dimension=DIM)
+        docs = corpus()
+        backend.upsert(SRC, docs, vectors_for(docs))
+        backend.close()
+        return tmp_path / name
+
+    headed = indexed("headed", section_header="heading")
+    assert EmbeddedBackend(headed).get_index(SRC).extra["written_with"]["section_header"] == "heading"
+    capsys.readouterr()
+    code, report = _cli(headed, osmem_clone.url)
+    err = capsys.readouterr().err
+    assert (code, report) == (2, None)
+    assert "section_header='heading'" in err and "EVIDENCE_SECTION_HEADER=heading" in err
+    with pytest.raises(IndexNotFoundError):
+        target.get_index(SRC)  # nothing written, not even the index
+    monkeypatch.setenv("EVIDENCE_SECTION_HEADER", "heading")
+    code, report = _cli(headed, osmem_clone.url)
+    assert code == 0 and report is not None and report["created"] == len(corpus())
+    kept = target.get_index(SRC)
+    assert kept.extra["written_with"]["section_header"] == "heading"
+    assert "embedding_cache_scope" not in kept.extra["written_with"]  # OpenSearch has no cache
+
+    monkeypatch.delenv("EVIDENCE_SECTION_HEADER")
+    plain = indexed("plain")
+    capsys.readouterr()
+    code, report = _cli(plain, osmem_clone.url)
+    err = capsys.readouterr().err
+    assert (code, report) == (2, None)
+    assert f"target index {SRC!r} was written with section_header='heading'" in err
+    assert "--target-index" in err
+    code, report = _cli(plain, osmem_clone.url, "--target-index", "vendor-a-plain")
+    assert code == 0 and report is not None

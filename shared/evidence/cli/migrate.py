@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from evidence.migrate import migrate
     from evidence.progress import Progress
     from evidence.search.opensearch import OpenSearchBackend
+    from evidence.search.written import written_with
 
     if args.batch_size < 1:
         raise CliError("--batch-size must be >= 1")
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             progress=bar,
             anchors=anchors,
+            written=written_with(settings),
         )
     finally:
         bar.close()

@@ -7,10 +7,11 @@ store; each index is an `IndexStore` (`embedded_store.py`: SQLite records + tant
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -79,6 +80,7 @@ class EmbeddedBackend:
         analyzer: AnalyzerConfig | None = None,
         ann: AnnConfig | None = DEFAULT_ANN,
         headers: SectionHeaders = OFF,
+        written_with: Mapping[str, str] | None = None,
     ) -> None:
         if (k1, b) != (1.2, 0.75):
             # tantivy fixes BM25's k1 and b; other values would silently not apply.
@@ -96,6 +98,9 @@ class EmbeddedBackend:
         self.ann = ann
         #: What of a chunk's section its BM25 document carries (docs/ingest.md#section-headers).
         self.headers = headers
+        #: The settings this process writes documents with (`search.written`), recorded by each
+        #: index at a write that changes a document; None records nothing.
+        self.written_with = json.dumps(dict(written_with), sort_keys=True) if written_with else None
 
     def _root(self, index: str) -> Path:
         validate_index_name(index)
@@ -114,6 +119,7 @@ class EmbeddedBackend:
                 root.mkdir(parents=True, exist_ok=True)
             opened = IndexStore.open(root, self.analyzer_config, k1=self.k1, b=self.b, ann=self.ann)
             opened.headers = self.headers
+            opened.written_with = self.written_with
             self._indexes[index] = opened
             return opened
 

@@ -88,6 +88,9 @@ class IndexStore(LexicalStore, DenseStore):
         self._group: GroupCommit[_Write, list[UpsertResult] | int] = GroupCommit(self._commit_group)
         #: (generation, table) of `initialisms`, rebuilt when a commit changed the index.
         self._initialisms: tuple[int, initialisms.Table] = (-1, {})
+        #: What this process writes documents with (`search.written`), recorded in `info` by a
+        #: commit whose upserts changed a document; set by `EmbeddedBackend` (None: not recorded).
+        self.written_with: str | None = None
 
     @classmethod
     def open(
@@ -143,6 +146,7 @@ class IndexStore(LexicalStore, DenseStore):
             removed: list[int] = []
             added: list[tuple[int, str, bytes]] = []
             db.execute("BEGIN IMMEDIATE")
+            wrote_documents = False
             try:
                 before = self.generation(db)
                 for write in writes:
@@ -170,10 +174,13 @@ class IndexStore(LexicalStore, DenseStore):
                         continue
                     db.execute("RELEASE write")
                     changed = changed or wrote
+                    wrote_documents = wrote_documents or (isinstance(write, _Upsert) and wrote)
                     deleted = deleted or (isinstance(write, _Delete) and wrote)
                     outcomes.append(outcome)
                 if changed:
                     self.set_info("generation", str(before + 1))
+                    if wrote_documents and self.written_with is not None:
+                        self.set_info("written_with", self.written_with)
                     self._publish(before, removed, added)
                 else:
                     db.execute("COMMIT")

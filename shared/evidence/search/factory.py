@@ -29,6 +29,7 @@ def get_backend(settings: Settings) -> SearchBackend:
             max_probes=settings.ann_max_probes,
         )
         from evidence.search.headers import SectionHeaders
+        from evidence.search.written import written_with
 
         return EmbeddedBackend(
             settings.store_dir,
@@ -37,6 +38,7 @@ def get_backend(settings: Settings) -> SearchBackend:
             analyzer=analyzer,
             ann=ann,
             headers=SectionHeaders.from_settings(settings),
+            written_with=written_with(settings),
         )
     if settings.backend is BackendKind.OPENSEARCH:
         if not settings.opensearch_endpoint:

@@ -148,8 +148,15 @@ def _keyword() -> dict[str, Any]:
     return {"type": "keyword", "ignore_above": _IGNORE_ABOVE}
 
 
-def mappings(embedder_id: str, dimension: int, caps: Capabilities = LATEST) -> dict[str, Any]:
-    """Field mappings; `_meta` records the embedder so a mismatch can be refused later."""
+def mappings(
+    embedder_id: str,
+    dimension: int,
+    caps: Capabilities = LATEST,
+    written_with: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Field mappings; `_meta` records the embedder so a mismatch can be refused later, and
+    `written_with` (`search.written`: the indexing settings the index is created under, when
+    given) so that `evidence migrate` can refuse to mix another's documents into it."""
     text_english: dict[str, Any] = {"type": "text", "analyzer": "english"}
     properties: dict[str, Any] = {
         "chunk_id": {"type": "keyword"},
@@ -199,13 +206,16 @@ def mappings(embedder_id: str, dimension: int, caps: Capabilities = LATEST) -> d
         {f"metadata_{kind}": {"path_match": "metadata.*", "match_mapping_type": kind, "mapping": _keyword()}}
         for kind in ("string", "long", "double", "boolean", "date")
     ]
+    meta: dict[str, Any] = {
+        "evidence_schema": SCHEMA_VERSION,
+        "embedder_id": embedder_id,
+        "dimension": dimension,
+        "engine": engine if dimension > 0 else None,
+    }
+    if written_with:
+        meta["written_with"] = dict(written_with)
     return {
-        "_meta": {
-            "evidence_schema": SCHEMA_VERSION,
-            "embedder_id": embedder_id,
-            "dimension": dimension,
-            "engine": engine if dimension > 0 else None,
-        },
+        "_meta": meta,
         "dynamic": True,
         "date_detection": False,
         "numeric_detection": False,
@@ -223,12 +233,18 @@ def index_settings(*, serverless: bool, k1: float = 1.2, b: float = 0.75) -> dic
 
 
 def create_index_body(
-    embedder_id: str, dimension: int, caps: Capabilities = LATEST, *, k1: float = 1.2, b: float = 0.75
+    embedder_id: str,
+    dimension: int,
+    caps: Capabilities = LATEST,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+    written_with: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """PUT /{index}."""
     return {
         "settings": index_settings(serverless=caps.serverless, k1=k1, b=b),
-        "mappings": mappings(embedder_id, dimension, caps),
+        "mappings": mappings(embedder_id, dimension, caps, written_with),
     }
 
 

@@ -88,6 +88,42 @@ def test_embedder_is_recorded_once_and_refused_when_it_differs(backend: Embedded
         backend.create_index(INDEX, embedder_id="other", dimension=DIM)
 
 
+def test_the_settings_of_the_last_write_that_changed_a_document_are_recorded(tmp_path: Path) -> None:
+    """`IndexInfo.extra["written_with"]` (`search.written`, what `evidence migrate` compares) is
+    the record of the last upsert that created or updated a document; an unchanged upsert and a
+    delete leave it; an index written by a backend without one records nothing."""
+    from evidence.config import Settings
+    from evidence.search.written import written_with
+
+    plain = EmbeddedBackend(tmp_path)
+    plain.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    docs = [_doc("a", "# Keys\n\nKeys rotate yearly.\n"), _doc("b", "# Backups\n\nBackups are tested.\n")]
+    plain.upsert(INDEX, docs[:1], [_vectors(docs[0])])
+    assert "written_with" not in plain.get_index(INDEX).extra
+    plain.close()
+
+    def under(**settings: object) -> EmbeddedBackend:
+        return EmbeddedBackend(tmp_path, written_with=written_with(Settings(**settings)))  # type: ignore[arg-type]
+
+    def recorded(backend: EmbeddedBackend) -> dict[str, str]:
+        return dict(backend.get_index(INDEX).extra["written_with"])
+
+    headed = under(section_header="path")
+    headed.upsert(INDEX, docs[:1], [_vectors(docs[0])])  # unchanged: nothing recorded
+    assert "written_with" not in headed.get_index(INDEX).extra
+    headed.upsert(INDEX, docs[1:], [_vectors(docs[1])])
+    assert recorded(headed) == written_with(Settings(section_header="path"))
+    assert recorded(headed)["section_header_legs"] == "both"
+    headed.close()
+    scoped = under(embedding_cache_scope="shared")
+    scoped.delete_document(INDEX, "a")  # a delete writes no document
+    assert recorded(scoped)["section_header"] == "path"
+    scoped.upsert(INDEX, docs[:1], [_vectors(docs[0])])
+    assert recorded(scoped) == written_with(Settings(embedding_cache_scope="shared"))
+    assert "section_header_legs" not in recorded(scoped)  # off: the legs change nothing
+    scoped.close()
+
+
 def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
     with pytest.raises(IndexNotFoundError):
         backend.index_store("absent")

@@ -22,6 +22,7 @@ from evidence.search import opensearch_bodies as bodies
 from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo, Vector
 from evidence.search.opensearch.transport import Transport
+from evidence.search.written import parse, without_cache, written_with
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class IndexAdmin(Transport):
                 "engine": meta.get("engine") or "faiss",
                 "has_generation": bool(meta.get("has_generation")),
                 "has_anchor_vectors": bool(meta.get("has_anchor_vectors")),
+                **({"written_with": record} if (record := parse(meta.get("written_with"))) else {}),
             },
         )
 
@@ -145,7 +147,12 @@ class IndexAdmin(Transport):
         )
         if not exists:
             body = bodies.create_index_body(
-                embedder_id, dimension, self.capabilities(), k1=self.settings.bm25_k1, b=self.settings.bm25_b
+                embedder_id,
+                dimension,
+                self.capabilities(),
+                k1=self.settings.bm25_k1,
+                b=self.settings.bm25_b,
+                written_with=without_cache(written_with(self.settings)),
             )
             try:
                 self._call(

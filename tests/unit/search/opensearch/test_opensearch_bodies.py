@@ -72,6 +72,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
     out: list[tuple[str, str, Any]] = [
         ("put", "/{index}", b.create_index_body(EMBEDDER, DIM, caps, k1=0.9, b=0.4)),
         ("put", "/{index}", b.create_index_body(EMBEDDER, 0, caps)),
+        ("put", "/{index}", b.create_index_body(EMBEDDER, DIM, caps, written_with={"section_header": "off"})),
         (
             "put",
             "/_index_template/{name}",

@@ -1,0 +1,75 @@
+"""What an index's documents were written with: the indexing settings that shape what is stored
+(the passage vectors' model and window, the section header rule in the lexical field and the
+vectors' inputs, which late span vectors exist) or where it is cached (the embedding cache
+scope), recorded by the stores so that a copy (`evidence migrate`) can refuse to mix two
+(docs/opensearch.md#migrating-an-embedded-index).
+
+The record is a flat mapping of setting names (`Settings` field names, so a message can name the
+variable `EVIDENCE_<NAME>`) to strings. The embedded store keeps the one of its last write that
+changed a document (index `info`, `written_with`); OpenSearch keeps the one the index was created
+with (`_meta.written_with`), without the cache scope (it has no cache). Only the keys two records
+share are compared, so a record with fewer keys (an older one) is compared on what it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evidence.config import Settings
+
+#: The key of the embedding cache scope: a property of the embedded store only.
+CACHE_SCOPE = "embedding_cache_scope"
+
+
+def written_with(settings: Settings) -> dict[str, str]:
+    """The record of `settings`: what a write under them stores. The section header's legs and
+    spans are recorded only under a header rule (off, they change nothing)."""
+    out = {
+        "embedder": settings.embedder.value,
+        "embed_max_tokens": str(settings.embed_max_tokens),
+        "embed_long_text": settings.embed_long_text.value,
+        "section_header": settings.section_header.value,
+        "embed_spans_at_index": settings.embed_spans_at_index.value,
+        CACHE_SCOPE: settings.embedding_cache_scope.value,
+    }
+    if settings.section_header.value != "off":
+        out["section_header_legs"] = settings.section_header_legs.value
+        out["section_header_spans"] = str(settings.section_header_spans).lower()
+    return out
+
+
+def without_cache(record: Mapping[str, str]) -> dict[str, str]:
+    """`record` as an index with no embedding cache (OpenSearch) keeps it."""
+    return {k: v for k, v in record.items() if k != CACHE_SCOPE}
+
+
+def first_difference(
+    recorded: Mapping[str, str] | None, other: Mapping[str, str] | None
+) -> tuple[str, str, str] | None:
+    """(setting, recorded value, other value) of the first setting both records hold with
+    different values (in `recorded`'s order); None when they agree or either is missing. A key
+    one record lacks (written before it was recorded, or under no header rule) compares as the
+    value it had then: `section_header_legs`/`_spans` are only told apart under a header rule,
+    and `section_header` itself is always recorded."""
+    if not recorded or not other:
+        return None
+    for key, value in recorded.items():
+        if key in other and str(other[key]) != str(value):
+            return key, str(value), str(other[key])
+    return None
+
+
+def parse(value: object) -> dict[str, str] | None:
+    """A stored record (a mapping, or its JSON text) as a record; None when absent or unreadable."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
