@@ -194,7 +194,8 @@ class MiniLMEmbedder:
         range no word piece overlaps (white space). Pieces past the windows `embed_documents`
         runs (under `LongTextRule.FIRST`, a text longer than `max_tokens - 2` pieces) are read
         from the text's further windows (`split_windows(n, max_tokens - 2, 0)`), run for that
-        alone in a second `_hidden` call (docs/ingest.md#span-vectors-at-indexing)."""
+        alone in a second `_hidden` call (docs/ingest.md#span-vectors-at-indexing). A change to
+        what a range's vector is bumps `embed.late.LATE_VERSION` (the cache keys name it)."""
         n = len(texts)
         late: list[list[Matrix | None]] = [[None] * len(r) for r in ranges]
         if not n:

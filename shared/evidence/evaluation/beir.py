@@ -22,7 +22,7 @@ from typing import Any
 
 from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
-from evidence.evaluation.files import ingest_code_digest, open_text, slug
+from evidence.evaluation.files import ingest_code_digest, late_version_tag, open_text, slug
 from evidence.evaluation.metrics import (
     documents_from_chunks,
     mrr_at,
@@ -140,6 +140,8 @@ def _fingerprint(ds: Dataset, service: EvidenceService, with_vectors: bool) -> s
     # The span extractor and chunker make what is scored (rationale recall reads the spans): a
     # changed one must re-index, as the QA suite's fingerprint does.
     h.update(ingest_code_digest().encode())
+    if with_vectors:
+        h.update(late_version_tag())
     return h.hexdigest()
 
 

@@ -29,6 +29,16 @@ def ingest_code_digest() -> str:
     return h.hexdigest()
 
 
+def late_version_tag() -> bytes:
+    """What an evaluation index's fingerprint adds for the late vectors' code
+    (`embed.late.LATE_VERSION`): nothing at version 1, so the fingerprints of the stores written
+    so far stand; after a bump their suites are indexed afresh (the anchor would otherwise find no
+    vector of the new version and score as if off)."""
+    from evidence.embed.late import LATE_VERSION
+
+    return b"" if LATE_VERSION == 1 else f"late-vectors:{LATE_VERSION}".encode()
+
+
 def slug(name: str) -> str:
     out = "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
     return out[:40] or "dataset"

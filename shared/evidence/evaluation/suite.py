@@ -14,7 +14,7 @@ from typing import Any
 
 from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
-from evidence.evaluation.files import ingest_code_digest, slug
+from evidence.evaluation.files import ingest_code_digest, late_version_tag, slug
 from evidence.evaluation.metrics import percentile
 from evidence.evaluation.qa import QA_EVIDENCE_CHARS, answer_found, load_qa, squash
 from evidence.progress import ProgressFn
@@ -119,6 +119,7 @@ def _qa_fingerprint(family: QaFamily, service: EvidenceService) -> str:
             [s.passage_tokens, s.passage_overlap, s.record_max_tokens, document_key(service.embedder)]
         ).encode()
     )
+    h.update(late_version_tag())
     if (headers := SectionHeaders.from_settings(s).params()) is not None:
         # Only under a header rule, so that the fingerprints of stores indexed without one stand.
         h.update(json.dumps(headers, sort_keys=True).encode())

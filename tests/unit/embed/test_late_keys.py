@@ -145,3 +145,50 @@ def test_a_store_written_before_keeps_its_late_vectors_until_the_document_is_wri
     # written again (other content) under `off`: the old-format vector is gone, not read
     _service(tmp_path / "s", "off").write_documents(INDEX, [_document(LONG, "h2")])
     assert _anchor_reads(_service(tmp_path / "s", "off")) is None
+
+
+def test_the_current_version_keeps_the_keys_stores_hold() -> None:
+    """`LATE_VERSION` 1 is the code the stores were written with: its keys are the formula they
+    hold (no version in them), the pre-session-47 key too; another version's keys differ from both."""
+    from evidence.embed import late
+    from evidence.ids import content_hash
+
+    (span,) = [c for c in _document(SHORT, "h1").chunks if c.kind is ChunkKind.SPAN and c.text == SPAN]
+    place = f"{span.document_id}\x00{span.char_start}\x00{span.char_end}\x00{span.text}"
+    assert late.LATE_VERSION == 1
+    assert late_key(span, "h1") == late_key(span, "h1", 1) == content_hash(f"late\x00h1\x00{place}")
+    assert legacy_late_key(span) == content_hash(f"late\x00{place}")
+    bumped = late_key(span, "h1", 2)
+    assert bumped not in {late_key(span, "h1"), legacy_late_key(span)}
+    assert bumped == content_hash(f"late2\x00h1\x00{place}")
+
+
+def test_a_bumped_version_reads_no_vector_the_earlier_code_pooled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a pooling or passage-choice change bumps `LATE_VERSION`, neither a key of the earlier
+    version nor a pre-session-47 key (pooled by version 1) is read: the anchor finds no vector
+    until the document is written again, which writes the new version's; evaluation indexes
+    re-index (their fingerprint names the version). At version 1 both are read as before."""
+    from evidence.embed import late
+    from evidence.evaluation.files import late_version_tag
+
+    service = _service(tmp_path / "s", "late")
+    service.write_documents(INDEX, [_document(SHORT, "h1")])
+    current = _anchor_reads(service)
+    assert current is not None and late_version_tag() == b""
+    cache = service.document_embedder(INDEX)
+    assert isinstance(cache, CachedEmbedder)
+    (span,) = [c for c in _document(SHORT, "h1").chunks if c.kind is ChunkKind.SPAN and c.text == SPAN]
+    cache.put_late([(legacy_late_key(span), current)])  # as a pre-session-47 store holds it too
+
+    monkeypatch.setattr(late, "LATE_VERSION", 2)
+    assert late_version_tag() == b"late-vectors:2"
+    assert _anchor_reads(service) is None  # version 1's vector (and the legacy key's) not read
+    service.write_documents(INDEX, [_document(LONG, "h2")])  # written again: version 2's keys
+    again = _anchor_reads(service)
+    assert again is not None
+    assert cache.cached_late([late_key(span, "h2", 2)])[0] is not None
+    assert cache.cached_late([late_key(span, "h2", 1)])[0] is None
+    monkeypatch.setattr(late, "LATE_VERSION", 1)
+    assert _anchor_reads(service) is None  # and version 1 reads no version 2 vector
