@@ -100,7 +100,14 @@ class RuleBackend:
         return self.single @ q
 
     def dense(
-        self, index: str, vector: Any, *, k: int, filters: Any = None, kind: Any = ChunkKind.PASSAGE
+        self,
+        index: str,
+        vector: Any,
+        *,
+        k: int,
+        filters: Any = None,
+        kind: Any = ChunkKind.PASSAGE,
+        light: bool = False,
     ) -> list[SearchHit]:
         assert not filters and kind in (ChunkKind.PASSAGE, None)
         q = np.asarray(vector, dtype=np.float32)

@@ -199,9 +199,7 @@ class ScopedBackend:
         merged = self._merge(filters)
         if isinstance(merged, _Nothing):
             return []
-        if light:
-            return self._saw(self._backend.dense(index, vector, k=k, filters=merged, kind=kind, light=True))
-        return self._saw(self._backend.dense(index, vector, k=k, filters=merged, kind=kind))
+        return self._saw(self._backend.dense(index, vector, k=k, filters=merged, kind=kind, light=light))
 
     def lookup(
         self, index: str, filters: Filters, *, limit: int = 100, kind: ChunkKind | None = None

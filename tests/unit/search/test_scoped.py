@@ -187,6 +187,22 @@ def test_with_no_filters_bound_every_read_is_sent_as_it_is() -> None:
     ]
 
 
+@pytest.mark.parametrize("light", [False, True])
+def test_a_dense_read_passes_light_on_as_it_is_asked(light: bool) -> None:
+    """The view forwards `light` as the caller gives it, false too (the port's `dense` takes it;
+    false is every backend's default, so the call means what it meant when it was left out)."""
+    seen: list[dict[str, Any]] = []
+
+    class Asked(Recording):
+        def dense(self, index: str, vector: Any, **kw: Any) -> list[SearchHit]:
+            seen.append(kw)
+            return [self.hit]
+
+    for bound in (None, TENANT_A):
+        bind_filters(Asked(), bound).dense(INDEX, vec("q"), k=5, light=light)
+    assert [kw["light"] for kw in seen] == [light, light]
+
+
 def test_a_requests_filters_bind_as_they_are_floats_included() -> None:
     """`Filters` holds every value a request's `filters` may (`model.MetaScalar`: a float too):
     mypy (make lint) refuses this call if the two drift apart, and the view sends them as given."""
