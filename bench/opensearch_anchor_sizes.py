@@ -97,7 +97,7 @@ def index_sizes(service: Any, index: str) -> tuple[dict[str, Any], dict[str, Any
         spans = anchor_spans(own)
         anchor_count += len(spans)
         inputs = [headers.dense_text(p) for p in passages]
-        first = minilm.first_window_chars(inputs) if inputs else []
+        first = minilm.first_window_chars(inputs, keep=False) if inputs else []
         placed = late_ranges(
             passages, inputs, first, spans, past_window=service.settings.late_spans_past_window
         )

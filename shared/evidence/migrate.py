@@ -212,7 +212,8 @@ class CachedAnchors:
     the passage `embed.late.late_ranges` pools it in, and the cached own vector of each of those
     spans' headings. A span (or heading) the cache lacks is left out: the anchor's no-op for it,
     as on the source. Placing needs each passage input's first-window length, so a document with
-    a cached late vector is **tokenized** (`first_window_chars`: the tokenizer only, no model run).
+    a cached late vector is **tokenized** (`first_window_chars`: the tokenizer only, no model run;
+    the encodings are not kept, as indexing keeps them for its pass: none follows here).
 
     `embedder`: the source's document embedder in the index's cache scope; `headers`: the section
     header rule the store was indexed under (what a passage's input is, `dense_text`)."""
@@ -238,7 +239,8 @@ class CachedAnchors:
         passages = [doc.chunks[i] for i in at]
         inputs = [self.headers.dense_text(c) for c in passages]
         # past_window=True: a span cached under either setting is placed as indexing placed it.
-        placed = late_ranges(passages, inputs, self.embedder.first_window_chars(inputs), spans)
+        # keep=False: no pass follows to take the encodings (placing is all migrate tokenizes for).
+        placed = late_ranges(passages, inputs, self.embedder.first_window_chars(inputs, keep=False), spans)
         held: dict[int, list[tuple[Chunk, Vector]]] = {}
         for span, vec, rng in zip(spans, late, placed, strict=True):
             if vec is not None and rng is not None:

@@ -119,7 +119,7 @@ class _DocumentsElsewhere:
 
         return isinstance(self.inner, LateEmbedder)
 
-    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+    def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
         """The tokenizer's answer (`MiniLMEmbedder.first_window_chars`), here: no model runs. The
         encodings are not kept: the pass that would take them runs in the other process, which
         tokenizes the texts itself."""

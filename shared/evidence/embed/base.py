@@ -53,8 +53,10 @@ class LateEmbedder(Embedder, Protocol):
     """An Embedder that gives, from a text's own forward pass, the late-chunked vectors of
     character ranges of it (a local MiniLM; `embed.late`)."""
 
-    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
-        """How many characters of each text the window `embed_documents` reads covers."""
+    def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
+        """How many characters of each text the window `embed_documents` reads covers. `keep`:
+        the embedder may keep the texts' encodings for an `embed_documents_and_late` of the same
+        texts to take (indexing); False when no such call follows (migrate places spans only)."""
         ...
 
     def embed_documents_and_late(

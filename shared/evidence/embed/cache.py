@@ -322,10 +322,10 @@ class CachedEmbedder:
         vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         return vectors, [late.get(i, []) for i in range(len(texts))]
 
-    def first_window_chars(self, texts: Sequence[str]) -> list[int]:
+    def first_window_chars(self, texts: Sequence[str], *, keep: bool = True) -> list[int]:
         inner = self.inner
         assert isinstance(inner, LateEmbedder), "first_window_chars needs a late-chunking embedder"
-        return inner.first_window_chars(texts)
+        return inner.first_window_chars(texts, keep=keep)
 
     def put_late(self, items: Sequence[tuple[str, Matrix]]) -> None:
         """Cache late vectors by key (`embed.late.late_key`; their own model key: `LATE_SUFFIX`)."""

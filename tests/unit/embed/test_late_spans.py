@@ -336,6 +336,25 @@ def test_late_indexing_tokenizes_each_passage_once(tmp_path: Path, monkeypatch: 
     assert not emb._encoded  # taken
 
 
+def test_migrate_places_the_anchor_vectors_keeping_no_encodings(tmp_path: Path) -> None:
+    """`migrate.CachedAnchors` tokenizes a document's passages to place its spans
+    (`first_window_chars`) and runs no pass that would take the encodings: it keeps none (they
+    were held, one document's, for the life of the process)."""
+    from evidence.migrate import CachedAnchors
+    from evidence.search.embedded import EmbeddedBackend, iter_chunks
+    from evidence.search.headers import SectionHeaders
+
+    late = _service(tmp_path, "late", "late")
+    embedder = late.document_embedder(INDEX)
+    assert isinstance(embedder, CachedEmbedder) and isinstance(embedder.inner, MiniLMEmbedder)
+    embedder.inner._encoded.clear()  # what indexing left (its pass took them all)
+    assert isinstance(late.backend, EmbeddedBackend)
+    ((doc, _),) = list(iter_chunks(late.backend, INDEX))
+    anchors = CachedAnchors(embedder, SectionHeaders.from_settings(late.settings))(doc)
+    assert sum(len(a.spans) for a in anchors.values()) >= 3
+    assert not embedder.inner._encoded
+
+
 def test_embed_late_runs_the_passages_the_model_is_needed_for_in_slices(tmp_path: Path) -> None:
     """`CachedEmbedder.embed_late` (`in_slices`): a passage with a range, or without a cached
     vector, runs through the model, `EMBED_SLICE` of them a call; one cached and without a range
