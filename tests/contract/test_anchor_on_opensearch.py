@@ -15,7 +15,7 @@ validated against the API spec, as in the contract suite.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,24 @@ def _opensearch_service(
     return EvidenceService(settings, backend=backend, embedder=minilm), backend
 
 
+#: A fresh OpenSearch service over osmem (one process's), ranking reads answered by `embedded`.
+OpenSearchService = Callable[[], tuple[EvidenceService, RankedByEmbedded]]
+
+
+@pytest.fixture
+def opensearch(  # noqa: PLR0917 - fixtures
+    tmp_path: Path,
+    minilm: MiniLMEmbedder,
+    embedded: EvidenceService,
+    osmem_clone: Any,
+    log: list[tuple[str, str, Any]],
+    checked: None,
+) -> OpenSearchService:
+    """`_opensearch_service` on the test's osmem clone, every body it sends recorded and checked
+    against the API spec after the test (`checked`)."""
+    return lambda: _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+
+
 @pytest.fixture
 def checked(osmem_server: Any, log: list[tuple[str, str, Any]]) -> Iterator[None]:
     """After the test: every body sent to osmem validated against the API spec."""
@@ -165,15 +183,10 @@ def _anchor_off(embedded: EvidenceService) -> EvidenceService:
     return EvidenceService(settings, backend=embedded.backend, embedder=embedded.embedder)
 
 
-def test_default_evidence_on_opensearch_is_the_embedded_stores(  # noqa: PLR0917 - fixtures
-    tmp_path: Path,
-    minilm: MiniLMEmbedder,
-    embedded: EvidenceService,
-    osmem_clone: Any,
-    log: list[tuple[str, str, Any]],
-    checked: None,
+def test_default_evidence_on_opensearch_is_the_embedded_stores(
+    embedded: EvidenceService, opensearch: OpenSearchService
 ) -> None:
-    service, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    service, backend = opensearch()
     assert not service.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
     want = {q: _evidence(embedded, q) for q in QUESTIONS}
     got = {q: _evidence(service, q) for q in QUESTIONS}
@@ -210,19 +223,13 @@ def _f16(v: Any) -> bytes:
     return bytes(np.asarray(v).astype(np.float16).astype(np.float32).tobytes())
 
 
-def test_an_index_written_before_keeps_working_without_the_anchor(  # noqa: PLR0917 - fixtures
-    tmp_path: Path,
-    minilm: MiniLMEmbedder,
-    embedded: EvidenceService,
-    osmem_clone: Any,
-    log: list[tuple[str, str, Any]],
-    checked: None,
-    monkeypatch: pytest.MonkeyPatch,
+def test_an_index_written_before_keeps_working_without_the_anchor(
+    embedded: EvidenceService, opensearch: OpenSearchService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An index the code before schema 3 wrote (no `anchor_vectors` mapped or kept) answers
     `default` as before: no error, the anchor reads nothing (the anchor-off evidence). A document
     written again by this code (the field then mapped first) gets the vectors."""
-    service, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    service, backend = opensearch()
     with monkeypatch.context() as old:
         mappings = bodies.mappings
 
@@ -244,7 +251,7 @@ def test_an_index_written_before_keeps_working_without_the_anchor(  # noqa: PLR0
     # Written again by this code, in a fresh process (its first write puts the mapping).
     (document,) = {p.document_id for p in passages}
     service.delete_document(INDEX, document)
-    again, backend = _opensearch_service(tmp_path, minilm, embedded, osmem_clone.url, log)
+    again, backend = opensearch()
     assert not again.index_paths(INDEX, [DOCS / "lipravex.md"]).failed
     mapping = backend.client.indices.get_mapping(index=INDEX)[INDEX]["mappings"]["properties"]
     assert mapping[bodies.ANCHOR_FIELD].get("enabled") in (False, "false")
