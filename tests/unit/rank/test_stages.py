@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -741,6 +742,27 @@ def test_focus_drop_repeats_drops_a_hit_whose_run_is_already_in_the_evidence() -
     assert [d["chunk_id"] for d in run.trace.detail["dropped"]] == ["b"]
 
 
+class _AnchorCase(NamedTuple):
+    """The focus span anchor's scenario: passage `p` (doc-p, scored 0.5) after an unrelated first
+    hit; its answer sentence shares no word with the question, the sentence before it does."""
+
+    first: Candidate
+    passage: Candidate
+    lead: str
+    answer: str
+    query: str
+    at: int  # where the answer starts in the passage's text
+
+
+def _anchor_case(first_score: float) -> _AnchorCase:
+    lead = "You may distribute copies of the work."
+    answer = "A fee may be asked for the physical act of transfer."
+    text = f"{_PAD} {lead} {answer} {_PAD}"
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), first_score)
+    query = "Can I charge money to distribute copies?"
+    return _AnchorCase(first, cand(chunk("p", text), 0.5), lead, answer, query, text.index(answer))
+
+
 def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -756,13 +778,7 @@ def test_focus_span_anchor_keeps_the_run_holding_the_span_scorers_best_span(
     from evidence.rank.stages import FocusHits
     from evidence.verbatim import cascade
 
-    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.9)
-    lead = "You may distribute copies of the work."
-    answer = "A fee may be asked for the physical act of transfer."
-    text = f"{_PAD} {lead} {answer} {_PAD}"
-    c = cand(chunk("p", text), 0.5)
-    query = "Can I charge money to distribute copies?"
-    at = text.index(answer)
+    first, c, lead, answer, query, at = _anchor_case(0.9)
 
     class Fixed:
         def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]:
@@ -824,15 +840,9 @@ def test_focus_anchor_order_moves_a_hit_up_by_its_best_span_cosine() -> None:
     from evidence.rank.stages import FocusHits
 
     assert (ANCHOR_ORDER_HITS, ANCHOR_ORDER_WEIGHT) == (10, 1.0)
-    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.95)
+    first, c, _, answer, query, at = _anchor_case(0.95)
     second = cand(chunk("s", f"Second passage on labels. {_PAD}", doc="fourth"), 0.9)
     middle = cand(chunk("m", f"Another passage on storage. {_PAD}", doc="third"), 0.8)
-    lead = "You may distribute copies of the work."
-    answer = "A fee may be asked for the physical act of transfer."
-    text = f"{_PAD} {lead} {answer} {_PAD}"
-    c = cand(chunk("p", text), 0.5)
-    query = "Can I charge money to distribute copies?"
-    at = text.index(answer)
     hits = [first, second, middle, c]
     # The first hit's cosine is never read; `middle`: no candidate span, the lowest of hits 2-4.
     cosines: list[float | None] = [0.0, 0.1, None, 0.9]
