@@ -165,22 +165,25 @@ class PipelinePlugin:
     def answer_signal(self, query: str, outcome: RankOutcome, env: ProfileEnv) -> AnswerSignal:
         from evidence.rank.confidence import answer_signal
 
+        # The hits in the order the signal's models were fitted on, when a stage returned them in
+        # another (`RankOutcome.judged`: `focus`'s `anchor_order`); else the hits returned.
+        hits = outcome.hits if outcome.judged is None else outcome.judged
         signal = answer_signal(
             query,
-            outcome.hits,
+            hits,
             outcome.followups,
-            cosines=head_cosines(env, outcome.hits),
+            cosines=head_cosines(env, hits),
             embedder_id=env.embedder_id,
             min_confidence=env.settings.answer_min_confidence,
         )
-        if self.grounded and outcome.hits:
+        if self.grounded and hits:
             from evidence.verbatim.cascade import question_groups
             from evidence.verbatim.grounding import apply_grounding
 
             floor = env.settings.answer_min_grounding
             signal = apply_grounding(
                 query,
-                outcome.hits,
+                hits,
                 signal,
                 floor,
                 question_groups(query),

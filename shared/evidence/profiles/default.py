@@ -28,7 +28,9 @@ class DefaultPlugin(PipelinePlugin):
         vectors read from the store's embedding cache only, where indexing put them: nothing is
         embedded at query time (on by default since session 46; docs/ranking.md#focus-span-anchor-r2-46);
         the same spans' cosines with the question order hits 2-10 before focus cuts them
-        (`FocusHits(anchor_order=…)`, docs/ranking.md#focus-anchor-order)."""
+        (`FocusHits(anchor_order=…)`, docs/ranking.md#focus-anchor-order), while the answer signal
+        reads them in their fused order, cut as focus cuts them there (`RankOutcome.judged`,
+        docs/ranking.md#focus-anchor-order-judged)."""
         base = super().pipeline(env)
         if env is None or not env.settings.focus_span_anchor or env.index is None or env.services is None:
             return base

@@ -2,7 +2,8 @@
 
 Every retrieve reports `confidence` in [0, 1] and `can_answer` (docs/ranking.md, Answerability).
 The signal reads two things about the first `HEAD` hits that mean the same on both backends, with
-or without a reranker, whatever order the last stage left them in:
+or without a reranker, whatever order the last stage left them in (the profile hands it the hits
+in their fused order when `focus`'s `anchor_order` moved them, `RankOutcome.judged`):
 
 - `cosine`: the best cosine between the query vector and a hit's stored vector (the first stage's
   dense score when it has one, else the vector looked up, as `min_similarity` does);

@@ -62,6 +62,10 @@ class Trace:
     reranked: bool = False
     #: A profile's own response body (the coach's answer / clarify / decline), for its extras.
     response: Any = None
+    #: The hits the answer signal reads instead of the returned ones, when a stage returns them in
+    #: another order than the one the signal was fitted on (`focus`'s `anchor_order`: the fused
+    #: order, `rank.dedup.JUDGE_FUSED`); the guardrail cuts them as it cuts the hits. None: the hits.
+    judged: list[Candidate] | None = None
 
     def degrade(self, marker: str) -> None:
         if marker not in self.degraded:

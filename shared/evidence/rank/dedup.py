@@ -11,7 +11,7 @@ import bisect
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -266,6 +266,13 @@ THIRD_RUN = True
 ANCHOR_ORDER_HITS = 10
 ANCHOR_ORDER_WEIGHT = 1.0
 
+#: Whether, when `anchor_order` moved hits, the answer signal (the cosine/coverage model and the
+#: grounding check, which read the first three hits) reads the hits in their fused order, cut as
+#: focus cuts them in that order (the order its models were fitted on), while the evidence keeps
+#: the anchor order: `Trace.judged`, `RankOutcome.judged` (session 48, `refgate20`;
+#: docs/ranking.md#focus-anchor-order-judged). Each hit's run is found once per window for both.
+JUDGE_FUSED = True
+
 
 def anchor_order(
     hits: Sequence[Candidate], cosines: Sequence[float | None], n: int, weight: float
@@ -365,6 +372,10 @@ class FocusHits:
       second run holds is a hit of its own the same way, placed after the second hit, so the
       first three hits (which the grounding check reads) stay the first hit, its second run and
       the second hit; the guardrail's `top_k` then cuts one more hit at the end.
+    - With anchors that give cosines, hits 2 to `anchor_order` are reordered by them before the
+      cut (`ANCHOR_ORDER_HITS`); with `judge_fused` (the default) the hits in their fused order,
+      cut as they would be in that order, are left in `ctx.trace.judged` for the answer signal
+      (`JUDGE_FUSED`), the returned hits keeping the anchor order.
 
     Why a run and not the best sentence: a paraphrased question shares few words with its answer,
     and the sentence with most question words is often next to it, not it. A hit stays a slice of
@@ -396,6 +407,7 @@ class FocusHits:
         third_run: bool = THIRD_RUN,
         anchor_order: int = ANCHOR_ORDER_HITS,
         anchor_order_weight: float = ANCHOR_ORDER_WEIGHT,
+        judge_fused: bool = JUDGE_FUSED,
     ) -> None:
         second = window if second_window is None else second_window
         if min(min_chars, window, first_window, second) < 1 or lead < 0 or type_weight < 0:
@@ -430,22 +442,23 @@ class FocusHits:
         self.third_run = third_run
         self.anchor_order = anchor_order
         self.anchor_order_weight = anchor_order_weight
+        self.judge_fused = judge_fused
 
     def _anchored(
         self, candidates: Sequence[Candidate], ctx: RankContext
-    ) -> tuple[Sequence[Candidate], Mapping[int, tuple[int, int]]]:
-        """The hits (the first `anchor_order` reordered by their best span cosine when the anchors
-        give one: `ANCHOR_ORDER_HITS`) and the anchors by position in them."""
+    ) -> tuple[list[int] | None, Mapping[int, tuple[int, int]]]:
+        """The hits' order, as positions in `candidates` (the first kept first and the next up to
+        `anchor_order` reordered by their best span cosine when the anchors give one:
+        `ANCHOR_ORDER_HITS`; None: as given), and the anchors by position in `candidates`."""
         if self.anchors is None:
-            return candidates, {}
+            return None, {}
         with_cosines = getattr(self.anchors, "find_with_cosines", None)
         if self.anchor_order < 2 or self.anchor_order_weight <= 0 or not callable(with_cosines):
-            return candidates, self.anchors.find(candidates, ctx)
+            return None, self.anchors.find(candidates, ctx)
         fixed, cosines = with_cosines(candidates, ctx)
         order = anchor_order(candidates, cosines, self.anchor_order, self.anchor_order_weight)
         if order is None:
-            return candidates, fixed
-        at = {old: new for new, old in enumerate(order)}
+            return None, fixed
         # The trace says which hits the span cosines moved, so `explain` shows why a hit with a
         # lower fused score is shown before another (positions from 1, as the hits are numbered).
         ctx.trace.detail["anchor_order"] = [
@@ -458,16 +471,37 @@ class FocusHits:
             for new, old in enumerate(order)
             if new != old
         ]
-        return [candidates[j] for j in order], {at[i]: r for i, r in fixed.items()}
+        return order, fixed
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
 
-        analyzer = get_analyzer()
-        q = set(analyzer.analyze(ctx.query))
+        q = set(get_analyzer().analyze(ctx.query))
         if not q:
             return list(candidates)
-        candidates, fixed = self._anchored(candidates, ctx)
+        order, fixed = self._anchored(candidates, ctx)
+        cuts = self._cuts(candidates, fixed, q, ctx)
+        fused = range(len(candidates))
+        out, focused = self._focus(cuts, fused if order is None else order, ctx)
+        ctx.trace.detail["focused"] = focused
+        if self.judge_fused and order is not None and order != list(fused):
+            # The answer signal reads the hits as focus cut them in the fused order, the order its
+            # models were fitted on (`JUDGE_FUSED`); the guardrail cuts them as it cuts the hits.
+            ctx.trace.judged = self._focus(cuts, fused, replace(ctx, explain=False))[0]
+        return out
+
+    def _cuts(
+        self,
+        candidates: Sequence[Candidate],
+        fixed: Mapping[int, tuple[int, int]],
+        q: set[str],
+        ctx: RankContext,
+    ) -> _Cuts:
+        """What each hit's run depends on but its place (everything but its window), read once:
+        both orders `_focus` cuts (the returned and the judged) share it."""
+        from evidence.search.analysis import get_analyzer
+
+        analyzer = get_analyzer()
         cut = [c.chunk.kind is ChunkKind.PASSAGE and len(c.chunk.text) >= self.min_chars for c in candidates]
         read = {i: _sentence_terms(c.chunk.text) for i, c in enumerate(candidates) if cut[i]}
         sents = {i: list(spans) for i, (spans, _) in read.items()}
@@ -478,23 +512,15 @@ class FocusHits:
             # A question term no sentence holds weighs as a term in one sentence would.
             top = _bm25_idf(sum(len(b) for b in bags.values()), 1)
             qweight = {t: self.paraphrase_weight * weight.get(t, top) for t in q}
-        out: list[Candidate] = []
-        # position in `out` -> (its sentences, the run kept, how its characters are counted)
-        runs: dict[int, _Run] = {}
-        focused = 0
-        extra: list[tuple[int, int]] = []  # the first hit's second (and third) run
-        for i, given in enumerate(candidates):
-            if not cut[i]:
-                out.append(given)
-                continue
-            ch = given.chunk
+        cuts = _Cuts(shown=list(candidates), sents=sents, weight=weight)
+        for i in read:
+            ch = candidates[i].chunk
             full = set().union(*bags[i]) if bags[i] else set()
             coverage = len(q & (full | set(analyzer.analyze(ch.title or "")))) / len(q)
-            c = given
+            c = cuts.shown[i]
             if "coverage" not in c.scores:
-                c = replace(c, scores=MappingProxyType({**c.scores, "coverage": coverage}))
+                cuts.shown[i] = replace(c, scores=MappingProxyType({**c.scores, "coverage": coverage}))
             if len(sents[i]) < 2:
-                out.append(c)
                 continue
             # Sentence by sentence only where the hit states such a value at all (most do not).
             said = [k for k in kinds if k.reads_in(ch.text)]
@@ -503,8 +529,6 @@ class FocusHits:
                 if said
                 else None
             )
-            size = self.second_window if i == 1 else self.window
-            at = _Reading(ch.text) if self.collapse_space else None
             soft = None
             if self.paraphrase is not None:
                 soft = [
@@ -516,10 +540,18 @@ class FocusHits:
                 # The sentence holding the anchor span's start (or the first after it).
                 rel = fixed[i][0] - ch.char_start
                 anchor = next((k for k, (_, b) in enumerate(sents[i]) if b > rel), len(sents[i]) - 1)
-            start, end = _best_run(
-                sents[i],
-                [bag & q for bag in bags[i]],
-                weight,
+            reading = _Reading(ch.text) if self.collapse_space else None
+            cuts.inputs[i] = ([bag & q for bag in bags[i]], stating, reading, soft, anchor)
+        return cuts
+
+    def _best(self, cuts: _Cuts, i: int, size: int) -> tuple[int, int]:
+        """Hit `i`'s best run of `size` characters (found once per size)."""
+        if (i, size) not in cuts.best:
+            found, stating, at, soft, anchor = cuts.inputs[i]
+            cuts.best[i, size] = _best_run(
+                cuts.sents[i],
+                found,
+                cuts.weight,
                 size,
                 stating,
                 at=at,
@@ -527,20 +559,42 @@ class FocusHits:
                 anchor=anchor,
                 from_anchor=self.anchor_mode == "start",
             )
-            if i == 0:
-                start, end = _widen(sents[i], start, end, self.lead, self.first_window, at=at)
-                extra = _runs_outside(
-                    sents[i],
-                    [bag & q for bag in bags[i]],
-                    weight,
-                    self.window,
-                    stating=stating,
-                    kept=(start, end),
-                    at=at,
-                    count=(1 + self.third_run) if self.second_run else 0,
-                )
-            runs[len(out)] = (sents[i], start, end, at)
-            out.append(c)
+        return cuts.best[i, size]
+
+    def _first(self, cuts: _Cuts, i: int) -> tuple[int, int, list[tuple[int, int]]]:
+        """The first hit's kept run (widened) and its further runs (found once)."""
+        if i not in cuts.first:
+            found, stating, at, _, _ = cuts.inputs[i]
+            start, end = _widen(
+                cuts.sents[i], *self._best(cuts, i, self.window), self.lead, self.first_window, at=at
+            )
+            extra = _runs_outside(
+                cuts.sents[i],
+                found,
+                cuts.weight,
+                self.window,
+                stating=stating,
+                kept=(start, end),
+                at=at,
+                count=(1 + self.third_run) if self.second_run else 0,
+            )
+            cuts.first[i] = (start, end, extra)
+        return cuts.first[i]
+
+    def _focus(self, cuts: _Cuts, order: Sequence[int], ctx: RankContext) -> tuple[list[Candidate], int]:
+        """The hits in `order` (positions in the stage's input) cut, and how many were."""
+        out: list[Candidate] = []
+        # position in `out` -> (its sentences, the run kept, how its characters are counted)
+        runs: dict[int, _Run] = {}
+        extra: list[tuple[int, int]] = []  # the first hit's second (and third) run
+        for rank, i in enumerate(order):
+            if i in cuts.inputs:
+                if rank == 0:
+                    start, end, extra = self._first(cuts, i)
+                else:
+                    start, end = self._best(cuts, i, self.second_window if rank == 1 else self.window)
+                runs[len(out)] = (cuts.sents[i], start, end, cuts.inputs[i][2])
+            out.append(cuts.shown[i])
         if self.drop_repeats:
             out, runs = _drop_repeats(out, runs, ctx)
         out, runs = _second_hit(out, runs, extra)
@@ -550,14 +604,14 @@ class FocusHits:
             cap = ctx.params.max_chars or None
             _fill(out, runs, self.fill if cap is None else min(self.fill, cap), raw=cap is not None)
         out, runs = _second_hit(out, runs, extra, grown=True)
+        focused = 0
         for k, (_, start, end, _) in runs.items():
             ch = out[k].chunk
             if start == 0 and end == len(ch.text):
                 continue
             focused += 1
             out[k] = _slice(out[k], ch.char_start + start, ch.char_start + end)
-        ctx.trace.detail["focused"] = focused
-        return out
+        return out, focused
 
 
 @lru_cache(maxsize=4096)
@@ -671,6 +725,26 @@ class _Reading:
 #: A focused hit: its sentences (start, end), the run kept (start, end offsets in its text), and
 #: how its characters are counted (None: raw).
 _Run = tuple[list[tuple[int, int]], int, int, _Reading | None]
+#: What a hit's best run depends on besides its window: per sentence the question terms it holds,
+#: the stating bonus (None: none), how its characters are counted, the paraphrase credit (None:
+#: off) and the anchor's sentence (None: no anchor).
+_RunInputs = tuple[
+    list[set[str]], list[float] | None, _Reading | None, list[dict[str, float]] | None, int | None
+]
+
+
+@dataclass
+class _Cuts:
+    """One `focus` run's reading of its hits, shared by the orders it cuts them in: each hit as it
+    enters the evidence (`shown`, with its coverage), the sentences and `_RunInputs` of those that
+    get a run, the IDF weights, and the runs found so far (by hit and window; the first hit's)."""
+
+    shown: list[Candidate]
+    sents: dict[int, list[tuple[int, int]]]
+    weight: dict[str, float]
+    inputs: dict[int, _RunInputs] = field(default_factory=dict)
+    best: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    first: dict[int, tuple[int, int, list[tuple[int, int]]]] = field(default_factory=dict)
 
 
 def _span(at: _Reading | None, a: int, b: int) -> int:

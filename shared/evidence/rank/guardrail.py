@@ -155,7 +155,7 @@ class Guardrail:
 
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         p = ctx.params
-        kept = apply_floor(candidates, ctx, p.min_similarity, stage=self.name)
+        floored = kept = apply_floor(candidates, ctx, p.min_similarity, stage=self.name)
         for c in kept[p.top_k :]:
             ctx.trace.drop(ctx, c, f"beyond top_k={p.top_k}")
         kept = kept[: p.top_k]
@@ -165,7 +165,23 @@ class Guardrail:
         ctx.trace.detail.update(top_k=p.top_k, chars=used)
         if p.max_chars:
             ctx.trace.detail["max_chars"] = p.max_chars
+        if ctx.trace.judged is not None:
+            ctx.trace.judged = _judged(ctx.trace.judged, floored, p)
         return kept[:n]
+
+
+def _judged(judged: Sequence[Candidate], floored: Sequence[Candidate], p: ProfileParams) -> list[Candidate]:
+    """`Trace.judged` cut as the guardrail cut the hits: the floor by chunk (`floored`: the hits
+    it kept, with the similarity it read), then `top_k`, then `max_chars`."""
+    kept = {c.chunk_id: c for c in floored}
+    out = []
+    for c in judged:
+        seen = kept.get(c.chunk_id)
+        if seen is not None:
+            out.append(with_similarity(c, float(seen.scores[SIMILARITY])) if SIMILARITY in seen.scores else c)
+    out = out[: p.top_k]
+    n, _ = within_chars([len(c.chunk.text) for c in out], p.max_chars)
+    return out[:n]
 
 
 def withhold(

@@ -95,6 +95,8 @@ class RankOutcome:
     path_used: str
     #: A profile's own response body (`Trace.response`), read by its extras.
     response: Any = None
+    #: What the answer signal reads instead of `hits` (`Trace.judged`); None: `hits`.
+    judged: list[Candidate] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ class Profile:
             degraded=list(ctx.trace.degraded),
             path_used=ctx.trace.path + ("+rerank" if ctx.trace.reranked else ""),
             response=ctx.trace.response,
+            judged=ctx.trace.judged,
         )
 
 

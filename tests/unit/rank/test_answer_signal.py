@@ -187,3 +187,26 @@ def test_every_logistic_model_reads_the_one_overflow_free_sigmoid(z: float) -> N
     assert Calibration(dense=0.0, coverage=0.0, bias=z).probability(0.3, 0.4) == p
     assert RefusalModel({}, bias=z).probability({}) == p
     assert logistic([z], []) == p
+
+
+def test_the_profile_signal_reads_the_judged_hits_when_a_stage_left_them(tmp_path: Path) -> None:
+    """`RankOutcome.judged` (the hits in the order the signal was fitted on, which `focus` leaves
+    when `anchor_order` moved hits: docs/ranking.md#focus-anchor-order-judged) is what the answer
+    signal and the grounding check read; the returned hits are read when there is none."""
+    from evidence.profiles.default import DefaultPlugin
+    from evidence.rank.candidate import Candidate
+    from evidence.rank.pipeline import RankOutcome
+
+    env = ProfileEnv(new_backend(tmp_path, []), Settings(store_dir=tmp_path), embedder_id=MODEL_ID)
+    on = [cand(chunk("a", ON_TOPIC), 1.0, dense=0.8)]
+    off = [cand(chunk("b", OFF_TOPIC), 1.0, dense=0.05)]
+
+    def outcome(hits: list[Candidate], judged: list[Candidate] | None = None) -> RankOutcome:
+        return RankOutcome(hits=hits, followups=[], stages=[], degraded=[], path_used="hybrid", judged=judged)
+
+    plugin = DefaultPlugin()
+    answered = plugin.answer_signal(QUERY, outcome(on), env)
+    refused = plugin.answer_signal(QUERY, outcome(off), env)
+    assert answered.can_answer and not refused.can_answer
+    assert plugin.answer_signal(QUERY, outcome(off, judged=on), env) == answered
+    assert plugin.answer_signal(QUERY, outcome(on, judged=off), env) == refused

@@ -894,6 +894,98 @@ def test_focus_anchor_order_moves_a_hit_up_by_its_best_span_cosine() -> None:
         FocusHits(anchor_order=-1)
 
 
+def test_focus_judged_hits_are_the_fused_order_cut_as_without_the_reorder() -> None:
+    """With `judge_fused` (the default, `JUDGE_FUSED`: docs/ranking.md#focus-anchor-order-judged),
+    when `anchor_order` moved hits, focus leaves the hits in their fused order, cut as focus cuts
+    them without the reorder (the second hit's window going to the fused second hit), in
+    `ctx.trace.judged` for the answer signal; the hits it returns are those of `judge_fused` off.
+    Nothing moved, or `judge_fused` off: none."""
+    import functools
+    from collections.abc import Mapping, Sequence
+
+    from evidence.rank.context import RankContext
+    from evidence.rank.dedup import JUDGE_FUSED
+    from evidence.rank.stages import FocusHits
+
+    assert JUDGE_FUSED is True
+    first = cand(chunk("a", f"Unrelated opening passage. {_PAD}", doc="other"), 0.95)
+    second = cand(chunk("s", f"Second passage on labels. {_PAD}", doc="fourth"), 0.9)
+    middle = cand(chunk("m", f"Another passage on storage. {_PAD}", doc="third"), 0.8)
+    answer = "A fee may be asked for the physical act of transfer."
+    text = f"{_PAD} You may distribute copies of the work. {answer} {_PAD}"
+    c = cand(chunk("p", text), 0.5)
+    query = "Can I charge money to distribute copies?"
+    at = text.index(answer)
+    hits = [first, second, middle, c]
+
+    class WithCosines:
+        def __init__(self, cosines: list[float | None]) -> None:
+            self.cosines = cosines
+
+        def find(self, hits: Sequence[Candidate], ctx: RankContext) -> Mapping[int, tuple[int, int]]:
+            return {3: (at, at + len(answer))}
+
+        def find_with_cosines(
+            self, hits: Sequence[Candidate], ctx: RankContext
+        ) -> tuple[Mapping[int, tuple[int, int]], list[float | None]]:
+            return self.find(hits, ctx), self.cosines
+
+    moving = WithCosines([0.0, 0.1, None, 0.9])  # weight 2: a, p, s, m
+    sized = functools.partial(FocusHits, fill=None, min_chars=10, window=45, second_window=90)
+    traced, off = ctx(None, query=query), ctx(None, query=query)
+    shown = sized(anchors=moving, anchor_order_weight=2.0).run(hits, traced)
+    assert [h.chunk_id for h in shown] == ["a", "p", "s", "m"]
+    assert sized(anchors=moving, anchor_order_weight=2.0, judge_fused=False).run(hits, off) == shown
+    assert off.trace.judged is None
+    fused = sized(anchors=moving, anchor_order=0).run(hits, ctx(None, query=query))
+    assert [h.chunk_id for h in fused] == ["a", "s", "m", "p"]
+    assert traced.trace.judged == fused
+    # `s` is cut with the second hit's window in the fused order, with the window where it is shown.
+    assert len(fused[1].chunk.text) > 45 >= len(shown[2].chunk.text)
+    assert fused[3].chunk.text.startswith(answer)  # the anchor follows its hit in both orders
+    # Through a profile: the outcome carries them (`RankOutcome.judged`) past the guardrail.
+    given = Matches()
+    given.cands = hits
+    profile = Profile(
+        name="judged",
+        description="focus with anchor_order, then the guardrail",
+        defaults=ProfileParams(),
+        stages=(given, sized(anchors=moving, anchor_order_weight=2.0), Guardrail()),
+    )
+    outcome = profile.run(ctx(None, query=query))
+    assert outcome.hits == shown and outcome.judged == fused
+    # Cosines that keep the fused order: nothing to judge apart.
+    still = ctx(None, query=query)
+    kept = sized(anchors=WithCosines([0.0, 0.9, 0.5, 0.1]), anchor_order_weight=2.0).run(hits, still)
+    assert [h.chunk_id for h in kept] == ["a", "s", "m", "p"] and still.trace.judged is None
+
+
+def test_guardrail_cuts_the_judged_hits_as_it_cuts_the_hits() -> None:
+    """`Trace.judged` (the hits the answer signal reads, `focus`'s fused order) leaves the
+    guardrail cut as the hits are: `min_similarity` by chunk (the similarity it read recorded),
+    then `top_k`, then `max_chars`; without it, nothing is set."""
+    from types import MappingProxyType
+
+    def hit(cid: str, sim: float) -> Candidate:
+        return Candidate(chunk(cid, f"text {cid}"), sim, sim, {"dense": sim})
+
+    x, y, z, w = hit("x", 0.9), hit("y", 0.2), hit("z", 0.8), hit("w", 0.7)
+    bare = replace(w, scores=MappingProxyType({}))  # no similarity of its own
+    floored = ctx(None, params=ProfileParams(min_similarity=0.5, top_k=2))
+    floored.trace.judged = [bare, y, z, x]
+    assert [h.chunk_id for h in Guardrail().run([x, y, z, w], floored)] == ["x", "z"]
+    # `w`, below the hits' top 2 but above the floor, stays judged; `y`, under the floor, does not.
+    assert [h.chunk_id for h in floored.trace.judged] == ["w", "z"]
+    assert floored.trace.judged[0].scores["dense"] == 0.7
+    budget = ctx(None, params=ProfileParams(max_chars=13))
+    budget.trace.judged = [w, z, x]
+    assert [h.chunk_id for h in Guardrail().run([x, z, w], budget)] == ["x", "z"]
+    assert [h.chunk_id for h in budget.trace.judged] == ["w", "z"]
+    plain = ctx(None)
+    Guardrail().run([x, z], plain)
+    assert plain.trace.judged is None
+
+
 def test_default_profile_anchors_focus_only_when_switched_on() -> None:
     """The `focus_span_anchor` setting (on by default since session 46) gives `focus` the span
     anchors, reading the index's cached span vectors; off, the profile is the one it builds."""
