@@ -21,7 +21,14 @@ cascade's own run (its scope, the path that answered, the span scorer's whole ra
 
 `rule_path` and `refused` questions also say where the span scorer alone ranks the answer
 (`hybrid_rank`: its rank among the deduplicated spans; `hybrid_in_600`, `hybrid_in_1500`).
-Prints the counts per family and class, then each question.
+
+A question whose answer is in the evidence but past character 600 (`evidence eval --qa`'s
+recall@600 miss, recall@2000 hit) is a `late` row: the path, the evidence hit that first holds
+the answer on its own (`hit`, 1-based; None when only hits read together hold it), where the
+answer starts in the evidence as the eval reads it (`offset`), and how many hits ahead of it are
+of its document and its section (`same_document_ahead`, `same_section_ahead`). Late rows are
+counted apart from the classes.
+Prints the counts per family and class (and the late answers), then each question.
 """
 
 from __future__ import annotations
@@ -41,7 +48,13 @@ if str(ROOT / "shared") not in sys.path:
     sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.config import Settings  # noqa: E402
-from evidence.evaluation import answer_found, ensure_qa_index, find_qa_families, load_qa  # noqa: E402
+from evidence.evaluation import (  # noqa: E402
+    QA_EVIDENCE_CHARS,
+    answer_found,
+    ensure_qa_index,
+    find_qa_families,
+    load_qa,
+)
 from evidence.evaluation.qa import squash  # noqa: E402
 from evidence.records import ChunkKind  # noqa: E402
 
@@ -194,6 +207,29 @@ def gap_class(
     return "below_budget"
 
 
+def late_row(rec: dict[str, Any], resp: Any) -> dict[str, Any]:
+    """Where an answer found in the evidence but past character 600 sits (the module's list)."""
+    wanted = [squash(a) for a in rec["answers"]]
+    hits = list(resp.hits)
+    joined = squash("\n".join(h.text for h in hits))
+    offsets = [joined.find(w) for w in wanted if w in joined]
+    hit = next((n for n, h in enumerate(hits) if holds(h.text, wanted)), None)
+    row: dict[str, Any] = {
+        "class": "late",
+        "path": resp.telemetry.path_used,
+        "hit": hit + 1 if hit is not None else None,
+        "offset": min(offsets) if offsets else None,
+        "hits": len(hits),
+    }
+    if hit is not None:
+        own, ahead = hits[hit], hits[:hit]
+        row["same_document_ahead"] = sum(h.document_id == own.document_id for h in ahead)
+        row["same_section_ahead"] = sum(
+            h.document_id == own.document_id and h.citation.section == own.citation.section for h in ahead
+        )
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     from evidence.model import RetrieveRequest
     from evidence.service import EvidenceService
@@ -228,9 +264,12 @@ def main(argv: list[str] | None = None) -> int:
                     captured.clear()
                     resp = service.retrieve(index, RetrieveRequest(query=rec["question"], profile="verbatim"))
                     texts = [h.text for h in resp.hits]
-                    if answer_found(texts, rec["answers"], 1_000_000):
+                    if answer_found(texts, rec["answers"], QA_EVIDENCE_CHARS):
                         continue
-                    row = classify_run(rec, resp, captured[0] if captured else None, every)
+                    if answer_found(texts, rec["answers"], 1_000_000):
+                        row = late_row(rec, resp)
+                    else:
+                        row = classify_run(rec, resp, captured[0] if captured else None, every)
                     row.update({"family": family.name, "question": rec["question"]})
                     rows.append(row)
                     print(f"{family.name}: {len(rows)}", file=sys.stderr, end="\r")
@@ -239,14 +278,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    classes = sorted({r["class"] for r in rows})
-    print("family | " + " | ".join(classes) + " | total")
+    nowhere = [r for r in rows if r["class"] != "late"]
+    classes = sorted({r["class"] for r in nowhere})
+    print("family | " + " | ".join(classes) + " | total | late (past 600)")
     for family in dict.fromkeys(r["family"] for r in rows):
         c = Counter(r["class"] for r in rows if r["family"] == family)
-        print(f"{family} | " + " | ".join(str(c[k]) for k in classes) + f" | {sum(c.values())}")
+        late = c.pop("late", 0)
+        print(f"{family} | " + " | ".join(str(c[k]) for k in classes) + f" | {sum(c.values())} | {late}")
     c = Counter(r["class"] for r in rows)
-    print("all | " + " | ".join(str(c[k]) for k in classes) + f" | {len(rows)}")
+    late = c.pop("late", 0)
+    print("all | " + " | ".join(str(c[k]) for k in classes) + f" | {len(nowhere)} | {late}")
     for r in rows:
+        if r["class"] == "late":
+            print(
+                f"- [{r['family']}] late via {r['path']} (hit {r['hit']} of {r['hits']}, offset "
+                f"{r['offset']}): {r['question']}"
+            )
+            continue
         print(
             f"- [{r['family']}] {r['class']} via {r['path']} (hybrid rank {r['hybrid_rank']}, "
             f"in 600/1500: {r['hybrid_in_600']}/{r['hybrid_in_1500']}; answer in {r['answer_documents']}, "

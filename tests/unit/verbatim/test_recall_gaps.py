@@ -112,3 +112,48 @@ def test_cascade_runs_keeps_each_runs_state_once_and_puts_the_path_back(
     assert CascadePaths.run_path is stub
     fit: Any = load_bench("span_rank_fit.py", "span_rank_fit")
     assert fit.cascade_runs.__module__ == "recall_gaps"
+
+
+@dataclass(frozen=True)
+class _Cite:
+    section: str | None
+
+
+@dataclass(frozen=True)
+class _Hit:
+    text: str
+    document_id: str
+    citation: _Cite
+
+
+@dataclass(frozen=True)
+class _Telemetry:
+    path_used: str
+
+
+@dataclass(frozen=True)
+class _Resp:
+    hits: list[_Hit]
+    telemetry: _Telemetry
+
+
+def test_a_late_answer_says_which_hit_holds_it_and_what_is_ahead() -> None:
+    """An answer in the evidence but past character 600 is a `late` row (not one of the classes):
+    the hit that first holds it, where it starts as the eval reads the evidence, and the hits of
+    its document and section ahead of it."""
+    filler = "x " * 200  # 400 characters a hit
+    hits = [
+        _Hit(filler, "a", _Cite("Dosage")),
+        _Hit(filler, "b", _Cite("Dosage")),
+        _Hit("Take  it twice\na day.", "a", _Cite("Dosage")),
+    ]
+    resp = _Resp(hits, _Telemetry("HYBRID_FACTSPAN"))
+    row = gaps.late_row({"answers": ["Take it twice a day"]}, resp)
+    assert row["class"] == "late" and row["path"] == "HYBRID_FACTSPAN"
+    assert row["hit"] == 3 and row["hits"] == 3
+    assert row["offset"] == len(gaps.squash("\n".join(h.text for h in hits[:2]))) + 1
+    assert row["same_document_ahead"] == 1 and row["same_section_ahead"] == 1
+    # only two hits read together hold it: no hit, the offset still
+    split = _Resp([_Hit(filler, "a", _Cite(None)), _Hit("twice", "a", _Cite(None))], _Telemetry("X"))
+    cut = gaps.late_row({"answers": ["x twice"]}, split)
+    assert cut["hit"] is None and cut["offset"] is not None and "same_section_ahead" not in cut
