@@ -327,11 +327,6 @@ class CascadePaths(RunState):
         what a diagnosis of its misses reads (`bench/qa/recall_gaps.py`)."""
         lexical, candidates, note = self.hybrid_features()
         model = self.cfg.span_model or load_model()
-        import os  # HEAD20-TEMP: measuring a deeper head; removed before any ship
-        if os.environ.get("HEAD20_TOP_N"):
-            import dataclasses
-
-            model = dataclasses.replace(model, top_n=int(os.environ["HEAD20_TOP_N"]))
         ranked = rank_spans(
             self.spans,
             lexical,
