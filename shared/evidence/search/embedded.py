@@ -187,11 +187,6 @@ class EmbeddedBackend:
         the refusal signal (`verbatim.grounding.index_df`): index-wide, cached per generation."""
         return self.index_store(index).initialisms()
 
-    def metadata_completions(self, index: str, key: str, prefix: str, *, limit: int) -> list[str]:
-        """The values of document metadata `key` that start with `prefix` and are longer
-        (`RecordStore.metadata_completions`): index-wide, for `verbatim.scope`."""
-        return self.index_store(index).metadata_completions(key, prefix, limit)
-
     def dense(
         self,
         index: str,

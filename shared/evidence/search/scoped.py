@@ -180,15 +180,6 @@ class ScopedBackend:
         read = getattr(self._backend, "initialisms", None)
         return read(index) if callable(read) else None
 
-    def metadata_completions(self, index: str, key: str, prefix: str, *, limit: int) -> list[str]:
-        """The backend's `metadata_completions` when it has one (the embedded store), else []:
-        index-wide values (words, no document), which `verbatim.scope` reads only through
-        `lookup`, within this view's filters."""
-        if self._nothing:
-            return []
-        read = getattr(self._backend, "metadata_completions", None)
-        return list(read(index, key, prefix, limit=limit)) if callable(read) else []
-
     def document_count(self, index: str, *, filters: Filters | None = None) -> int:
         merged = self._merge(filters)
         if isinstance(merged, _Nothing):

@@ -455,20 +455,6 @@ class RecordStore:
                 break
         return allowed if allowed is not None else set()
 
-    def metadata_completions(self, key: str, prefix: str, limit: int) -> list[str]:
-        """The distinct values of document metadata `key` that start with `prefix` and are longer,
-        in order, at most `limit` (one range read of the `doc_meta_kv` index): the name terms a
-        question's clipped word may stand for (`verbatim.scope`)."""
-        if not prefix:
-            return []
-        with self._reading() as db:
-            rows = db.execute(
-                "SELECT DISTINCT value FROM doc_meta WHERE key = ? AND value > ? AND value < ? "
-                "ORDER BY value LIMIT ?",
-                [key, prefix, prefix + "\U0010ffff", limit],
-            )
-            return [str(r[0]) for r in rows]
-
     def document_count(self, filters: Filters | None) -> int:
         """How many documents have a chunk within `filters` (any kind); with none, the index's
         documents (`describe`). One query: the keys' conditions joined by AND (a request's

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
+from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY, name_words
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
 from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
@@ -104,6 +104,28 @@ __all__ = [
 _UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
 
 
+#: A question word of this many letters or more that starts a subject's word stands for it
+#: ("struct" for "structures", "config" for "configuration"); shorter ones ("arg", "doc") start too
+#: many words to tell.
+MIN_ABBREVIATION = 4
+
+
+def abbreviates(asked: Sequence[str], name: Sequence[str]) -> bool:
+    """Whether a run of consecutive question words (`name_words`) says every word of `name` (its
+    `name_words`), each as written or clipped: a leading abbreviation of `MIN_ABBREVIATION` letters
+    or more ("struct" for "structure"). An empty name is never said."""
+    if not name:
+        return False
+
+    def says(q: str, n: str) -> bool:
+        return q == n or (len(q) >= MIN_ABBREVIATION and n.startswith(q))
+
+    return any(
+        all(says(q, n) for q, n in zip(asked[i : i + len(name)], name, strict=True))
+        for i in range(len(asked) - len(name) + 1)
+    )
+
+
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -120,7 +142,9 @@ class VerbatimCascade:
         match the question, if they agree on one (a single-label index needs no name in the question).
         A passage of a document without a subject is a vote against every subject: one cookie-RFC
         passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
-        subject (docs/verbatim.md, #subjectless).
+        subject (docs/verbatim.md, #subjectless). A subject the question does not name as written
+        may be named clipped, word by word (`abbreviates`: "struct" for "Structures"); one named
+        as written comes first.
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -138,6 +162,10 @@ class VerbatimCascade:
         low = question.lower()
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
+                return first, {ENTITY_NAMES_KEY: first}
+        asked = name_words(question)
+        for first, names in subjects.items():
+            if any(abbreviates(asked, name_words(n)) for n in names):
                 return first, {ENTITY_NAMES_KEY: first}
         if len(subjects) == 1 and not subjectless:
             first = next(iter(subjects))

@@ -153,28 +153,6 @@ def _question_words(question: str) -> list[str]:
 NAME_TEXT_SHARE = 0.7
 
 
-#: A question word this long or longer that names no document may be a name word clipped
-#: ("struct", "spec", "config"): shorter ones ("doc", "arg") would complete to too much.
-MIN_ABBREVIATION = 4
-#: Name terms one clipped word may stand for; more: it is not telling which (no completion).
-MAX_COMPLETIONS = 4
-
-
-def name_completions(backend: SearchReader, index: str, word: str) -> list[str]:
-    """The index's name terms `word` is a leading abbreviation of ("struct" → "structure"): longer
-    terms that start with it, when `word` has `MIN_ABBREVIATION` letters or more and there are at
-    most `MAX_COMPLETIONS` of them; [] when the backend cannot list them (OpenSearch: no
-    completion, the scope as before). Words of the index's names, never documents: the scope
-    looks each one up within the request's filters like a word the question said."""
-    if len(word) < MIN_ABBREVIATION or not word.isalpha():
-        return []
-    read = getattr(backend, "metadata_completions", None)
-    if not callable(read):
-        return []
-    found = [str(t) for t in read(index, NAME_TERMS_KEY, word, limit=MAX_COMPLETIONS + 1)]
-    return found if len(found) <= MAX_COMPLETIONS else []
-
-
 def named_documents(backend: SearchReader, index: str, question: str) -> list[str] | None:
     """Ids of the documents the question names, or None when it names none distinctively.
     Only documents `backend` reads can be named: on a request, the index seen through its filters
@@ -187,25 +165,12 @@ def named_documents(backend: SearchReader, index: str, question: str) -> list[st
     terms = _question_words(question)
     free, pairs = question_versions(question)
     found: dict[str, tuple[dict[str, Mapping[str, Any]], int]] = {}
-
-    def look(term: str) -> None:
+    for term in terms:
         hits = backend.lookup(index, {NAME_TERMS_KEY: term}, limit=MAX_PASSAGES, kind=ChunkKind.PASSAGE)
         docs: dict[str, Mapping[str, Any]] = {}
         for h in hits:
             docs.setdefault(h.chunk.document_id, h.chunk.metadata)
         found[term] = (docs, len(hits))
-
-    for term in terms:
-        look(term)
-    # A word that names nothing may be a name word clipped ("struct" for "structure"): its
-    # completions are asked as the question's own words would be (and only here, for the scope).
-    for term in list(terms):
-        if found[term][0]:
-            continue
-        for full in name_completions(backend, index, term):
-            if full not in found:
-                look(full)
-                terms.append(full)
     # A version after a word counts when that word names some document ("GPL-2.0", not "ICD-10").
     versions = list(dict.fromkeys([*free, *(v for w, v in pairs if found.get(w, ({}, 0))[0])]))
     named: list[set[str]] = []
