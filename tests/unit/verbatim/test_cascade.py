@@ -274,6 +274,33 @@ def test_the_best_passages_name_the_subject_only_if_they_all_have_it() -> None:
     assert _resolve([None] * 10) == (None, None)
 
 
+def test_a_subject_said_clipped_word_by_word_names_it() -> None:
+    """A question word of 4 letters or more that starts a subject's word stands for it ("config"
+    for "Configurations"); a subject named as written comes first; shorter clips name nothing."""
+    from evidence.verbatim.cascade import abbreviates
+
+    subjects = ["configurations", "connection timeouts"]
+    assert _resolve(subjects, "Which config keys are read at startup?") == (
+        "configurations",
+        {"entity_names": "configurations"},
+    )
+    assert _resolve(subjects, "What con timeout applies?") == (None, None)  # "con": under 4 letters
+    # Both said clipped: the first in the best passages' order, as for subjects written out.
+    clipped = "Which connect timeouts apply to a config?"
+    assert _resolve(subjects, clipped)[0] == "configurations"
+    assert _resolve(subjects[::-1], clipped)[0] == "connection timeouts"
+    # Written out, a subject wins over one said clipped, whatever the passages' order.
+    assert _resolve(subjects, "Do connection timeouts change the config?") == (
+        "connection timeouts",
+        {"entity_names": "connection timeouts"},
+    )
+    assert _resolve(subjects, "Is a con ok?") == (None, None)
+    assert abbreviates(["struct", "descriptor"], ["structure"])
+    assert not abbreviates(["str"], ["structure"])  # under 4 letters
+    assert not abbreviates(["timeout", "conn"], ["connection", "timeout"])  # order matters
+    assert not abbreviates(["anything"], [])
+
+
 def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     label_service: EvidenceService,
 ) -> None:
