@@ -126,6 +126,11 @@ def abbreviates(asked: Sequence[str], name: Sequence[str]) -> bool:
     )
 
 
+#: Passages read to find a clipped subject's documents, and documents it adds at most.
+MAX_CLIPPED_SCAN = 2000
+MAX_CLIPPED_DOCUMENTS = 3
+
+
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -142,9 +147,8 @@ class VerbatimCascade:
         match the question, if they agree on one (a single-label index needs no name in the question).
         A passage of a document without a subject is a vote against every subject: one cookie-RFC
         passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
-        subject (docs/verbatim.md, #subjectless). A subject the question does not name as written
-        may be named clipped, word by word (`abbreviates`: "struct" for "Structures"); one named
-        as written comes first.
+        subject (docs/verbatim.md, #subjectless). A subject said only clipped scopes nothing
+        (`clipped_documents`).
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -163,14 +167,26 @@ class VerbatimCascade:
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
                 return first, {ENTITY_NAMES_KEY: first}
-        asked = name_words(question)
-        for first, names in subjects.items():
-            if any(abbreviates(asked, name_words(n)) for n in names):
-                return first, {ENTITY_NAMES_KEY: first}
         if len(subjects) == 1 and not subjectless:
             first = next(iter(subjects))
             return first, {ENTITY_NAMES_KEY: first}
         return None, None
+
+    @staticmethod
+    def clipped_documents(backend: SearchReader, index: str, question: str) -> list[str]:
+        """The documents of the first subject of the question's 10 best BM25 passages that the
+        question says clipped, word by word (`abbreviates`: "structs" for "Structures"), or []:
+        not a scope (one page of a manual would shut out the sibling page that answers), but
+        documents the unscoped run reads besides the best passages' (`RunState.also_documents`)."""
+        asked = name_words(question)
+        for h in backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE):
+            names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
+            if isinstance(names, list) and any(abbreviates(asked, name_words(str(n))) for n in names):
+                found = backend.lookup(
+                    index, {ENTITY_NAMES_KEY: str(names[0])}, limit=MAX_CLIPPED_SCAN, kind=ChunkKind.PASSAGE
+                )
+                return list(dict.fromkeys(f.chunk.document_id for f in found))[:MAX_CLIPPED_DOCUMENTS]
+        return []
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -215,6 +231,8 @@ class VerbatimCascade:
             query_vector=query_vector,
             embed=embed,
         )
+        if scope is None:
+            state.also_documents = self.clipped_documents(backend, index, question)
         tried: list[PathRun] = []
         found: list[SpanHit] = []
         used = NO_RESULT
