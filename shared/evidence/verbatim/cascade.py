@@ -188,6 +188,19 @@ class VerbatimCascade:
                 return list(dict.fromkeys(f.chunk.document_id for f in found))[:MAX_CLIPPED_DOCUMENTS]
         return []
 
+    def _widened(
+        self, backend: SearchReader, index: str, question: str, scope: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An entity's scope and the documents of another subject the question says clipped
+        (`clipped_documents`): the entity's documents, then those (the entity stays the run's)."""
+        clipped = self.clipped_documents(backend, index, question)
+        if not clipped:
+            return scope
+        found = backend.lookup(index, scope, limit=MAX_CLIPPED_SCAN, kind=ChunkKind.PASSAGE)
+        own = list(dict.fromkeys(h.chunk.document_id for h in found))
+        extra = [d for d in clipped if d not in own]
+        return {"document_id": own + extra} if own and extra else scope
+
     # --- the run -----------------------------------------------------------------------------
 
     def run(
@@ -220,6 +233,8 @@ class VerbatimCascade:
                 entity_names = [str(n) for n in listed]
             entity = str(meta.get(ENTITY_KEY) or entity) if meta.get(ENTITY_KEY) or entity else None
         q_groups = self._question_terms(question, plan, [*entity_names, *named])
+        if scope is not None and not documents:
+            scope = self._widened(backend, index, question, scope)
         state = CascadePaths(
             self,
             backend=backend,
