@@ -290,7 +290,9 @@ class _Subjects:
         return self.hits[:k]
 
     def lookup(self, index, filters, limit, kind):
-        return [h for h in self.hits if h.chunk.metadata["entity_names"][0] == filters["entity_names"]][:limit]
+        return [h for h in self.hits if h.chunk.metadata["entity_names"][0] == filters["entity_names"]][
+            :limit
+        ]
 
 
 def test_a_subject_said_clipped_adds_its_documents_without_scoping() -> None:
