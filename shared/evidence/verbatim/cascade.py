@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY, name_words
+from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
 from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
@@ -104,33 +104,6 @@ __all__ = [
 _UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
 
 
-#: A question word of this many letters or more that starts a subject's word stands for it
-#: ("struct" for "structures", "config" for "configuration"); shorter ones ("arg", "doc") start too
-#: many words to tell.
-MIN_ABBREVIATION = 4
-
-
-def abbreviates(asked: Sequence[str], name: Sequence[str]) -> bool:
-    """Whether a run of consecutive question words (`name_words`) says every word of `name` (its
-    `name_words`), each as written or clipped: a leading abbreviation of `MIN_ABBREVIATION` letters
-    or more ("struct" for "structure"). An empty name is never said."""
-    if not name:
-        return False
-
-    def says(q: str, n: str) -> bool:
-        return q == n or (len(q) >= MIN_ABBREVIATION and n.startswith(q))
-
-    return any(
-        all(says(q, n) for q, n in zip(asked[i : i + len(name)], name, strict=True))
-        for i in range(len(asked) - len(name) + 1)
-    )
-
-
-#: Passages read to find a clipped subject's documents, and documents it adds at most.
-MAX_CLIPPED_SCAN = 2000
-MAX_CLIPPED_DOCUMENTS = 3
-
-
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -147,8 +120,7 @@ class VerbatimCascade:
         match the question, if they agree on one (a single-label index needs no name in the question).
         A passage of a document without a subject is a vote against every subject: one cookie-RFC
         passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
-        subject (docs/verbatim.md, #subjectless). A subject said only clipped scopes nothing
-        (`clipped_documents`).
+        subject (docs/verbatim.md, #subjectless).
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -171,35 +143,6 @@ class VerbatimCascade:
             first = next(iter(subjects))
             return first, {ENTITY_NAMES_KEY: first}
         return None, None
-
-    @staticmethod
-    def clipped_documents(backend: SearchReader, index: str, question: str) -> list[str]:
-        """The documents of the first subject of the question's 10 best BM25 passages that the
-        question says clipped, word by word (`abbreviates`: "structs" for "Structures"), or []:
-        not a scope (one page of a manual would shut out the sibling page that answers), but
-        documents the unscoped run reads besides the best passages' (`RunState.also_documents`)."""
-        asked = name_words(question)
-        for h in backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE):
-            names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
-            if isinstance(names, list) and any(abbreviates(asked, name_words(str(n))) for n in names):
-                found = backend.lookup(
-                    index, {ENTITY_NAMES_KEY: str(names[0])}, limit=MAX_CLIPPED_SCAN, kind=ChunkKind.PASSAGE
-                )
-                return list(dict.fromkeys(f.chunk.document_id for f in found))[:MAX_CLIPPED_DOCUMENTS]
-        return []
-
-    def _widened(
-        self, backend: SearchReader, index: str, question: str, scope: dict[str, Any]
-    ) -> dict[str, Any]:
-        """An entity's scope and the documents of another subject the question says clipped
-        (`clipped_documents`): the entity's documents, then those (the entity stays the run's)."""
-        clipped = self.clipped_documents(backend, index, question)
-        if not clipped:
-            return scope
-        found = backend.lookup(index, scope, limit=MAX_CLIPPED_SCAN, kind=ChunkKind.PASSAGE)
-        own = list(dict.fromkeys(h.chunk.document_id for h in found))
-        extra = [d for d in clipped if d not in own]
-        return {"document_id": own + extra} if own and extra else scope
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -233,8 +176,6 @@ class VerbatimCascade:
                 entity_names = [str(n) for n in listed]
             entity = str(meta.get(ENTITY_KEY) or entity) if meta.get(ENTITY_KEY) or entity else None
         q_groups = self._question_terms(question, plan, [*entity_names, *named])
-        if scope is not None and not documents:
-            scope = self._widened(backend, index, question, scope)
         state = CascadePaths(
             self,
             backend=backend,
@@ -246,8 +187,6 @@ class VerbatimCascade:
             query_vector=query_vector,
             embed=embed,
         )
-        if scope is None:
-            state.also_documents = self.clipped_documents(backend, index, question)
         tried: list[PathRun] = []
         found: list[SpanHit] = []
         used = NO_RESULT
