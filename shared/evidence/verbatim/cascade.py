@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY
+from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY, name_words
 from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
 from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
@@ -104,6 +104,25 @@ __all__ = [
 _UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+
+
+def says_name(asked: Sequence[str], question: str, name: str) -> bool:
+    """Whether the question says a subject `name` once both are read as names are elsewhere
+    (`name_words`: lower-cased, punctuation and quotes out, a final "s" dropped, filler words out):
+    the name's words are a run of consecutive question words (`asked`, the question's `name_words`),
+    and every number of the name ("2.0" in "license version 2.0") is one of the question's.
+    So 'Lipitor®' and 'the "Artistic License"' are said by "lipitor" and "artistic license".
+    A name with no such words is never said this way."""
+    words = name_words(name)
+    if not words:
+        return False
+    numbers = set(_NUMBER.findall(question))
+    if any(n not in numbers for n in _NUMBER.findall(name)):
+        return False
+    return any(list(asked[i : i + len(words)]) == words for i in range(len(asked) - len(words) + 1))
+
+
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -120,7 +139,9 @@ class VerbatimCascade:
         match the question, if they agree on one (a single-label index needs no name in the question).
         A passage of a document without a subject is a vote against every subject: one cookie-RFC
         passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
-        subject (docs/verbatim.md, #subjectless).
+        subject (docs/verbatim.md, #subjectless). A subject not in the question as written may be
+        said once both are read as names (`says_name`: "lipitor®" by "Lipitor"); one as written
+        comes first.
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -138,6 +159,10 @@ class VerbatimCascade:
         low = question.lower()
         for first, names in subjects.items():
             if any(re.search(r"(?<![0-9a-z])" + re.escape(n) + r"(?![0-9a-z])", low) for n in names):
+                return first, {ENTITY_NAMES_KEY: first}
+        asked = name_words(question)
+        for first, names in subjects.items():
+            if any(says_name(asked, question, n) for n in names):
                 return first, {ENTITY_NAMES_KEY: first}
         if len(subjects) == 1 and not subjectless:
             first = next(iter(subjects))

@@ -274,6 +274,32 @@ def test_the_best_passages_name_the_subject_only_if_they_all_have_it() -> None:
     assert _resolve([None] * 10) == (None, None)
 
 
+def test_a_subject_with_punctuation_or_quotes_is_said_by_its_words() -> None:
+    """A subject name is read as names are elsewhere (`name_words`): "zentrax®" and a quoted
+    '"widget license"' are said by the words, a name's numbers must be said too, and a subject
+    said as written comes first (synthetic subjects)."""
+    from evidence.verbatim.cascade import says_name
+
+    brand = ["zentrax®", "quellamide"]
+    assert _resolve([None, *brand], "How much Zentrax should a child take?") == (
+        "zentrax®",
+        {"entity_names": "zentrax®"},
+    )
+    quoted = ['the "widget license"']
+    assert _resolve([None, *quoted], "Does the Widget License allow resale?")[0] == quoted[0]
+    versioned = ["frob public license version 2.0"]
+    assert _resolve([None, *versioned], "Is the Frob Public License 2.0 viral?")[0] == versioned[0]
+    assert _resolve([None, *versioned], "Is the Frob Public License 1.1 viral?") == (None, None)
+    # As written wins over said by words, whatever the passages' order.
+    assert _resolve([None, "zentrax®", "zentrax tablets"], "Are zentrax tablets coated?")[0] == (
+        "zentrax tablets"
+    )
+    # Words out of order, or only some of them, say nothing.
+    assert _resolve([None, *quoted], "Is a license for a widget needed?") == (None, None)
+    assert not says_name(["widget"], "widget", "widget license")
+    assert not says_name(["anything"], "anything", "®")
+
+
 def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     label_service: EvidenceService,
 ) -> None:
