@@ -16,13 +16,14 @@ from evidence.errors import (
     BackendError,
     ConfigurationError,
     EmbedderMismatchError,
+    IndexSettingsMismatchError,
     RequestValidationError,
 )
 from evidence.search import opensearch_bodies as bodies
 from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo, Vector
 from evidence.search.opensearch.transport import Transport
-from evidence.search.written import parse, without_cache, written_with
+from evidence.search.written import first_difference, parse, without_cache, written_with
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +181,32 @@ class IndexAdmin(Transport):
                 "embedders",
                 field="index",
             )
+        if exists:
+            # An index of another writer: refused here, before its documents are embedded.
+            self._refuse_other_settings(name, info)
         info = self._with_generation(name, info)
         self._infos[name] = info
         return info
+
+    def _refuse_other_settings(self, name: str, info: IndexInfo) -> None:
+        """IndexSettingsMismatchError (`field`: the setting) when the index records other indexing
+        settings (`_meta.written_with`) than this process writes with (`search.written`): its
+        documents would not match the index's others. Compared on the settings both records hold;
+        an index without a record (created before session 48) is not compared. Once per index per
+        backend instance: `info` is the cached read (`_info`), no request is made here."""
+        if name in self._settings_checked:
+            return
+        running = without_cache(written_with(self.settings))
+        differs = first_difference(info.extra.get("written_with"), running)
+        if differs is not None:
+            setting, stored, ours = differs
+            raise IndexSettingsMismatchError(
+                f"index {name!r} was written with {setting}={stored!r}, but this process has "
+                f"{setting}={ours!r}: set EVIDENCE_{setting.upper()}={stored} (the index's setting) "
+                "to write into it, or index into a new index name. Nothing was written",
+                field=setting,
+            )
+        self._settings_checked.add(name)
 
     def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
         """A schema-1 index gets `generation` mapped before anything filters on it (dynamic
@@ -249,6 +273,7 @@ class IndexAdmin(Transport):
     def delete_index(self, index: str) -> None:
         name = self._index_name(index)
         self._infos.pop(name, None)
+        self._settings_checked.discard(name)
         self._call(
             "delete index", lambda t: self.client.indices.delete(index=name, request_timeout=t), index=name
         )

@@ -237,6 +237,9 @@ class BulkWrites(IndexAdmin):
             raise RequestValidationError("upsert needs one anchor_vectors entry (or None) per document")
         name = self._index_name(index)
         info = self._info(name)
+        # Before anything is written: documents under other indexing settings than the index's
+        # would not match its others (docs/opensearch.md#indexing-settings-of-an-index).
+        self._refuse_other_settings(name, info)
         for doc, vecs in zip(documents, vectors, strict=True):
             _check_vectors(doc, vecs, info)
         last = {d.document_id: i for i, d in enumerate(documents)}

@@ -113,6 +113,8 @@ class Transport:
         self._fusion = fusion
         self._sleep = sleep
         self._infos: dict[str, IndexInfo] = {}
+        #: Indexes whose recorded indexing settings agree with ours (`IndexAdmin._refuse_other_settings`).
+        self._settings_checked: set[str] = set()
         self._pipelines_ready: set[str] = set()
         self._caps: bodies.Capabilities | None = None
 

@@ -1,0 +1,116 @@
+"""The OpenSearch write path refuses an index created under other indexing settings
+(`_meta.written_with`, `search.written`): documents written under another header rule, window or
+span-vector rule would not match the index's others (docs/opensearch.md#indexing-settings-of-an-index).
+Over real HTTP against osmem-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from evidence.config import Settings
+from evidence.errors import IndexSettingsMismatchError
+from evidence.search import opensearch_bodies as bodies
+from evidence.search.opensearch import OpenSearchBackend
+from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
+
+INDEX = "written-with"
+
+
+@pytest.fixture
+def url(osmem_clone: Any) -> str:
+    return str(osmem_clone.url)
+
+
+@pytest.fixture
+def plain(url: str) -> Iterator[OpenSearchBackend]:
+    """A writer under the default settings (no section header rule)."""
+    backend = OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint=url), max_retries=0)
+    yield backend
+    backend.close()
+
+
+def _headed(url: str) -> OpenSearchBackend:
+    settings = Settings(backend="opensearch", opensearch_endpoint=url, section_header="heading")
+    return OpenSearchBackend(settings, max_retries=0)
+
+
+def test_an_index_of_other_settings_is_refused_with_nothing_written(
+    url: str, plain: OpenSearchBackend
+) -> None:
+    headed = _headed(url)
+    headed.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    headed.close()
+    docs = corpus()
+    # The writer's first contact is the write itself (an indexer Lambda's warm backend): refused.
+    with pytest.raises(IndexSettingsMismatchError) as err:
+        plain.upsert(INDEX, docs, vectors_for(docs))
+    assert err.value.status == 409 and err.value.code == "index_settings_mismatch"
+    assert err.value.field == "section_header"
+    assert "section_header='heading'" in err.value.message
+    assert "EVIDENCE_SECTION_HEADER=heading" in err.value.message
+    info = plain.get_index(INDEX)
+    assert (info.documents, info.chunks) == (0, 0)  # nothing written
+    assert all(plain.document_hash(INDEX, d.document_id) is None for d in docs)
+    # `evidence index` / a document post ensure the index first: refused there, before embedding.
+    with pytest.raises(IndexSettingsMismatchError):
+        plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    # Refused again on the next write (a refusal is not remembered as checked).
+    with pytest.raises(IndexSettingsMismatchError):
+        plain.upsert(INDEX, docs[:1], vectors_for(docs[:1]))
+    assert plain.get_index(INDEX).chunks == 0
+
+
+def test_an_index_of_the_same_settings_is_written(url: str) -> None:
+    creator = _headed(url)
+    creator.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    creator.close()
+    writer = _headed(url)  # another process, same settings
+    docs = corpus()
+    try:
+        results = writer.upsert(INDEX, docs, vectors_for(docs))
+        assert [r.status for r in results] == ["created"] * len(docs)
+        assert writer.get_index(INDEX).documents == len(docs)
+        assert writer.get_index(INDEX).extra["written_with"]["section_header"] == "heading"
+    finally:
+        writer.close()
+
+
+def test_an_index_without_a_record_is_written_as_before(url: str, plain: OpenSearchBackend) -> None:
+    """An index created before the record existed (no `_meta.written_with`) is not compared."""
+    old = bodies.create_index_body(EMBEDDER, DIM, plain.capabilities())
+    assert "written_with" not in old["mappings"]["_meta"]
+    plain.client.indices.create(index=INDEX, body=old)
+    headed = _headed(url)
+    docs = corpus()
+    try:
+        headed.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+        results = headed.upsert(INDEX, docs, vectors_for(docs))
+        assert [r.status for r in results] == ["created"] * len(docs)
+        info = headed.get_index(INDEX)
+        assert info.documents == len(docs) and "written_with" not in info.extra
+    finally:
+        headed.close()
+
+
+def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -> None:
+    """The comparison uses the backend's cached index read: later writes make no extra request."""
+    plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    writer = OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint=url), max_retries=0)
+    calls: list[str] = []
+    real = writer.client.indices.get
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(kwargs.get("index")))
+        return real(*args, **kwargs)
+
+    writer.client.indices.get = counted  # type: ignore[method-assign]
+    docs = corpus()
+    try:
+        for doc in docs:
+            writer.upsert(INDEX, [doc], vectors_for([doc]))
+        assert calls == [INDEX]
+    finally:
+        writer.close()
