@@ -89,7 +89,8 @@ class EmbedderMismatchError(EvidenceError):
 
 
 class IndexSettingsMismatchError(EvidenceError):
-    """A copy (`evidence migrate`) would mix documents written under other indexing settings
+    """A copy (`evidence migrate`) or a write into an OpenSearch index (`evidence index`, a
+    document post, the indexer Lambda) would mix documents written under other indexing settings
     (header rule, span vectors, embedding window, cache scope: `search.written`) than the index
     holds or the running process uses; `field` names the setting. Nothing was written."""
 

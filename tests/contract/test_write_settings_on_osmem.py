@@ -106,7 +106,7 @@ def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -
         calls.append(str(kwargs.get("index")))
         return real(*args, **kwargs)
 
-    writer.client.indices.get = counted  # type: ignore[method-assign]
+    writer.client.indices.get = counted
     docs = corpus()
     try:
         for doc in docs:
@@ -114,3 +114,87 @@ def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -
         assert calls == [INDEX]
     finally:
         writer.close()
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, n: int = -1) -> bytes:
+        return self.data if n < 0 else self.data[:n]
+
+    def close(self) -> None:
+        pass
+
+
+class _S3:
+    """The two S3 reads the indexer makes for a created object."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def get_object(self, **_kw: Any) -> dict[str, Any]:
+        return {"Body": _Body(self.data), "ContentLength": len(self.data), "ETag": '"e"', "Metadata": {}}
+
+
+def test_the_api_and_the_indexer_lambda_refuse_it(url: str, plain: OpenSearchBackend) -> None:
+    """The service's writers surface the refusal through their one error mapping: the HTTP API's
+    document post answers 409 `index_settings_mismatch`; the indexer Lambda fails that SQS record
+    alone (`batchItemFailures`). Nothing is written either way."""
+    import json
+
+    from evidence.api import runtime
+    from evidence.service import EvidenceService
+    from evidence.testing import HashingEmbedder, lambda_context, load_event
+    from functions.indexer.handler import handler as indexer
+    from functions.retriever.handler import handler as api
+
+    index = "vendor-acme"  # the index of the bundled events
+    headed = _headed(url)
+    headed.create_index(index, embedder_id=HashingEmbedder().model_id, dimension=HashingEmbedder().dimension)
+    headed.close()
+    service = EvidenceService(plain.settings, backend=plain, embedder=HashingEmbedder())
+    runtime.configure(
+        service=service, settings=plain.settings, s3_client=_S3(b"Encryption at rest: AES-256.")
+    )
+    try:
+        response = api(load_event("apigw/index_document"), lambda_context())
+        assert response["statusCode"] == 409, response["body"]
+        error = json.loads(response["body"])["error"]
+        assert (error["code"], error["field"]) == ("index_settings_mismatch", "section_header")
+        event = load_event("sqs/s3_put")
+        assert indexer(event, lambda_context()) == {
+            "batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]
+        }
+    finally:
+        runtime.reset()
+    info = plain.get_index(index)
+    assert (info.documents, info.chunks) == (0, 0)
+
+
+def test_evidence_index_exits_2(
+    url: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`evidence index` into an index of other settings: exit 2 naming the setting and the fix,
+    nothing written (the index is ensured, and refused, before any file is embedded)."""
+    from evidence.cli import main
+    from evidence.names import MINILM_MODEL_ID
+
+    headed = _headed(url)
+    headed.create_index(INDEX, embedder_id=MINILM_MODEL_ID, dimension=384)
+    doc = tmp_path / "a.txt"
+    doc.write_text("Customer data at rest is encrypted with AES-256.\n")
+    monkeypatch.setenv("EVIDENCE_BACKEND", "opensearch")
+    monkeypatch.setenv("EVIDENCE_OPENSEARCH_ENDPOINT", url)
+    monkeypatch.setenv("EVIDENCE_STORE_DIR", str(tmp_path / "store"))
+    try:
+        assert main(["index", str(doc), "--index", INDEX]) == 2
+        err = capsys.readouterr().err
+        assert "index_settings" not in err  # the message, not the code, is shown
+        assert "section_header='heading'" in err and "EVIDENCE_SECTION_HEADER=heading" in err
+        assert headed.get_index(INDEX).chunks == 0
+    finally:
+        headed.close()

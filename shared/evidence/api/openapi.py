@@ -279,6 +279,12 @@ def _document_paths(refs: _Refs) -> dict[str, Any]:
                         },
                     },
                     **_errors("400", "403", "404", "413", "422", "429", "503"),
+                    "409": _json(
+                        _ref("ErrorEnvelope"),
+                        "The index was built with another embedder (`embedder_mismatch`), or is an "
+                        "OpenSearch index created under other indexing settings "
+                        "(`index_settings_mismatch`, `error.field` names the setting); nothing written",
+                    ),
                 },
             },
         },

@@ -11,7 +11,9 @@
 - Writes (docs/opensearch.md, "Writes"): one bulk request per chunk of actions, each result
   attributed to its action by position within its own request (and checked by `_id`), only
   unacknowledged actions resent, a document's marker written only once all its chunks are
-  acknowledged and its stale rows removed.
+  acknowledged and its stale rows removed. An index whose recorded indexing settings
+  (`_meta.written_with`) differ from the writer's is refused before anything is written
+  (IndexSettingsMismatchError; docs/opensearch.md#indexing-settings-of-an-index).
 - opensearch-py and boto3 are imported inside functions; the client is built on first use.
 - Request bodies come from `opensearch_bodies` (validated against the official API spec in
   tests, per supported version); this module only sequences calls.
