@@ -181,9 +181,9 @@ class IndexAdmin(Transport):
                 "embedders",
                 field="index",
             )
-        if exists:
-            # An index of another writer: refused here, before its documents are embedded.
-            self._refuse_other_settings(name, info)
+        # An index another writer created (before us, or racing us): refused here, before the
+        # caller embeds its documents (`Indexing._ensure_index`). One we created agrees.
+        self._refuse_other_settings(name, info)
         info = self._with_generation(name, info)
         self._infos[name] = info
         return info
