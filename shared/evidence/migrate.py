@@ -29,7 +29,6 @@ from evidence.errors import (
     ConfigurationError,
     EmbedderMismatchError,
     IndexNotFoundError,
-    IndexSettingsMismatchError,
 )
 from evidence.progress import ProgressFn
 from evidence.records import Chunk, DocumentChunks
@@ -181,27 +180,26 @@ def _refuse_other_settings(
     writes the lexical field under its header rule and reads the anchor's vectors in its cache
     scope and window) or than an existing target's documents. Records compare on the settings
     both hold (`search.written.first_difference`); an index without one is not compared."""
-    from evidence.search.written import first_difference
+    from evidence.search.written import EXTRA_KEY, refuse_difference
 
-    source = info.extra.get("written_with")
-    differs = first_difference(source, written)
-    if differs is not None:
-        name, stored, running = differs
-        raise IndexSettingsMismatchError(
+    source = info.extra.get(EXTRA_KEY)
+    refuse_difference(
+        source,
+        written,
+        lambda name, stored, running: (
             f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
             f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
-            "migrate again, or re-index the store under the current settings first",
-            field=name,
-        )
-    kept = existing.extra.get("written_with") if existing is not None else None
-    differs = first_difference(kept, source or written)
-    if differs is not None:
-        name, stored, copied = differs
-        raise IndexSettingsMismatchError(
+            "migrate again, or re-index the store under the current settings first"
+        ),
+    )
+    refuse_difference(
+        existing.extra.get(EXTRA_KEY) if existing is not None else None,
+        source or written,
+        lambda name, stored, copied: (
             f"target index {dest!r} was written with {name}={stored!r}; the documents of {index!r} "
-            f"were written with {name}={copied!r}. Migrate into a new index name (--target-index)",
-            field=name,
-        )
+            f"were written with {name}={copied!r}. Migrate into a new index name (--target-index)"
+        ),
+    )
 
 
 class CachedAnchors:

@@ -31,6 +31,7 @@ from evidence.search.base import (
     group_ordered,
     ordered_chunks,
 )
+from evidence.search.written import EXTRA_KEY, as_extra
 from evidence.sqlite_wal import open_wal
 
 _SCHEMA = """
@@ -307,7 +308,7 @@ class RecordStore:
                 dimension=int(self.info("dimension", db) or 0),
                 documents=docs,
                 chunks=chunks,
-                extra=_written(self.info("written_with", db)),
+                extra=as_extra(self.info(EXTRA_KEY, db)),
             )
 
     # --- records --------------------------------------------------------------------------
@@ -607,12 +608,3 @@ class RecordStore:
                 "SELECT document_id, source, passages, spans FROM documents ORDER BY document_id"
             ).fetchall()
         return [DocumentInfo(str(d), str(s), int(p), int(n)) for d, s, p, n in rows]
-
-
-def _written(value: str | None) -> dict[str, Any]:
-    """`IndexInfo.extra` of an index: the settings its documents were last written with
-    (`search.written`; absent from an index written before they were recorded)."""
-    from evidence.search.written import parse
-
-    record = parse(value) if value else None
-    return {"written_with": record} if record else {}

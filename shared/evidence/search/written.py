@@ -13,14 +13,18 @@ share are compared, so a record with fewer keys (an older one) is compared on wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from evidence.errors import IndexSettingsMismatchError
 
 if TYPE_CHECKING:
     from evidence.config import Settings
 
 #: The key of the embedding cache scope: a property of the embedded store only.
 CACHE_SCOPE = "embedding_cache_scope"
+#: Where an index's record stands in its `IndexInfo.extra`.
+EXTRA_KEY = "written_with"
 
 
 def written_with(settings: Settings) -> dict[str, str]:
@@ -73,3 +77,24 @@ def parse(value: object) -> dict[str, str] | None:
     if not isinstance(value, Mapping):
         return None
     return {str(k): str(v) for k, v in value.items()}
+
+
+def as_extra(value: object) -> dict[str, Any]:
+    """An index's `IndexInfo.extra` entry for its stored record (`parse`): {} when it has none
+    (written before records were kept) or it cannot be read."""
+    record = parse(value) if value else None
+    return {EXTRA_KEY: record} if record else {}
+
+
+def refuse_difference(
+    recorded: Mapping[str, str] | None,
+    other: Mapping[str, str] | None,
+    explain: Callable[[str, str, str], str],
+) -> None:
+    """IndexSettingsMismatchError (`field`: the setting) at the first difference of the two
+    records (`first_difference`); `explain(setting, recorded value, other value)` is its message,
+    which says where each value comes from and the fix. Nothing when they agree or either is
+    missing."""
+    differs = first_difference(recorded, other)
+    if differs is not None:
+        raise IndexSettingsMismatchError(explain(*differs), field=differs[0])

@@ -16,14 +16,13 @@ from evidence.errors import (
     BackendError,
     ConfigurationError,
     EmbedderMismatchError,
-    IndexSettingsMismatchError,
     RequestValidationError,
 )
 from evidence.search import opensearch_bodies as bodies
 from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo, Vector
 from evidence.search.opensearch.transport import Transport
-from evidence.search.written import first_difference, parse, without_cache, written_with
+from evidence.search.written import EXTRA_KEY, as_extra, refuse_difference, without_cache, written_with
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +70,7 @@ class IndexAdmin(Transport):
                 "engine": meta.get("engine") or "faiss",
                 "has_generation": bool(meta.get("has_generation")),
                 "has_anchor_vectors": bool(meta.get("has_anchor_vectors")),
-                **({"written_with": record} if (record := parse(meta.get("written_with"))) else {}),
+                **as_extra(meta.get(EXTRA_KEY)),
             },
         )
 
@@ -196,16 +195,15 @@ class IndexAdmin(Transport):
         backend instance: `info` is the cached read (`_info`), no request is made here."""
         if name in self._settings_checked:
             return
-        running = without_cache(written_with(self.settings))
-        differs = first_difference(info.extra.get("written_with"), running)
-        if differs is not None:
-            setting, stored, ours = differs
-            raise IndexSettingsMismatchError(
+        refuse_difference(
+            info.extra.get(EXTRA_KEY),
+            without_cache(written_with(self.settings)),
+            lambda setting, stored, ours: (
                 f"index {name!r} was written with {setting}={stored!r}, but this process has "
                 f"{setting}={ours!r}: set EVIDENCE_{setting.upper()}={stored} (the index's setting) "
-                "to write into it, or index into a new index name. Nothing was written",
-                field=setting,
-            )
+                "to write into it, or index into a new index name. Nothing was written"
+            ),
+        )
         self._settings_checked.add(name)
 
     def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
