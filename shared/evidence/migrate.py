@@ -190,7 +190,9 @@ def _refuse_other_settings(
         lambda name, stored, running: (
             f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
             f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
-            "migrate again, or re-index the store under the current settings first"
+            "migrate again, or index the documents again under the current settings first (into a "
+            f"new index name, or after `evidence delete --index {index} --all`: the store refuses "
+            "to mix them into this one)"
         ),
         dimension=info.dimension,
     )

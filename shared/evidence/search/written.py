@@ -1,18 +1,18 @@
 """What an index's documents were written with: the indexing settings that shape what is stored
 (the passage vectors' model and window, the section header rule in the lexical field and the
 vectors' inputs, which late span vectors exist) or where it is cached (the embedding cache
-scope), recorded by the stores so that a copy (`evidence migrate`) can refuse to mix two
-(docs/opensearch.md#migrating-an-embedded-index).
+scope), recorded by the stores so that a write into an index (`evidence index`, a document post,
+the indexer) and a copy (`evidence migrate`) can refuse to mix two
+(docs/ingest.md#indexing-settings-of-an-index, docs/opensearch.md#migrating-an-embedded-index).
 
 The record is a flat mapping of setting names (`Settings` field names, so a message can name the
-variable `EVIDENCE_<NAME>`) to strings. The embedded store keeps the one of its last write that
-changed a document (index `info`, `written_with`: its writes are refused under another record,
-so it is the record of all of them since it had one); OpenSearch keeps the one the index was created
-with (`_meta.written_with`), without the cache scope (it has no cache). Only the keys two records
-share are compared, so a record with fewer keys (an older one) is compared on what it has, and
-an index without vectors is compared without the keys that shape only vectors (`VECTOR_KEYS`).
-Both stores refuse a write under another record (`refuse_difference`: the embedded store in
-`EmbeddedBackend`, OpenSearch in `IndexAdmin`), and so does `evidence migrate`.
+variable `EVIDENCE_<NAME>`) to strings. The embedded store records it at its first write that
+changes a document (index `info`, `written_with`); OpenSearch keeps the one the index was created
+with (`_meta.written_with`), without the cache scope (it has no cache). Both refuse a write under
+another record (`refuse_difference`: `EmbeddedBackend` and `IndexAdmin`), and so does migrate.
+Only the keys two records share are compared, so a record with fewer keys (an older one) is
+compared on what it has, and an index without vectors is compared without the keys that shape
+only vectors (`VECTOR_KEYS`).
 """
 
 from __future__ import annotations
