@@ -89,10 +89,11 @@ class EmbedderMismatchError(EvidenceError):
 
 
 class IndexSettingsMismatchError(EvidenceError):
-    """A copy (`evidence migrate`) or a write into an OpenSearch index (`evidence index`, a
+    """A copy (`evidence migrate`) or a write into an index of either store (`evidence index`, a
     document post, the indexer Lambda) would mix documents written under other indexing settings
-    (header rule, span vectors, embedding window, cache scope: `search.written`) than the index
-    holds or the running process uses; `field` names the setting. Nothing was written."""
+    (header rule, span vectors, embedding window, long-text rule, embedder, cache scope:
+    `search.written`) than the index holds or the running process uses; `field` names the
+    setting. Nothing was written."""
 
     status = 409
     code = "index_settings_mismatch"

@@ -179,7 +179,8 @@ def _refuse_other_settings(
     were written under other indexing settings than the running process's (`written`: the copy
     writes the lexical field under its header rule and reads the anchor's vectors in its cache
     scope and window) or than an existing target's documents. Records compare on the settings
-    both hold (`search.written.first_difference`); an index without one is not compared."""
+    both hold (`search.written.first_difference`), a lexical-only source without the vector keys
+    (`search.written.VECTOR_KEYS`); an index without one is not compared."""
     from evidence.search.written import EXTRA_KEY, refuse_difference
 
     source = info.extra.get(EXTRA_KEY)
@@ -189,8 +190,11 @@ def _refuse_other_settings(
         lambda name, stored, running: (
             f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
             f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
-            "migrate again, or re-index the store under the current settings first"
+            "migrate again, or index the documents again under the current settings first (into a "
+            f"new index name, or after `evidence delete --index {index} --all`: the store refuses "
+            "to mix them into this one)"
         ),
+        dimension=info.dimension,
     )
     refuse_difference(
         existing.extra.get(EXTRA_KEY) if existing is not None else None,
@@ -199,6 +203,7 @@ def _refuse_other_settings(
             f"target index {dest!r} was written with {name}={stored!r}; the documents of {index!r} "
             f"were written with {name}={copied!r}. Migrate into a new index name (--target-index)"
         ),
+        dimension=info.dimension,
     )
 
 

@@ -245,3 +245,23 @@ def test_migrate_refuses_other_indexing_settings(
     assert "--target-index" in err
     code, report = _cli(plain, osmem_clone.url, "--target-index", "vendor-a-plain")
     assert code == 0 and report is not None
+
+
+def test_a_lexical_only_store_migrates_under_another_embedder(
+    tmp_path: Path, target: OpenSearchBackend, osmem_clone: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store without vectors (dimension 0, `embed=False`) is compared on its header rule only
+    (`search.written.VECTOR_KEYS`): migrating it under another embedder or window copies the same
+    documents, and the target's own write check lets them in."""
+    from evidence.search.factory import get_backend
+
+    backend = get_backend(Settings(store_dir=tmp_path / "bm25"))
+    backend.create_index(SRC, embedder_id="none", dimension=0)
+    docs = corpus()
+    backend.upsert(SRC, docs, [None] * len(docs))
+    backend.close()
+    monkeypatch.setenv("EVIDENCE_EMBEDDER", "titan")
+    monkeypatch.setenv("EVIDENCE_EMBED_MAX_TOKENS", "128")
+    code, report = _cli(tmp_path / "bm25", osmem_clone.url)
+    assert code == 0 and report is not None and report["created"] == len(docs)
+    assert target.get_index(SRC).dimension == 0

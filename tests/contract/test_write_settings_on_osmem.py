@@ -95,6 +95,39 @@ def test_an_index_without_a_record_is_written_as_before(url: str, plain: OpenSea
         headed.close()
 
 
+def test_a_lexical_only_index_is_compared_without_the_vector_settings(
+    url: str, plain: OpenSearchBackend
+) -> None:
+    """An index without vectors (dimension 0: a BM25-only writer, `embed=False`) is compared on
+    the header rule only (`written.VECTOR_KEYS`): a writer with another embedder, window,
+    long-text rule or span-vector rule writes the same documents into it; another header rule is
+    still refused."""
+    plain.create_index(INDEX, embedder_id="none", dimension=0)
+    other = OpenSearchBackend(
+        Settings(
+            backend="opensearch",
+            opensearch_endpoint=url,
+            embedder="titan",
+            embed_max_tokens=128,
+            embed_long_text="mean",
+            embed_spans_at_index="off",
+        ),
+        max_retries=0,
+    )
+    headed = _headed(url)
+    docs = corpus()
+    try:
+        other.create_index(INDEX, embedder_id="none", dimension=0)
+        results = other.upsert(INDEX, docs, [None] * len(docs))
+        assert [r.status for r in results] == ["created"] * len(docs)
+        with pytest.raises(IndexSettingsMismatchError) as err:
+            headed.upsert(INDEX, docs[:1], [None])
+        assert err.value.field == "section_header"
+    finally:
+        other.close()
+        headed.close()
+
+
 def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -> None:
     """The comparison uses the backend's cached index read: later writes make no extra request."""
     plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)

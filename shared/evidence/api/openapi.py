@@ -281,8 +281,8 @@ def _document_paths(refs: _Refs) -> dict[str, Any]:
                     **_errors("400", "403", "404", "413", "422", "429", "503"),
                     "409": _json(
                         _ref("ErrorEnvelope"),
-                        "The index was built with another embedder (`embedder_mismatch`), or is an "
-                        "OpenSearch index created under other indexing settings "
+                        "The index was built with another embedder (`embedder_mismatch`), or was "
+                        "written under other indexing settings than the service runs with "
                         "(`index_settings_mismatch`, `error.field` names the setting); nothing written",
                     ),
                 },

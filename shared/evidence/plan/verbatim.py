@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evidence.ingest.sections import SectionVocabulary, default_vocabulary, normalise_heading
+from evidence.ingest.sections import SectionVocabulary, default_vocabulary, name_words, normalise_heading
 from evidence.names import HYPHENS
 
 QUERY_MODES = ("SECTION", "ATTRIBUTE", "MULTI_SECTION", "GENERIC", "GLOBAL")
@@ -214,15 +214,58 @@ def content_words(question: str, *, drop: Iterable[str] = ()) -> list[str]:
     return list(seen)
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+#: A word as `name_words` reads one (lower-cased: `[a-z][a-z0-9]*`), with its place.
+_NAME_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+def says_name(asked: Sequence[str], question: str, name: str) -> bool:
+    """Whether the question says a subject `name` once both are read as names are elsewhere
+    (`name_words`: lower-cased, punctuation and quotes out, a final "s" dropped, filler words out):
+    the name's words are a run of consecutive question words (`asked`, the question's `name_words`),
+    and every number of the name ("2.0" in "license version 2.0") is one of the question's.
+    So 'Lipitor®' and 'the "Artistic License"' are said by "lipitor" and "artistic license".
+    A name with no such words is never said this way."""
+    return _said_at(asked, question, name) is not None
+
+
+def _said_at(asked: Sequence[str], question: str, name: str) -> int | None:
+    """The position in `asked` of the run of the name's words (`says_name`), or None."""
+    words = name_words(name)
+    if not words:
+        return None
+    numbers = set(_NUMBER.findall(question))
+    if any(n not in numbers for n in _NUMBER.findall(name)):
+        return None
+    return next(
+        (i for i in range(len(asked) - len(words) + 1) if list(asked[i : i + len(words)]) == words), None
+    )
+
+
+def said_span(question: str, name: str) -> tuple[int, int] | None:
+    """Where `question` says `name` read as a name (`says_name`): from the start of its first
+    word to the end of its last (filler words between them included); None when it does not."""
+    placed = [(m, w) for m in _NAME_TOKEN.finditer(question) for w in name_words(m.group())]
+    at = _said_at([w for _, w in placed], question, name)
+    if at is None:
+        return None
+    last = at + len(name_words(name)) - 1
+    return placed[at][0].start(), placed[last][0].end()
+
+
 def find_entity(question: str, known: Sequence[str] = ()) -> str | None:
-    """A known name the question mentions (longest first); with no names known, a capitalised
-    non-initial word (a guess the cascade checks against the index)."""
+    """A known name the question mentions (longest first), as written, or else read as a name
+    (`says_name`: 'the "Artistic License"' by "the Artistic License", "Lipitor®" by "Lipitor",
+    as the cascade reads the passages' subjects); with no names known, a capitalised non-initial
+    word (a guess the cascade checks against the index)."""
     low = question.lower()
-    for name in sorted(known, key=len, reverse=True):
+    ordered = sorted(known, key=len, reverse=True)
+    for name in ordered:
         if name and re.search(r"(?<![0-9a-z])" + re.escape(name.lower()) + r"(?![0-9a-z])", low):
             return name
     if known:
-        return None
+        asked = name_words(question)
+        return next((n for n in ordered if n and says_name(asked, question, n)), None)
     words = list(_WORD.finditer(question))
     for i, m in enumerate(words):
         w = m.group()
@@ -258,6 +301,11 @@ def plan_question(
     rest = q
     for name in sorted(entity_words, key=len, reverse=True):
         rest = re.sub(re.escape(name), " ", rest, flags=re.IGNORECASE)
+    if entity and not re.search(re.escape(entity), q, flags=re.IGNORECASE):
+        # An entity said only as a name ("Lipitor" for "lipitor®") leaves the question too.
+        said = said_span(rest, entity)
+        if said is not None:
+            rest = f"{rest[: said[0]]} {rest[said[1] :]}"
     attrs = r.find_attributes(rest)
     attribute = attrs[0][1] if attrs else None
     sections = r.find_sections(rest)

@@ -14,13 +14,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evidence.errors import ConfigurationError
 from evidence.ids import content_hash
 from evidence.rank.candidate import Candidate, sort_key
 from evidence.rank.context import RankContext
 from evidence.records import ChunkKind
+
+if TYPE_CHECKING:
+    from evidence.search.analysis import EnglishAnalyzer
 
 
 class DedupContent:
@@ -476,11 +479,12 @@ class FocusHits:
     def run(self, candidates: Sequence[Candidate], ctx: RankContext) -> list[Candidate]:
         from evidence.search.analysis import get_analyzer
 
-        q = set(get_analyzer().analyze(ctx.query))
+        analyzer = get_analyzer()
+        q = set(analyzer.analyze(ctx.query))
         if not q:
             return list(candidates)
         order, fixed = self._anchored(candidates, ctx)
-        cuts = self._cuts(candidates, fixed, q, ctx)
+        cuts = self._cuts(candidates, fixed, q, ctx, analyzer)
         fused = range(len(candidates))
         out, focused = self._focus(cuts, fused if order is None else order, ctx)
         ctx.trace.detail["focused"] = focused
@@ -496,12 +500,11 @@ class FocusHits:
         fixed: Mapping[int, tuple[int, int]],
         q: set[str],
         ctx: RankContext,
+        analyzer: EnglishAnalyzer,
     ) -> _Cuts:
         """What each hit's run depends on but its place (everything but its window), read once:
-        both orders `_focus` cuts (the returned and the judged) share it."""
-        from evidence.search.analysis import get_analyzer
-
-        analyzer = get_analyzer()
+        both orders `_focus` cuts (the returned and the judged) share it. `analyzer`: the one
+        `run` analysed the question with (the titles are analysed alike)."""
         cut = [c.chunk.kind is ChunkKind.PASSAGE and len(c.chunk.text) >= self.min_chars for c in candidates]
         read = {i: _sentence_terms(c.chunk.text) for i, c in enumerate(candidates) if cut[i]}
         sents = {i: list(spans) for i, (spans, _) in read.items()}

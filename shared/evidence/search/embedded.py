@@ -101,6 +101,10 @@ class EmbeddedBackend:
         #: The settings this process writes documents with (`search.written`), recorded by each
         #: index at a write that changes a document; None records nothing.
         self.written_with = json.dumps(dict(written_with), sort_keys=True) if written_with else None
+        self._written = dict(written_with) if written_with else None
+        #: Indexes whose recorded settings agree with `written_with` (`_refuse_other_settings`):
+        #: checked once per index per backend; forgotten by `delete_index`.
+        self._settings_checked: set[str] = set()
 
     def _root(self, index: str) -> Path:
         validate_index_name(index)
@@ -125,8 +129,41 @@ class EmbeddedBackend:
 
     def create_index(self, index: str, *, embedder_id: str, dimension: int) -> IndexInfo:
         with _writing(self.store_dir, index):
-            self.index_store(index, create=True).ensure_embedder(embedder_id, dimension)
+            store = self.index_store(index, create=True)
+            store.ensure_embedder(embedder_id, dimension)
+        # After the embedder's own check (another model: `embedder_mismatch`, its message), and
+        # before the caller embeds anything (`Indexing._ensure_index`).
+        self._refuse_other_settings(index, store)
         return self.get_index(index)
+
+    def _refuse_other_settings(self, index: str, store: IndexStore) -> None:
+        """IndexSettingsMismatchError (`field`: the setting) when `index` records other indexing
+        settings (`written_with` in its info) than this backend writes with (`search.written`):
+        its documents would not match the index's others (another window, long-text rule, header
+        rule, span vectors, cache scope). Compared on the settings both records hold, a
+        lexical-only index without the vector keys (`written.VECTOR_KEYS`). Once per index per
+        backend; an index without a record (written before session 48, or by nothing yet) is not
+        compared and is read again at the next write, until it has one."""
+        from evidence.search.written import EXTRA_KEY, parse, refuse_difference
+
+        if self._written is None or index in self._settings_checked:
+            return
+        recorded = parse(store.info(EXTRA_KEY))
+        if recorded is None:
+            return
+        refuse_difference(
+            recorded,
+            self._written,
+            lambda setting, stored, ours: (
+                f"index {index!r} of the store {str(self.store_dir)!r} was written with "
+                f"{setting}={stored!r}, but this process has {setting}={ours!r}: set "
+                f"EVIDENCE_{setting.upper()}={stored} (the index's setting) to write into it, or "
+                f"index into a new index name, or delete the index (`evidence delete --index {index} "
+                "--all`) and index it again under the current settings. Nothing was written"
+            ),
+            dimension=int(store.info("dimension") or 0),
+        )
+        self._settings_checked.add(index)
 
     def get_index(self, index: str) -> IndexInfo:
         return self.index_store(index).describe()
@@ -144,6 +181,7 @@ class EmbeddedBackend:
         root = self._root(index)
         with self._lock:
             found = self._indexes.pop(index, None)
+            self._settings_checked.discard(index)
         if found is not None:
             found.close()
         if not root.exists():
@@ -157,7 +195,10 @@ class EmbeddedBackend:
         self, index: str, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]
     ) -> list[UpsertResult]:
         with _writing(self.store_dir, index):
-            return self.index_store(index).upsert(documents, vectors)
+            store = self.index_store(index)
+            # Before anything is written (docs/ingest.md#indexing-settings-of-an-index).
+            self._refuse_other_settings(index, store)
+            return store.upsert(documents, vectors)
 
     def delete_document(self, index: str, document_id: str) -> int:
         with _writing(self.store_dir, index):

@@ -1,14 +1,18 @@
 """What an index's documents were written with: the indexing settings that shape what is stored
 (the passage vectors' model and window, the section header rule in the lexical field and the
 vectors' inputs, which late span vectors exist) or where it is cached (the embedding cache
-scope), recorded by the stores so that a copy (`evidence migrate`) can refuse to mix two
-(docs/opensearch.md#migrating-an-embedded-index).
+scope), recorded by the stores so that a write into an index (`evidence index`, a document post,
+the indexer) and a copy (`evidence migrate`) can refuse to mix two
+(docs/ingest.md#indexing-settings-of-an-index, docs/opensearch.md#migrating-an-embedded-index).
 
 The record is a flat mapping of setting names (`Settings` field names, so a message can name the
-variable `EVIDENCE_<NAME>`) to strings. The embedded store keeps the one of its last write that
-changed a document (index `info`, `written_with`); OpenSearch keeps the one the index was created
-with (`_meta.written_with`), without the cache scope (it has no cache). Only the keys two records
-share are compared, so a record with fewer keys (an older one) is compared on what it has.
+variable `EVIDENCE_<NAME>`) to strings. The embedded store records it at its first write that
+changes a document (index `info`, `written_with`); OpenSearch keeps the one the index was created
+with (`_meta.written_with`), without the cache scope (it has no cache). Both refuse a write under
+another record (`refuse_difference`: `EmbeddedBackend` and `IndexAdmin`), and so does migrate.
+Only the keys two records share are compared, so a record with fewer keys (an older one) is
+compared on what it has, and an index without vectors is compared without the keys that shape
+only vectors (`VECTOR_KEYS`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ if TYPE_CHECKING:
 CACHE_SCOPE = "embedding_cache_scope"
 #: Where an index's record stands in its `IndexInfo.extra`.
 EXTRA_KEY = "written_with"
+#: The settings that shape only an index's vectors or where they are cached: the model, its window
+#: and long-text rule, the late span vectors, the cache scope. An index without vectors (a
+#: lexical-only one, dimension 0: nothing is embedded for it) is compared without them, so a BM25
+#: writer is not refused for another `EVIDENCE_EMBEDDER`. The header rule's keys stay: the header
+#: shapes the BM25 field and the documents' content hash.
+VECTOR_KEYS = frozenset(
+    {"embedder", "embed_max_tokens", "embed_long_text", "embed_spans_at_index", CACHE_SCOPE}
+)
 
 
 def written_with(settings: Settings) -> dict[str, str]:
@@ -47,6 +59,16 @@ def written_with(settings: Settings) -> dict[str, str]:
 def without_cache(record: Mapping[str, str]) -> dict[str, str]:
     """`record` as an index with no embedding cache (OpenSearch) keeps it."""
     return {k: v for k, v in record.items() if k != CACHE_SCOPE}
+
+
+def for_index(record: Mapping[str, str] | None, dimension: int) -> dict[str, str] | None:
+    """`record` as an index of `dimension` is compared on: without `VECTOR_KEYS` when it holds
+    no vectors (dimension 0), whole otherwise; None stays None."""
+    if record is None:
+        return None
+    if dimension > 0:
+        return dict(record)
+    return {k: v for k, v in record.items() if k not in VECTOR_KEYS}
 
 
 def first_difference(
@@ -90,11 +112,14 @@ def refuse_difference(
     recorded: Mapping[str, str] | None,
     other: Mapping[str, str] | None,
     explain: Callable[[str, str, str], str],
+    *,
+    dimension: int,
 ) -> None:
     """IndexSettingsMismatchError (`field`: the setting) at the first difference of the two
-    records (`first_difference`); `explain(setting, recorded value, other value)` is its message,
-    which says where each value comes from and the fix. Nothing when they agree or either is
-    missing."""
-    differs = first_difference(recorded, other)
+    records (`first_difference`) as an index of `dimension` compares them (`for_index`: a
+    lexical-only index without the vector keys); `explain(setting, recorded value, other value)`
+    is its message, which says where each value comes from and the fix. Nothing when they agree
+    or either is missing."""
+    differs = first_difference(for_index(recorded, dimension), for_index(other, dimension))
     if differs is not None:
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY, name_words
-from evidence.plan.verbatim import VerbatimRules, content_words, default_rules
+from evidence.plan.verbatim import VerbatimRules, content_words, default_rules, says_name
 from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
     ATTRIBUTE_LOOKUP,
@@ -102,25 +102,6 @@ __all__ = [
 #: Paths whose evidence is not followed by the safety net's: itself, and an overview (one span per
 #: key section of a document the question only names: nothing more specific was asked).
 _UNFILLED = frozenset({HYBRID_FACTSPAN, ENTITY_OVERVIEW})
-
-
-_NUMBER = re.compile(r"\d+(?:\.\d+)*")
-
-
-def says_name(asked: Sequence[str], question: str, name: str) -> bool:
-    """Whether the question says a subject `name` once both are read as names are elsewhere
-    (`name_words`: lower-cased, punctuation and quotes out, a final "s" dropped, filler words out):
-    the name's words are a run of consecutive question words (`asked`, the question's `name_words`),
-    and every number of the name ("2.0" in "license version 2.0") is one of the question's.
-    So 'Lipitor®' and 'the "Artistic License"' are said by "lipitor" and "artistic license".
-    A name with no such words is never said this way."""
-    words = name_words(name)
-    if not words:
-        return False
-    numbers = set(_NUMBER.findall(question))
-    if any(n not in numbers for n in _NUMBER.findall(name)):
-        return False
-    return any(list(asked[i : i + len(words)]) == words for i in range(len(asked) - len(words) + 1))
 
 
 class VerbatimCascade:

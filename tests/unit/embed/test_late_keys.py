@@ -82,12 +82,21 @@ def _fresh(tmp_path: Path, title: str, content_hash: str, **kw: Any) -> np.ndarr
 def test_a_document_written_again_with_other_passages_reads_no_earlier_late_vector(
     tmp_path: Path, mode: str
 ) -> None:
-    """Its title (part of every passage's input) changes; the span's text and offsets do not."""
+    """Its title (part of every passage's input) changes; the span's text and offsets do not.
+    Under another span-vector setting the index refuses the write (it records `late`:
+    docs/ingest.md#indexing-settings-of-an-index); an index written before records were kept
+    takes it, and reads no earlier late vector either."""
+    from evidence.errors import IndexSettingsMismatchError
+
     first = _service(tmp_path / "s", "late")
     first.write_documents(INDEX, [_document(SHORT, "h1")])
     before = _anchor_reads(first)
     assert before is not None
     again = _service(tmp_path / "s", mode)
+    if mode != "late":
+        with pytest.raises(IndexSettingsMismatchError, match="embed_spans_at_index='late'"):
+            again.write_documents(INDEX, [_document(LONG, "h2")])
+        _unrecorded(again)  # as a store written before session 48: not compared
     again.write_documents(INDEX, [_document(LONG, "h2")])
     after = _anchor_reads(again)
     if mode == "late":
@@ -120,8 +129,16 @@ def test_indexes_sharing_a_cache_scope_read_their_own_documents_vectors(tmp_path
     assert a.tobytes() == fresh_a.tobytes() and b.tobytes() == fresh_b.tobytes()
 
 
+def _unrecorded(service: EvidenceService) -> None:
+    """The index as written before session 48: no record of its indexing settings
+    (`search.written`), so a write under other settings is not refused."""
+    service.backend.index_store(INDEX)._db.execute("DELETE FROM info WHERE key = 'written_with'")  # type: ignore[attr-defined]
+
+
 def _as_written_before(service: EvidenceService) -> None:
-    """The store as session 46's code wrote it: each late vector under `legacy_late_key`."""
+    """The store as session 46's code wrote it: each late vector under `legacy_late_key` (and,
+    from before session 48, no record of its settings: `_unrecorded`)."""
+    _unrecorded(service)
     cache = service.document_embedder(INDEX)
     assert isinstance(cache, CachedEmbedder)
     doc = _document(SHORT, "h1")

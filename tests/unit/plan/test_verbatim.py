@@ -85,6 +85,25 @@ def test_entity_words_are_not_search_words() -> None:
     assert content_words("What is the price of the drug?") == ["price"]
 
 
+def test_a_known_name_with_punctuation_or_quotes_is_the_entity_said_by_its_words() -> None:
+    """The plan's entity reads a known subject as the cascade reads the passages' subjects
+    (`says_name`): "zentrax®" and 'the "widget license"' are said by their words, a name's
+    numbers must be said too, a name said as written comes first, and the words that said it
+    leave the search words as a name said as written does (synthetic subjects)."""
+    known = ["zentrax®", 'the "widget license"', "frob public license version 2.0"]
+    assert find_entity("How much Zentrax should a child take?", known) == "zentrax®"
+    assert find_entity("Does the Widget License allow resale?", known) == known[1]
+    assert find_entity("Is the Frob Public License 2.0 viral?", known) == known[2]
+    assert find_entity("Is the Frob Public License 1.1 viral?", known) is None
+    assert find_entity("Is a license for a widget needed?", known) is None
+    assert find_entity("Are zentrax tablets coated?", [*known, "zentrax tablets"]) == "zentrax tablets"
+    plan = plan_question("What is the dose of Zentrax for children?", known_entities=known)
+    assert plan.entity == "zentrax®"
+    assert all("zentrax" not in p.lower() for p in plan.search_phrases)
+    generic = plan_question("What is Zentrax?", known_entities=known)
+    assert (generic.entity, generic.query_mode) == ("zentrax®", "GENERIC")
+
+
 def test_subject_names_from_titles() -> None:
     assert subject_names("LIPRAVEX (ferlostatin calcium) tablets, for oral use") == KNOWN
     assert subject_names("Metformin Hydrochloride Extended-Release Tablets") == [

@@ -88,40 +88,178 @@ def test_embedder_is_recorded_once_and_refused_when_it_differs(backend: Embedded
         backend.create_index(INDEX, embedder_id="other", dimension=DIM)
 
 
-def test_the_settings_of_the_last_write_that_changed_a_document_are_recorded(tmp_path: Path) -> None:
-    """`IndexInfo.extra["written_with"]` (`search.written`, what `evidence migrate` compares) is
-    the record of the last upsert that created or updated a document; an unchanged upsert and a
-    delete leave it; an index written by a backend without one records nothing."""
+def _under(tmp_path: Path, **settings: object) -> EmbeddedBackend:
+    """A backend writing with the record of `Settings(**settings)` (`search.written`), as
+    `search.factory.get_backend` builds it."""
     from evidence.config import Settings
     from evidence.search.written import written_with
 
+    return EmbeddedBackend(tmp_path, written_with=written_with(Settings(**settings)))  # type: ignore[arg-type]
+
+
+def _record(**settings: object) -> dict[str, str]:
+    from evidence.config import Settings
+    from evidence.search.written import written_with
+
+    return written_with(Settings(**settings))  # type: ignore[arg-type]
+
+
+_DOCS = (("a", "# Keys\n\nKeys rotate yearly.\n"), ("b", "# Backups\n\nBackups are tested.\n"))
+
+
+def test_the_settings_a_write_that_changed_a_document_ran_under_are_recorded(tmp_path: Path) -> None:
+    """`IndexInfo.extra["written_with"]` (`search.written`, what `evidence migrate` and the
+    stores' write checks compare) is recorded by the first upsert that creates or updates a
+    document; an unchanged upsert and a delete record nothing; an index written by a backend
+    without one records nothing and is not compared."""
     plain = EmbeddedBackend(tmp_path)
     plain.create_index(INDEX, embedder_id="test/e", dimension=DIM)
-    docs = [_doc("a", "# Keys\n\nKeys rotate yearly.\n"), _doc("b", "# Backups\n\nBackups are tested.\n")]
+    docs = [_doc(i, t) for i, t in _DOCS]
     plain.upsert(INDEX, docs[:1], [_vectors(docs[0])])
     assert "written_with" not in plain.get_index(INDEX).extra
     plain.close()
 
-    def under(**settings: object) -> EmbeddedBackend:
-        return EmbeddedBackend(tmp_path, written_with=written_with(Settings(**settings)))  # type: ignore[arg-type]
-
     def recorded(backend: EmbeddedBackend) -> dict[str, str]:
         return dict(backend.get_index(INDEX).extra["written_with"])
 
-    headed = under(section_header="path")
+    headed = _under(tmp_path, section_header="path")
     headed.upsert(INDEX, docs[:1], [_vectors(docs[0])])  # unchanged: nothing recorded
     assert "written_with" not in headed.get_index(INDEX).extra
+    headed.delete_document(INDEX, "a")  # a delete writes no document
+    assert "written_with" not in headed.get_index(INDEX).extra
     headed.upsert(INDEX, docs[1:], [_vectors(docs[1])])
-    assert recorded(headed) == written_with(Settings(section_header="path"))
+    assert recorded(headed) == _record(section_header="path")
     assert recorded(headed)["section_header_legs"] == "both"
     headed.close()
-    scoped = under(embedding_cache_scope="shared")
-    scoped.delete_document(INDEX, "a")  # a delete writes no document
-    assert recorded(scoped)["section_header"] == "path"
-    scoped.upsert(INDEX, docs[:1], [_vectors(docs[0])])
-    assert recorded(scoped) == written_with(Settings(embedding_cache_scope="shared"))
-    assert "section_header_legs" not in recorded(scoped)  # off: the legs change nothing
-    scoped.close()
+    again = _under(tmp_path, section_header="path")
+    again.upsert(INDEX, docs[:1], [_vectors(docs[0])])
+    assert recorded(again) == _record(section_header="path")
+    again.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "stored", "ours"),
+    [
+        ("section_header", "heading", "off"),
+        ("embed_max_tokens", "128", "256"),
+        ("embed_long_text", "mean", "first"),
+        ("embed_spans_at_index", "off", "late"),
+        ("embedding_cache_scope", "shared", "index"),
+        ("embedder", "titan", "minilm"),
+    ],
+)
+def test_a_write_under_other_settings_is_refused_with_nothing_written(
+    tmp_path: Path, setting: str, stored: str, ours: str
+) -> None:
+    """A second `evidence index` (a document post, another process) under another window,
+    long-text rule, header rule, span-vector rule, cache scope or embedder would mix documents
+    written under two settings in one index: refused (409 `index_settings_mismatch`, `field` the
+    setting) before anything is written, on `upsert` and on `create_index` (which `evidence index`
+    calls before embedding). An embedder whose model id differs is `embedder_mismatch` first."""
+    from evidence.errors import IndexSettingsMismatchError
+
+    first = _under(tmp_path, **{setting: stored})
+    first.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    docs = [_doc(i, t) for i, t in _DOCS]
+    first.upsert(INDEX, docs[:1], [_vectors(docs[0])])
+    first.close()
+    second = _under(tmp_path, **{setting: ours})
+    with pytest.raises(IndexSettingsMismatchError) as err:
+        second.upsert(INDEX, docs[1:], [_vectors(docs[1])])
+    assert (err.value.status, err.value.code, err.value.field) == (409, "index_settings_mismatch", setting)
+    message = err.value.message
+    assert f"{setting}={stored!r}" in message and f"{setting}={ours!r}" in message
+    assert f"EVIDENCE_{setting.upper()}={stored}" in message
+    assert f"evidence delete --index {INDEX} --all" in message and "Nothing was written" in message
+    assert (second.get_index(INDEX).documents, second.document_hash(INDEX, "b")) == (1, None)
+    with pytest.raises(IndexSettingsMismatchError):
+        second.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    with pytest.raises(IndexSettingsMismatchError):  # a refusal is not remembered as checked
+        second.upsert(INDEX, docs[1:], [_vectors(docs[1])])
+    assert second.get_index(INDEX).extra["written_with"][setting] == stored
+    second.close()
+
+
+def test_an_index_without_a_record_is_written_and_gets_one(tmp_path: Path) -> None:
+    """An index written before records were kept (the prepared stores) is not compared: written
+    as before, and recorded at its first write that changes a document; from then on compared."""
+    from evidence.errors import IndexSettingsMismatchError
+
+    old = EmbeddedBackend(tmp_path)
+    old.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    docs = [_doc(i, t) for i, t in _DOCS]
+    old.upsert(INDEX, docs[:1], [_vectors(docs[0])])
+    old.close()
+    headed = _under(tmp_path, section_header="heading")
+    headed.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    assert [r.status for r in headed.upsert(INDEX, docs[:1], [_vectors(docs[0])])] == ["unchanged"]
+    assert "written_with" not in headed.get_index(INDEX).extra
+    plain = _under(tmp_path)  # read again at its next write: not taken as checked while unrecorded
+    plain.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    assert [r.status for r in headed.upsert(INDEX, docs[1:], [_vectors(docs[1])])] == ["created"]
+    assert headed.get_index(INDEX).extra["written_with"]["section_header"] == "heading"
+    with pytest.raises(IndexSettingsMismatchError):
+        plain.upsert(INDEX, docs[1:], [_vectors(docs[1])])
+    headed.close()
+    plain.close()
+
+
+def test_a_lexical_only_index_is_compared_without_the_vector_settings(tmp_path: Path) -> None:
+    """An index without vectors (dimension 0, `embed=False`) is compared on the header rule only
+    (`written.VECTOR_KEYS`): a BM25 writer with another embedder, window or cache scope writes the
+    same documents; another header rule is still refused."""
+    from evidence.errors import IndexSettingsMismatchError
+
+    docs = [_doc(i, t) for i, t in _DOCS]
+    first = _under(tmp_path)
+    first.create_index(INDEX, embedder_id="none", dimension=0)
+    first.upsert(INDEX, docs[:1], [None])
+    first.close()
+    other = _under(
+        tmp_path,
+        embedder="titan",
+        embed_max_tokens=128,
+        embed_long_text="mean",
+        embedding_cache_scope="shared",
+    )
+    other.create_index(INDEX, embedder_id="none", dimension=0)
+    assert [r.status for r in other.upsert(INDEX, docs[1:], [None])] == ["created"]
+    other.close()
+    headed = _under(tmp_path, section_header="heading")
+    with pytest.raises(IndexSettingsMismatchError) as err:
+        headed.create_index(INDEX, embedder_id="none", dimension=0)
+    assert err.value.field == "section_header"
+    headed.close()
+
+
+def test_the_record_is_read_once_per_index_until_the_index_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison reads the index's record once per backend: later writes read no record
+    (one `info` read for three upserts); `delete_index` forgets the check."""
+    from evidence.search.embedded_store import IndexStore
+
+    writer = _under(tmp_path)
+    writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    docs = [_doc(i, t) for i, t in _DOCS]
+    writer.upsert(INDEX, docs[:1], [_vectors(docs[0])])  # recorded; not yet checked (none before)
+    reads: list[str] = []
+    real = IndexStore.info
+
+    def counted(self: IndexStore, key: str, db: object = None) -> str | None:
+        if key == "written_with" and db is None:
+            reads.append(key)
+        return real(self, key, db)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(IndexStore, "info", counted)
+    for doc in [*docs, docs[0]]:
+        writer.upsert(INDEX, [doc], [_vectors(doc)])
+    assert reads == ["written_with"]
+    writer.delete_index(INDEX)
+    writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)  # new: no record, read
+    writer.upsert(INDEX, docs[:1], [_vectors(docs[0])])  # still none: read again
+    assert len(reads) == 3
+    writer.close()
 
 
 def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:

@@ -167,14 +167,33 @@ def test_hashed_is_identity_off_and_differs_by_rule() -> None:
     assert SectionHeaders(SectionHeaderKind.PATH, spans=True).hashed(bare) is bare
 
 
-def test_changing_the_rule_reindexes_the_store(tmp_path: Path) -> None:
-    """A store indexed without headers is rewritten under a rule (and back), not kept with vectors
-    and BM25 documents built without them; the same rule again costs nothing."""
+def _unrecorded(store: Path) -> None:
+    """The index as written before session 48: no record of its indexing settings."""
+    import sqlite3
+
+    with sqlite3.connect(store / "indexes" / INDEX / "records.sqlite3") as db:
+        db.execute("DELETE FROM info WHERE key = 'written_with'")
+    db.close()
+
+
+def test_changing_the_rule_reindexes_a_store_without_a_record(tmp_path: Path) -> None:
+    """A store indexed without headers before its settings were recorded is rewritten under a
+    rule (and back), not kept with vectors and BM25 documents built without them; the same rule
+    again costs nothing. A store that records its rule refuses another, with nothing written
+    (docs/ingest.md#indexing-settings-of-an-index)."""
+    from evidence.errors import IndexSettingsMismatchError
+
     store = tmp_path / "store"
     service, _ = _service(store)
     assert _index(service, tmp_path)["created"] == 1
     assert _index(service, tmp_path)["unchanged"] == 1
     service.close()
+    service, counting = _service(store, section_header="path")
+    with pytest.raises(IndexSettingsMismatchError, match="section_header='off'"):
+        _index(service, tmp_path)
+    assert not counting.embedded
+    service.close()
+    _unrecorded(store)
     service, counting = _service(store, section_header="path")
     assert _index(service, tmp_path)["updated"] == 1
     assert any(
@@ -182,9 +201,11 @@ def test_changing_the_rule_reindexes_the_store(tmp_path: Path) -> None:
     )
     assert _index(service, tmp_path)["unchanged"] == 1
     service.close()
+    _unrecorded(store)
     service, _ = _service(store, section_header="path", section_header_legs="lexical")
     assert _index(service, tmp_path)["updated"] == 1
     service.close()
+    _unrecorded(store)
     service, counting = _service(store)
     assert _index(service, tmp_path)["updated"] == 1
     assert counting.embedded and not any("9. Dosage 9.2 Renal impairment " in t for t in counting.embedded)

@@ -278,7 +278,7 @@ def test_a_subject_with_punctuation_or_quotes_is_said_by_its_words() -> None:
     """A subject name is read as names are elsewhere (`name_words`): "zentrax®" and a quoted
     '"widget license"' are said by the words, a name's numbers must be said too, and a subject
     said as written comes first (synthetic subjects)."""
-    from evidence.verbatim.cascade import says_name
+    from evidence.plan.verbatim import says_name
 
     brand = ["zentrax®", "quellamide"]
     assert _resolve([None, *brand], "How much Zentrax should a child take?") == (

@@ -190,8 +190,10 @@ class IndexAdmin(Transport):
     def _refuse_other_settings(self, name: str, info: IndexInfo) -> None:
         """IndexSettingsMismatchError (`field`: the setting) when the index records other indexing
         settings (`_meta.written_with`) than this process writes with (`search.written`): its
-        documents would not match the index's others. Compared on the settings both records hold;
-        an index without a record (created before session 48) is not compared. Once per index per
+        documents would not match the index's others. Compared on the settings both records hold,
+        a lexical-only index (dimension 0) without the vector keys (`written.VECTOR_KEYS`: a BM25
+        writer with another `EVIDENCE_EMBEDDER` writes the same documents); an index without a
+        record (created before session 48) is not compared. Once per index per
         backend instance: `info` is the cached read (`_info`), no request is made here."""
         if name in self._settings_checked:
             return
@@ -203,6 +205,7 @@ class IndexAdmin(Transport):
                 f"{setting}={ours!r}: set EVIDENCE_{setting.upper()}={stored} (the index's setting) "
                 "to write into it, or index into a new index name. Nothing was written"
             ),
+            dimension=info.dimension,
         )
         self._settings_checked.add(name)
 
