@@ -55,7 +55,9 @@ def why_stale(service: EvidenceService, index: str, fingerprint: str) -> str | N
             f"index {index!r} was written with {setting}={recorded!r}, but this run has {setting}={running!r}"
         )
     marker = _marker(service, index)
-    if not marker.exists() or marker.read_text() != fingerprint:
+    if not marker.exists():
+        return f"index {index!r} has no fingerprint of an `evidence eval` run ({marker.name})"
+    if marker.read_text() != fingerprint:
         return (
             f"index {index!r} was indexed from other inputs, chunking or embedding settings or "
             "ingestion code than this run's"
