@@ -13,7 +13,10 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from evidence.cli import common, main
@@ -27,7 +30,10 @@ CORPUS = [
     {"_id": "d2", "title": "Cleaning", "text": "Wipe the casing with a damp cloth once a week."},
     {"_id": "d3", "title": "Warranty", "text": "The warranty lasts two years from the date of purchase."},
 ]
-QUERIES = [{"_id": "q1", "text": "storage temperature of the widget"}, {"_id": "q2", "text": "warranty length"}]
+QUERIES = [
+    {"_id": "q1", "text": "storage temperature of the widget"},
+    {"_id": "q2", "text": "warranty length"},
+]
 
 
 class _Keyed(HashingEmbedder):
@@ -39,9 +45,11 @@ class _Keyed(HashingEmbedder):
     def __init__(self, settings: Settings) -> None:
         super().__init__()
         room = settings.embed_max_tokens - 2
-        self.document_rule = "" if settings.embed_long_text is LongTextRule.FIRST else f"windows{room}-weighted-mean"
+        self.document_rule = (
+            "" if settings.embed_long_text is LongTextRule.FIRST else f"windows{room}-weighted-mean"
+        )
 
-    def embed_documents(self, texts: Sequence[str]):  # type: ignore[no-untyped-def]
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         _Keyed.passages.append(len(texts))
         return super().embed_documents(texts)
 
@@ -68,7 +76,7 @@ def keyed_service(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _eval(
     dataset: Path, store: Path, mode: str, capsys: pytest.CaptureFixture[str]
-) -> tuple[dict[str, object], str, int]:
+) -> tuple[dict[str, Any], str, int]:
     """(the JSON result, stderr, document texts embedded) of one `evidence eval --dataset`."""
     capsys.readouterr()
     _Keyed.passages.clear()
@@ -100,7 +108,7 @@ def _recorded(store: Path, index: str) -> dict[str, str]:
         ({}, {"EVIDENCE_EMBED_SPANS_AT_INDEX": "off"}, "embed_spans_at_index"),
     ],
 )
-def test_a_run_under_other_settings_indexes_the_dataset_afresh(
+def test_a_run_under_other_settings_indexes_the_dataset_afresh(  # noqa: PLR0917
     dataset: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -159,7 +167,9 @@ def test_the_qa_suite_indexes_a_family_afresh_the_same_way(
 
     family = tmp_path / "suite" / "widget"
     (family / "documents").mkdir(parents=True)
-    (family / "documents" / "manual.md").write_text("# Storage\n\nKeep the widget between 5 and 30 degrees.\n")
+    (family / "documents" / "manual.md").write_text(
+        "# Storage\n\nKeep the widget between 5 and 30 degrees.\n"
+    )
     (family / "questions.jsonl").write_text('{"question": "storage temperature?", "answers": ["5 and 30"]}\n')
     (found,) = find_qa_families(tmp_path / "suite")
     seconds = []
