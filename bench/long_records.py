@@ -41,6 +41,7 @@ from evidence.embed.cache import EmbeddingCache  # noqa: E402
 from evidence.embed.minilm import MiniLMEmbedder  # noqa: E402
 from evidence.embed.tokenizer import get_tokenizer  # noqa: E402
 from evidence.embed.windows import LongTextRule, mean_of_windows, split_windows  # noqa: E402
+from evidence.errors import IndexNotFoundError  # noqa: E402
 from evidence.evaluation import (  # noqa: E402
     ensure_indexed,
     find_dataset,
@@ -152,7 +153,7 @@ def passages(dataset: Path, svc: EvidenceService) -> list[Chunk]:
 
 
 def seed_store(
-    store: Path,
+    service: EvidenceService,
     index: str,
     *,
     chunks: Sequence[Chunk],
@@ -173,6 +174,17 @@ def seed_store(
     )
     if cos.min() < 0.999:
         return 1
+    store = service.settings.store_dir
+    try:
+        service.backend.get_index(index)
+    except IndexNotFoundError:
+        pass
+    else:
+        # `evidence eval` under `mean` finds this index written under `first` (another record and
+        # fingerprint) and deletes it with its cache scope, these vectors too: delete it first, so
+        # that it indexes the dataset afresh from them (docs/ingest.md#indexing-settings-of-an-index).
+        service.delete_index(index)
+        print(f"deleted index {index} of {store}: `evidence eval` indexes it afresh from these vectors")
     EmbeddingCache(store / "embeddings.sqlite3").put_many(
         document_key(shipped), list(zip(hashes, vectors, strict=True)), scope=f"index:{index}"
     )
@@ -377,9 +389,12 @@ def main() -> int:
             f"(first window only: {sum(min(int(n), ROOM) + 2 for n in lengths):,})"
         )
     if args.seed_store:
-        return seed_store(
-            args.seed_store, index, chunks=chunks, hashes=hashes, spans=plans["tail0"], known=known
+        seeded = (
+            svc
+            if args.seed_store.resolve() == args.store.resolve()
+            else EvidenceService(Settings(store_dir=args.seed_store))
         )
+        return seed_store(seeded, index, chunks=chunks, hashes=hashes, spans=plans["tail0"], known=known)
 
     evaluate(
         svc, index, ds, queries, chunks=chunks, plans=plans, hashes=hashes, known=known, rule_names=args.rules

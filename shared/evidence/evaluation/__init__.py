@@ -6,7 +6,8 @@
 * `suite`: the QA suite, families of documents and questions (`evidence eval --qa DIR`);
 * `refusal`: leave-one-family-out tuning of a refusal threshold over the suite's outcomes;
 * `qrels`: JSONL qrels over an existing index (the workbench's Evaluate);
-* `files`: reading their inputs.
+* `files`: reading their inputs;
+* `indexes`: the indexes `beir` and `suite` write for themselves, reused or indexed afresh.
 
 This package's namespace is the public API: callers import from `evidence.evaluation`.
 """

@@ -6,7 +6,9 @@ Only a query's `_id` and `text` are read: SciFact's query metadata is the answer
 
 Chunk hits become document rankings by each document's best chunk (max-passage).
 An unchanged dataset is not re-indexed: the index records a fingerprint of the
-corpus file, the chunking/embedding settings and the ingestion code.
+corpus file, the chunking/embedding settings and the ingestion code, and the store records the
+indexing settings it was written under; when either differs from the run's, the index is deleted
+and indexed afresh (`evaluation.indexes`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
 from evidence.evaluation.files import ingest_code_digest, late_version_tag, open_text, slug
+from evidence.evaluation.indexes import ensure_eval_index, header_tag
 from evidence.evaluation.metrics import (
     documents_from_chunks,
     mrr_at,
@@ -33,7 +36,7 @@ from evidence.evaluation.metrics import (
 )
 from evidence.progress import ProgressFn
 from evidence.rank.first_stage import FirstStage, RetrievalMode
-from evidence.service import EvidenceService, IndexProgress
+from evidence.service import EvidenceService
 
 EVAL_MODES = ("bm25", "dense", "hybrid", "full")
 
@@ -142,43 +145,35 @@ def _fingerprint(ds: Dataset, service: EvidenceService, with_vectors: bool) -> s
     h.update(ingest_code_digest().encode())
     if with_vectors:
         h.update(late_version_tag())
+    # The section header rule shapes the BM25 field and the passage vectors' inputs of a corpus
+    # with sections; only under a rule, so that the fingerprints of stores indexed without stand.
+    h.update(header_tag(s))
     return h.hexdigest()
 
 
 def ensure_indexed(
     service: EvidenceService, ds: Dataset, *, with_vectors: bool, progress: ProgressFn | None
 ) -> tuple[str, float]:
-    """Index the corpus unless the same corpus with the same settings is already there."""
+    """Index the corpus as `eval-<dataset>` (`-bm25` without vectors) unless the same corpus was
+    indexed there under the same settings; a stale index is deleted and indexed afresh, as the QA
+    suite's (`evaluation.indexes.ensure_eval_index`)."""
     from evidence.search.embedded import EmbeddedBackend
 
     index = f"eval-{slug(ds.name)}" + ("" if with_vectors else "-bm25")
-    fp = _fingerprint(ds, service, with_vectors)
-    marker = service.settings.store_dir / "eval" / f"{index}.fingerprint"
-    backend = service.backend
-    if marker.exists() and marker.read_text() == fp:
-        try:
-            backend.get_index(index)
-            return index, 0.0
-        except Exception:
-            pass
-    start = time.perf_counter()
-
-    def written(p: IndexProgress) -> None:
-        if progress:
-            progress(p.documents, None, "documents")
-
-    if not with_vectors and isinstance(backend, EmbeddedBackend):
-        report = service.index_paths(index, [ds.corpus], progress=written, embed=False)
-    else:
-        report = service.index_paths(index, [ds.corpus], progress=written)
-    if report.failed:
-        source, reason = report.failed[0]
-        raise RequestValidationError(
-            f"{len(report.failed)} corpus records failed to index, first: {source}: {reason}", field="dataset"
-        )
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(fp)
-    return index, time.perf_counter() - start
+    seconds = ensure_eval_index(
+        service,
+        index,
+        _fingerprint(ds, service, with_vectors),
+        [ds.corpus],
+        unit="documents",
+        failure=lambda n, source, reason: RequestValidationError(
+            f"{n} corpus records failed to index, first: {source}: {reason}", field="dataset"
+        ),
+        # Lexical-only on the embedded store: nothing is embedded (OpenSearch's index has vectors).
+        embed=with_vectors or not isinstance(service.backend, EmbeddedBackend),
+        progress=progress,
+    )
+    return index, seconds
 
 
 def _iter_gold(path: Path | None) -> Iterator[tuple[str, list[tuple[str, int, int]]]]:

@@ -15,11 +15,11 @@ from typing import Any
 from evidence.embed.base import document_key
 from evidence.errors import RequestValidationError
 from evidence.evaluation.files import ingest_code_digest, late_version_tag, slug
+from evidence.evaluation.indexes import ensure_eval_index, header_tag
 from evidence.evaluation.metrics import percentile
 from evidence.evaluation.qa import QA_EVIDENCE_CHARS, answer_found, load_qa, squash
 from evidence.progress import ProgressFn
-from evidence.search.headers import SectionHeaders
-from evidence.service import EvidenceService, IndexProgress
+from evidence.service import EvidenceService
 
 #: The wider window the default profile's answers are also judged in (issue 22's acceptance).
 QA_WIDE_CHARS = 2000
@@ -120,46 +120,29 @@ def _qa_fingerprint(family: QaFamily, service: EvidenceService) -> str:
         ).encode()
     )
     h.update(late_version_tag())
-    if (headers := SectionHeaders.from_settings(s).params()) is not None:
-        # Only under a header rule, so that the fingerprints of stores indexed without one stand.
-        h.update(json.dumps(headers, sort_keys=True).encode())
+    h.update(header_tag(s))
     return h.hexdigest()
 
 
 def ensure_qa_index(
     service: EvidenceService, family: QaFamily, *, progress: ProgressFn | None = None
 ) -> tuple[str, float]:
-    """Index a family's documents as `qa-<family>` unless they (and the code that chunks them) are
-    unchanged since the last run; a changed family is indexed afresh, so no stale document stays."""
+    """Index a family's documents as `qa-<family>` unless they (and the code and settings that
+    index them) are unchanged since the last run; a changed family is deleted and indexed afresh,
+    so no stale document stays (`evaluation.indexes.ensure_eval_index`)."""
     index = f"qa-{slug(family.name)}"
-    fp = _qa_fingerprint(family, service)
-    marker = service.settings.store_dir / "eval" / f"{index}.fingerprint"
-    backend = service.backend
-    exists = True
-    try:
-        backend.get_index(index)
-    except Exception:
-        exists = False
-    if exists and marker.exists() and marker.read_text() == fp:
-        return index, 0.0
-    if exists:
-        service.delete_index(index)
-    start = time.perf_counter()
-
-    def written(p: IndexProgress) -> None:
-        if progress:
-            progress(p.documents, None, f"{family.name} documents")
-
-    report = service.index_paths(index, [family.documents], progress=written)
-    if report.failed:
-        source, reason = report.failed[0]
-        raise RequestValidationError(
-            f"{family.name}: {len(report.failed)} document(s) failed to index, first: {source}: {reason}",
-            field="qa",
-        )
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(fp)
-    return index, time.perf_counter() - start
+    seconds = ensure_eval_index(
+        service,
+        index,
+        _qa_fingerprint(family, service),
+        [family.documents],
+        unit=f"{family.name} documents",
+        failure=lambda n, source, reason: RequestValidationError(
+            f"{family.name}: {n} document(s) failed to index, first: {source}: {reason}", field="qa"
+        ),
+        progress=progress,
+    )
+    return index, seconds
 
 
 def _first_answering_rank(texts: Sequence[str], answers: Sequence[str]) -> int | None:

@@ -24,6 +24,7 @@ from evidence.errors import IndexSettingsMismatchError
 
 if TYPE_CHECKING:
     from evidence.config import Settings
+    from evidence.search.base import IndexInfo
 
 #: The key of the embedding cache scope: a property of the embedded store only.
 CACHE_SCOPE = "embedding_cache_scope"
@@ -108,6 +109,23 @@ def as_extra(value: object) -> dict[str, Any]:
     return {EXTRA_KEY: record} if record else {}
 
 
+def difference(
+    recorded: Mapping[str, str] | None, other: Mapping[str, str] | None, *, dimension: int
+) -> tuple[str, str, str] | None:
+    """`first_difference` of the two records as an index of `dimension` compares them
+    (`for_index`: a lexical-only index without the vector keys): what a write check refuses on,
+    and what `evidence eval` re-indexes its own index for (`evaluation.indexes`)."""
+    return first_difference(for_index(recorded, dimension), for_index(other, dimension))
+
+
+def other_than(info: IndexInfo, settings: Settings) -> tuple[str, str, str] | None:
+    """(setting, recorded value, value under `settings`) of the first indexing setting the index
+    of `info` records another value of (`difference`, as its stores' write checks compare); None
+    when they agree or it has no record. What `evidence eval` deletes its own index and indexes it
+    afresh for (`evaluation.indexes`), where another writer is refused."""
+    return difference(info.extra.get(EXTRA_KEY), written_with(settings), dimension=info.dimension)
+
+
 def refuse_difference(
     recorded: Mapping[str, str] | None,
     other: Mapping[str, str] | None,
@@ -116,10 +134,9 @@ def refuse_difference(
     dimension: int,
 ) -> None:
     """IndexSettingsMismatchError (`field`: the setting) at the first difference of the two
-    records (`first_difference`) as an index of `dimension` compares them (`for_index`: a
-    lexical-only index without the vector keys); `explain(setting, recorded value, other value)`
-    is its message, which says where each value comes from and the fix. Nothing when they agree
-    or either is missing."""
-    differs = first_difference(for_index(recorded, dimension), for_index(other, dimension))
+    records as an index of `dimension` compares them (`difference`); `explain(setting, recorded
+    value, other value)` is its message, which says where each value comes from and the fix.
+    Nothing when they agree or either is missing."""
+    differs = difference(recorded, other, dimension=dimension)
     if differs is not None:
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])
