@@ -654,3 +654,13 @@ def test_pdf_a_line_its_table_of_contents_names_is_a_heading() -> None:
     assert [s.section for s in cited] == ["References"]
     # A line that only resembles a listed name stays text.
     assert all(s.name != "References to other sites" for s in doc.sections)
+
+
+def test_pdf_an_index_entry_for_a_symbol_names_no_heading() -> None:
+    """A manual's index lists its `{` and `.` commands with leaders and page numbers; a line that
+    is just a brace or a dot in a code sample is no section for it."""
+    leaders = " " + "." * 24 + " 2"
+    index = ["INDEX", "alias" + leaders, "{" + leaders, "." + leaders]
+    body = ["Shell Functions", "A function is defined as", "{", "echo hi", "}", "and is called by name", "."]
+    doc = parse_bytes(make_pdf([index, body]), filename="manual.pdf")
+    assert not any(sum(c.isalpha() for c in s.name) < 2 for s in doc.sections)

@@ -69,8 +69,11 @@ _GLYPH_RUNS_MIN = 3
 def contents_names(lines: list[str]) -> set[str]:
     """The headings a PDF's own table of contents names. A line that is exactly such a name is a
     heading even when neither its typography nor its form says so: "References" set in the body
-    font above a guideline's bibliography."""
-    return {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
+    font above a guideline's bibliography. A name without a letter is no heading's ("X11" is): an
+    index's entries for symbols ("{ . . . . 12", ". . . . . 47": a manual's `{` and `.` commands)
+    would make every brace or dot on a line of its own a section."""
+    names = {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
+    return {name for name in names if any(c.isalpha() for c in name)}
 
 
 def is_pdf_heading(line: str) -> bool:
