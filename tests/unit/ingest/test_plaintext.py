@@ -236,3 +236,23 @@ def test_a_flush_left_heading_may_open_with_a_quote() -> None:
     text = body + '\n"Social Contract" with the Free Software Community\n\n' + body
     names = [s.name for s in parse_text(text, filename="sc.txt").sections]
     assert '"Social Contract" with the Free Software Community' in names
+
+
+def test_an_appendix_letter_continues_the_numbering() -> None:
+    """Under a lettered appendix, "A.2. Withdrawing ballot options" (sentence case) continues
+    "A.1" as "4.2" continues "4.1"; and an appendix heading in sentence case after the last
+    numbered section of the one before it ("Appendix B.  Use of the form media type" after
+    "A.18") is one too."""
+    text = (
+        "1. Scope\n\n   Text.\n\n2. Terms\n\n   Text.\n\nA. Standard Resolution Procedure\n\n"
+        "  A.1. Discussion and Amendment\n\n   Text.\n\n  A.2. Withdrawing ballot options\n\n   Text.\n\n"
+        "  A.3. Calling for a vote\n\n   Text.\n\n"
+        "Appendix B.  Use of the form media type\n\n   Text.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="c.txt").sections]
+    assert names[-4:] == [
+        "A.1. Discussion and Amendment",
+        "A.2. Withdrawing ballot options",
+        "A.3. Calling for a vote",
+        "Appendix B.  Use of the form media type",
+    ]

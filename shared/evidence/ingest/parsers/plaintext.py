@@ -153,8 +153,20 @@ def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | No
         return None  # "3 Tablets were taken. …": a number opening a sentence, not a heading
     level = num.count(".") + 1
     heading = line[: m.end()].strip().rstrip(".:").strip()
-    parts = tuple(int(x) for x in num.split(".")) if num[0].isdigit() else None
+    parts = _outline_parts(num) if not roman else None
     return _Numbered(level, heading, parts, needs_sequence=not strict or bare)
+
+
+#: An appendix letter's place among the outline numbers: past any section number, in letter order.
+_LETTER_BASE = 1000
+
+
+def _outline_parts(num: str) -> tuple[int, ...]:
+    """"4.1.2" → (4, 1, 2); an appendix's letter counts as a number past every section's ("A.2" →
+    (1001, 2)), so "A.2. Withdrawing ballot options" continues "A.1" as "4.2" continues "4.1"."""
+    head, *rest = num.split(".")
+    first = int(head) if head.isdigit() else _LETTER_BASE + ord(head) - ord("A") + 1
+    return (first, *(int(x) for x in rest))
 
 
 def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
