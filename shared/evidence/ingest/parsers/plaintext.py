@@ -162,7 +162,7 @@ _LETTER_BASE = 1000
 
 
 def _outline_parts(num: str) -> tuple[int, ...]:
-    """"4.1.2" → (4, 1, 2); an appendix's letter counts as a number past every section's ("A.2" →
+    """ "4.1.2" → (4, 1, 2); an appendix's letter counts as a number past every section's ("A.2" →
     (1001, 2)), so "A.2. Withdrawing ballot options" continues "A.1" as "4.2" continues "4.1"."""
     head, *rest = num.split(".")
     first = int(head) if head.isdigit() else _LETTER_BASE + ord(head) - ord("A") + 1
