@@ -22,7 +22,8 @@ left out of the fact spans, so a false positive would lose a fact. Four forms ar
 A numbered line whose title has lower-case words ("5. Date and Time format") or that is a bare
 number ("12 Miscellaneous") counts only where it continues the numbering of the heading before it
 (5 after 4.4, 4.2 after 4.1, A.2 after A.1: an appendix letter is a number past every
-section's), so an address ("77 Massachusetts Avenue") or a table row is not taken. Table-of-contents entries (a title, dot leaders, a page number; or, without leaders, a
+section's), so an address ("77 Massachusetts Avenue") or a table row is not taken.
+Table-of-contents entries (a title, dot leaders, a page number; or, without leaders, a
 numbered line whose number and title head a later section again and that has no body of its own:
 `_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
 and column layouts (a run of three spaces inside the title: a table's row) are never headings.
