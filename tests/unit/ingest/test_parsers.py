@@ -654,3 +654,61 @@ def test_pdf_a_line_its_table_of_contents_names_is_a_heading() -> None:
     assert [s.section for s in cited] == ["References"]
     # A line that only resembles a listed name stays text.
     assert all(s.name != "References to other sites" for s in doc.sections)
+
+
+def test_pdf_an_index_entry_for_a_symbol_names_no_heading() -> None:
+    """A manual's index lists its `{` and `.` commands with leaders and page numbers; a line that
+    is just a brace or a dot in a code sample is no section for it."""
+    leaders = " " + "." * 24 + " 2"
+    index = ["INDEX", "alias" + leaders, "{" + leaders, "." + leaders]
+    body = ["Shell Functions", "A function is defined as", "{", "echo hi", "}", "and is called by name", "."]
+    doc = parse_bytes(make_pdf([index, body]), filename="manual.pdf")
+    assert not any(sum(c.isalpha() for c in s.name) < 2 for s in doc.sections)
+
+
+def _tex_font_pdf(charset: str) -> bytes:
+    """One page set as pdfTeX sets a justified line: a Type 1 subset whose widths give code 32 the
+    500 units of T1's visible-space glyph, words spaced by `TJ` gaps of -182/1000 em (no space
+    glyph drawn); `charset` is the descriptor's list of the subset's glyphs."""
+    widths = " ".join(["500"] * (126 - 32 + 1))
+    stream = b"BT /F1 10 Tf 72 720 Td [(If)-182(you)-182(want)-182(to)-182(print)-182(this)] TJ ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >>"
+        b" /Contents 6 0 R >>",
+        (
+            "<< /Type /Font /Subtype /Type1 /BaseFont /ABCDEF+TeXGyreTermes-Regular /FirstChar 32"
+            f" /LastChar 126 /Widths [{widths}] /FontDescriptor 5 0 R"
+            " /Encoding << /Type /Encoding /Differences [33 /exclam] >> >>"
+        ).encode(),
+        (
+            "<< /Type /FontDescriptor /FontName /ABCDEF+TeXGyreTermes-Regular /Flags 4"
+            f" /FontBBox [0 0 1000 1000] /ItalicAngle 0 /Ascent 700 /Descent -200 /CapHeight 700"
+            f" /StemV 80 /CharSet ({charset}) >>"
+        ).encode(),
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{i} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for off in offsets:
+        out.write(f"{off:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()
+
+
+def test_pdf_word_gaps_of_a_font_without_a_space_glyph_are_spaces() -> None:
+    """A TeX font subset has no space glyph and its code 32 is T1's wide visible space, so pypdf
+    took a tight line's word gaps for no gap at all ("Ifyouwanttoprintthis"); a font that draws
+    its spaces keeps pypdf's reading of its own space width."""
+    glyphs = "/I/f/y/o/u/w/a/n/t/p/r/i/h/s"
+    doc = parse_bytes(_tex_font_pdf(glyphs), filename="manual.pdf")
+    assert doc.text == "If you want to print this"
+    drawn = parse_bytes(_tex_font_pdf(glyphs + "/space"), filename="manual.pdf")
+    assert drawn.text == "Ifyouwanttoprintthis"

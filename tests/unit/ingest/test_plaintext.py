@@ -162,3 +162,97 @@ def test_addendum_exhibit_schedule_appendix_and_annex_headings_are_sections() ->
     ):
         assert expected in names
     assert not any(n.startswith(("Exhibit A shows", "Schedule 1. The", "Appendix C")) for n in names)
+
+
+def test_a_no_break_space_after_a_clause_number_still_makes_a_heading() -> None:
+    """A DocBook chapter printed to text sets a no-break space after the number ("1.\u00a0
+    Introduction"); the heading is read as with a space, and its offsets are the text's own."""
+    text = (
+        "Configuration\n\n1.\u00a0 Introduction\n\n   Configuration matters.\n\n"
+        "2.\u00a0 Configuration data\n\n   The data is stored.\n\n"
+        "  2.1.\u00a0 The configuration space\n\n   It is a tree.\n"
+    )
+    doc = parse_text(text, filename="spec.txt")
+    assert [s.name for s in doc.sections][-3:] == [
+        "1.  Introduction",
+        "2.  Configuration data",
+        "2.1.  The configuration space",
+    ]
+    assert doc.text == text
+    assert text[doc.sections[-1].char_start :].startswith("2.1.\u00a0 The configuration space")
+
+
+def test_a_contents_list_without_dot_leaders_makes_no_sections() -> None:
+    """A contents list of numbered entries with blank lines between (no dot leaders, no page
+    numbers) repeats the headings below it: its entries are no sections; the headings are, once,
+    also where the body adds a keyword ("Chapter 2.") or the entry wraps."""
+    text = (
+        "Perl Policy\n\n   Table of Contents\n\n   1. Perl Packaging\n\n                1.1. Versions\n\n"
+        "                1.2. Base Package and Other Architecture\n                Dependent Parts\n\n"
+        "   2. Locally Installed Modules\n\n                2.1. Site Directories\n\n"
+        "Chapter 1. Perl Packaging\n\n1.1. Versions\n\n   Perl is versioned.\n\n"
+        "1.2. Base Package and Other Architecture Dependent Parts\n\n   The base package holds perl.\n\n"
+        "Chapter 2. Locally Installed Modules\n\n2.1. Site Directories\n\n   Local modules go here.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="policy.txt").sections]
+    assert names == [
+        "Chapter 1. Perl Packaging",
+        "1.1. Versions",
+        "1.2. Base Package and Other Architecture Dependent Parts",
+        "Chapter 2. Locally Installed Modules",
+        "2.1. Site Directories",
+    ]
+
+
+def test_the_last_item_of_a_numbered_list_is_no_heading() -> None:
+    """A list's items run on line after line; the last one ("6. The Project Secretary.") reads
+    like a clause heading but follows its sibling item with no blank line: an item, not a section.
+    Clauses set the same way but each a heading ("2. Source Code" under "1. Free
+    Redistribution" and its body) stay sections."""
+    constitution = (
+        "1. Introduction\n\n   The project decides.\n\n2. Decision-making bodies\n\n"
+        "   Each decision is made by one of the following:\n"
+        "    1. The Developers, by way of General Resolution or an election;\n"
+        "    2. The Project Leader;\n"
+        "    3. Delegates appointed by the Project Leader for specific tasks;\n"
+        "    4. The Project Secretary.\n\n   Most of this document outlines their powers.\n\n"
+        "3. Individual Developers\n\n   A developer may decide.\n"
+    )
+    names = [s.name for s in parse_text(constitution, filename="c.txt").sections]
+    assert names == ["1. Introduction", "2. Decision-making bodies", "3. Individual Developers"]
+    guidelines = (
+        "    1. Free Redistribution\n       The licence may not restrict selling.\n"
+        "    2. Source Code\n       The program must include source code.\n"
+        "    3. Derived Works\n       The licence must allow modifications.\n"
+    )
+    names = [s.name for s in parse_text(guidelines, filename="g.txt").sections]
+    assert names == ["1. Free Redistribution", "2. Source Code", "3. Derived Works"]
+
+
+def test_a_flush_left_heading_may_open_with_a_quote() -> None:
+    """Over an indented body, a short flush-left line is a heading also when it opens with a
+    quotation mark ('"Social Contract" with the Free Software Community')."""
+    body = "".join(f"   Line {k} of the indented body text of the document.\n" for k in range(24))
+    text = body + '\n"Social Contract" with the Free Software Community\n\n' + body
+    names = [s.name for s in parse_text(text, filename="sc.txt").sections]
+    assert '"Social Contract" with the Free Software Community' in names
+
+
+def test_an_appendix_letter_continues_the_numbering() -> None:
+    """Under a lettered appendix, "A.2. Withdrawing ballot options" (sentence case) continues
+    "A.1" as "4.2" continues "4.1"; and an appendix heading in sentence case after the last
+    numbered section of the one before it ("Appendix B.  Use of the form media type" after
+    "A.18") is one too."""
+    text = (
+        "1. Scope\n\n   Text.\n\n2. Terms\n\n   Text.\n\nA. Standard Resolution Procedure\n\n"
+        "  A.1. Discussion and Amendment\n\n   Text.\n\n  A.2. Withdrawing ballot options\n\n   Text.\n\n"
+        "  A.3. Calling for a vote\n\n   Text.\n\n"
+        "Appendix B.  Use of the form media type\n\n   Text.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="c.txt").sections]
+    assert names[-4:] == [
+        "A.1. Discussion and Amendment",
+        "A.2. Withdrawing ballot options",
+        "A.3. Calling for a vote",
+        "Appendix B.  Use of the form media type",
+    ]

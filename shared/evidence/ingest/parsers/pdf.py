@@ -13,7 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
@@ -69,8 +69,11 @@ _GLYPH_RUNS_MIN = 3
 def contents_names(lines: list[str]) -> set[str]:
     """The headings a PDF's own table of contents names. A line that is exactly such a name is a
     heading even when neither its typography nor its form says so: "References" set in the body
-    font above a guideline's bibliography."""
-    return {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
+    font above a guideline's bibliography. A name without a letter is no heading's ("X11" is): an
+    index's entries for symbols ("{ . . . . 12", ". . . . . 47": a manual's `{` and `.` commands)
+    would make every brace or dot on a line of its own a section."""
+    names = {m.group(1).strip() for line in lines if len(line) <= 200 and (m := _TOC_ENTRY.match(line))}
+    return {name for name in names if any(c.isalpha() for c in name)}
 
 
 def is_pdf_heading(line: str) -> bool:
@@ -293,11 +296,47 @@ def _decrypt(reader: PdfReader, filename: str) -> None:
         raise DocumentParseError(filename, "encrypted PDF (a password is required)")
 
 
+_SPACE_GLYPH = re.compile(r"/space(?![\w.])")
+
+
+def no_space_glyph_widths(page: PageObject) -> int:
+    """Zero, in the reader's copy, the width the page's fonts give code 32 when the font has no
+    space glyph, and return how many fonts that was. pypdf takes a gap in a `TJ` array for a
+    word space from half the width of code 32; a TeX font subset draws no space (TeX spaces words
+    by moving the pen), and in its T1 encoding code 32 is the 500-unit visible-space glyph, so the
+    word gaps of a tightly set line (-182/1000 em) came out as no space: "Ifyouwanttoprintthis
+    reference". A Type 1 font whose descriptor lists its glyphs (`/CharSet`) without `/space` has
+    no space to measure; with the width zeroed pypdf uses its own default for such a font."""
+    from pypdf.generic import ArrayObject, NumberObject
+
+    changed = 0
+    try:
+        fonts: Any = page["/Resources"].get_object()["/Font"].get_object()  # type: ignore[index]
+        for key in fonts:
+            font = fonts[key].get_object()
+            if font.get("/Subtype") != "/Type1":
+                continue
+            descriptor = font.get("/FontDescriptor")
+            charset = descriptor.get_object().get("/CharSet") if descriptor is not None else None
+            widths = font.get("/Widths")
+            if charset is None or widths is None or _SPACE_GLYPH.search(str(charset)):
+                continue
+            widths = widths.get_object()
+            at = 32 - int(font.get("/FirstChar", 0))
+            if isinstance(widths, ArrayObject) and 0 <= at < len(widths) and float(widths[at]) != 0:
+                widths[at] = NumberObject(0)
+                changed += 1
+    except Exception:
+        return changed  # a damaged resource dictionary: pypdf reads the page as it is
+    return changed
+
+
 def _page_text(page: PageObject, styles: DocumentStyles) -> str:
     from evidence.ingest.pdf_tables import page_text
 
     collector = StyleCollector()
     try:
+        no_space_glyph_widths(page)
         raw = page_text(page, visitor_text=collector.visit)  # tables as `| a | b |` rows
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document

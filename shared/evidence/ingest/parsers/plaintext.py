@@ -21,9 +21,13 @@ left out of the fact spans, so a false positive would lose a fact. Four forms ar
 
 A numbered line whose title has lower-case words ("5. Date and Time format") or that is a bare
 number ("12 Miscellaneous") counts only where it continues the numbering of the heading before it
-(5 after 4.4, 4.2 after 4.1), so an address ("77 Massachusetts Avenue") or a table row is not
-taken. Table-of-contents entries (a title, dot leaders, a page number) and column layouts (a run
-of three spaces inside the title: a table's row) are never headings.
+(5 after 4.4, 4.2 after 4.1, A.2 after A.1: an appendix letter is a number past every
+section's), so an address ("77 Massachusetts Avenue") or a table row is not taken.
+Table-of-contents entries (a title, dot leaders, a page number; or, without leaders, a
+numbered line whose number and title head a later section again and that has no body of its own:
+`_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
+and column layouts (a run of three spaces inside the title: a table's row) are never headings.
+A no-break space reads as a space there ("1.\u00a0 Introduction", a DocBook chapter printed to text).
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
@@ -150,8 +154,20 @@ def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | No
         return None  # "3 Tablets were taken. …": a number opening a sentence, not a heading
     level = num.count(".") + 1
     heading = line[: m.end()].strip().rstrip(".:").strip()
-    parts = tuple(int(x) for x in num.split(".")) if num[0].isdigit() else None
+    parts = _outline_parts(num) if not roman else None
     return _Numbered(level, heading, parts, needs_sequence=not strict or bare)
+
+
+#: An appendix letter's place among the outline numbers: past any section number, in letter order.
+_LETTER_BASE = 1000
+
+
+def _outline_parts(num: str) -> tuple[int, ...]:
+    """ "4.1.2" → (4, 1, 2); an appendix's letter counts as a number past every section's ("A.2" →
+    (1001, 2)), so "A.2. Withdrawing ballot options" continues "A.1" as "4.2" continues "4.1"."""
+    head, *rest = num.split(".")
+    first = int(head) if head.isdigit() else _LETTER_BASE + ord(head) - ord("A") + 1
+    return (first, *(int(x) for x in rest))
 
 
 def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
@@ -185,6 +201,27 @@ def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
         and found.parts is not None
         and len(nxt.parts) == len(found.parts)
     )
+
+
+_ITEM_NUMBER = re.compile(r"^[ \t]*\(?(\d{1,3})[.)][ \t]")
+
+
+def _follows_sibling_item(lines: list[str], i: int, found: _Numbered, headed: list[int]) -> bool:
+    """Line `i` continues a numbered list with no blank line before it: the nearest line above at
+    its indent (over the deeper-indented lines an item wraps onto) is the item numbered one less,
+    and that item is no heading (`headed`: the lines taken as numbered headings so far): "6. The
+    Project Secretary." under "5. Delegates appointed by the Project Leader …;" is an item, "2.
+    Source Code" under "1. Free Redistribution" and its indented body a clause."""
+    if found.parts is None or len(found.parts) != 1:
+        return False
+    indent = _indent(lines[i])
+    j = i - 1
+    while j >= 0 and lines[j].strip() and _indent(lines[j]) > indent:
+        j -= 1
+    if j < 0 or not lines[j].strip() or _indent(lines[j]) != indent:
+        return False
+    m = _ITEM_NUMBER.match(lines[j])
+    return m is not None and int(m.group(1)) == found.parts[0] - 1 and not (headed and headed[-1] == j)
 
 
 def _caps_heading(lines: list[str], i: int) -> bool:
@@ -237,11 +274,16 @@ def _body_indent(lines: list[str]) -> int:
     return Counter(indented).most_common(1)[0][0]
 
 
+#: What may open a heading before its first letter: quotes and a bracket ('"Social Contract" with …').
+_OPENING = "\"'\u201c\u2018("
+
+
 def _flush_left_heading(lines: list[str], i: int) -> bool:
     """A short line at the left margin, alone, over indented text: "Abstract", "Security Considerations"."""
     line = lines[i]
     s = line.strip()
-    if _indent(line) or not s[0].isupper() or len(s) > 60 or len(s.split()) > MAX_TITLE_WORDS:
+    first = s.lstrip(_OPENING)[:1]
+    if _indent(line) or not first.isupper() or len(s) > 60 or len(s.split()) > MAX_TITLE_WORDS:
         return False
     if s[-1] in ".,;:!?" or _COLUMNS.search(s) or _LEADER.search(s):
         return False
@@ -257,14 +299,21 @@ def _toc_wrap(lines: list[str], i: int) -> bool:
     return bool(nxt.strip()) and _LEADER.search(nxt) is not None and not _LEADER.search(lines[i])
 
 
+#: Spaces other than space and tab that a text dump sets between a clause number and its title
+#: ("1.\u00a0 Introduction": a DocBook chapter printed to text): read as spaces for the headings,
+#: one character each, so every offset stays the text's own.
+_OTHER_SPACES = str.maketrans(dict.fromkeys("\u00a0\u2007\u202f", " "))
+
+
 def plaintext_headings(text: str) -> list[Heading]:
-    lines = text.split("\n")
+    lines = text.translate(_OTHER_SPACES).split("\n")
     starts: list[int] = []
     pos = 0
     for line in lines:
         starts.append(pos)
         pos += len(line) + 1
     numbered: list[Heading] = []
+    numbered_lines: list[int] = []
     other: list[Heading] = []
     underlined: set[int] = set()
     body_indent = _body_indent(lines)
@@ -299,12 +348,14 @@ def plaintext_headings(text: str) -> list[Heading]:
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
             and not _toc_wrap(lines, i)
+            and not (not prev_blank and _follows_sibling_item(lines, i, found, numbered_lines))
             and (
                 not found.needs_sequence
                 or (_continues(last, found.parts) and not _list_item(lines, i, found))
             )
         ):
             numbered.append((at, found.level + 1, found.heading))
+            numbered_lines.append(i)
             last = found.parts or last
             continue
         part = _part_heading(lines, i)
@@ -316,8 +367,43 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1, s))
         elif body_indent and _flush_left_heading(lines, i):
             other.append((at, 2, s))
+    numbered = _without_contents_entries(lines, numbered, numbered_lines)
     heads = other + (numbered if len(numbered) >= 2 else [])
     return sorted(heads)
+
+
+def _entry_key(heading: str) -> tuple[str, str]:
+    """A numbered heading's number and title, its keyword dropped ("Chapter 2. Perl Packaging" and
+    "2. Perl Packaging" are one entry), spaces collapsed, case folded."""
+    m = _NUMBERED.match(heading)
+    if m is None:
+        return heading, ""
+    return m.group("num"), " ".join(heading[m.start("title") :].split()).casefold()
+
+
+def _without_contents_entries(
+    lines: list[str], numbered: list[Heading], at_lines: list[int]
+) -> list[Heading]:
+    """`numbered` without a contents list's entries where the list has no dot leaders ("2.1.
+    Versions" over "2.2. Base Package", blank lines between): a numbered heading with nothing
+    before the next one but blank lines, numbered lines (entries not taken as headings) and the
+    line its title wraps onto, whose number and
+    title (or the start of it, when the entry wraps) head a later section again."""
+    keys = [_entry_key(h[2]) for h in numbered]
+    out: list[Heading] = []
+    for k, head in enumerate(numbered):
+        nxt = at_lines[k + 1] if k + 1 < len(at_lines) else None
+        if nxt is not None:
+            # other entries the headings did not take ("4. Configuration frontends") are no body
+            at = at_lines[k]
+            between = [j for j in range(at + 1, nxt) if lines[j].strip() and not _NUMBERED.match(lines[j])]
+            wrap = between == [at + 1] and _indent(lines[at + 1]) >= _indent(lines[at])
+            if not between or wrap:
+                num, title = keys[k]
+                if any(n == num and t.startswith(title) for n, t in keys[k + 1 :]):
+                    continue
+        out.append(head)
+    return out
 
 
 #: "Q: Do you …?", "Note: …": a labelled line is content, not a title.
