@@ -281,11 +281,6 @@ class Settings(BaseSettings):
     #: docs/verbatim.md#trim); 0 = off, the default: 250 (fitted leave-one-family-out) found 6 more
     #: answers within 600 characters on development but lost 5 on the blind judges.
     verbatim_trim_spans_over: int = Field(default=0, ge=0, le=100_000)
-    #: Above 0, the verbatim profile's span scorer reads its re-ranked head in maximal-marginal-
-    #: relevance order, this the weight of a span's best cosine with the spans ranked above it
-    #: (`CascadeConfig.span_mmr`, docs/verbatim.md#span-mmr); 0 = off. 1, the default: fitted
-    #: leave-one-family-out on the 19 development families with the clipped-subject scope (session 49).
-    verbatim_span_mmr: float = Field(default=1.0, ge=0.0, le=100.0)
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES

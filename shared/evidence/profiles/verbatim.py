@@ -46,8 +46,6 @@ class VerbatimPlugin(PipelinePlugin):
         changes: dict[str, Any] = {}  # the settings the cascade's config reads
         if env.settings.verbatim_trim_spans_over != first.cascade.config.trim_spans_over:
             changes["trim_spans_over"] = env.settings.verbatim_trim_spans_over
-        if env.settings.verbatim_span_mmr != first.cascade.config.span_mmr:
-            changes["span_mmr"] = env.settings.verbatim_span_mmr
         services, index = env.services, env.index
         if services is not None and index is not None:
             # Built on first use only: a lexical-only index never loads the model.

@@ -123,33 +123,6 @@ def says_name(asked: Sequence[str], question: str, name: str) -> bool:
     return any(list(asked[i : i + len(words)]) == words for i in range(len(asked) - len(words) + 1))
 
 
-#: A question word of this many letters or more that starts a subject's word stands for it
-#: ("struct" for "structures", "config" for "configuration"); shorter ones ("arg", "doc") start too
-#: many words to tell.
-MIN_ABBREVIATION = 4
-
-
-def abbreviates(asked: Sequence[str], name: Sequence[str]) -> bool:
-    """Whether a run of consecutive question words (`name_words`) says every word of `name` (its
-    `name_words`), each as written or clipped: a leading abbreviation of `MIN_ABBREVIATION` letters
-    or more ("struct" for "structure"). An empty name is never said."""
-    if not name:
-        return False
-
-    def says(q: str, n: str) -> bool:
-        return q == n or (len(q) >= MIN_ABBREVIATION and n.startswith(q))
-
-    return any(
-        all(says(q, n) for q, n in zip(asked[i : i + len(name)], name, strict=True))
-        for i in range(len(asked) - len(name) + 1)
-    )
-
-
-#: Passages read to find a clipped subject's documents, and documents it adds at most.
-MAX_CLIPPED_SCAN = 2000
-MAX_CLIPPED_DOCUMENTS = 3
-
-
 class VerbatimCascade:
     def __init__(self, config: CascadeConfig | None = None, rules: VerbatimRules | None = None) -> None:
         self.config = config or CascadeConfig()
@@ -168,7 +141,7 @@ class VerbatimCascade:
         passage among nine of a subjectless TLS RFC does not make the cookie RFC the question's
         subject (docs/verbatim.md, #subjectless). A subject not in the question as written may be
         said once both are read as names (`says_name`: "lipitor®" by "Lipitor"); one as written
-        comes first. A subject said only clipped scopes nothing (`clipped_documents`).
+        comes first.
         """
         if plan.entity:
             name = plan.entity.lower().strip()
@@ -195,22 +168,6 @@ class VerbatimCascade:
             first = next(iter(subjects))
             return first, {ENTITY_NAMES_KEY: first}
         return None, None
-
-    @staticmethod
-    def clipped_documents(backend: SearchReader, index: str, question: str) -> list[str]:
-        """The documents of the first subject of the question's 10 best BM25 passages that the
-        question says clipped, word by word (`abbreviates`: "structs" for "Structures"), or []:
-        not a scope (one page of a manual would shut out the sibling page that answers), but
-        documents the unscoped run reads besides the best passages' (`RunState.also_documents`)."""
-        asked = name_words(question)
-        for h in backend.lexical(index, question, k=10, kind=ChunkKind.PASSAGE):
-            names = h.chunk.metadata.get(ENTITY_NAMES_KEY)
-            if isinstance(names, list) and any(abbreviates(asked, name_words(str(n))) for n in names):
-                found = backend.lookup(
-                    index, {ENTITY_NAMES_KEY: str(names[0])}, limit=MAX_CLIPPED_SCAN, kind=ChunkKind.PASSAGE
-                )
-                return list(dict.fromkeys(f.chunk.document_id for f in found))[:MAX_CLIPPED_DOCUMENTS]
-        return []
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -255,8 +212,6 @@ class VerbatimCascade:
             query_vector=query_vector,
             embed=embed,
         )
-        if scope is None:
-            state.also_documents = self.clipped_documents(backend, index, question)
         tried: list[PathRun] = []
         found: list[SpanHit] = []
         used = NO_RESULT

@@ -164,12 +164,6 @@ class CascadeConfig:
     #: the 19 development families (every fold chose it; held out 595 -> 601 of 839 within 600
     #: characters) and lost 246 -> 241 of 361 on the blind judges (docs/verbatim.md#trim).
     trim_spans_over: int = 0
-    #: Above 0: HYBRID_FACTSPAN reads the span scorer's re-ranked head in maximal-marginal-relevance
-    #: order (`span_rank.mmr_order`: each next span by its logit minus this times its best cosine
-    #: with a span already ranked, over the spans' own vectors). 0: off. 1, the default: every
-    #: leave-one-family-out fold chose it on the 19 development families, held out 595 -> 599 of
-    #: 839 within 600 characters with the clipped subjects (session 49, docs/verbatim.md#span-mmr).
-    span_mmr: float = 1.0
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 

@@ -340,7 +340,6 @@ class CascadePaths(RunState):
             question=self.question,
             # Looked up only when it can be used: a lexical-only index builds no embedder.
             embed_tokens=tokens_of(self.embed) if self.vector is not None and model.tokens else None,
-            mmr=self.cfg.span_mmr,
         )
         return ranked, candidates, note
 

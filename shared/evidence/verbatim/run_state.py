@@ -74,9 +74,6 @@ class RunState:
         self.vector = query_vector
         #: Embeds span texts for the span scorer (`verbatim.span_rank`), or None.
         self.embed = embed
-        #: Documents the unscoped run reads besides the best passages' (a subject the question
-        #: says clipped: `VerbatimCascade.clipped_documents`); only when `scope` is None.
-        self.also_documents: list[str] = []
         self._spans: list[Chunk] | None = None
         self._stats: SpanStats | None = None
         #: A section named by the question whose sentences did not match the rest of it.
@@ -157,7 +154,6 @@ class RunState:
         docs = list(dict.fromkeys(c.chunk.document_id for c in found.candidates))[
             : self.cfg.unscoped_documents
         ]
-        docs += [d for d in self.also_documents if d not in docs]
         return {"document_id": docs} if docs else None
 
     @property

@@ -116,16 +116,12 @@ class LinearModel:
     bias: float = 0.0
 
     def score(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        return np.asarray(1.0 / (1.0 + np.exp(-self.logit(columns))))
-
-    def logit(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        """`bias + sum of weight * feature`, before the sigmoid (which saturates at 1.0)."""
         n = len(next(iter(columns.values()))) if columns else 0
         z = np.full(n, self.bias, dtype=np.float64)
         for name, w in self.weights.items():
             if w and name in columns:
                 z += w * columns[name]
-        return z
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
 @dataclass(frozen=True)
@@ -280,45 +276,13 @@ def cosine_columns(
 ) -> dict[str, np.ndarray]:
     """`span_cosine` and `heading_cosine` of some spans: their texts (`context`: the texts to
     embed instead, e.g. a table row with its header) and distinct headings, embedded in one call."""
-    return _cosines_and_vectors(spans, query_vector, embed, context=context)[0]
-
-
-def _cosines_and_vectors(
-    spans: Sequence[Chunk], query_vector: Any, embed: Embed, *, context: Sequence[str] | None = None
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """`cosine_columns`, and the spans' own vectors (rows, as embedded) it read them from."""
     texts = list(context) if context is not None else [c.text for c in spans]
     headings = list(dict.fromkeys(c.section for c in spans if c.section))
-    vectors = np.asarray(embed([*texts, *headings]), dtype=np.float32)
-    cos = cosine_rows(vectors, query_vector)
+    cos = cosine_rows(embed([*texts, *headings]), query_vector)
     span_cos = cos[: len(texts)]
     by_heading = dict(zip(headings, cos[len(texts) :].tolist(), strict=True))
     head_cos = np.asarray([by_heading.get(c.section, 0.0) for c in spans], dtype=np.float64)
-    return {"span_cosine": span_cos, "heading_cosine": head_cos}, vectors[: len(texts)]
-
-
-def mmr_order(logits: np.ndarray, vectors: np.ndarray, weight: float) -> list[int]:
-    """Positions of a re-ranked head in maximal-marginal-relevance order: the best logit first,
-    then each time the span maximising `logit - weight * (its best cosine with a span already
-    picked)` (ties: the better logit, then the earlier position). `vectors`: the spans' own
-    vectors, rows (normalised here). `weight` 0: the logits' order."""
-    n = len(logits)
-    base = sorted(range(n), key=lambda j: (-logits[j], j))
-    if weight <= 0 or n < 3:
-        return base
-    v = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    v = v / np.where(norms > 0, norms, 1.0)
-    sims = v @ v.T
-    picked = [base[0]]
-    left = base[1:]
-    closest = sims[base[0]].copy()  # each span's best cosine with a picked span
-    while left:
-        best = max(left, key=lambda j: (logits[j] - weight * closest[j], logits[j], -j))
-        picked.append(best)
-        left.remove(best)
-        closest = np.maximum(closest, sims[best])
-    return picked
+    return {"span_cosine": span_cos, "heading_cosine": head_cos}
 
 
 def rank_spans(
@@ -332,14 +296,11 @@ def rank_spans(
     embed_texts: Sequence[str] | None = None,
     question: str = "",
     embed_tokens: EmbedTokens | None = None,
-    mmr: float = 0.0,
 ) -> list[tuple[float, int]]:
     """(score, position) of the candidate spans, best first: every candidate by the lexical
     model; with a query vector and an embedder, its `top_n` re-ranked by the dense model (above
     the rest, which keep their lexical order); with word-piece vectors too (`embed_tokens`) and a
-    model that has them, by its `tokens` model. `mmr` above 0: the re-ranked head is read in
-    maximal-marginal-relevance order (`mmr_order`, over the spans' own vectors; its scores kept
-    falling in that order)."""
+    model that has them, by its `tokens` model."""
     if not candidates:
         return []
     idx = np.asarray(candidates, dtype=np.int64)
@@ -367,7 +328,7 @@ def rank_spans(
         except EvidenceError:
             pass  # each is embedded apart below, as without it
     try:
-        cosines, vectors = _cosines_and_vectors(
+        cosines = cosine_columns(
             [spans[i] for i in head],
             query_vector,
             reading_first(made, embed) if made else embed,
@@ -394,20 +355,12 @@ def rank_spans(
             raise
         except EvidenceError:
             pass  # the model without the token features still ranks
-    logits = scorer.logit(cols)
-    dense = 1.0 / (1.0 + np.exp(-logits))
+    dense = scorer.score(cols)
     top = sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))
     # The re-ranked head stays above the tail: its dense probabilities and the tail's lexical
     # ones are on different scales, so the tail is kept below the head's lowest score.
     floor = float(min(dense, default=0.0))
     tail = [(min(sc, floor) * 0.999, i) for sc, i in ranked[model.top_n :]]
-    if mmr > 0:
-        # `head` is in lexical order, so positions tie-break alike in both orders.
-        out: list[tuple[float, int]] = []
-        for j in mmr_order(logits, vectors, mmr):
-            sc = float(dense[j]) if not out or dense[j] < out[-1][0] else out[-1][0] * 0.999
-            out.append((sc, head[j]))
-        return out + [(min(sc, out[-1][0]) * 0.999, i) for sc, i in ranked[model.top_n :]]
     return [(float(dense[j]), head[j]) for j in top] + tail
 
 

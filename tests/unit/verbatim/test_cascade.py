@@ -300,46 +300,6 @@ def test_a_subject_with_punctuation_or_quotes_is_said_by_its_words() -> None:
     assert not says_name(["anything"], "anything", "®")
 
 
-class _Subjects:
-    """A backend whose BM25 returns one passage per (document, subject) given, and whose lookup by
-    subject returns that subject's passages."""
-
-    def __init__(self, docs: list[tuple[str, str]]) -> None:
-        from types import SimpleNamespace
-
-        self.hits = [
-            SimpleNamespace(chunk=SimpleNamespace(document_id=d, metadata={"entity_names": [s]}))
-            for d, s in docs
-        ]
-
-    def lexical(self, index, query, k, kind):
-        return self.hits[:k]
-
-    def lookup(self, index, filters, limit, kind):
-        name = filters["entity_names"]
-        return [h for h in self.hits if h.chunk.metadata["entity_names"][0] == name][:limit]
-
-
-def test_a_subject_said_clipped_adds_its_documents_without_scoping() -> None:
-    """A question word of 4 letters or more that starts a subject's word stands for it ("config"
-    for "Configurations"): the subject's documents join the unscoped run's, and nothing is scoped."""
-    from evidence.verbatim.cascade import abbreviates
-
-    docs = [("conf.html", "configurations"), ("net.html", "connection timeouts"), ("b.html", "basics")]
-    backend = _Subjects(docs)
-    clipped = VerbatimCascade.clipped_documents
-    assert clipped(backend, INDEX, "Which config keys are read at startup?") == ["conf.html"]  # type: ignore[arg-type]
-    assert clipped(backend, INDEX, "What con timeout applies?") == []  # type: ignore[arg-type]
-    # Two subjects said clipped: the first in the best passages' order.
-    assert clipped(backend, INDEX, "Which connect timeouts apply to a config?") == ["conf.html"]  # type: ignore[arg-type]
-    # Said clipped is no entity scope: resolve_entity is unchanged.
-    assert _resolve(["configurations", "connection timeouts"], "Which config keys are read?") == (None, None)
-    assert abbreviates(["struct", "descriptor"], ["structure"])
-    assert not abbreviates(["str"], ["structure"])  # under 4 letters
-    assert not abbreviates(["timeout", "conn"], ["connection", "timeout"])  # order matters
-    assert not abbreviates(["anything"], [])
-
-
 def test_span_ranking_and_anchors_read_the_span_scorer_on_the_hits_documents(
     label_service: EvidenceService,
 ) -> None:

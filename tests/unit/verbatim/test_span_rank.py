@@ -30,7 +30,6 @@ from evidence.verbatim.span_rank import (
     cosine_columns,
     lexical_columns,
     load_model,
-    mmr_order,
     rank_spans,
 )
 from tests.unit.verbatim.verbatimkit import span
@@ -122,43 +121,6 @@ def test_the_dense_model_reranks_only_the_lexical_top_n() -> None:
         spans, lexical, candidates=range(5), model=model, query_vector=np.asarray([1.0, 0.0]), embed=failing
     )
     assert [i for _, i in out] == [0, 1, 2, 3, 4]
-
-
-def test_span_mmr_reads_the_head_without_repeating_itself() -> None:
-    """Span MMR (docs/verbatim.md#span-mmr): after the best span, each next one by its logit minus
-    `span_mmr` times its best cosine with a span already ranked; on by default (lambda 1)."""
-    same, other = [1.0, 0.0], [0.0, 1.0]
-    vectors = np.asarray([same, same, other])
-    logits = np.asarray([3.0, 2.9, 2.0])
-    assert mmr_order(logits, vectors, 0.0) == [0, 1, 2]  # off: the logits' order
-    assert mmr_order(logits, vectors, 1.0) == [0, 2, 1]  # the restatement waits its turn
-    assert mmr_order(logits, vectors, 0.05) == [0, 1, 2]  # a small weight: a small nudge
-    # End to end in rank_spans: "another answer" restates the best span, "other words" does not.
-    spans = [span(i, t) for i, t in enumerate(["the answer", "another answer", "other words", "tail"])]
-    lexical = {f: np.zeros(len(spans)) for f in LEXICAL_FEATURES}
-    lexical["bm25"] = np.asarray([1.0, 0.5, 0.9, 0.1])
-    model = SpanModel(
-        lexical=LinearModel({"bm25": 1.0}),
-        dense=LinearModel({"bm25": 1.0, "span_cosine": 1.0}),
-        top_n=3,
-    )
-
-    def ranked(mmr: float) -> list[tuple[float, int]]:
-        return rank_spans(
-            spans,
-            lexical,
-            candidates=range(4),
-            model=model,
-            query_vector=np.asarray(same),
-            embed=fake_embed,
-            mmr=mmr,
-        )
-
-    assert [i for _, i in ranked(0.0)] == [0, 1, 2, 3]
-    out = ranked(1.0)
-    assert [i for _, i in out] == [0, 2, 1, 3]  # the head re-ordered, the tail below it
-    assert all(a >= b for (a, _), (b, _) in itertools.pairwise(out))  # scores still fall
-    assert CascadeConfig().span_mmr == 1.0 and Settings().verbatim_span_mmr == 1.0
 
 
 def test_the_weights_file_is_the_model_and_round_trips() -> None:
