@@ -4,8 +4,9 @@ settings (since session 49 the store refuses to write into an index recorded und
 before that the run scored the old vectors); a third run under the same settings reuses it.
 
 A tiny BEIR dataset is written in each test; the service embeds with the hashing embedder keyed as
-MiniLM is (`embed.base.document_key`: under `mean` its window is in the key, so the fingerprint
-changes with it; under `first`, the default, it is not, and only the index's record tells)."""
+MiniLM is (`embed.base.document_key`: its window is in the key under `mean`, and under `first`,
+the default, only when it is not the default window, so a fingerprint changes with it; the span
+vectors and the header rule are in no key, and only the index's record tells)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import numpy.typing as npt
 import pytest
 
 from evidence.cli import common, main
-from evidence.config import LongTextRule, Settings
+from evidence.config import Settings
+from evidence.embed.minilm import MiniLMEmbedder
 from evidence.search.factory import get_backend
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder
@@ -44,10 +46,9 @@ class _Keyed(HashingEmbedder):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__()
-        room = settings.embed_max_tokens - 2
-        self.document_rule = (
-            "" if settings.embed_long_text is LongTextRule.FIRST else f"windows{room}-weighted-mean"
-        )
+        self.document_rule = MiniLMEmbedder(
+            max_tokens=settings.embed_max_tokens, long_text=settings.embed_long_text
+        ).document_rule
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         _Keyed.passages.append(len(texts))

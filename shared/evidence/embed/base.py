@@ -68,8 +68,9 @@ class LateEmbedder(Embedder, Protocol):
 
 def document_key(embedder: Embedder) -> str:
     """What a document vector depends on besides its text: the model id, and the rule of an
-    embedder that reads a long text in windows (`MiniLMEmbedder.document_rule`; empty for
-    truncation, so vectors cached before windows stay valid for it). Cached vectors and eval
-    indexes are keyed by it, so a vector made under another rule is never reused."""
+    embedder that reads a long text in windows or truncates it to another window than the default
+    (`MiniLMEmbedder.document_rule`; empty for truncation to the default window, so vectors cached
+    before windows stay valid for it). Cached vectors and eval indexes are keyed by it, so a
+    vector made under another rule or window is never reused."""
     rule = getattr(embedder, "document_rule", "")
     return f"{embedder.model_id}+{rule}" if rule else embedder.model_id

@@ -71,6 +71,11 @@ def _texts_vectors(vectors: Matrix, inputs: Sequence[Sequence[int]], owners: Seq
     return mean_of_windows(vectors, owners, n, weights=[len(x) - 2 for x in inputs])
 
 
+#: The window (word pieces with [CLS]/[SEP]) the model reads by default, as sentence-transformers
+#: does; `Settings.embed_max_tokens`'s default.
+DEFAULT_MAX_TOKENS = 256
+
+
 class MiniLMEmbedder:
     model_id = MODEL_ID
     dimension = DIMENSION
@@ -78,7 +83,7 @@ class MiniLMEmbedder:
     def __init__(
         self,
         *,
-        max_tokens: int = 256,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         batch_size: int = 8,
         threads: int = 0,
         long_text: LongTextRule = LongTextRule.FIRST,
@@ -103,7 +108,10 @@ class MiniLMEmbedder:
     def document_rule(self) -> str:
         """How a long document text becomes one vector (`embed.base.document_key`)."""
         if self.long_text is LongTextRule.FIRST:
-            return ""
+            # Truncation reads the first window, so the window shapes the vector of every text
+            # longer than it: another window keys its own vectors. The default keeps the empty
+            # rule, so vectors cached before windows (and every store written since) stay valid.
+            return "" if self.max_tokens == DEFAULT_MAX_TOKENS else f"first{self.max_tokens - 2}"
         return f"windows{self.max_tokens - 2}-weighted-mean"
 
     @property

@@ -107,3 +107,17 @@ def test_a_vector_cached_under_one_rule_is_not_served_under_another(tmp_path: Pa
     assert CachedEmbedder(mean, cache).embed_documents(["a long text"])[0, 0] == 2.0
     assert (first.calls, mean.calls) == (1, 1)
     cache.close()
+
+
+def test_truncation_to_another_window_keys_its_own_vectors() -> None:
+    """Under `first` the window decides a long text's vector, so a shared cache must not serve a
+    256-piece vector to a 128-piece run; the default window keeps the key vectors were cached under."""
+    from evidence.config import LongTextRule, Settings
+    from evidence.embed.minilm import DEFAULT_MAX_TOKENS, MiniLMEmbedder
+
+    assert Settings().embed_max_tokens == DEFAULT_MAX_TOKENS
+    default = MiniLMEmbedder(long_text=LongTextRule.FIRST)
+    short = MiniLMEmbedder(max_tokens=128, long_text=LongTextRule.FIRST)
+    assert document_key(default) == default.model_id
+    assert document_key(short) == f"{short.model_id}+first126"
+    assert document_key(short) != document_key(MiniLMEmbedder(max_tokens=128, long_text=LongTextRule.MEAN))
