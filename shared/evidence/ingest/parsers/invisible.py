@@ -15,11 +15,13 @@ doc.text[char_start:char_end]` holds and the two backends see the same words.
 C1 control characters (U+0080-U+009F) mean nothing in a text either; a PDF whose font maps its
 bullet glyph to a control code (a Type 3 or symbol font without a ToUnicode map) returns one where
 each bullet was ("\x88 All evaluation …"). A C1 control that opens a line or a table cell (after
-its indent) and is followed by a space reads as a bullet, U+2022 (same length); any other is removed.
+its indent) and is followed by a space reads as a bullet, U+2022 (same length); any other is
+removed.
 
 `clean_document` removes the format characters and stray C1 controls, reads a C1 list marker as a
-bullet, spells the ligatures out, and moves every section and page offset with the text. A document without any is returned as it is (same
-object), so its content hash, and its index, do not change.
+bullet, spells the ligatures out, and moves every section and page offset with the text. A
+document without any is returned as it is (same object), so its content hash, and its index, do
+not change.
 """
 
 from __future__ import annotations
@@ -198,8 +200,8 @@ def edit_document(
 
 def clean_document(doc: ParsedDocument) -> ParsedDocument:
     """`doc` with format characters and stray C1 controls removed, a C1 list marker read as a
-    bullet, and ligatures spelled out in its text, title, subject and section names; section and page offsets follow the text. Unchanged documents are returned
-    as they are."""
+    bullet, and ligatures spelled out in its text, title, subject and section names; section and
+    page offsets follow the text. Unchanged documents are returned as they are."""
     text = doc.text
     names = [doc.title, *doc.subject, *(s.name for s in doc.sections)]
     if _INVISIBLE.search(text) is None and not any(_INVISIBLE.search(n) for n in names):
