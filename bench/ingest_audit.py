@@ -10,7 +10,8 @@ each file (folders are walked) the audit prints one block:
     covered    share of the parsed text's non-space characters inside a span
     long       spans over 600 characters (a merged run of facts, or an unsplit table)
     swallow    sections whose own text (up to the next heading) is > 50 % of the document
-    junk       headings with no letter, over 120 characters, or a trailing sentence
+    junk       headings with no letter (but a version or date: `[3.11.3] - 2026-11-05`), over 120
+               characters, or a trailing sentence
     lost       words (3+ letters, case-folded) of the raw file missing from the parsed text
                (raw: the decoded text; HTML without tags, scripts and styles; PDF pypdf's plain
                `extract_text`; SPL every text node of the body's sections). SPL drops its
@@ -107,11 +108,19 @@ def own_extents(sections: tuple[Section, ...], n: int) -> list[tuple[Section, in
     return out
 
 
+#: A heading without a letter that is still one: a release's version or date, bracketed or not, with
+#: a date after it ("[20260107]", "[3.11.3] - 2026-11-05", "v2.0", "2024-01-31"); a bare short number
+#: ("12": a page number read as a heading) and punctuation are not.
+_VERSION_OR_DATE = re.compile(
+    r"\[?v?(?:\d{4,}|\d+(?:[.\-/]\d+)+)\]?(?:[ \t]*[-\u2013\u2014][ \t]*\(?\d{4}-\d{2}-\d{2}\)?)?"
+)
+
+
 def junk_heading(name: str) -> str | None:
     stripped = name.strip()
     if not stripped:
         return "empty"
-    if not any(ch.isalpha() for ch in stripped):
+    if not any(ch.isalpha() for ch in stripped) and not _VERSION_OR_DATE.fullmatch(stripped):
         return "no letter"
     if len(stripped) > 120:
         return "over 120 chars"

@@ -30,3 +30,19 @@ def test_audit_names_a_document_it_cannot_parse(tmp_path: Path) -> None:
     empty.write_text("\u200b\n", encoding="utf-8")
     row = audit.audit(empty, 3)
     assert "error" in row and "empty document" in row["error"]
+
+
+def test_a_changelog_version_or_date_heading_is_no_junk() -> None:
+    """A heading without a letter is junk ("{", ".", a page number "12"), but for a release's
+    version or date, as a changelog has them ("[20260107]", "[3.11.3] - 2026-11-05")."""
+    for name in (
+        "[20260107]",
+        "[3.11.3] - 2026-11-05",
+        "3.5.1",
+        "v2.0",
+        "2024-01-31",
+        "[1.0] \u2013 2019-12-02",
+    ):
+        assert audit.junk_heading(name) is None, name
+    for name in ("{", ".", "12", "--", "(1)", "| 3 | 4 |"):
+        assert audit.junk_heading(name) == "no letter", name

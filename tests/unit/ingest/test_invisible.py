@@ -101,3 +101,36 @@ def test_the_precomputed_format_ranges_are_category_cf_exactly() -> None:
         pytest.skip("another Unicode version: the ranges are derived, not read from the table")
     assert invisible.derive_format_ranges() == invisible.FORMAT_RANGES
     assert invisible._format_ranges() is invisible.FORMAT_RANGES
+
+
+def test_a_c1_control_as_a_list_marker_reads_as_a_bullet_and_stray_ones_go() -> None:
+    """A PDF font that maps its bullet glyph to a C1 control code (U+0080-U+009F) leaves one where
+    each bullet was: at a line's or a table cell's start before a space it is a bullet (same
+    length, offsets unchanged), anywhere else it is removed."""
+    c1 = "\x88"
+    text = (
+        "New features\n\nThe release adds:\n"
+        f"{c1} Integer overflow is detected.\n"
+        f"  {c1} Voxel grids can be read.\n"
+        f"| {c1} | Plot style with circles in 3D plots. |\n"
+        f"An odd\x9ccode inside a line, and a stray {c1}\x85 here.\n"
+    )
+    doc = ParsedDocument(
+        text=text,
+        title=f"Release{c1} notes",
+        sections=(Section("New features", 0, len(text), 1),),
+        page_starts=(0,),
+        fmt="pdf",
+    )
+    out = clean_document(doc)
+    assert not any("\x80" <= ch <= "\x9f" for ch in out.text + out.title)
+    assert "\n\u2022 Integer overflow is detected.\n  \u2022 Voxel grids can be read.\n" in out.text
+    assert "| \u2022 | Plot style with circles in 3D plots. |" in out.text
+    assert "An oddcode inside a line, and a stray  here." in out.text
+    assert out.title == "Release notes"
+    assert out.sections[0].char_end == len(out.text)
+    spans = {sp.text for sp in extract_spans(out)}
+    assert "\u2022 Integer overflow is detected." in spans
+    for sp in extract_spans(out):
+        assert out.text[sp.char_start : sp.char_end] == sp.text
+    assert clean_text(f"{c1} a bullet") == "\u2022 a bullet"

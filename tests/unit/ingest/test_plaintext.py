@@ -256,3 +256,25 @@ def test_an_appendix_letter_continues_the_numbering() -> None:
         "A.3. Calling for a vote",
         "Appendix B.  Use of the form media type",
     ]
+
+
+def test_a_long_sentence_case_title_over_its_own_first_sub_number_is_a_heading() -> None:
+    """A numbered title of nine to twelve words in sentence case is a heading where its next text
+    line is its own first sub-number ("4. The Developers …" over "4.1. Powers"): a list item has
+    none. The same title over a sibling item or over prose stays text."""
+    text = (
+        "1. Introduction\n\n   Text.\n\n2. Scope\n\n  2.1. Powers\n\n   Text.\n\n"
+        "3. The Developers by way of General Resolution or election\n\n"
+        "  3.1. Powers\n\n   Text.\n\n  3.2. Procedure\n\n   Text.\n\n"
+        "4. The members who were elected at the last annual meeting\n\n"
+        "   Text under it.\n\n"
+        "5. Votes of the members who were elected at the last meeting\n\n"
+        "6. Votes of the members who were appointed by the board later\n"
+    )
+    names = [s.name for s in parse_text(text, filename="c.txt").sections]
+    assert "3. The Developers by way of General Resolution or election" in names
+    assert (
+        names.index("3.1. Powers")
+        == names.index("3. The Developers by way of General Resolution or election") + 1
+    )
+    assert not any(n.startswith(("4.", "5.", "6.")) for n in names)

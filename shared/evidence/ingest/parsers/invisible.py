@@ -12,9 +12,16 @@ them), which no analyser folds either. Both are fixed where the document text is
 offset (sections, pages, spans, passages) refers to the cleaned text, so `span.text ==
 doc.text[char_start:char_end]` holds and the two backends see the same words.
 
-`clean_document` removes the format characters, spells the ligatures out, and moves every
-section and page offset with the text. A document without any is returned as it is (same
-object), so its content hash, and its index, do not change.
+C1 control characters (U+0080-U+009F) mean nothing in a text either; a PDF whose font maps its
+bullet glyph to a control code (a Type 3 or symbol font without a ToUnicode map) returns one where
+each bullet was ("\x88 All evaluation …"). A C1 control that opens a line or a table cell (after
+its indent) and is followed by a space reads as a bullet, U+2022 (same length); any other is
+removed.
+
+`clean_document` removes the format characters and stray C1 controls, reads a C1 list marker as a
+bullet, spells the ligatures out, and moves every section and page offset with the text. A
+document without any is returned as it is (same object), so its content hash, and its index, do
+not change.
 """
 
 from __future__ import annotations
@@ -85,14 +92,38 @@ def _range(a: int, b: int) -> str:
     return re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
 
 
-_INVISIBLE = re.compile(f"[{_format_characters()}{''.join(LIGATURES)}]")
+#: C1 control characters: no text means them; read as a bullet where one stands as a list marker.
+_C1 = "\x80-\x9f"
+BULLET = "\u2022"
+_INVISIBLE = re.compile(f"[{_format_characters()}{''.join(LIGATURES)}{_C1}]")
+
+
+def _marker(text: str, start: int) -> bool:
+    """Whether the C1 control at `start` stands as a list marker: the first character of its line
+    or of a table cell ("| \x88 | …", after the indent) and followed by a space or tab."""
+    if text[start + 1 : start + 2] not in (" ", "\t"):
+        return False
+    j = start - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    return j < 0 or text[j] in "\n|"
+
+
+def _replacement(text: str, start: int) -> str:
+    ch = text[start]
+    if ch in LIGATURES:
+        return LIGATURES[ch]
+    if "\x80" <= ch <= "\x9f" and _marker(text, start):
+        return BULLET
+    return ""
 
 
 def clean_text(text: str) -> str:
-    """`text` without format characters and with its ligatures spelled out."""
+    """`text` without format characters and stray C1 controls, a C1 list marker read as a bullet,
+    and its ligatures spelled out."""
     if not _INVISIBLE.search(text):
         return text
-    return _INVISIBLE.sub(lambda m: LIGATURES.get(m.group(), ""), text)
+    return apply_edits(text, _invisible_edits(text))
 
 
 def clean_question(text: str | None) -> str | None:
@@ -116,7 +147,7 @@ class _OffsetMap:
 
 
 def _invisible_edits(text: str) -> list[tuple[int, int, str]]:
-    return [(m.start(), m.end(), LIGATURES.get(m.group(), "")) for m in _INVISIBLE.finditer(text)]
+    return [(m.start(), m.end(), _replacement(text, m.start())) for m in _INVISIBLE.finditer(text)]
 
 
 def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
@@ -168,9 +199,9 @@ def edit_document(
 
 
 def clean_document(doc: ParsedDocument) -> ParsedDocument:
-    """`doc` with format characters removed and ligatures spelled out in its text, title, subject
-    and section names; section and page offsets follow the text. Unchanged documents are returned
-    as they are."""
+    """`doc` with format characters and stray C1 controls removed, a C1 list marker read as a
+    bullet, and ligatures spelled out in its text, title, subject and section names; section and
+    page offsets follow the text. Unchanged documents are returned as they are."""
     text = doc.text
     names = [doc.title, *doc.subject, *(s.name for s in doc.sections)]
     if _INVISIBLE.search(text) is None and not any(_INVISIBLE.search(n) for n in names):

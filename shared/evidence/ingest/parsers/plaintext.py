@@ -84,6 +84,9 @@ _SMALL_WORDS = frozenset(
     "a an and as at by for from in into of on or over per the to under upon with without its their".split()
 )
 MAX_TITLE_WORDS = 8
+#: A sentence-case title over its own first sub-number ("4. The Developers by way of General
+#: Resolution or election" over "4.1. Powers") may run longer: no list item has a sub-number.
+MAX_PARENT_TITLE_WORDS = 12
 MAX_TITLE_CHARS = 100
 
 
@@ -123,10 +126,13 @@ def _numbered_heading(line: str) -> tuple[int, str] | None:
     return None if found is None else (found.level, found.heading)
 
 
-def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | None:
-    """`loose`: a title in sentence case may count (where it continues the numbering); `dot_ok`:
-    so may one that ends on a dot ("5. Application of this License."), which the caller allows
-    only over a body indented deeper than the line (a one-sentence numbered paragraph is not)."""
+def _numbered(
+    line: str, *, loose: bool, dot_ok: bool = False, max_words: int = MAX_TITLE_WORDS
+) -> _Numbered | None:
+    """`loose`: a title in sentence case (of at most `max_words` words) may count (where it
+    continues the numbering); `dot_ok`: so may one that ends on a dot ("5. Application of this
+    License."), which the caller allows only over a body indented deeper than the line (a
+    one-sentence numbered paragraph is not)."""
     m = _NUMBERED.match(line)
     if not m or _LEADER.search(line):
         return None
@@ -143,9 +149,7 @@ def _numbered(line: str, *, loose: bool, dot_ok: bool = False) -> _Numbered | No
         return None
     strict = _title_case(title) or _caps(title)
     ends = m.group("end").strip()
-    sentence_case_ok = (
-        loose and len(title.split()) <= MAX_TITLE_WORDS and (ends == "" or (dot_ok and ends == "."))
-    )
+    sentence_case_ok = loose and len(title.split()) <= max_words and (ends == "" or (dot_ok and ends == "."))
     if not strict and not sentence_case_ok:
         return None
     rest = line[m.end() :].strip()
@@ -188,6 +192,17 @@ def _next_text(lines: list[str], j: int) -> str:
     while j < len(lines) and not lines[j].strip():
         j += 1
     return lines[j] if j < len(lines) else ""
+
+
+def _parent_heading(line: str, body: str, dot_ok: bool) -> _Numbered | None:
+    """A numbered line standing alone whose sentence-case title is longer than a heading's usual
+    (up to `MAX_PARENT_TITLE_WORDS` words) but whose next text line is its own first sub-number:
+    "4. The Developers by way of General Resolution or election" over "4.1. Powers"."""
+    found = _numbered(line, loose=True, dot_ok=dot_ok, max_words=MAX_PARENT_TITLE_WORDS)
+    if found is None or found.parts is None:
+        return None
+    sub = _numbered(body, loose=True)
+    return found if sub is not None and sub.parts == (*found.parts, 1) else None
 
 
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
@@ -344,6 +359,8 @@ def plaintext_headings(text: str) -> list[Heading]:
             and not _ITEM_MARK.match(body)
         )
         found = _numbered(line, loose=loose, dot_ok=dot_ok)
+        if found is None and loose:
+            found = _parent_heading(line, body, dot_ok)
         if (
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
