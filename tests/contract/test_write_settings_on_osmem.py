@@ -15,6 +15,7 @@ from evidence.errors import IndexSettingsMismatchError
 from evidence.search import opensearch_bodies as bodies
 from evidence.search.opensearch import OpenSearchBackend
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
+from tests.s3kit import OneObjectS3
 
 INDEX = "written-with"
 
@@ -149,27 +150,6 @@ def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -
         writer.close()
 
 
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, n: int = -1) -> bytes:
-        return self.data if n < 0 else self.data[:n]
-
-    def close(self) -> None:
-        pass
-
-
-class _S3:
-    """The two S3 reads the indexer makes for a created object."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def get_object(self, **_kw: Any) -> dict[str, Any]:
-        return {"Body": _Body(self.data), "ContentLength": len(self.data), "ETag": '"e"', "Metadata": {}}
-
-
 def test_the_api_and_the_indexer_lambda_refuse_it(url: str, plain: OpenSearchBackend) -> None:
     """The service's writers surface the refusal through their one error mapping: the HTTP API's
     document post answers 409 `index_settings_mismatch`; the indexer Lambda fails that SQS record
@@ -188,7 +168,7 @@ def test_the_api_and_the_indexer_lambda_refuse_it(url: str, plain: OpenSearchBac
     headed.close()
     service = EvidenceService(plain.settings, backend=plain, embedder=HashingEmbedder())
     runtime.configure(
-        service=service, settings=plain.settings, s3_client=_S3(b"Encryption at rest: AES-256.")
+        service=service, settings=plain.settings, s3_client=OneObjectS3(b"Encryption at rest: AES-256.")
     )
     try:
         response = api(load_event("apigw/index_document"), lambda_context())

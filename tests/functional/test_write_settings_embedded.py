@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from evidence.api import runtime
 from evidence.config import Settings
@@ -15,29 +14,9 @@ from evidence.ingest import chunk_document, parse_text
 from evidence.search.factory import get_backend
 from evidence.service import EvidenceService
 from evidence.testing import HashingEmbedder, lambda_context, load_event
+from tests.s3kit import OneObjectS3
 
 INDEX = "vendor-acme"  # the index of the bundled events
-
-
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, n: int = -1) -> bytes:
-        return self.data if n < 0 else self.data[:n]
-
-    def close(self) -> None:
-        pass
-
-
-class _S3:
-    """The S3 read the indexer makes for a created object."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def get_object(self, **_kw: Any) -> dict[str, Any]:
-        return {"Body": _Body(self.data), "ContentLength": len(self.data), "ETag": '"e"', "Metadata": {}}
 
 
 def test_the_api_and_the_indexer_lambda_refuse_it(tmp_path: Path) -> None:
@@ -58,7 +37,9 @@ def test_the_api_and_the_indexer_lambda_refuse_it(tmp_path: Path) -> None:
     headed.close()
     settings = Settings(store_dir=store, aws_region="us-east-1")
     service = EvidenceService(settings, embedder=embedder)
-    runtime.configure(service=service, settings=settings, s3_client=_S3(b"Encryption at rest: AES-256."))
+    runtime.configure(
+        service=service, settings=settings, s3_client=OneObjectS3(b"Encryption at rest: AES-256.")
+    )
     try:
         response = api(load_event("apigw/index_document"), lambda_context())
         assert response["statusCode"] == 409, response["body"]

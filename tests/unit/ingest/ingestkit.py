@@ -75,6 +75,12 @@ def make_pdf(
     objects[pages_obj - 1] = f"<< /Type /Pages /Kids [{kid_refs}] /Count {len(kids)} >>".encode()
     info = add(f"<< /Title ({_pdf_escape(title)}) >>".encode()) if title else None
 
+    return pdf_file(objects, root=catalog, info=info)
+
+
+def pdf_file(objects: list[bytes], *, root: int = 1, info: int | None = None) -> bytes:
+    """A PDF file of `objects` (numbered from 1, in order) with its cross-reference table and a
+    trailer naming the catalog `root` and, if any, the document information `info`."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
@@ -85,7 +91,7 @@ def make_pdf(
     out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
     for off in offsets:
         out.write(f"{off:010d} 00000 n \n".encode())
-    trailer = f"<< /Size {len(objects) + 1} /Root {catalog} 0 R"
+    trailer = f"<< /Size {len(objects) + 1} /Root {root} 0 R"
     if info:
         trailer += f" /Info {info} 0 R"
     out.write(f"trailer\n{trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode())

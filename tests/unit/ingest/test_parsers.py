@@ -10,7 +10,7 @@ import pytest
 from evidence.errors import DocumentParseError
 from evidence.ingest import detect_format, extract_spans, parse_bytes, parse_text
 from evidence.records import SpanType
-from tests.unit.ingest.ingestkit import make_docx, make_pdf
+from tests.unit.ingest.ingestkit import make_docx, make_pdf, pdf_file
 
 # --- plain text and encodings ----------------------------------------------------------------
 
@@ -689,18 +689,7 @@ def _tex_font_pdf(charset: str) -> bytes:
         ).encode(),
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{i} 0 obj\n".encode() + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for off in offsets:
-        out.write(f"{off:010d} 00000 n \n".encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return pdf_file(objects)
 
 
 def test_pdf_word_gaps_of_a_font_without_a_space_glyph_are_spaces() -> None:
