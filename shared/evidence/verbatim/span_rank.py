@@ -108,6 +108,10 @@ def asked_types(question: str, types: Sequence[AnswerType] | None = None) -> tup
     return tuple(t for t in types if t.asked_by(question))
 
 
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+
 @dataclass(frozen=True)
 class LinearModel:
     """`sigmoid(bias + sum of weight * feature)`; a feature without a weight counts 0."""
@@ -116,7 +120,7 @@ class LinearModel:
     bias: float = 0.0
 
     def score(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-        return np.asarray(1.0 / (1.0 + np.exp(-self.logit(columns))))
+        return _sigmoid(self.logit(columns))
 
     def logit(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         """`bias + sum of weight * feature`, before the sigmoid (which saturates at 1.0)."""
@@ -395,20 +399,22 @@ def rank_spans(
         except EvidenceError:
             pass  # the model without the token features still ranks
     logits = scorer.logit(cols)
-    dense = 1.0 / (1.0 + np.exp(-logits))
-    top = sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))
-    # The re-ranked head stays above the tail: its dense probabilities and the tail's lexical
-    # ones are on different scales, so the tail is kept below the head's lowest score.
-    floor = float(min(dense, default=0.0))
-    tail = [(min(sc, floor) * 0.999, i) for sc, i in ranked[model.top_n :]]
+    dense = _sigmoid(logits)
     if mmr > 0:
-        # `head` is in lexical order, so positions tie-break alike in both orders.
+        # `head` is in lexical order, so positions tie-break alike in both orders. The scores
+        # keep falling in the MMR order (a span read after a likelier one scores just below it).
         out: list[tuple[float, int]] = []
         for j in mmr_order(logits, vectors, mmr):
             sc = float(dense[j]) if not out or dense[j] < out[-1][0] else out[-1][0] * 0.999
             out.append((sc, head[j]))
-        return out + [(min(sc, out[-1][0]) * 0.999, i) for sc, i in ranked[model.top_n :]]
-    return [(float(dense[j]), head[j]) for j in top] + tail
+    else:
+        out = [
+            (float(dense[j]), head[j]) for j in sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))
+        ]
+    # The re-ranked head stays above the tail: its dense probabilities and the tail's lexical
+    # ones are on different scales, so the tail is kept below the head's last score.
+    floor = out[-1][0] if out else 0.0
+    return out + [(min(sc, floor) * 0.999, i) for sc, i in ranked[model.top_n :]]
 
 
 # --- token-level match (MaxSim) ---------------------------------------------------------------
