@@ -188,3 +188,25 @@ def test_the_qa_suite_indexes_a_family_afresh_the_same_way(
         else:
             assert "deleting" not in err
     assert seconds[0] > 0 and seconds[1] > 0 and seconds[2] == 0
+
+
+@pytest.mark.parametrize("unreadable", [False, True])
+def test_only_a_missing_index_is_taken_as_absent(tmp_path: Path, unreadable: bool) -> None:
+    """`why_stale` reads a missing index as "index it" (''), and any other error of the store
+    (unreadable, unreachable) as itself: an index that cannot be read is not written over."""
+    from types import SimpleNamespace
+
+    from evidence.errors import BackendError, IndexNotFoundError
+    from evidence.evaluation.indexes import why_stale
+
+    def get_index(index: str) -> object:
+        if unreadable:
+            raise BackendError(f"index {index!r} store is unreadable: file is not a database")
+        raise IndexNotFoundError(index)
+
+    service: Any = SimpleNamespace(backend=SimpleNamespace(get_index=get_index))
+    if unreadable:
+        with pytest.raises(BackendError, match="unreadable"):
+            why_stale(service, "eval-x", "fp")
+    else:
+        assert why_stale(service, "eval-x", "fp") == ""

@@ -33,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if (args.dataset is None) == (args.qa is None):
         raise CliError("give --dataset DIR or --qa FILE --index NAME")
+    from evidence.server import limit_blas_threads
+
+    # One BLAS thread, as `evidence serve` runs: the products here are small (a question's span
+    # vectors, 40 x 40 in the span MMR), and OpenBLAS's pool woken for each cost more process CPU
+    # than it saved (docs/verbatim.md#span-mmr; bench/data/session50/guard22.md).
+    limit_blas_threads()
     if args.qa is not None:
         # Refused rather than ignored: a quick check run with `--limit` would otherwise ask every
         # question and report figures the caller takes for a sample's.

@@ -41,11 +41,14 @@ def why_stale(service: EvidenceService, index: str, fingerprint: str) -> str | N
     simply indexed), a sentence when it exists but was written from other inputs or code (another
     fingerprint, or none) or under other indexing settings than the running ones; None when it is
     current."""
+    from evidence.errors import IndexNotFoundError
     from evidence.search.written import other_than
 
     try:
         info = service.backend.get_index(index)
-    except Exception:
+    except IndexNotFoundError:
+        # Only a missing index is indexed afresh: an unreachable or unreadable store (any other
+        # error) is reported as itself, not taken as "absent" and written over.
         return ""
     # The record first: it names the setting (the fingerprint only tells that something changed).
     differs = other_than(info, service.settings)

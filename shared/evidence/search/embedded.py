@@ -7,6 +7,7 @@ store; each index is an `IndexStore` (`embedded_store.py`: SQLite records + tant
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import shutil
 import sqlite3
@@ -124,6 +125,7 @@ class EmbeddedBackend:
             opened = IndexStore.open(root, self.analyzer_config, k1=self.k1, b=self.b, ann=self.ann)
             opened.headers = self.headers
             opened.written_with = self.written_with
+            opened.settings_check = functools.partial(self._refuse_record, index)
             self._indexes[index] = opened
             return opened
 
@@ -143,16 +145,28 @@ class EmbeddedBackend:
         rule, span vectors, cache scope). Compared on the settings both records hold, a
         lexical-only index without the vector keys (`written.VECTOR_KEYS`). Once per index per
         backend; an index without a record (written before session 48, or by nothing yet) is not
-        compared and is read again at the next write, until it has one."""
-        from evidence.search.written import EXTRA_KEY, parse, refuse_difference
+        compared and is read again at the next write, until it has one. This is the early check
+        (before anything is embedded); the commit compares again under its write lock
+        (`IndexStore.settings_check`), so two first writers cannot both write."""
+        from evidence.search.written import EXTRA_KEY
 
         if self._written is None or index in self._settings_checked:
             return
-        recorded = parse(store.info(EXTRA_KEY))
+        recorded = store.info(EXTRA_KEY)
         if recorded is None:
             return
+        self._refuse_record(index, recorded, int(store.info("dimension") or 0))
+        self._settings_checked.add(index)
+
+    def _refuse_record(self, index: str, recorded: str | None, dimension: int) -> None:
+        """IndexSettingsMismatchError when the stored record `recorded` (JSON; None: no record,
+        nothing to compare) differs from this backend's for an index of `dimension`."""
+        from evidence.search.written import parse, refuse_difference
+
+        if self._written is None:
+            return
         refuse_difference(
-            recorded,
+            parse(recorded),
             self._written,
             lambda setting, stored, ours: (
                 f"index {index!r} of the store {str(self.store_dir)!r} was written with "
@@ -161,9 +175,8 @@ class EmbeddedBackend:
                 f"index into a new index name, or delete the index (`evidence delete --index {index} "
                 "--all`) and index it again under the current settings. Nothing was written"
             ),
-            dimension=int(store.info("dimension") or 0),
+            dimension=dimension,
         )
-        self._settings_checked.add(index)
 
     def get_index(self, index: str) -> IndexInfo:
         return self.index_store(index).describe()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,10 @@ class IndexStore(LexicalStore, DenseStore):
         #: What this process writes documents with (`search.written`), recorded in `info` by a
         #: commit whose upserts changed a document; set by `EmbeddedBackend` (None: not recorded).
         self.written_with: str | None = None
+        #: Called inside a write's transaction, under SQLite's write lock, with the index's record
+        #: as committed then (JSON, None when it has none) and its dimension; raises to refuse the
+        #: write (`EmbeddedBackend._refuse_record`). Set by `EmbeddedBackend`; None: no check.
+        self.settings_check: Callable[[str | None, int], None] | None = None
 
     @classmethod
     def open(
@@ -154,6 +158,7 @@ class IndexStore(LexicalStore, DenseStore):
                     db.execute("SAVEPOINT write")
                     try:
                         if isinstance(write, _Upsert):
+                            self._check_settings(db)
                             results, wrote = self._upsert_rows(write, removed, added)
                             outcome: list[UpsertResult] | int = results
                         else:
@@ -180,6 +185,10 @@ class IndexStore(LexicalStore, DenseStore):
                 if changed:
                     self.set_info("generation", str(before + 1))
                     if wrote_documents and self.written_with is not None:
+                        # The record as this transaction read it agreed (`_check_settings`), or
+                        # there was none: recorded under the same write lock, so a writer of
+                        # other settings that read "no record" before this commit is refused at
+                        # its own (docs/ingest.md#indexing-settings-of-an-index).
                         self.set_info("written_with", self.written_with)
                     self._publish(before, removed, added)
                 else:
@@ -195,6 +204,13 @@ class IndexStore(LexicalStore, DenseStore):
             if changed and (deleted or not self.deferred):
                 self.sync_pending()
         return outcomes
+
+    def _check_settings(self, db: sqlite3.Connection) -> None:
+        """Refuse an upsert (`settings_check`) when the index's record, read inside this write
+        transaction, differs from this process's: the backend's earlier check read it before
+        the lock, when another first writer may not yet have committed its own."""
+        if self.settings_check is not None and self.written_with is not None:
+            self.settings_check(self.info("written_with", db), int(self.info("dimension", db) or 0))
 
     def _upsert_rows(
         self, write: _Upsert, removed: list[int], added: list[tuple[int, str, bytes]]

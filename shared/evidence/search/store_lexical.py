@@ -122,24 +122,40 @@ class LexicalStore(RecordStore):
         sb.add_text_field("meta", stored=False, tokenizer_name="raw")
         sb.add_text_field("body", stored=False, tokenizer_name="ws", index_option="freq")
         schema = sb.build()
-        fresh = not (path / "meta.json").exists()
-        if fresh and path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
-        try:
-            index = tantivy.Index(schema, path=str(path), reuse=True)
-        except ValueError:
-            # An unreadable inverted index is derived data: rebuild it from the records.
-            shutil.rmtree(path)
-            path.mkdir()
-            index = tantivy.Index(schema, path=str(path), reuse=True)
-            fresh = True
+        index = None
+        if (path / "meta.json").exists():
+            try:
+                index, fresh = tantivy.Index(schema, path=str(path), reuse=True), False
+            except ValueError:
+                index = None
+        if index is None:
+            # Creating or rebuilding the directory: another process opening the same new index
+            # (two first writers) would otherwise remove the one this process is creating.
+            with self._process_lock():
+                index, fresh = self._make_lexical(path, schema)
         index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self._tantivy[kind] = index
         if fresh:
             # Everything in the records must be (re)indexed lexically.
             self._db.execute("INSERT OR IGNORE INTO lexical_pending SELECT document_id FROM documents")
         return index
+
+    @staticmethod
+    def _make_lexical(path: Path, schema: tantivy.Schema) -> tuple[tantivy.Index, bool]:
+        """The inverted index under `path`, created when absent or unreadable (derived data:
+        rebuilt from the records), with True when it was; under `_process_lock`."""
+        import tantivy
+
+        fresh = not (path / "meta.json").exists()
+        if fresh and path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            return tantivy.Index(schema, path=str(path), reuse=True), fresh
+        except ValueError:
+            shutil.rmtree(path)
+            path.mkdir()
+            return tantivy.Index(schema, path=str(path), reuse=True), True
 
     def _tantivy_docs(self, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[ChunkKind, tantivy.Document]]:
         """The inverted-index documents of one document's chunk rows (`_LEXICAL_COLS`). Its title

@@ -262,6 +262,55 @@ def test_the_record_is_read_once_per_index_until_the_index_is_deleted(
     writer.close()
 
 
+def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers (two backends: two SQLite connections, as two processes) under different
+    header rules both read "no record" before either commits (held at a barrier at the commit);
+    the record is compared again and written under the commit's write lock, so the second to
+    commit is refused with nothing written, and the index holds only the first's documents and
+    record."""
+    import threading
+
+    from evidence.errors import IndexSettingsMismatchError
+    from evidence.search.embedded_store import IndexStore
+
+    docs = {"off": _doc("a", "# Keys\n\nKeys rotate yearly.\n"), "heading": _doc("b", "# B\n\nBackups.\n")}
+    writers = {rule: _under(tmp_path, section_header=rule) for rule in docs}
+    for writer in writers.values():
+        writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)  # no record yet: passes
+    both_checked = threading.Barrier(2, timeout=30)
+    real = IndexStore._commit_group
+
+    def held(self: IndexStore, writes: list[object]) -> list[object]:
+        both_checked.wait()  # each writer has passed the backend's early check
+        return real(self, writes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(IndexStore, "_commit_group", held)
+    outcomes: dict[str, object] = {}
+
+    def write(rule: str) -> None:
+        try:
+            outcomes[rule] = writers[rule].upsert(INDEX, [docs[rule]], [_vectors(docs[rule])])
+        except Exception as exc:  # noqa: BLE001  (shown by the assertion below)
+            outcomes[rule] = exc
+
+    threads = [threading.Thread(target=write, args=(rule,)) for rule in docs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    refused = [rule for rule, o in outcomes.items() if isinstance(o, IndexSettingsMismatchError)]
+    assert len(outcomes) == 2 and len(refused) == 1, outcomes
+    (won,) = set(docs) - set(refused)
+    monkeypatch.undo()
+    reader = EmbeddedBackend(tmp_path)
+    assert [d.document_id for d in reader.list_documents(INDEX)] == [docs[won].document_id]
+    assert reader.get_index(INDEX).extra["written_with"]["section_header"] == won
+    for writer in [*writers.values(), reader]:
+        writer.close()
+
+
 def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
     with pytest.raises(IndexNotFoundError):
         backend.index_store("absent")
