@@ -6,6 +6,7 @@ The samples and their requests live in `evidence.demo` (data only); this module 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -52,11 +53,49 @@ def _stopped_by(failed: Sequence[tuple[str, str]]) -> bool:
     return bool(failed)
 
 
+def own_index(service: EvidenceService, index: str) -> None:
+    """The demo's own `index` made writable under the running indexing settings: when it records
+    other ones (`search.written`: another header rule, window, ...) and holds nothing but the
+    demo's samples, it is deleted (its cached vectors with it) and stderr says why, so the demo
+    indexes it again under this run's settings, as `evidence eval` does for its own indexes
+    (docs/ingest.md#indexing-settings-of-an-index). An index holding a document the demo did not
+    write (an upload in the workbench) is kept: the store then refuses the write and the demo
+    exits 2 with its message."""
+    from evidence.demo import sample_document
+    from evidence.errors import EvidenceError, IndexNotFoundError
+    from evidence.search.written import other_than
+
+    try:
+        info = service.backend.get_index(index)
+    except IndexNotFoundError:
+        return
+    differs = other_than(info, service.settings)
+    if differs is None:
+        return
+    setting, recorded, running = differs
+    said = f"index {index!r} was written with {setting}={recorded!r}, but this run has {setting}={running!r}"
+    try:
+        foreign = [d.document_id for d in service.list_documents(index) if not sample_document(d.document_id)]
+    except EvidenceError:  # a backend that cannot list documents: nothing is deleted unseen
+        foreign = ["(documents not listed)"]
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        _say(f"{said}, and it holds documents the demo did not write ({foreign[0]}{more}): keeping it")
+        return
+    _say(f"{said}: deleting the demo's index and indexing its samples again")
+    service.delete_index(index)
+
+
+def _say(message: str) -> None:
+    print(f"evidence demo: {message}", file=sys.stderr, flush=True)
+
+
 def run_demo(service: EvidenceService) -> int:
     from evidence.demo import GENERIC, INDEX, SAMPLES, VENDOR_STEPS
     from evidence.model import RetrieveRequest
     from evidence.profiles import profile_names
 
+    own_index(service, INDEX)
     print(f"== indexing the sample into index {INDEX!r} (store: {service.settings.store_dir})")
     for paths, doc_type in VENDOR_STEPS:
         report = service.index_paths(INDEX, list(paths), doc_type=doc_type)
@@ -83,6 +122,7 @@ def label_demo(service: EvidenceService) -> int:
     from evidence.demo import LABEL, LABEL_INDEX, LABEL_QUESTIONS
     from evidence.model import RetrieveRequest
 
+    own_index(service, LABEL_INDEX)
     print(f"\n== verbatim answers from a drug label: indexing {LABEL.name} into index {LABEL_INDEX!r}")
     report = service.index_paths(LABEL_INDEX, [LABEL])
     if _stopped_by(report.failed):
@@ -104,6 +144,7 @@ def coach_demo(service: EvidenceService) -> int:
     from evidence.demo import COACH_GRAPH, COACH_INDEX, COACH_REQUESTS, SAMPLES
     from evidence.model import RetrieveRequest
 
+    own_index(service, COACH_INDEX)
     print(f"\n== coach: indexing the knowledge graph {COACH_GRAPH.name} into index {COACH_INDEX!r}")
     report = service.index_graph_paths(COACH_INDEX, [COACH_GRAPH])
     if _stopped_by(report.failed):

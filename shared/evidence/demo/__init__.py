@@ -16,12 +16,14 @@ from typing import Any
 DATA = Path(__file__).parent / "data"
 INDEX = "demo"
 _VENDOR = DATA / "vendor"
+#: The follow-up responses: one document per record, its `id` the document's.
+FOLLOWUPS = DATA / "followups" / "followup-responses.jsonl"
 #: What is indexed into INDEX, in order: (files, the `type` every one of them gets).
 VENDOR_STEPS: tuple[tuple[tuple[Path, ...], str | None], ...] = (
     ((_VENDOR / "security-policy.md", _VENDOR / "privacy.html"), "tc_files"),
     ((_VENDOR / "soc2-summary.txt",), "soc2_summary:overview"),
     ((DATA / "followups" / "data-retention-policy.md",), "followup_document"),
-    ((DATA / "followups" / "followup-responses.jsonl",), None),
+    ((FOLLOWUPS,), None),
 )
 CRITERION = "Does the vendor encrypt customer data at rest?"
 
@@ -56,3 +58,14 @@ COACH_REQUESTS: tuple[dict[str, Any], ...] = (
     {"query": "do derivatives use limits?", "seek_clarification": True},
     {"query": "How do I bake sourdough bread?"},
 )
+
+
+def sample_document(document_id: str) -> bool:
+    """A document `evidence demo` writes: one of its sample files (a graph's node ids extend the
+    file's path) or a record of its follow-up responses (their `id`s)."""
+    import json
+
+    if document_id.startswith(str(DATA)):
+        return True
+    records = (json.loads(line) for line in FOLLOWUPS.read_text().splitlines() if line.strip())
+    return any(r.get("id") == document_id for r in records)

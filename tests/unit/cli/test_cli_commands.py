@@ -202,3 +202,46 @@ def test_the_demo_stops_at_the_first_sample_that_did_not_index(capsys: pytest.Ca
     assert not _stopped_by([])
     assert _stopped_by([("a.pdf", "encrypted"), ("b.pdf", "empty")])
     assert capsys.readouterr().out == "error: a.pdf: encrypted\n"
+
+
+def _demo_documents(store: Path, index: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    import json
+
+    from evidence.cli import main
+
+    capsys.readouterr()
+    assert main(["list", "--index", index, "--store", str(store), "--json"]) == 0
+    return sorted(d["document_id"] for d in json.loads(capsys.readouterr().out)["documents"])
+
+
+def test_the_demo_indexes_its_own_indexes_again_under_another_header_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evidence demo` under other indexing settings than its store's indexes record: it deletes
+    its own indexes and indexes them again, saying so on stderr (exit 0, not the store's refusal);
+    an index holding a document the demo did not write is kept, and the demo exits 2."""
+    from evidence.cli import main
+    from evidence.demo import INDEX
+
+    store = tmp_path / "store"
+    assert main(["demo", "--store", str(store)]) == 0
+    before = _demo_documents(store, INDEX, capsys)
+    monkeypatch.setenv("EVIDENCE_SECTION_HEADER", "heading")
+    assert main(["demo", "--store", str(store)]) == 0
+    err = capsys.readouterr().err
+    for index in (INDEX, "label", "tutor"):
+        assert f"index {index!r} was written with section_header='off', but this run has " in err
+    assert err.count("deleting the demo's index and indexing its samples again") == 3
+    assert _demo_documents(store, INDEX, capsys) == before
+    assert main(["demo", "--store", str(store)]) == 0  # now recorded under the header rule: reused
+    assert "deleting" not in capsys.readouterr().err
+    # A document of the user's in the demo's index: never deleted by the demo.
+    mine = tmp_path / "mine.md"
+    mine.write_text("# Mine\n\nA document of the user's own.\n")
+    assert main(["index", str(mine), "--index", INDEX, "--store", str(store)]) == 0
+    monkeypatch.delenv("EVIDENCE_SECTION_HEADER")
+    capsys.readouterr()
+    assert main(["demo", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert f"holds documents the demo did not write ({mine}): keeping it" in err
+    assert str(mine) in _demo_documents(store, INDEX, capsys)
