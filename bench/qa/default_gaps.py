@@ -50,21 +50,18 @@ if str(ROOT / "shared") not in sys.path:
 
 #: The reader's budget the classes are measured against (the eval's recall@2000).
 LIMIT = 2000
-#: The `default` profile's stages before `focus`, in order (what a candidate can be lost at).
-STAGES = (
-    "first_stage",
-    "followup_extraction",
-    "dedup",
-    "min_similarity",
-    "candidate_limit",
-    "rerank",
-    "followup_boost",
-    "rerank_cutoff",
-    "collapse_overlaps",
-    "per_document_cap",
-    "mmr",
-    "top_k",
-)
+
+
+def _stages_before_focus() -> tuple[str, ...]:
+    """The `default` profile's stages up to `top_k` (before `focus`), in order: what a candidate
+    can be lost at. Read from the profile, so a stage added there is classified here too."""
+    from evidence.profiles import get_profile
+
+    names = tuple(s.name for s in get_profile("default").stages)
+    return names[: names.index("top_k") + 1]
+
+
+STAGES = _stages_before_focus()
 #: The class of an answer held after one stage and not after the next, by the next stage.
 _LOST_AT = {"top_k": "ranked_out", "candidate_limit": "past_rerank_k", "collapse_overlaps": "collapse_bound"}
 _SPACE = re.compile(r"\s+")

@@ -18,8 +18,9 @@ drug-like words of the question that are not question words.
 from __future__ import annotations
 
 import json
+import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -237,8 +238,25 @@ def _said_at(asked: Sequence[str], question: str, name: str) -> int | None:
     numbers = set(_NUMBER.findall(question))
     if any(n not in numbers for n in _NUMBER.findall(name)):
         return None
+    return run_at(asked, words)
+
+
+def run_at(
+    asked: Sequence[str], words: Sequence[str], says: Callable[[str, str], bool] = operator.eq
+) -> int | None:
+    """The first position in `asked` from which consecutive words say `words` one by one
+    (`says(asked word, word)`: equal unless told), or None; empty `words` are never said. The
+    one loop of `says_name` and the cascade's `abbreviates` (which also takes clipped words)."""
+    if not words:
+        return None
+    n = len(words)
     return next(
-        (i for i in range(len(asked) - len(words) + 1) if list(asked[i : i + len(words)]) == words), None
+        (
+            i
+            for i in range(len(asked) - n + 1)
+            if all(says(q, w) for q, w in zip(asked[i : i + n], words, strict=True))
+        ),
+        None,
     )
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from evidence.ingest.sections import ENTITY_KEY, ENTITY_NAMES_KEY, name_words
-from evidence.plan.verbatim import VerbatimRules, content_words, default_rules, says_name
+from evidence.plan.verbatim import VerbatimRules, content_words, default_rules, run_at, says_name
 from evidence.records import ChunkKind, SpanType
 from evidence.verbatim.cascade_model import (
     ATTRIBUTE_LOOKUP,
@@ -114,16 +114,11 @@ def abbreviates(asked: Sequence[str], name: Sequence[str]) -> bool:
     """Whether a run of consecutive question words (`name_words`) says every word of `name` (its
     `name_words`), each as written or clipped: a leading abbreviation of `MIN_ABBREVIATION` letters
     or more ("struct" for "structure"). An empty name is never said."""
-    if not name:
-        return False
 
     def says(q: str, n: str) -> bool:
         return q == n or (len(q) >= MIN_ABBREVIATION and n.startswith(q))
 
-    return any(
-        all(says(q, n) for q, n in zip(asked[i : i + len(name)], name, strict=True))
-        for i in range(len(asked) - len(name) + 1)
-    )
+    return run_at(asked, name, says) is not None
 
 
 #: Passages read to find a clipped subject's documents, and documents it adds at most.

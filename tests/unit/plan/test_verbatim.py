@@ -146,3 +146,15 @@ def test_a_compound_with_a_unicode_hyphen_is_one_word_as_with_a_hyphen_minus(hyp
         == content_words(question)
         == ["non-opioid", "co-analgesic", "enough"]
     )
+
+
+def test_run_at_finds_the_first_run_of_consecutive_words_that_say_the_name() -> None:
+    """The one loop of `says_name` and the cascade's `abbreviates`: equal words unless told."""
+    from evidence.plan.verbatim import run_at
+
+    asked = ["what", "is", "the", "zorblat", "size", "the", "zorblat", "size"]
+    assert run_at(asked, ["zorblat", "size"]) == 3
+    assert run_at(asked, ["size", "zorblat"]) is None
+    assert run_at(asked, []) is None and run_at([], ["x"]) is None
+    assert run_at(asked, ["zorb", "size"]) is None
+    assert run_at(asked, ["zorb", "size"], lambda q, w: q.startswith(w)) == 3
