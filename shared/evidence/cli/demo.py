@@ -59,9 +59,8 @@ def own_index(service: EvidenceService, index: str) -> None:
     demo's samples, it is deleted (its cached vectors with it) and stderr says why, so the demo
     indexes it again under this run's settings, as `evidence eval` does for its own indexes
     (docs/ingest.md#indexing-settings-of-an-index). An index holding a document the demo did not
-    write (an upload in the workbench) is kept: the store then refuses the write and the demo
-    exits 2 with its message."""
-    from evidence.demo import sample_document
+    write (not a `sample_document`: an upload in the workbench) is kept: the store then refuses
+    the write and the demo exits 2 with its message."""
     from evidence.errors import EvidenceError, IndexNotFoundError
     from evidence.search.written import other_than
 
@@ -84,6 +83,19 @@ def own_index(service: EvidenceService, index: str) -> None:
         return
     _say(f"{said}: deleting the demo's index and indexing its samples again")
     service.delete_index(index)
+
+
+def sample_document(document_id: str) -> bool:
+    """A document `evidence demo` writes: one of its sample files (a graph's node ids extend the
+    file's path) or a record of its follow-up responses (their `id`s)."""
+    import json
+
+    from evidence.demo import DATA, FOLLOWUPS
+
+    if document_id.startswith(str(DATA)):
+        return True
+    records = (json.loads(line) for line in FOLLOWUPS.read_text().splitlines() if line.strip())
+    return any(r.get("id") == document_id for r in records)
 
 
 def _say(message: str) -> None:

@@ -59,13 +59,3 @@ COACH_REQUESTS: tuple[dict[str, Any], ...] = (
     {"query": "How do I bake sourdough bread?"},
 )
 
-
-def sample_document(document_id: str) -> bool:
-    """A document `evidence demo` writes: one of its sample files (a graph's node ids extend the
-    file's path) or a record of its follow-up responses (their `id`s)."""
-    import json
-
-    if document_id.startswith(str(DATA)):
-        return True
-    records = (json.loads(line) for line in FOLLOWUPS.read_text().splitlines() if line.strip())
-    return any(r.get("id") == document_id for r in records)
