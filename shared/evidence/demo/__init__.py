@@ -58,4 +58,3 @@ COACH_REQUESTS: tuple[dict[str, Any], ...] = (
     {"query": "do derivatives use limits?", "seek_clarification": True},
     {"query": "How do I bake sourdough bread?"},
 )
-

@@ -292,7 +292,7 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
     def write(rule: str) -> None:
         try:
             outcomes[rule] = writers[rule].upsert(INDEX, [docs[rule]], [_vectors(docs[rule])])
-        except Exception as exc:  # noqa: BLE001  (shown by the assertion below)
+        except Exception as exc:  # shown by the assertion below
             outcomes[rule] = exc
 
     threads = [threading.Thread(target=write, args=(rule,)) for rule in docs]
