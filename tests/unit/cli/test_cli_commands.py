@@ -247,14 +247,21 @@ def test_the_demo_indexes_its_own_indexes_again_under_another_header_rule(
     assert str(mine) in _demo_documents(store, INDEX, capsys)
 
 
-def test_eval_runs_with_one_blas_thread_as_serve_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eval_runs_with_one_blas_thread_as_serve_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`evidence eval` limits BLAS to one thread (`server.limit_blas_threads`) before it asks
     anything: OpenBLAS's pool, woken by the span MMR's small products, cost a third of the process
     CPU and saved nothing (docs/verbatim.md#span-mmr)."""
     from evidence import server
 
     calls: list[tuple[object, ...]] = []
-    monkeypatch.setattr(server, "limit_blas_threads", lambda *a: calls.append(a) or True)
+
+    def limit(*args: object) -> bool:
+        calls.append(args)
+        return True
+
+    monkeypatch.setattr(server, "limit_blas_threads", limit)
     qa = tmp_path / "qa.jsonl"
     qa.write_text('{"question": "q", "answers": []}\n', encoding="utf-8")
     main(["eval", "--qa", str(qa), "--index", "missing", "--store", str(tmp_path / "s")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -282,7 +283,7 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
     both_checked = threading.Barrier(2, timeout=30)
     real = IndexStore._commit_group
 
-    def held(self: IndexStore, writes: list[object]) -> list[object]:
+    def held(self: IndexStore, writes: list[object]) -> Sequence[object]:
         both_checked.wait()  # each writer has passed the backend's early check
         return real(self, writes)  # type: ignore[arg-type]
 
