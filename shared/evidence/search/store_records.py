@@ -32,7 +32,7 @@ from evidence.search.base import (
     ordered_chunks,
 )
 from evidence.search.written import EXTRA_KEY, as_extra
-from evidence.sqlite_wal import open_wal
+from evidence.sqlite_wal import immediate, open_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -280,15 +280,25 @@ class RecordStore:
         # behind the commit in flight before they could start embedding.
         if self.info("embedder_id") == embedder_id and int(self.info("dimension") or 0) == dimension:
             return
-        with self._lock:
+        self._record_embedder(embedder_id, dimension)
+
+    def _record_embedder(self, embedder_id: str, dimension: int) -> None:
+        """Compare and record the embedder in one write transaction (SQLite's write lock, held
+        across processes to COMMIT). Read and written apart, two first writers of two models
+        (two processes, or two stores on one folder) both read "no record", both wrote it (the
+        last one kept) and both went on to embed: one index, vectors of two models. Now the
+        second reads the first's record under the lock and is refused before it embeds."""
+        with self._lock, immediate(self._db):
             current = self.info("embedder_id", self._db)
+            recorded = int(self.info("dimension", self._db) or 0)
             if current is None:
+                # Both keys in the one transaction: a reader never sees a model without its size.
                 self.set_info("embedder_id", embedder_id)
                 self.set_info("dimension", str(dimension))
-            elif current != embedder_id or int(self.info("dimension", self._db) or 0) != dimension:
+            elif current != embedder_id or recorded != dimension:
                 raise EmbedderMismatchError(
                     f"index {self.root.name!r} was built with embedder {current} "
-                    f"({self.info('dimension')} dims), not {embedder_id} ({dimension} dims); "
+                    f"({recorded} dims), not {embedder_id} ({dimension} dims); "
                     "use the same embedder or index into a new index",
                     field="index",
                 )

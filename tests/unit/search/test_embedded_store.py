@@ -312,6 +312,55 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
         writer.close()
 
 
+def test_two_first_writers_of_other_models_racing_into_a_new_index_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers (two backends: two SQLite connections, as two processes) of two models of one
+    dimension under the same settings record both read "no embedder recorded" (held at a barrier
+    after that read); the embedder is compared and recorded in one write transaction, so the
+    second is refused before it embeds and writes nothing: the index records the first's model
+    and holds only its document."""
+    import threading
+
+    from evidence.search.store_records import RecordStore
+
+    docs = {"test/e": _doc("a", "Keys rotate yearly.\n"), "test/other": _doc("b", "Backups run nightly.\n")}
+    writers = {model: _under(tmp_path) for model in docs}
+    for writer in writers.values():
+        writer.index_store(INDEX, create=True)  # the files exist; no embedder recorded yet
+    both_read = threading.Barrier(2, timeout=30)
+    real = RecordStore._record_embedder
+
+    def held(self: RecordStore, embedder_id: str, dimension: int) -> None:
+        both_read.wait()  # each writer read "no record" outside the write lock
+        real(self, embedder_id, dimension)
+
+    monkeypatch.setattr(RecordStore, "_record_embedder", held)
+    outcomes: dict[str, object] = {}
+
+    def write(model: str) -> None:
+        try:
+            writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
+            outcomes[model] = writers[model].upsert(INDEX, [docs[model]], [_vectors(docs[model])])
+        except Exception as exc:  # shown by the assertion below
+            outcomes[model] = exc
+
+    threads = [threading.Thread(target=write, args=(model,)) for model in docs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    refused = [model for model, o in outcomes.items() if isinstance(o, EmbedderMismatchError)]
+    assert len(outcomes) == 2 and len(refused) == 1, outcomes
+    (won,) = set(docs) - set(refused)
+    monkeypatch.undo()
+    reader = EmbeddedBackend(tmp_path)
+    assert reader.get_index(INDEX).embedder_id == won
+    assert [d.document_id for d in reader.list_documents(INDEX)] == [docs[won].document_id]
+    for writer in [*writers.values(), reader]:
+        writer.close()
+
+
 def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
     with pytest.raises(IndexNotFoundError):
         backend.index_store("absent")
