@@ -129,6 +129,61 @@ def test_a_lexical_only_index_is_compared_without_the_vector_settings(
         headed.close()
 
 
+def test_two_first_writers_of_other_models_the_index_creation_decides(url: str) -> None:
+    """Two writers (two clients, as two processes) of two models of one dimension both find the
+    index absent (held at a barrier after that answer) and both create it: the embedder is in the
+    create request's `_meta`, so one create wins and the other, answered
+    `resource_already_exists`, reads the winner's `_meta` and is refused before it embeds; it
+    writes nothing. No record is written apart from the index's creation (the embedded store
+    needs a write transaction for this: `RecordStore._record_embedder`)."""
+    import threading
+
+    from evidence.errors import EmbedderMismatchError
+
+    docs = corpus()[:2]
+    models = {EMBEDDER: docs[:1], "other-8": docs[1:]}
+    writers = {
+        model: OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint=url), max_retries=0)
+        for model in models
+    }
+    both_absent = threading.Barrier(2, timeout=30)
+    for writer in writers.values():
+        real = writer.client.indices.exists
+
+        def held(*args: Any, real: Any = real, **kwargs: Any) -> Any:
+            found = real(*args, **kwargs)
+            both_absent.wait()  # each writer was told "no such index"
+            return found
+
+        writer.client.indices.exists = held
+    outcomes: dict[str, object] = {}
+
+    def write(model: str) -> None:
+        try:
+            writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
+            outcomes[model] = writers[model].upsert(INDEX, models[model], vectors_for(models[model]))
+        except Exception as exc:  # shown by the assertion below
+            outcomes[model] = exc
+
+    threads = [threading.Thread(target=write, args=(model,)) for model in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        refused = [m for m, o in outcomes.items() if isinstance(o, EmbedderMismatchError)]
+        assert len(outcomes) == 2 and len(refused) == 1, outcomes
+        (won,) = set(models) - set(refused)
+        reader = OpenSearchBackend(Settings(backend="opensearch", opensearch_endpoint=url), max_retries=0)
+        info = reader.get_index(INDEX)
+        assert info.embedder_id == won and info.documents == len(models[won])
+        assert all(reader.document_hash(INDEX, d.document_id) is None for d in models[refused[0]])
+        reader.close()
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
 def test_the_record_is_read_once_per_index(url: str, plain: OpenSearchBackend) -> None:
     """The comparison uses the backend's cached index read: later writes make no extra request."""
     plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
