@@ -42,6 +42,7 @@ from evidence.search.store_dense import VECTOR_FORMAT, DenseStore, decode_vector
 from evidence.search.store_dense import _vector_blob as _vector_blob  # noqa: PLC0414
 from evidence.search.store_lexical import LexicalStore
 from evidence.search.store_records import _CHUNK_COLS, _metadata_terms
+from evidence.sqlite_wal import immediate
 
 #: How metadata pairs become lexical terms (`meta_term`); a store without it is re-synced once.
 _META_TERMS = "escaped-key"
@@ -104,10 +105,8 @@ class IndexStore(LexicalStore, DenseStore):
         one keeps the analysis it was built with, so its queries are analysed as its documents were."""
         try:
             store = cls(root, get_analyzer(analyzer), k1, b, ann)
-            recorded = store.info("analyzer")
-            if recorded is None:
-                store.set_info("analyzer", analyzer.name)
-            elif recorded != analyzer.name:
+            recorded = store.info("analyzer") or store._record_analyzer(analyzer.name)
+            if recorded != analyzer.name:
                 store.analyzer = get_analyzer(AnalyzerConfig.from_name(recorded))
             if store.info("meta_terms") != _META_TERMS:
                 # Written before keys were escaped: documents with "=" or "\\" in a metadata key
@@ -123,6 +122,18 @@ class IndexStore(LexicalStore, DenseStore):
         except sqlite3.DatabaseError as exc:
             raise BackendError(f"index {root.name!r} store is unreadable: {exc}") from exc
         return store
+
+    def _record_analyzer(self, name: str) -> str:
+        """The analysis of a new index: `name` recorded when the index records none, read and
+        written in one write transaction (SQLite's write lock, across processes); else the one
+        recorded meanwhile. Read and written apart, two first openers of other analyzer settings
+        both recorded theirs (the last one kept) and each analysed its documents its own way."""
+        with self._lock, immediate(self._db):
+            recorded = self.info("analyzer", self._db)
+            if recorded is None:
+                self.set_info("analyzer", name)
+                return name
+            return recorded
 
     def upsert(
         self, documents: Sequence[DocumentChunks], vectors: Sequence[Vector | None]

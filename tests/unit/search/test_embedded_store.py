@@ -361,6 +361,50 @@ def test_two_first_writers_of_other_models_racing_into_a_new_index_one_is_refuse
         writer.close()
 
 
+def test_two_first_openers_of_other_analyzers_analyse_a_new_index_one_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two backends (two SQLite connections, as two processes) whose analyzer settings differ
+    open one new index, both having read "no analysis recorded" (held at a barrier after that
+    read): the analysis is compared and recorded in one write transaction, so the second takes
+    the first's, and both analyse the index's documents and queries the same way."""
+    import threading
+
+    from evidence.search.analysis import AnalyzerConfig
+    from evidence.search.embedded_store import IndexStore
+
+    configs = {"stop": AnalyzerConfig(), "nostop": AnalyzerConfig(stopwords=frozenset())}
+    openers = {key: EmbeddedBackend(tmp_path, analyzer=config) for key, config in configs.items()}
+    both_read = threading.Barrier(2, timeout=30)
+    real = IndexStore._record_analyzer
+
+    def held(self: IndexStore, name: str) -> str:
+        both_read.wait()  # each opener read "no analysis recorded" outside the write lock
+        return real(self, name)
+
+    monkeypatch.setattr(IndexStore, "_record_analyzer", held)
+    opened: dict[str, object] = {}
+
+    def open_index(key: str) -> None:
+        try:
+            opened[key] = openers[key].index_store(INDEX, create=True)
+        except Exception as exc:  # shown by the assertion below
+            opened[key] = exc
+
+    threads = [threading.Thread(target=open_index, args=(key,)) for key in configs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    stores = [o for o in opened.values() if isinstance(o, IndexStore)]
+    assert len(stores) == 2, opened
+    recorded = stores[0].info("analyzer")
+    assert recorded in {c.name for c in configs.values()}
+    assert [s.analyzer.config.name for s in stores] == [recorded, recorded]
+    for opener in openers.values():
+        opener.close()
+
+
 def test_index_store_of_a_missing_index(backend: EmbeddedBackend) -> None:
     with pytest.raises(IndexNotFoundError):
         backend.index_store("absent")
