@@ -170,6 +170,17 @@ class CascadeConfig:
     #: leave-one-family-out fold chose it on the 19 development families, held out 595 -> 599 of
     #: 839 within 600 characters with the clipped subjects (session 49, docs/verbatim.md#span-mmr).
     span_mmr: float = 1.0
+    #: Above 0: among the first this many spans of the kept evidence, one that states nothing until
+    #: the span after it (a lead-in ending in ":", a question the document states, a label) gets
+    #: its document-next span placed right after it, added when it was not kept, the evidence then
+    #: bounded again (`cascade.continue_intros`). After the grounding check: no refusal moves. 0:
+    #: off, the default (session 50, `vrank22`).
+    continue_intro: int = 0
+    #: The kept spans after the first that state an answer type the question asks for read ahead
+    #: of those that do not (`cascade.type_first`): "expected" (the kinds its cues name, not
+    #: forms; what the refusal signal reads), "asked" (every kind asked or hinted), "off" (the
+    #: default, session 50, `vrank22`). After the grounding check: no refusal moves.
+    type_first: str = "off"
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 
