@@ -290,6 +290,8 @@ class Settings(BaseSettings):
     #: document states or a label is followed by its document-next span, added when not kept
     #: (`CascadeConfig.continue_intro`, session 50 `vrank22`); 0 = off, the default.
     verbatim_continue_intro: int = Field(default=0, ge=0, le=8)
+    #: `verbatim_continue_intro` reads labels as introducers too (`CascadeConfig.continue_labels`).
+    verbatim_continue_labels: bool = True
     #: The verbatim evidence's spans after the first that state the answer type the question asks
     #: for read first (`CascadeConfig.type_first`: off, expected, asked; session 50 `vrank22`).
     verbatim_type_first: Literal["off", "expected", "asked"] = "off"

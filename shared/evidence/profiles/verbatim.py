@@ -50,6 +50,8 @@ class VerbatimPlugin(PipelinePlugin):
             changes["span_mmr"] = env.settings.verbatim_span_mmr
         if env.settings.verbatim_continue_intro != first.cascade.config.continue_intro:
             changes["continue_intro"] = env.settings.verbatim_continue_intro
+        if env.settings.verbatim_continue_labels != first.cascade.config.continue_labels:
+            changes["continue_labels"] = env.settings.verbatim_continue_labels
         if env.settings.verbatim_type_first != first.cascade.config.type_first:
             changes["type_first"] = env.settings.verbatim_type_first
         services, index = env.services, env.index

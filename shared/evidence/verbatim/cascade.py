@@ -268,7 +268,9 @@ class VerbatimCascade:
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
         hits = bound
         if self.config.continue_intro > 0:
-            hits = self._bound(continue_intros(hits, state.spans, self.config.continue_intro))
+            cfg = self.config
+            placed = continue_intros(hits, state.spans, cfg.continue_intro, labels=cfg.continue_labels)
+            hits = self._bound(placed)
         if self.config.type_first != "off":
             hits = type_first(hits, question, self.config.type_first)
         hits = self._reading_order(hits)
@@ -423,21 +425,23 @@ def trim_spans(
 _ASKS = re.compile(r"\?\s*$")
 
 
-def introduces(chunk: Chunk) -> bool:
+def introduces(chunk: Chunk, *, labels: bool = True) -> bool:
     """Whether `chunk` states nothing until the span after it: a lead-in (ends with ":"), a
-    question the document states (ends with "?") or a label (`spans.is_label`)."""
+    question the document states (ends with "?") or (`labels`) a label (`spans.is_label`)."""
     text = chunk.text
-    return bool(_LEAD_IN.search(text) or _ASKS.search(text)) or is_label(chunk)
+    return bool(_LEAD_IN.search(text) or _ASKS.search(text)) or (labels and is_label(chunk))
 
 
-def continue_intros(hits: Sequence[SpanHit], scope: Sequence[Chunk], first: int) -> list[SpanHit]:
+def continue_intros(
+    hits: Sequence[SpanHit], scope: Sequence[Chunk], first: int, *, labels: bool = True
+) -> list[SpanHit]:
     """The evidence with each of its first `first` spans that `introduces` followed by its
     document-next span (same document and section, the next `sequence`, looked up in `scope`):
     moved up when it is kept, added when it is not (the caller bounds the result again). The
     shipped reading order only moves a kept lead-in's or label's item; an introducer's item that
     was not kept left the first characters to a span that says nothing. Scores stay falling in
     the order returned (an added span scores just under the span it follows)."""
-    heads = [h for h in hits[:first] if introduces(h.chunk)]
+    heads = [h for h in hits[:first] if introduces(h.chunk, labels=labels)]
     if not heads:
         return list(hits)
     nexts = {(c.document_id, c.sequence): c for c in scope}

@@ -176,6 +176,8 @@ class CascadeConfig:
     #: bounded again (`cascade.continue_intros`). After the grounding check: no refusal moves. 0:
     #: off, the default (session 50, `vrank22`).
     continue_intro: int = 0
+    #: `continue_intro` reads labels as introducers too (False: lead-ins and stated questions only).
+    continue_labels: bool = True
     #: The kept spans after the first that state an answer type the question asks for read ahead
     #: of those that do not (`cascade.type_first`): "expected" (the kinds its cues name, not
     #: forms; what the refusal signal reads), "asked" (every kind asked or hinted), "off" (the
