@@ -52,8 +52,6 @@ class VerbatimPlugin(PipelinePlugin):
             changes["continue_intro"] = env.settings.verbatim_continue_intro
         if env.settings.verbatim_continue_labels != first.cascade.config.continue_labels:
             changes["continue_labels"] = env.settings.verbatim_continue_labels
-        if env.settings.verbatim_type_first != first.cascade.config.type_first:
-            changes["type_first"] = env.settings.verbatim_type_first
         services, index = env.services, env.index
         if services is not None and index is not None:
             # Built on first use only: a lexical-only index never loads the model.

@@ -267,12 +267,11 @@ class VerbatimCascade:
         if g < self.floor(used):
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
         hits = bound
-        if self.config.continue_intro > 0:
+        # An overview is one span per key section by design: a section's opening is no lead-in.
+        if self.config.continue_intro > 0 and used != ENTITY_OVERVIEW:
             cfg = self.config
             placed = continue_intros(hits, state.spans, cfg.continue_intro, labels=cfg.continue_labels)
             hits = self._bound(placed)
-        if self.config.type_first != "off":
-            hits = type_first(hits, question, self.config.type_first)
         hits = self._reading_order(hits)
         if self.config.trim_spans_over > 0:
             hits = trim_spans(
@@ -459,25 +458,6 @@ def continue_intros(
         item = out.pop(kept) if kept is not None else SpanHit(n, h.score, h.path)
         out.insert(at + 1, item)
     return _falling(out)
-
-
-def type_first(hits: Sequence[SpanHit], question: str, mode: str) -> list[SpanHit]:
-    """The evidence with the spans after the first that state an answer type `question` asks for
-    (`answer_types`: "expected" the kinds its cues name, no forms, none for a yes/no question;
-    "asked" every kind asked or hinted) ahead of those that do not, rank order kept within each.
-    The span scorer weighs the same match linearly, which a logit gap overturns."""
-    from evidence.verbatim.answer_types import answer_types
-
-    lexicon = answer_types()
-    kinds = lexicon.expected(question) if mode == "expected" else lexicon.asked(question)
-    if not kinds or len(hits) < 3:
-        return list(hits)
-    rest = list(hits[1:])
-    states = [any(t.reads_in(h.chunk.text) for t in kinds) for h in rest]
-    ordered = [h for h, s in zip(rest, states, strict=True) if s] + [
-        h for h, s in zip(rest, states, strict=True) if not s
-    ]
-    return _falling([hits[0], *ordered])
 
 
 def _falling(hits: Sequence[SpanHit]) -> list[SpanHit]:

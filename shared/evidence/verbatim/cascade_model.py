@@ -174,15 +174,13 @@ class CascadeConfig:
     #: the span after it (a lead-in ending in ":", a question the document states, a label) gets
     #: its document-next span placed right after it, added when it was not kept, the evidence then
     #: bounded again (`cascade.continue_intros`). After the grounding check: no refusal moves. 0:
-    #: off, the default (session 50, `vrank22`).
-    continue_intro: int = 0
-    #: `continue_intro` reads labels as introducers too (False: lead-ins and stated questions only).
+    #: off. 1, the default: every leave-one-family-out fold chose it over 3 on the 19 development
+    #: families, held out 599 -> 602 of 839 within 600 characters (session 50, `vrank22`,
+    #: docs/verbatim.md#continue-intro).
+    continue_intro: int = 1
+    #: `continue_intro` reads labels as introducers too. False (lead-ins and stated questions only)
+    #: was measured as a fourth variant: +3 in-sample, held out +2 (docs/verbatim.md#continue-intro).
     continue_labels: bool = True
-    #: The kept spans after the first that state an answer type the question asks for read ahead
-    #: of those that do not (`cascade.type_first`): "expected" (the kinds its cues name, not
-    #: forms; what the refusal signal reads), "asked" (every kind asked or hinted), "off" (the
-    #: default, session 50, `vrank22`). After the grounding check: no refusal moves.
-    type_first: str = "off"
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 
