@@ -286,6 +286,13 @@ class Settings(BaseSettings):
     #: (`CascadeConfig.span_mmr`, docs/verbatim.md#span-mmr); 0 = off. 1, the default: fitted
     #: leave-one-family-out on the 19 development families with the clipped-subject scope (session 49).
     verbatim_span_mmr: float = Field(default=1.0, ge=0.0, le=100.0)
+    #: Above 0: among the verbatim evidence's first this many spans, a lead-in, a question the
+    #: document states or a label is followed by its document-next span, added when it was not kept
+    #: (`CascadeConfig.continue_intro`, docs/verbatim.md#continue-intro); 0 = off. 1, the default:
+    #: fitted leave-one-family-out on the 19 development families (session 50, `vrank22`).
+    verbatim_continue_intro: int = Field(default=1, ge=0, le=8)
+    #: `verbatim_continue_intro` reads labels as introducers too (`CascadeConfig.continue_labels`).
+    verbatim_continue_labels: bool = True
 
     # The coach profile (docs/coach.md): optional Bedrock steps, each within its own budget.
     coach_intent: CoachIntentKind = CoachIntentKind.RULES

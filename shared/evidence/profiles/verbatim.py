@@ -48,6 +48,10 @@ class VerbatimPlugin(PipelinePlugin):
             changes["trim_spans_over"] = env.settings.verbatim_trim_spans_over
         if env.settings.verbatim_span_mmr != first.cascade.config.span_mmr:
             changes["span_mmr"] = env.settings.verbatim_span_mmr
+        if env.settings.verbatim_continue_intro != first.cascade.config.continue_intro:
+            changes["continue_intro"] = env.settings.verbatim_continue_intro
+        if env.settings.verbatim_continue_labels != first.cascade.config.continue_labels:
+            changes["continue_labels"] = env.settings.verbatim_continue_labels
         services, index = env.services, env.index
         if services is not None and index is not None:
             # Built on first use only: a lexical-only index never loads the model.

@@ -53,9 +53,11 @@ from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
+    _LEAD_IN,
     _heading_key,
     best_sub_span,
     header_rows,
+    is_label,
     reading_order,
     scoring_texts,
     span_path,
@@ -259,7 +261,13 @@ class VerbatimCascade:
         g, missing = state.grounding(bound, used)
         if g < self.floor(used):
             return CascadeResult([], NO_RESULT, entity, tried, round(g, 4), missing, refused=used)
-        hits = self._reading_order(bound)
+        hits = bound
+        # An overview is one span per key section by design: a section's opening is no lead-in.
+        if self.config.continue_intro > 0 and used != ENTITY_OVERVIEW:
+            cfg = self.config
+            placed = continue_intros(hits, state.spans, cfg.continue_intro, labels=cfg.continue_labels)
+            hits = self._bound(placed)
+        hits = self._reading_order(hits)
         if self.config.trim_spans_over > 0:
             hits = trim_spans(
                 hits, state.stats.concepts(state.q_groups), self.config.trim_spans_over, keep=bound[0].chunk
@@ -403,6 +411,56 @@ def trim_spans(
             content_hash="",
         )
         out.append(replace(h, chunk=part))
+    return out
+
+
+#: A span that ends asking ("…?"): a question the document states (an FAQ's entry), which ranks
+#: high for repeating the question's words and answers nothing until the span after it.
+_ASKS = re.compile(r"\?\s*$")
+
+
+def introduces(chunk: Chunk, *, labels: bool = True) -> bool:
+    """Whether `chunk` states nothing until the span after it: a lead-in (ends with ":"), a
+    question the document states (ends with "?") or (`labels`) a label (`spans.is_label`)."""
+    text = chunk.text
+    return bool(_LEAD_IN.search(text) or _ASKS.search(text)) or (labels and is_label(chunk))
+
+
+def continue_intros(
+    hits: Sequence[SpanHit], scope: Sequence[Chunk], first: int, *, labels: bool = True
+) -> list[SpanHit]:
+    """The evidence with each of its first `first` spans that `introduces` followed by its
+    document-next span (same document and section, the next `sequence`, looked up in `scope`):
+    moved up when it is kept, added when it is not (the caller bounds the result again). The
+    shipped reading order only moves a kept lead-in's or label's item; an introducer's item that
+    was not kept left the first characters to a span that says nothing. Scores stay falling in
+    the order returned (an added span scores just under the span it follows)."""
+    heads = [h for h in hits[:first] if introduces(h.chunk, labels=labels)]
+    if not heads:
+        return list(hits)
+    nexts = {(c.document_id, c.sequence): c for c in scope}
+    out = list(hits)
+    for h in heads:
+        at = next(k for k, x in enumerate(out) if x.chunk.chunk_id == h.chunk.chunk_id)
+        c = h.chunk
+        n = nexts.get((c.document_id, c.sequence + 1))
+        if n is None or n.section != c.section:
+            continue
+        key = same_text(n.text)
+        kept = next((k for k, x in enumerate(out) if same_text(x.chunk.text) == key), None)
+        if kept is not None and kept <= at + 1:
+            continue  # already right after it (or ahead of it: left where the ranking put it)
+        item = out.pop(kept) if kept is not None else SpanHit(n, h.score, h.path)
+        out.insert(at + 1, item)
+    return _falling(out)
+
+
+def _falling(hits: Sequence[SpanHit]) -> list[SpanHit]:
+    """`hits` with each score kept unless it is not below the previous one, then just under it."""
+    out: list[SpanHit] = []
+    for h in hits:
+        score = h.score if not out or h.score < out[-1].score else out[-1].score * 0.999
+        out.append(h if score == h.score else replace(h, score=score))
     return out
 
 

@@ -170,6 +170,17 @@ class CascadeConfig:
     #: leave-one-family-out fold chose it on the 19 development families, held out 595 -> 599 of
     #: 839 within 600 characters with the clipped subjects (session 49, docs/verbatim.md#span-mmr).
     span_mmr: float = 1.0
+    #: Above 0: among the first this many spans of the kept evidence, one that states nothing until
+    #: the span after it (a lead-in ending in ":", a question the document states, a label) gets
+    #: its document-next span placed right after it, added when it was not kept, the evidence then
+    #: bounded again (`cascade.continue_intros`). After the grounding check: no refusal moves. 0:
+    #: off. 1, the default: every leave-one-family-out fold chose it over 3 on the 19 development
+    #: families, held out 599 -> 602 of 839 within 600 characters (session 50, `vrank22`,
+    #: docs/verbatim.md#continue-intro).
+    continue_intro: int = 1
+    #: `continue_intro` reads labels as introducers too. False (lead-ins and stated questions only)
+    #: was measured as a fourth variant: +3 in-sample, held out +2 (docs/verbatim.md#continue-intro).
+    continue_labels: bool = True
     #: HYBRID_FACTSPAN's span scorer; None: the fitted one (`verbatim/data/span_rank.json`).
     span_model: SpanModel | None = None
 
