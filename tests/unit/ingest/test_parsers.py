@@ -57,6 +57,19 @@ def test_txt_mixed_utf8_and_latin1_keeps_its_utf8_lines() -> None:
         parse_bytes(b"ok\n\x81\x8d\x8f binary\n", filename="b.txt")
 
 
+def test_txt_latin1_label_on_cp1252_text_reads_its_quotes_and_dashes() -> None:
+    """Windows-1252 text served as ISO-8859-1: its quotes and dashes decode to C1 controls, which
+    the cleaning then drops ("\x93ok\x94" read as "ok"); they are read as windows-1252 instead."""
+    data = "The \u201cLicensee\u201d \u2013 any person \u2026 pays \u20ac5.\n".encode("cp1252")
+    for label in ("latin-1", "ISO-8859-1", "iso8859-1"):
+        doc = parse_bytes(data, filename="a.txt", content_type=f"text/plain; charset={label}")
+        assert doc.text == "The \u201cLicensee\u201d \u2013 any person \u2026 pays \u20ac5.\n"
+    # True latin-1 text has no C1 bytes and reads as before; other labels are trusted as given.
+    assert parse_bytes("Ångström\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1").text == "Ångström\n"
+    greek = "\u0391\u03b8\u03ae\u03bd\u03b1\n".encode("iso-8859-7")
+    assert parse_bytes(greek, filename="a.txt", content_type="text/plain; charset=iso-8859-7").text == "\u0391\u03b8\u03ae\u03bd\u03b1\n"
+
+
 # --- Markdown --------------------------------------------------------------------------------
 
 MD = """# Product Label

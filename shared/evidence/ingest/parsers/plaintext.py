@@ -385,8 +385,53 @@ def plaintext_headings(text: str) -> list[Heading]:
         elif body_indent and _flush_left_heading(lines, i):
             other.append((at, 2, s))
     numbered = _without_contents_entries(lines, numbered, numbered_lines)
+    numbered += _prose_clauses(lines, starts, numbered_lines)
     heads = other + (numbered if len(numbered) >= 2 else [])
     return sorted(heads)
+
+
+#: A clause in running prose: "  1. You may copy and distribute verbatim copies of the …".
+_PROSE_CLAUSE = re.compile(r"^(?P<indent>[ \t]{0,6})(?P<num>\d{1,2})\.[ \t]+(?P<text>[A-Z\"'\u201c(].*)$")
+#: Fewest clauses in a run before a document's numbered paragraphs count as its clauses.
+MIN_PROSE_CLAUSES = 3
+
+
+def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> list[Heading]:
+    """Numbered paragraphs that are a document's clauses though no title heads them (a licence's
+    "  0. This License applies to any program …", wrapped onto the next line): the longest run of
+    paragraphs, each after a blank line and wrapping, at one indent, numbered one after another
+    from 0 or 1, at least `MIN_PROSE_CLAUSES` long, holding every numbered heading the document has
+    (so a numbered list inside a numbered section stays a list). Each clause not already a heading
+    opens a section named by its number and first words."""
+    runs: list[list[int]] = []
+    for i, line in enumerate(lines):
+        m = _PROSE_CLAUSE.match(line)
+        if m is None or (i and lines[i - 1].strip()):
+            continue
+        num = int(m.group("num"))
+        run = runs[-1] if runs else None
+        if run is not None and int(_PROSE_CLAUSE.match(lines[run[-1]]).group("num")) + 1 == num and (  # type: ignore[union-attr]
+            _indent(lines[run[-1]]) == _indent(line)
+        ):
+            run.append(i)
+        elif num <= 1:
+            runs.append([i])
+    best = max(runs, key=len, default=[])
+    if len(best) < MIN_PROSE_CLAUSES or not set(headed) <= set(best):
+        return []
+    taken = set(headed)
+    if not all(j in taken or (j + 1 < len(lines) and lines[j + 1].strip()) for j in best):
+        return []  # a one-line item among them: a list, not clauses
+    out: list[Heading] = []
+    for j in best:
+        if j in taken:
+            continue
+        m = _PROSE_CLAUSE.match(lines[j])
+        assert m is not None
+        words = re.split(r"(?<=[.;:])\s", m.group("text"))[0].split()[:MAX_TITLE_WORDS]
+        name = f"{m.group('num')}. " + " ".join(words).rstrip(".;:,")
+        out.append((starts[j] + _indent(lines[j]), 2, name))
+    return out
 
 
 def _entry_key(heading: str) -> tuple[str, str]:
