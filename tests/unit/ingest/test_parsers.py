@@ -714,3 +714,13 @@ def test_pdf_word_gaps_of_a_font_without_a_space_glyph_are_spaces() -> None:
     assert doc.text == "If you want to print this"
     drawn = parse_bytes(_tex_font_pdf(glyphs + "/space"), filename="manual.pdf")
     assert drawn.text == "Ifyouwanttoprintthis"
+
+
+def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
+    """A TeX font in T1 encoding without a ToUnicode map: pypdf returns its ligatures and double
+    quotes as control codes ("di\\x1berent", "\\x10wins\\x11"); they read as the letters and quotes."""
+    from tests.unit.ingest.test_pdf_tables import positioned_pdf
+
+    data = positioned_pdf([(72, 700, "A \x1cne di\x1berent \x10wins\x11 e\x1eciently."), (72, 680, "Second line here.")])
+    doc = parse_bytes(data, filename="t.pdf")
+    assert doc.text == "A fine different \u201cwins\u201d efficiently.\nSecond line here."
