@@ -46,8 +46,8 @@ def _aligned(a: list[tuple[int, str]], b: list[tuple[int, str]]) -> bool:
 
 
 def _bullet_cell(text: str) -> bool:
-    """A cell that is one mark and nothing else: a list's bullet ("•", "–", "▪", or a symbol font's
-    glyph read as a control character, which `parsers.invisible` turns into a bullet later)."""
+    """A cell that is one mark and nothing else: a list's bullet (a dot, a dash, a square, or a
+    symbol font's glyph read as a control character, which `parsers.invisible` makes a bullet)."""
     return len(text) == 1 and not text.isalnum()
 
 

@@ -43,10 +43,12 @@ GRID = """<html><body><ul><li><section><h2>Method Summary</h2>
 <div class="table-header col-last">Description</div>
 <div class="col-first even-row-color"><code>static int</code></div>
 <div class="col-second even-row-color"><code><a href="#a">brew</a>(int cups)</code></div>
-<div class="col-last even-row-color"><div class="block">Brews the given number of cups of tea for the table</div></div>
+<div class="col-last even-row-color"><div class="block">Brews the given number of cups of tea
+for the table</div></div>
 <div class="col-first odd-row-color"><code>void</code></div>
 <div class="col-second odd-row-color"><code>pour()</code></div>
-<div class="col-last odd-row-color"><div class="block">Pours one cup without spilling any of it on the floor</div></div>
+<div class="col-last odd-row-color"><div class="block">Pours one cup without spilling any of it
+on the floor</div></div>
 </div>
 </section></li></ul>
 <div role="table" class="prices">

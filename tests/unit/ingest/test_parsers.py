@@ -65,9 +65,17 @@ def test_txt_latin1_label_on_cp1252_text_reads_its_quotes_and_dashes() -> None:
         doc = parse_bytes(data, filename="a.txt", content_type=f"text/plain; charset={label}")
         assert doc.text == "The \u201cLicensee\u201d \u2013 any person \u2026 pays \u20ac5.\n"
     # True latin-1 text has no C1 bytes and reads as before; other labels are trusted as given.
-    assert parse_bytes("Ångström\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1").text == "Ångström\n"
+    assert (
+        parse_bytes(
+            "Ångström\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1"
+        ).text
+        == "Ångström\n"
+    )
     greek = "\u0391\u03b8\u03ae\u03bd\u03b1\n".encode("iso-8859-7")
-    assert parse_bytes(greek, filename="a.txt", content_type="text/plain; charset=iso-8859-7").text == "\u0391\u03b8\u03ae\u03bd\u03b1\n"
+    assert (
+        parse_bytes(greek, filename="a.txt", content_type="text/plain; charset=iso-8859-7").text
+        == "\u0391\u03b8\u03ae\u03bd\u03b1\n"
+    )
 
 
 # --- Markdown --------------------------------------------------------------------------------
@@ -721,6 +729,8 @@ def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
     quotes as control codes ("di\\x1berent", "\\x10wins\\x11"); they read as the letters and quotes."""
     from tests.unit.ingest.test_pdf_tables import positioned_pdf
 
-    data = positioned_pdf([(72, 700, "A \x1cne di\x1berent \x10wins\x11 e\x1eciently."), (72, 680, "Second line here.")])
+    data = positioned_pdf(
+        [(72, 700, "A \x1cne di\x1berent \x10wins\x11 e\x1eciently."), (72, 680, "Second line here.")]
+    )
     doc = parse_bytes(data, filename="t.pdf")
     assert doc.text == "A fine different \u201cwins\u201d efficiently.\nSecond line here."

@@ -102,4 +102,7 @@ def test_a_bulleted_list_set_with_a_gap_after_its_marks_is_no_table() -> None:
     )
     assert table_rows(layout) == {}
     # a real two-column table with short labels still is one
-    assert table_rows("   Cups      2\n   Spoons    3\n") == {"Cups 2": "| Cups | 2 |", "Spoons 3": "| Spoons | 3 |"}
+    assert table_rows("   Cups      2\n   Spoons    3\n") == {
+        "Cups 2": "| Cups | 2 |",
+        "Spoons 3": "| Spoons | 3 |",
+    }

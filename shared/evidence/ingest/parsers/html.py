@@ -249,9 +249,7 @@ class _HtmlText(HTMLParser):
 
     # parser callbacks
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self._starts_outside_text(tag, attrs):
-            return
-        if tag == "div" and self._grid_div(attrs):
+        if self._starts_outside_text(tag, attrs) or (tag == "div" and self._grid_div(attrs)):
             return
         if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
             self.para = [-1, [], True, 0]
@@ -292,9 +290,7 @@ class _HtmlText(HTMLParser):
                 self.pre_start = (len(self.out), self.length)
             self.pre_depth += 1
         else:
-            self._block_break(tag)
-            if tag == "dt" and not self.pre_depth:
-                self.dt_pending = True
+            self._start_block(tag)
 
     def _grid_div(self, attrs: list[tuple[str, str | None]]) -> bool:
         """A `div` that opens a CSS grid table (javadoc's `summary-table`, an ARIA `table`/`grid`)
@@ -319,7 +315,9 @@ class _HtmlText(HTMLParser):
             return True
         if self.row is None and (classes & _GRID_CLASSES or role in ("table", "grid")):
             words = (c.split("-", 1) for c in classes)
-            cols = next((_COLUMN_WORDS.get(w[0], 0) for w in words if len(w) == 2 and w[1].startswith("column")), 0)
+            cols = next(
+                (_COLUMN_WORDS.get(w[0], 0) for w in words if len(w) == 2 and w[1].startswith("column")), 0
+            )
             self._break(2)
             self.grids.append([self.div_depth, cols, 1])
             self.row = []
@@ -389,6 +387,11 @@ class _HtmlText(HTMLParser):
             self.lists[-1][1] += 1
             marker = f"{self.lists[-1][1]}. "
         self._write_prefix("  " * depth + marker)
+
+    def _start_block(self, tag: str) -> None:
+        self._block_break(tag)
+        if tag == "dt" and not self.pre_depth:
+            self.dt_pending = True
 
     def _block_break(self, tag: str) -> None:
         if tag in _PARA_BLOCKS:

@@ -95,7 +95,9 @@ def _strip_inline_markdown(s: str) -> str:
 def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; the first level-1 heading is the default title."""
     sections, h1 = markdown_sections(text)
-    return ParsedDocument(text=text, title=title or h1, sections=sections, fmt="md", line_ends=tab_line_ends(text))
+    return ParsedDocument(
+        text=text, title=title or h1, sections=sections, fmt="md", line_ends=tab_line_ends(text)
+    )
 
 
 #: A content tab's title line (pymdown-extensions' and MkDocs Material's tabs: `=== "Python"`,
@@ -131,11 +133,12 @@ def tab_line_ends(text: str) -> tuple[int, ...]:
                 in_tab, fence = False, None
             else:
                 fm = _FENCE.match(line[_TAB_INDENT:])
-                if fence is not None or fm:
+                if fence is None and fm:
                     ends.append(end)
-                    if fence is None and fm:
-                        fence = fm.group(1)
-                    elif fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):  # type: ignore[index]
+                    fence = fm.group(1)
+                elif fence is not None:
+                    ends.append(end)
+                    if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
                         fence = None
         prev_end = end if line.strip() else -1
     return tuple(ends)
