@@ -346,9 +346,14 @@ def _page_text(page: PageObject, styles: DocumentStyles) -> str:
     from evidence.ingest.pdf_tables import page_text
 
     collector = StyleCollector()
+
+    def visit(text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
+        # the style runs read as the page text does, so a heading with a ligature still matches
+        collector.visit(text.translate(_TEX_CONTROLS), cm, tm, font, font_size)
+
     try:
         no_space_glyph_widths(page)
-        raw = page_text(page, visitor_text=collector.visit)  # tables as `| a | b |` rows
+        raw = page_text(page, visitor_text=visit)  # tables as `| a | b |` rows
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document
     else:
