@@ -735,10 +735,12 @@ def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
     doc = parse_bytes(data, filename="t.pdf")
     assert doc.text == "A fine different \u201cwins\u201d efficiently.\nSecond line here."
     # a heading with a ligature in it is still read as the heading (its style runs read alike)
-    page = [
+    page: list[str | tuple[str, float, bool]] = [
         ("2 Time dependent coe\x1ecients", 16, True),
         "The \x1crst model is \x1ct to the data.",
         "More text.",
+        ("3 Results", 16, True),
+        "The results follow.",
     ]
-    doc = parse_bytes(make_pdf([[*page, ("3 Results", 16, True), "The results follow."]]), filename="h.pdf")
+    doc = parse_bytes(make_pdf([page]), filename="h.pdf")
     assert [s.name for s in doc.sections] == ["2 Time dependent coefficients", "3 Results"]
