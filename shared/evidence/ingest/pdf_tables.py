@@ -45,9 +45,17 @@ def _aligned(a: list[tuple[int, str]], b: list[tuple[int, str]]) -> bool:
     return all(abs(x[0] - y[0]) <= TOLERANCE for x, y in zip(a, b, strict=True))
 
 
+def _bullet_cell(text: str) -> bool:
+    """A cell that is one mark and nothing else: a list's bullet (a dot, a dash, a square, or a
+    symbol font's glyph read as a control character, which `parsers.invisible` makes a bullet)."""
+    return len(text) == 1 and not text.isalnum()
+
+
 def _is_table(rows: list[list[tuple[int, str]]]) -> bool:
     if len(rows) < 2:
         return False
+    if len(rows[0]) == 2 and all(_bullet_cell(r[0][1]) for r in rows):
+        return False  # a bulleted list set with a gap after its marks: list items, not a table
     if len(rows[0]) >= 3:
         return True
     return all(len(r[0][1]) <= LABEL_CHARS for r in rows)

@@ -134,3 +134,14 @@ def test_a_c1_control_as_a_list_marker_reads_as_a_bullet_and_stray_ones_go() -> 
     for sp in extract_spans(out):
         assert out.text[sp.char_start : sp.char_end] == sp.text
     assert clean_text(f"{c1} a bullet") == "\u2022 a bullet"
+
+
+def test_a_del_control_as_a_list_marker_reads_as_a_bullet_too() -> None:
+    """Some label PDFs' symbol fonts map the bullet glyph to DEL (U+007F) rather than a C1 code:
+    the same reading, a bullet at a line's start before a space, removed elsewhere."""
+    text = "Call your doctor if you:\n\x7f feel dizzy\n \x7f see double\nA stray\x7f mark.\n"
+    doc = ParsedDocument(text=text, title="T", sections=(), page_starts=(0,), fmt="pdf")
+    out = clean_document(doc)
+    assert out.text == "Call your doctor if you:\n\u2022 feel dizzy\n \u2022 see double\nA stray mark.\n"
+    spans = [sp.text for sp in extract_spans(out)]
+    assert "\u2022 feel dizzy" in spans and "\u2022 see double" in spans

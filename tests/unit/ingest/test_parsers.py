@@ -57,6 +57,27 @@ def test_txt_mixed_utf8_and_latin1_keeps_its_utf8_lines() -> None:
         parse_bytes(b"ok\n\x81\x8d\x8f binary\n", filename="b.txt")
 
 
+def test_txt_latin1_label_on_cp1252_text_reads_its_quotes_and_dashes() -> None:
+    """Windows-1252 text served as ISO-8859-1: its quotes and dashes decode to C1 controls, which
+    the cleaning then drops ("\x93ok\x94" read as "ok"); they are read as windows-1252 instead."""
+    data = "The \u201cLicensee\u201d \u2013 any person \u2026 pays \u20ac5.\n".encode("cp1252")
+    for label in ("latin-1", "ISO-8859-1", "iso8859-1"):
+        doc = parse_bytes(data, filename="a.txt", content_type=f"text/plain; charset={label}")
+        assert doc.text == "The \u201cLicensee\u201d \u2013 any person \u2026 pays \u20ac5.\n"
+    # True latin-1 text has no C1 bytes and reads as before; other labels are trusted as given.
+    assert (
+        parse_bytes(
+            "Ångström\n".encode("latin-1"), filename="a.txt", content_type="text/plain; charset=latin-1"
+        ).text
+        == "Ångström\n"
+    )
+    greek = "\u0391\u03b8\u03ae\u03bd\u03b1\n".encode("iso-8859-7")
+    assert (
+        parse_bytes(greek, filename="a.txt", content_type="text/plain; charset=iso-8859-7").text
+        == "\u0391\u03b8\u03ae\u03bd\u03b1\n"
+    )
+
+
 # --- Markdown --------------------------------------------------------------------------------
 
 MD = """# Product Label
@@ -701,3 +722,25 @@ def test_pdf_word_gaps_of_a_font_without_a_space_glyph_are_spaces() -> None:
     assert doc.text == "If you want to print this"
     drawn = parse_bytes(_tex_font_pdf(glyphs + "/space"), filename="manual.pdf")
     assert drawn.text == "Ifyouwanttoprintthis"
+
+
+def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
+    """A TeX font in T1 encoding without a ToUnicode map: pypdf returns its ligatures and double
+    quotes as control codes ("di\\x1berent", "\\x10wins\\x11"); they read as the letters and quotes."""
+    from tests.unit.ingest.test_pdf_tables import positioned_pdf
+
+    data = positioned_pdf(
+        [(72, 700, "A \x1cne di\x1berent \x10wins\x11 e\x1eciently."), (72, 680, "Second line here.")]
+    )
+    doc = parse_bytes(data, filename="t.pdf")
+    assert doc.text == "A fine different \u201cwins\u201d efficiently.\nSecond line here."
+    # a heading with a ligature in it is still read as the heading (its style runs read alike)
+    page: list[str | tuple[str, float, bool]] = [
+        ("2 Time dependent coe\x1ecients", 16, True),
+        "The \x1crst model is \x1ct to the data.",
+        "More text.",
+        ("3 Results", 16, True),
+        "The results follow.",
+    ]
+    doc = parse_bytes(make_pdf([page]), filename="h.pdf")
+    assert [s.name for s in doc.sections] == ["2 Time dependent coefficients", "3 Results"]

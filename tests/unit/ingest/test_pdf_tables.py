@@ -90,3 +90,19 @@ def test_the_pdf_parser_gives_table_row_spans() -> None:
     rows = [s.text for s in extract_spans(doc) if s.span_type is SpanType.TABLE_ROW]
     assert "| Adults | 10 mg once daily | 40 mg once daily |" in rows
     assert "| Cmax (ng/mL) | 21.4 |" in rows
+
+
+def test_a_bulleted_list_set_with_a_gap_after_its_marks_is_no_table() -> None:
+    """Bullets set apart from their items (a LaTeX itemize: the mark, then the text at a fixed
+    indent) align like a two-column table; each item stays a line of text, not `| • | … |`."""
+    layout = (
+        "   •      Teapots are warmed before brewing\n"
+        "   •      Cups are rinsed with hot water\n"
+        "   •      Leaves steep for four minutes\n"
+    )
+    assert table_rows(layout) == {}
+    # a real two-column table with short labels still is one
+    assert table_rows("   Cups      2\n   Spoons    3\n") == {
+        "Cups 2": "| Cups | 2 |",
+        "Spoons 3": "| Spoons | 3 |",
+    }

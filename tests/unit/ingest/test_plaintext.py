@@ -278,3 +278,78 @@ def test_a_long_sentence_case_title_over_its_own_first_sub_number_is_a_heading()
         == names.index("3. The Developers by way of General Resolution or election") + 1
     )
     assert not any(n.startswith(("4.", "5.", "6.")) for n in names)
+
+
+def test_numbered_prose_paragraphs_are_a_documents_clauses() -> None:
+    """A licence whose clauses are numbered paragraphs of running prose, no title line over them
+    ("  1. You may lend the Widget to a friend …"): each clause opens a section named by its number
+    and first words, its text staying a span; a clause already a heading (ALL CAPS) stays one."""
+    licence = (
+        "WIDGET SHARING TERMS\n\n"
+        "  0. These terms apply to any widget which carries a notice saying\n"
+        "it may be shared under them.\n\n"
+        "  1. You may lend the Widget to a friend, provided that you keep\n"
+        "this notice on it.\n\n"
+        "  2. You may paint the Widget any colour; a painted Widget is still\n"
+        "a Widget for these terms.\n\n"
+        "  3. THE WIDGET COMES WITH NO WARRANTY OF ANY KIND\n\n"
+        "Thank you for sharing.\n"
+    )
+    doc = parse_text(licence, filename="terms.txt")
+    assert [s.name for s in doc.sections] == [
+        "WIDGET SHARING TERMS",
+        "0. These terms apply to any widget which carries",
+        "1. You may lend the Widget to a friend",
+        "2. You may paint the Widget any colour",
+        "3. THE WIDGET COMES WITH NO WARRANTY OF ANY KIND",
+    ]
+    spans = {s.text: s.section for s in extract_spans(doc)}
+    lend = "1. You may lend the Widget to a friend, provided that you keep\nthis notice on it."
+    assert spans[lend] == "1. You may lend the Widget to a friend"
+
+
+def test_a_numbered_list_inside_a_numbered_section_or_of_one_liners_is_no_clause_run() -> None:
+    """Numbered paragraphs under a numbered heading are that section's list, and a run of one-line
+    items is a list: neither makes sections."""
+    manual = (
+        "1. Setup\n\nInstall it first.\n\n2. Steps\n\n"
+        "  1. Open the lid and take the widget out of\nits box.\n\n"
+        "  2. Turn the crank until the widget starts to\nhum quietly.\n\n"
+        "  3. Close the lid when you are done with\nthe widget.\n"
+    )
+    assert [s.name for s in parse_text(manual, filename="m.txt").sections] == ["1. Setup", "2. Steps"]
+    items = "Shopping\n\n1. Buy eggs today.\n\n2. Buy milk today.\n\n3. Buy bread today.\n\nThat is all.\n"
+    assert [s.name for s in parse_text(items, filename="i.txt").sections] == []
+
+
+def test_an_faq_question_standing_alone_is_a_heading_and_a_pilcrow_is_no_part_of_a_name() -> None:
+    """An FAQ printed to text: each entry is a numbered question standing alone, some wrapped onto
+    a second line that ends the question; a web page printed to text keeps the permalink's pilcrow
+    after each heading ("2. Brewing¶"), which is no part of its name."""
+    faq = (
+        "1. Kettles\n\n    Kettles boil water.\n\n"
+        "1.1. What is the best kettle for me?\n\n    A small one.\n\n"
+        "1.2. Which kettle (electric/stove/campfire) is better\nfor me?\n\n    It depends on the kitchen.\n\n"
+        "2. Brewing\u00b6\n\n    Brew for four minutes.\n"
+    )
+    names = [s.name for s in parse_text(faq, filename="faq.txt").sections]
+    assert names == [
+        "1. Kettles",
+        "1.1. What is the best kettle for me?",
+        "1.2. Which kettle (electric/stove/campfire) is better",
+        "2. Brewing",
+    ]
+
+
+def test_each_agreement_of_a_licence_bundle_has_its_clause_run() -> None:
+    """Several agreements one after another, each numbering its prose clauses from 1 under its own
+    capitals title: every run is clauses."""
+    one = (
+        "  1. This agreement is between the Maker and the Borrower of\nthe widget.\n\n"
+        "  2. The Borrower may use the widget at home and at\nwork alike.\n\n"
+        "  3. The Maker gives the widget as it is, without any\npromise at all.\n\n"
+    )
+    bundle = "MAKER WIDGET AGREEMENT\n\n" + one + "SECOND MAKER AGREEMENT\n\n" + one
+    names = [s.name for s in parse_text(bundle, filename="b.txt").sections]
+    assert names.count("2. The Borrower may use the widget at home") == 2
+    assert len(names) == 8

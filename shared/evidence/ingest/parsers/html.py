@@ -87,6 +87,15 @@ _MAX_UNTERMINATED = 8
 _PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋"})
 
 
+#: CSS grid tables built of `div`s: javadoc's summary tables (`summary-table`, with a
+#: `two-column-summary` … class giving the column count); the header cells' and a row's last
+#: cell's classes.
+_GRID_CLASSES = frozenset({"summary-table", "details-table", "div-table", "css-table"})
+_GRID_HEADER = frozenset({"table-header", "th"})
+_GRID_LAST = frozenset({"col-last"})
+_COLUMN_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
 def _classes(attrs: list[tuple[str, str | None]]) -> set[str]:
     return {c for key, value in attrs if key == "class" and value for c in value.lower().split()}
 
@@ -124,6 +133,17 @@ class _HtmlText(HTMLParser):
         # its long runs are cut into pieces (`listing_cuts`), kept in `pre_ends`.
         self.br_ends: list[int] = []
         self.pre_ends: list[int] = []
+        # A definition list's entries (`<dt>` term, `<dd>` definition): the line break before each
+        # new term ends a span, so a list of short entries without sentence ends (a man page's
+        # `\a` / "alert (bell)", `\b` / "backspace" …) is one span per entry, each term with its
+        # definition, not one run of them all.
+        self.dt_ends: list[int] = []
+        self.dt_pending = False
+        # Open CSS grid tables made of `div`s (`_grid_start`): per grid [div depth at its start,
+        # column count or 0 (rows end at a last-column cell), header cells still counting].
+        self.grids: list[list[int]] = []
+        self.div_depth = 0
+        self.grid_last = False  # the open grid cell is a row's last (`col-last`)
         self.pre_start = (0, 0)  # (index in `out`, offset) where the outermost open <pre> began
         # Skipped subtree: its tag and nesting depth of that same tag. Counting only that tag keeps
         # unclosed <p>/<li> inside a <nav> from swallowing the rest of the page.
@@ -203,9 +223,12 @@ class _HtmlText(HTMLParser):
         if self.pending_break and self.length and need > 0:
             if self.br_pending and self.pending_break == 1:
                 self.br_ends.append(self.length)
+            if self.dt_pending and self.pending_break == 1:
+                self.dt_ends.append(self.length)
             self._emit("\n" * need)
         self.pending_break = 0
         self.br_pending = False
+        self.dt_pending = False
 
     def _write(self, text: str) -> None:
         if not text:
@@ -226,7 +249,7 @@ class _HtmlText(HTMLParser):
 
     # parser callbacks
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self._starts_outside_text(tag, attrs):
+        if self._starts_outside_text(tag, attrs) or (tag == "div" and self._grid_div(attrs)):
             return
         if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
             self.para = [-1, [], True, 0]
@@ -267,7 +290,62 @@ class _HtmlText(HTMLParser):
                 self.pre_start = (len(self.out), self.length)
             self.pre_depth += 1
         else:
-            self._block_break(tag)
+            self._start_block(tag)
+
+    def _grid_div(self, attrs: list[tuple[str, str | None]]) -> bool:
+        """A `div` that opens a CSS grid table (javadoc's `summary-table`, an ARIA `table`/`grid`)
+        or one of its cells (a child `div` of such a grid): read as a table's cell, so each row is
+        a `| a | b |` line, not one run of text (inside a list item every `div` is a line of one
+        paragraph). False for any other `div`."""
+        self.div_depth += 1
+        classes = _classes(attrs)
+        role = (dict(attrs).get("role") or "").strip().lower()
+        if self.grids and self.div_depth == self.grids[-1][0] + 1 and self.row is not None:
+            grid = self.grids[-1]
+            self._flush_cell()
+            header = bool(classes & _GRID_HEADER) or role == "columnheader"
+            if grid[2] and not header:
+                grid[2] = 0  # the header cells are over: they were the columns, when not given
+                grid[1] = grid[1] or len(self.row)
+                self._next_row()
+            elif not grid[2] and grid[1] and len(self.row) >= grid[1]:
+                self._next_row()
+            self.cell = []
+            self.grid_last = bool(classes & _GRID_LAST)
+            return True
+        if self.row is None and (classes & _GRID_CLASSES or role in ("table", "grid")):
+            words = (c.split("-", 1) for c in classes)
+            cols = next(
+                (_COLUMN_WORDS.get(w[0], 0) for w in words if len(w) == 2 and w[1].startswith("column")), 0
+            )
+            self._break(2)
+            self.grids.append([self.div_depth, cols, 1])
+            self.row = []
+            return True
+        return False
+
+    def _next_row(self) -> None:
+        if self.row:
+            self._flush_row()
+        self.row = []
+
+    def _grid_div_end(self) -> bool:
+        """The end of a grid's cell (a row ends after its last column) or of the grid itself."""
+        grid = self.grids[-1]
+        depth = self.div_depth
+        self.div_depth -= 1
+        if depth == grid[0] + 1 and self.row is not None:
+            self._flush_cell()
+            if not grid[2] and ((grid[1] and len(self.row) >= grid[1]) or (not grid[1] and self.grid_last)):
+                self._next_row()
+            return True
+        if depth == grid[0]:
+            self._flush_row()
+            self.grids.pop()
+            self.row = [] if self.grids else None
+            self._break(2)
+            return True
+        return False
 
     def _starts_outside_text(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         """True when the tag writes no text: inside a skipped subtree, <title>, or a skipped tag."""
@@ -310,6 +388,11 @@ class _HtmlText(HTMLParser):
             marker = f"{self.lists[-1][1]}. "
         self._write_prefix("  " * depth + marker)
 
+    def _start_block(self, tag: str) -> None:
+        self._block_break(tag)
+        if tag == "dt" and not self.pre_depth:
+            self.dt_pending = True
+
     def _block_break(self, tag: str) -> None:
         if tag in _PARA_BLOCKS:
             self._break(2)
@@ -337,6 +420,11 @@ class _HtmlText(HTMLParser):
         elif self.skip_depth:
             if tag == self.skip_tag:
                 self.skip_depth -= 1
+        elif tag == "div" and self.grids and self._grid_div_end():
+            return
+        elif tag == "div" and not self.grids:
+            self.div_depth = max(self.div_depth - 1, 0)
+            self._block_break(tag)
         elif self.row is not None:
             self._end_in_table(tag)
         elif tag == "p" and self.para is not None:
@@ -486,7 +574,7 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = sorted(set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends))
+    ends = sorted(set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends))
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,

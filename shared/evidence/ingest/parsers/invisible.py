@@ -12,11 +12,11 @@ them), which no analyser folds either. Both are fixed where the document text is
 offset (sections, pages, spans, passages) refers to the cleaned text, so `span.text ==
 doc.text[char_start:char_end]` holds and the two backends see the same words.
 
-C1 control characters (U+0080-U+009F) mean nothing in a text either; a PDF whose font maps its
-bullet glyph to a control code (a Type 3 or symbol font without a ToUnicode map) returns one where
-each bullet was ("\x88 All evaluation …"). A C1 control that opens a line or a table cell (after
-its indent) and is followed by a space reads as a bullet, U+2022 (same length); any other is
-removed.
+C1 control characters (U+0080-U+009F) and DEL (U+007F) mean nothing in a text either; a PDF
+whose font maps its bullet glyph to a control code (a Type 3 or symbol font without a ToUnicode
+map) returns one where each bullet was ("\x88 All evaluation …"). Such a control that opens a
+line or a table cell (after its indent) and is followed by a space reads as a bullet, U+2022
+(same length); any other is removed.
 
 `clean_document` removes the format characters and stray C1 controls, reads a C1 list marker as a
 bullet, spells the ligatures out, and moves every section and page offset with the text. A
@@ -92,8 +92,10 @@ def _range(a: int, b: int) -> str:
     return re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
 
 
-#: C1 control characters: no text means them; read as a bullet where one stands as a list marker.
-_C1 = "\x80-\x9f"
+#: C1 control characters and DEL (U+007F): no text means them; read as a bullet where one stands
+#: as a list marker (a symbol font's bullet glyph comes out as DEL in some label PDFs: "\x7f feel
+#: tired or weak").
+_C1 = "\x7f-\x9f"
 BULLET = "\u2022"
 _INVISIBLE = re.compile(f"[{_format_characters()}{''.join(LIGATURES)}{_C1}]")
 
@@ -113,7 +115,7 @@ def _replacement(text: str, start: int) -> str:
     ch = text[start]
     if ch in LIGATURES:
         return LIGATURES[ch]
-    if "\x80" <= ch <= "\x9f" and _marker(text, start):
+    if "\x7f" <= ch <= "\x9f" and _marker(text, start):
         return BULLET
     return ""
 

@@ -95,7 +95,53 @@ def _strip_inline_markdown(s: str) -> str:
 def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; the first level-1 heading is the default title."""
     sections, h1 = markdown_sections(text)
-    return ParsedDocument(text=text, title=title or h1, sections=sections, fmt="md")
+    return ParsedDocument(
+        text=text, title=title or h1, sections=sections, fmt="md", line_ends=tab_line_ends(text)
+    )
+
+
+#: A content tab's title line (pymdown-extensions' and MkDocs Material's tabs: `=== "Python"`,
+#: `===! "A"` starting a new set, `===+ "B"` selected); its content is the block indented under it.
+_TAB = re.compile(r'^ {0,3}===[!+]?[ \t]+"[^"\n]*"[ \t]*$')
+_TAB_INDENT = 4
+
+
+def tab_line_ends(text: str) -> tuple[int, ...]:
+    """The line breaks that end a span in content tabs: the tab's title line is a line of its own
+    (it ran on into the tab's first paragraph, or the last one of the tab before), and a fenced
+    block indented under a tab, which CommonMark reads as paragraph text (up to 1,000 characters
+    of code in one span), is one span per line, as a fence at the margin is (`ingest.spans`)."""
+    if "===" not in text:
+        return ()
+    ends: list[int] = []
+    pos = 0
+    in_tab = False
+    fence: str | None = None
+    prev_end = -1  # the end of the previous line when it held text
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        end = start + len(line)
+        if _TAB.match(line):
+            if prev_end >= 0:
+                ends.append(prev_end)
+            ends.append(end)
+            in_tab, fence, prev_end = True, None, end
+            continue
+        if in_tab and line.strip():
+            indent = len(line) - len(line.lstrip(" "))
+            if indent < _TAB_INDENT:
+                in_tab, fence = False, None
+            else:
+                fm = _FENCE.match(line[_TAB_INDENT:])
+                if fence is None and fm:
+                    ends.append(end)
+                    fence = fm.group(1)
+                elif fence is not None:
+                    ends.append(end)
+                    if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                        fence = None
+        prev_end = end if line.strip() else -1
+    return tuple(ends)
 
 
 def _code_ranges(text: str) -> list[tuple[int, int]]:

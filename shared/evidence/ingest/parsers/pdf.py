@@ -331,18 +331,34 @@ def no_space_glyph_widths(page: PageObject) -> int:
     return changed
 
 
+#: TeX's T1 (Cork) font encoding puts the ligatures and the double quotes at control codes, and a
+#: TeX font without a ToUnicode map comes out of pypdf with them ("di\x1berent", "\x10wins\x11"):
+#: 0x1B-0x1F are ff, fi, fl, ffi, ffl in T1 and OT1 alike, 0x10/0x11 are T1's quotes. No text means
+#: a control code there; read as the ligature characters (spelt out with the others,
+#: `parsers.invisible`) and quotes, one character for one.
+_TEX_CONTROLS = str.maketrans(
+    {"\x1b": "\ufb00", "\x1c": "\ufb01", "\x1d": "\ufb02", "\x1e": "\ufb03", "\x1f": "\ufb04",
+     "\x10": "\u201c", "\x11": "\u201d"}
+)  # fmt: skip
+
+
 def _page_text(page: PageObject, styles: DocumentStyles) -> str:
     from evidence.ingest.pdf_tables import page_text
 
     collector = StyleCollector()
+
+    def visit(text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
+        # the style runs read as the page text does, so a heading with a ligature still matches
+        collector.visit(text.translate(_TEX_CONTROLS), cm, tm, font, font_size)
+
     try:
         no_space_glyph_widths(page)
-        raw = page_text(page, visitor_text=collector.visit)  # tables as `| a | b |` rows
+        raw = page_text(page, visitor_text=visit)  # tables as `| a | b |` rows
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document
     else:
         styles.add_page(collector)
-    return normalise_newlines(raw).strip("\n").rstrip()
+    return normalise_newlines(raw).translate(_TEX_CONTROLS).strip("\n").rstrip()
 
 
 def _title(reader: PdfReader) -> str:

@@ -63,7 +63,8 @@ _NUMBERED = re.compile(
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
     # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
     r"(?P<title>[A-Z](?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
-    r"(?P<end>[.:](?=[ \t]|$)|[ \t]*$)"
+    # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
+    r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
 )
 _UNDERLINE = re.compile(r"^[ \t]*([=\-~*])\1{2,}[ \t]*$")
 #: A document's attached part: "ADDENDUM: How to use this License …", "EXHIBIT A -Mozilla Public
@@ -149,7 +150,9 @@ def _numbered(
         return None
     strict = _title_case(title) or _caps(title)
     ends = m.group("end").strip()
-    sentence_case_ok = loose and len(title.split()) <= max_words and (ends == "" or (dot_ok and ends == "."))
+    sentence_case_ok = (
+        loose and len(title.split()) <= max_words and (ends in ("", "?") or (dot_ok and ends == "."))
+    )
     if not strict and not sentence_case_ok:
         return None
     rest = line[m.end() :].strip()
@@ -203,6 +206,21 @@ def _parent_heading(line: str, body: str, dot_ok: bool) -> _Numbered | None:
         return None
     sub = _numbered(body, loose=True)
     return found if sub is not None and sub.parts == (*found.parts, 1) else None
+
+
+def _wrapped_question(lines: list[str], i: int) -> bool:
+    """Line `i` is the first line of a question wrapped onto one more line that ends it, no
+    deeper than it and followed by a blank line ("3.1. Which distribution is better" over "for
+    me?"): an FAQ's entry heading standing alone, as a one-line title does."""
+    nxt = lines[i + 1] if i + 1 < len(lines) else ""
+    after = lines[i + 2] if i + 2 < len(lines) else ""
+    s = lines[i].rstrip()
+    return (
+        nxt.rstrip().endswith("?")
+        and _indent(nxt) <= _indent(lines[i])
+        and not after.strip()
+        and not s.endswith((".", ":", "?", ",", ";"))
+    )
 
 
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
@@ -346,7 +364,7 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        loose = prev_blank and not nxt.strip()
+        loose = prev_blank and (not nxt.strip() or _wrapped_question(lines, i))
         # A dot-ended sentence-case title ("5. Application of this License.") over a body indented
         # deeper than it (the MPL's clauses), never over text at its own margin.
         # A list item's next sibling or sub-item under it ("2. The package's files are removed." over
@@ -385,8 +403,62 @@ def plaintext_headings(text: str) -> list[Heading]:
         elif body_indent and _flush_left_heading(lines, i):
             other.append((at, 2, s))
     numbered = _without_contents_entries(lines, numbered, numbered_lines)
+    numbered += _prose_clauses(lines, starts, numbered_lines)
     heads = other + (numbered if len(numbered) >= 2 else [])
-    return sorted(heads)
+    # A permalink's pilcrow that a web page printed to text keeps after each heading ("1.
+    # Copyright¶") is no part of the heading's name.
+    return sorted((at, level, name.removesuffix("\u00b6").rstrip()) for at, level, name in heads)
+
+
+#: A clause in running prose: "  1. You may copy and distribute verbatim copies of the …".
+_PROSE_CLAUSE = re.compile(r"^(?P<indent>[ \t]{0,6})(?P<num>\d{1,2})\.[ \t]+(?P<text>[A-Z\"'\u201c(].*)$")
+#: Fewest clauses in a run before a document's numbered paragraphs count as its clauses.
+MIN_PROSE_CLAUSES = 3
+
+
+def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> list[Heading]:
+    """Numbered paragraphs that are a document's clauses though no title heads them (a licence's
+    "  0. This License applies to any program …", wrapped onto the next line): runs of paragraphs,
+    each after a blank line and wrapping (or already a heading), at one indent, numbered one after
+    another from 0 or 1, at least `MIN_PROSE_CLAUSES` long (a document of several agreements has a
+    run for each), when every single-number heading the document has lies inside such a run (so a
+    numbered list inside a numbered chapter stays a list). Each clause not already a heading opens
+    a section named by its number and first words."""
+    runs: list[list[int]] = []
+    numbers: dict[int, int] = {}
+    for i, line in enumerate(lines):
+        m = _PROSE_CLAUSE.match(line)
+        if m is None or (i and lines[i - 1].strip()):
+            continue
+        num = numbers[i] = int(m.group("num"))
+        run = runs[-1] if runs else None
+        if run is not None and numbers[run[-1]] + 1 == num and _indent(lines[run[-1]]) == _indent(line):
+            run.append(i)
+        elif num <= 1:
+            runs.append([i])
+    taken = set(headed)
+    clauses = [
+        run
+        for run in runs
+        if len(run) >= MIN_PROSE_CLAUSES
+        # a one-line item among them: a list, not clauses
+        and all(j in taken or (j + 1 < len(lines) and lines[j + 1].strip()) for j in run)
+    ]
+    inside = {j for run in clauses for j in run}
+    if not clauses or any(_SINGLE_NUMBER.match(lines[j]) and j not in inside for j in headed):
+        return []
+    out: list[Heading] = []
+    for j in sorted(inside - taken):
+        m = _PROSE_CLAUSE.match(lines[j])
+        assert m is not None
+        words = re.split(r"(?<=[.;:])\s", m.group("text"))[0].split()[:MAX_TITLE_WORDS]
+        name = f"{m.group('num')}. " + " ".join(words).rstrip(".;:,")
+        out.append((starts[j] + _indent(lines[j]), 2, name))
+    return out
+
+
+#: A heading numbered with one number ("4. Fees", "12 Notices"), not a sub-number or a letter.
+_SINGLE_NUMBER = re.compile(r"^[ \t]*\d{1,3}\.?[ \t]")
 
 
 def _entry_key(heading: str) -> tuple[str, str]:

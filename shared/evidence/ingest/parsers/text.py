@@ -15,6 +15,17 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_C1 = re.compile(r"[\x80-\x9f]")
+#: The C1 controls latin-1 decodes bytes 0x80-0x9F to, as windows-1252 reads those bytes (its
+#: quotes, dashes, ellipsis, euro sign); the five bytes cp1252 leaves undefined stay as they are.
+#: One character for one, so offsets do not move.
+_C1_AS_CP1252 = str.maketrans(
+    {
+        chr(b): bytes([b]).decode("cp1252")
+        for b in range(0x80, 0xA0)
+        if bytes([b]).decode("cp1252", errors="replace") != "\ufffd"
+    }
+)
 
 
 def decode_text(data: bytes, *, filename: str, charset: str | None = None) -> str:
@@ -44,6 +55,12 @@ def decode_text(data: bytes, *, filename: str, charset: str | None = None) -> st
                 continue
         if text is None:
             text = _decode_lines(data, fallback, filename)
+        if codecs.lookup(fallback).name == "iso8859-1" and _C1.search(text):
+            # A latin-1 label on windows-1252 text (the common case: a Windows editor's "ANSI"
+            # served as ISO-8859-1) turns its smart quotes and dashes into C1 controls, which no
+            # latin-1 text uses; the WHATWG encoding standard reads the label as windows-1252 for
+            # that reason, and so does this.
+            text = text.translate(_C1_AS_CP1252)
     sample = text[:20000]
     if sample and len(_CONTROL.findall(sample)) > max(8, len(sample) // 20):
         raise DocumentParseError(filename, "binary content, not text (control characters)")

@@ -1,0 +1,70 @@
+"""HTML definition lists and CSS grid tables (session 50, bench/data/session50/ingest22.md): a
+`<dl>` entry is a span of its own (term with definition), a `div` grid's rows are table rows."""
+
+from __future__ import annotations
+
+from evidence.ingest import extract_spans, parse_bytes
+from evidence.records import SpanType
+
+
+def _spans(html: str) -> list[tuple[str, SpanType]]:
+    doc = parse_bytes(html.encode(), filename="page.html")
+    return [(s.text, s.span_type) for s in extract_spans(doc)]
+
+
+def test_each_definition_list_entry_is_a_span_with_its_term() -> None:
+    """A man page set as `<DL><DT><DD>` without closing tags: the entries have no sentence ends,
+    so all of them ran as one span; each term now heads a span with its definition."""
+    html = (
+        "<html><body><h2>Keys</h2><DL COMPACT>"
+        "<DT><B>\\k</B><DD>kettle on"
+        "<DT><B>\\t</B><DD>tea bag in"
+        "<DT><B>\\m</B><DD>milk, then a stir</DL>"
+        "<p>Serve warm.</p></body></html>"
+    )
+    texts = [t for t, _ in _spans(html)]
+    assert texts == ["\\k\nkettle on", "\\t\ntea bag in", "\\m\nmilk, then a stir", "Serve warm."]
+
+
+def test_definition_paragraphs_keep_their_own_spans() -> None:
+    """A `<dd>` of paragraphs (Sphinx, DocBook) reads as before: its sentences split as prose."""
+    html = (
+        "<html><body><dl><dt>open(path)</dt><dd><p>Opens the jar. It must be shut.</p></dd>"
+        "<dt>shut()</dt><dd><p>Shuts the jar.</p></dd></dl></body></html>"
+    )
+    texts = [t for t, _ in _spans(html)]
+    assert texts == ["open(path)", "Opens the jar.", "It must be shut.", "shut()", "Shuts the jar."]
+
+
+GRID = """<html><body><ul><li><section><h2>Method Summary</h2>
+<div class="summary-table three-column-summary">
+<div class="table-header col-first">Modifier and Type</div>
+<div class="table-header col-second">Method</div>
+<div class="table-header col-last">Description</div>
+<div class="col-first even-row-color"><code>static int</code></div>
+<div class="col-second even-row-color"><code><a href="#a">brew</a>(int cups)</code></div>
+<div class="col-last even-row-color"><div class="block">Brews the given number of cups of tea
+for the table</div></div>
+<div class="col-first odd-row-color"><code>void</code></div>
+<div class="col-second odd-row-color"><code>pour()</code></div>
+<div class="col-last odd-row-color"><div class="block">Pours one cup without spilling any of it
+on the floor</div></div>
+</div>
+</section></li></ul>
+<div role="table" class="prices">
+<div role="columnheader">Item</div><div role="columnheader">Price</div>
+<div>Scone</div><div>2 pounds</div>
+</div>
+<p>After the grids.</p></body></html>"""
+
+
+def test_a_div_grid_table_reads_as_table_rows() -> None:
+    """javadoc's summary tables and ARIA tables are `div` grids: each row is a table row, not a
+    run of text of every cell (inside a list item every `div` was a line of one paragraph)."""
+    spans = _spans(GRID)
+    rows = [t for t, k in spans if k is SpanType.TABLE_ROW]
+    assert "| static int | brew(int cups) | Brews the given number of cups of tea for the table |" in rows
+    assert "| void | pour() | Pours one cup without spilling any of it on the floor |" in rows
+    assert "| Scone | 2 pounds |" in rows
+    assert ("After the grids.", SpanType.SENTENCE) in spans
+    assert not any("Brews" in t and "Pours" in t for t, _ in spans)
