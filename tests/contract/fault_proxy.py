@@ -493,7 +493,7 @@ def _auto_create_setting(body: dict[str, Any]) -> str | None:
 
 def _path_index(path: str) -> str:
     """The index of `/<index>/_bulk` (bulk actions may leave `_index` to the path)."""
-    head = path.split("?")[0].strip("/").split("/")[0]
+    head = path.split("?", maxsplit=1)[0].strip("/").split("/")[0]
     return "" if head.startswith("_") else head
 
 

@@ -255,7 +255,9 @@ class IndexAdmin(Transport):
         the deploy step (`Custom::EvidenceSearchSetup`, the domain's master user) calls it, not
         the functions. Serverless has no cluster settings."""
         if self.serverless:
-            raise ConfigurationError("OpenSearch Serverless has no cluster settings (action.auto_create_index)")
+            raise ConfigurationError(
+                "OpenSearch Serverless has no cluster settings (action.auto_create_index)"
+            )
         body = bodies.auto_create_index_body(value)
         self._call(
             "put cluster settings",

@@ -185,7 +185,8 @@ class _BulkWriter:
 
     def _index_gone(self, detail: str) -> IndexNotFoundError:
         """The index was deleted (by another process) after this write read it, and the cluster
-        refused to create it implicitly (`action.auto_create_index`, docs/opensearch.md#no-implicit-index-creation).
+        refused to create it implicitly (`action.auto_create_index`,
+        docs/opensearch.md#no-implicit-index-creation).
         The whole write stops here: the rest would fail the same way, and a document whose marker
         is not written is redone by the caller's next upsert once the index exists again."""
         self.backend._forget(self.index)
