@@ -5,7 +5,9 @@ On Create/Update, through the adapter (`evidence.search.opensearch.OpenSearchBac
    their mappings to the functions' IAM roles (this function's role is the domain's master user),
    and the security plugin's audit log switched on (the domain publishes it to CloudWatch Logs);
 2. the composable index template (the adapter's mappings, for indexes created by any writer);
-3. (server-side hybrid only) the search pipeline the hybrid queries run through.
+3. (server-side hybrid only) the search pipeline the hybrid queries run through;
+4. (domain only, `AutoCreateIndex`) the cluster setting `action.auto_create_index`, so that no
+   write creates an evidence index implicitly (docs/opensearch.md#no-implicit-index-creation).
 Delete does nothing: indexes, templates and pipelines outlive a stack update or removal (RETAIN).
 
 The service token is this function itself (no provider framework), so it answers CloudFormation
@@ -155,6 +157,11 @@ def setup(props: dict[str, Any]) -> dict[str, str]:
         pipeline, fusion = backend.ensure_search_pipeline()
         out["Pipeline"] = pipeline
         out["Fusion"] = fusion
+    if service == "es" and props.get("AutoCreateIndex"):
+        # A property, not a constant of this handler: changing it updates the resource, so an
+        # existing stack gets the setting on its next deploy.
+        backend.refuse_implicit_index_creation(str(props["AutoCreateIndex"]))
+        out["AutoCreateIndex"] = str(props["AutoCreateIndex"])
     return out
 
 

@@ -17,6 +17,8 @@ from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
 from constructs import Construct
 
+from evidence.search.opensearch_bodies import AUTO_CREATE_INDEX
+
 from .settings import InfraSettings, SearchKind
 
 #: HTTP verbs on the domain. Readers search (GET/POST/HEAD); writers also index and delete.
@@ -303,6 +305,9 @@ class Search(Construct):
                 "WriterRoles": writers,
                 "ReaderRoles": readers,
                 "Version": version,
+                # Domain only (Serverless has no cluster settings): no write may create an
+                # evidence index implicitly (docs/opensearch.md#no-implicit-index-creation).
+                **({"AutoCreateIndex": AUTO_CREATE_INDEX} if self.service == "es" else {}),
             },
         )
         # The endpoint reference already orders it after the domain/collection; on Serverless the

@@ -44,8 +44,10 @@ class NotFoundError(EvidenceError):
 class IndexNotFoundError(NotFoundError):
     code = "index_not_found"
 
-    def __init__(self, index: str) -> None:
-        super().__init__(f"index {index!r} does not exist; index a document into it first", field="index")
+    def __init__(self, index: str, message: str | None = None) -> None:
+        super().__init__(
+            message or f"index {index!r} does not exist; index a document into it first", field="index"
+        )
         self.index = index
 
 

@@ -13,6 +13,12 @@ the proxy forwards to osmem and, as scripted, misbehaves the way a loaded cluste
 - `terms_limit`: any `terms` clause longer than the limit is refused with 400, as
   `index.max_terms_count` does.
 
+The cluster setting `action.auto_create_index` (osmem stores it but auto-creates regardless) is
+modelled as OpenSearch applies it (`AutoCreateIndex`): once a `PUT _cluster/settings` through the
+proxy sets it, a bulk action into a missing index the setting does not allow is answered
+`404 index_not_found_exception` and not forwarded (so osmem does not create the index); `true`
+(the default) or a matching `+pattern` lets osmem create it, as a cluster does.
+
 `serverless=Serverless(...)` adds what an OpenSearch Serverless vector collection does
 differently (AWS, "Supported operations and plugins in Amazon OpenSearch Serverless",
 docs.aws.amazon.com/opensearch-service/latest/developerguide/serverless-genref.html): caller
@@ -105,6 +111,8 @@ class FaultProxy:
         self.faults: list[Fault] = []
         self.log: list[Recorded] = []
         self.forwarded_bulk_actions = 0
+        #: `action.auto_create_index` as last put through the proxy (None: the default, true).
+        self.auto_create_index: str | None = None
         self._hidden: dict[tuple[str, str], float] = {}
         self._deletes: list[tuple[float, str, str]] = []
         self._lock = threading.RLock()
@@ -236,6 +244,11 @@ class FaultProxy:
         record.fault = fault.kind if fault else None
         self._apply_due_deletes()
 
+        if method == "PUT" and path == "/_cluster/settings" and isinstance(body, dict):
+            value = _auto_create_setting(body)
+            if value is not None:
+                with self._lock:
+                    self.auto_create_index = value
         refusal = self._refusal(method, path, query, body)
         if refusal is not None:
             record.status = refusal[0]
@@ -310,6 +323,17 @@ class FaultProxy:
         forward: list[int] = []
         for i, (meta, source) in enumerate(actions):
             op, spec = next(iter(meta.items()))
+            refused = self._not_auto_created(str(spec.get("_index") or _path_index(upstream_path)))
+            if refused is not None:
+                answers[i] = {
+                    op: {
+                        "_index": spec.get("_index"),
+                        "_id": spec.get("_id"),
+                        "status": 404,
+                        "error": {"type": "index_not_found_exception", "reason": refused},
+                    }
+                }
+                continue
             if fault is not None and fault.kind == "item_429" and fault.items(meta, source):
                 answers[i] = {
                     op: {
@@ -382,6 +406,27 @@ class FaultProxy:
         errors = any(not 200 <= next(iter(a.values())).get("status", 500) < 300 for a in items)
         return status, json.dumps({"took": took, "errors": errors, "items": items}).encode()
 
+    def _not_auto_created(self, index: str) -> str | None:
+        """The refusal's reason when `index` is missing and `action.auto_create_index` does not
+        allow creating it (OpenSearch's AutoCreateIndex: `false`, or patterns where the first
+        match decides and no match refuses); None when the action may go to osmem."""
+        with self._lock:
+            setting = self.auto_create_index
+        if setting is None or setting.strip().lower() == "true":
+            return None
+        status, _ = self._upstream("HEAD", f"/{index}", None)
+        if status == 200:
+            return None
+        if setting.strip().lower() == "false":
+            return f"no such index [{index}] and [action.auto_create_index] is [false]"
+        for pattern in (p.strip() for p in setting.split(",") if p.strip()):
+            allow = not pattern.startswith("-")
+            if re.fullmatch(re.escape(pattern.lstrip("+-")).replace(r"\*", ".*"), index):
+                if allow:
+                    return None
+                break
+        return f"no such index [{index}] and [action.auto_create_index] ([{setting}]) doesn't match"
+
     # --- Serverless visibility ----------------------------------------------------------------------
 
     def _apply_due_deletes(self) -> None:
@@ -435,6 +480,21 @@ def _parse_bulk(ndjson: str) -> Iterator[tuple[Action, Action | None]]:
         else:
             yield meta, lines[i + 1]
             i += 2
+
+
+def _auto_create_setting(body: dict[str, Any]) -> str | None:
+    """`action.auto_create_index` in a cluster settings body, flat or nested."""
+    persistent = body.get("persistent") or {}
+    value = persistent.get("action.auto_create_index")
+    if value is None:
+        value = (persistent.get("action") or {}).get("auto_create_index")
+    return None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _path_index(path: str) -> str:
+    """The index of `/<index>/_bulk` (bulk actions may leave `_index` to the path)."""
+    head = path.split("?", maxsplit=1)[0].strip("/").split("/")[0]
+    return "" if head.startswith("_") else head
 
 
 def _terms_lists(node: Any) -> Iterator[list[Any]]:

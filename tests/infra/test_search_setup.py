@@ -30,6 +30,7 @@ EVENT: dict[str, Any] = {
         "Version": "abc",
         "WriterRoles": ["arn:aws:iam::123456789012:role/indexer", "arn:aws:iam::123456789012:role/retriever"],
         "ReaderRoles": [],
+        "AutoCreateIndex": "+.*,-*",
     },
 }
 
@@ -157,10 +158,16 @@ def test_setup_uses_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
             calls.append(("PUT", f"/_search/pipeline/{id}", body))
             return {}
 
+    class Cluster:
+        def put_settings(self, body: Any, **_: Any) -> dict[str, Any]:
+            calls.append(("PUT", "/_cluster/settings", body))
+            return {}
+
     class Client:
         transport = Transport()
         indices = Indices()
         search_pipeline = Pipelines()
+        cluster = Cluster()
 
         def info(self, **_: Any) -> dict[str, Any]:
             return {"version": {"number": "2.19.0"}}
@@ -188,6 +195,9 @@ def test_setup_uses_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
         "b": 0.6,
     }
     assert out["Pipeline"] == "evidence-hybrid-rrf" and out["Fusion"] == "rrf"
+    # no write may create an evidence index implicitly (docs/opensearch.md#no-implicit-index-creation)
+    assert calls[-1] == ("PUT", "/_cluster/settings", {"persistent": {"action.auto_create_index": "+.*,-*"}})
+    assert out["AutoCreateIndex"] == "+.*,-*"
 
 
 def test_index_patterns_cover_exactly_the_names_evidence_allows() -> None:

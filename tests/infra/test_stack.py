@@ -198,6 +198,9 @@ def test_setup_custom_resource_gets_roles_and_endpoint(default_synth: Synth) -> 
     assert props["ServiceToken"]["Fn::GetAtt"][0].startswith("SearchSetupFunction")
     fns = _functions(default_synth)
     assert fns["SetupFunction"]["Handler"] == "search_setup.on_event"
+    # The domain refuses to create an evidence index implicitly (a bulk into an index another
+    # process deleted); a property, so a deploy of an existing stack applies it too.
+    assert props["AutoCreateIndex"] == "+.*,-*"
 
 
 def test_serverless_collection_with_kms_network_and_data_policies(alt_synth: Synth) -> None:
@@ -214,6 +217,8 @@ def test_serverless_collection_with_kms_network_and_data_policies(alt_synth: Syn
     rules = json.loads(resolve_join(data["Properties"]["Policy"]))
     assert len(rules[0]["Principal"]) == 3  # indexer, retriever, setup
     assert "aoss:DeleteIndex" not in json.dumps(rules)
+    _, setup = alt_synth.one("Custom::EvidenceSearchSetup")
+    assert "AutoCreateIndex" not in setup["Properties"]  # Serverless has no cluster settings
     alt_synth.template.resource_count_is("AWS::OpenSearchService::Domain", 0)
     alt_synth.template.resource_count_is("AWS::EC2::VPC", 0)
     env = _functions(alt_synth)["Retriever"]["Environment"]["Variables"]

@@ -66,6 +66,13 @@ MIN_VERSION = (2, 10, 0)
 #: the score-ranker-processor's RRF (2.19) and faiss with `cosinesimil` (k-NN #2376, 2.19).
 V2_19 = (2, 19, 0)
 
+#: `action.auto_create_index` for a cluster evidence owns: only dot-prefixed (system/plugin)
+#: indexes may be created by a write; every name evidence allows (`evidence.names`: never a dot
+#: first) must be created by `create_index`, with its mappings and `_meta`. Otherwise a bulk into
+#: an index another process just deleted re-creates it with dynamic mappings and no record
+#: (docs/opensearch.md#no-implicit-index-creation). Patterns: first match wins, no match refuses.
+AUTO_CREATE_INDEX = "+.*,-*"
+
 RRF_PIPELINE = "evidence-hybrid-rrf"
 MINMAX_PIPELINE = "evidence-hybrid-minmax"
 #: RRF's usual constant (Cormack et al.); the ranking layer's client-side RRF uses the same.
@@ -246,6 +253,11 @@ def create_index_body(
         "settings": index_settings(serverless=caps.serverless, k1=k1, b=b),
         "mappings": mappings(embedder_id, dimension, caps, written_with),
     }
+
+
+def auto_create_index_body(value: str = AUTO_CREATE_INDEX) -> dict[str, Any]:
+    """`PUT _cluster/settings`: persistent, so it outlives a full cluster restart."""
+    return {"persistent": {"action.auto_create_index": value}}
 
 
 def index_template_body(

@@ -247,6 +247,23 @@ class IndexAdmin(Transport):
             lambda t: self.client.indices.put_index_template(name=name, body=body, request_timeout=t),
         )
 
+    def refuse_implicit_index_creation(self, value: str = bodies.AUTO_CREATE_INDEX) -> None:
+        """Set the cluster's `action.auto_create_index` so that no write creates an evidence index
+        implicitly (docs/opensearch.md#no-implicit-index-creation): a bulk into a deleted index is
+        then refused item by item (`index_not_found_exception`, raised as IndexNotFoundError)
+        instead of re-creating it without our mappings. Needs the cluster-settings permission:
+        the deploy step (`Custom::EvidenceSearchSetup`, the domain's master user) calls it, not
+        the functions. Serverless has no cluster settings."""
+        if self.serverless:
+            raise ConfigurationError(
+                "OpenSearch Serverless has no cluster settings (action.auto_create_index)"
+            )
+        body = bodies.auto_create_index_body(value)
+        self._call(
+            "put cluster settings",
+            lambda t: self.client.cluster.put_settings(body=body, request_timeout=t),
+        )
+
     def get_index(self, index: str) -> IndexInfo:
         info = self._read_info(index, with_counts=True)
         self._infos[info.name] = replace(info, documents=0, chunks=0)

@@ -19,6 +19,7 @@ from evidence.errors import (
     BackendError,
     ConfigurationError,
     EmbedderMismatchError,
+    IndexNotFoundError,
     RequestValidationError,
     ServiceUnavailableError,
 )
@@ -173,12 +174,28 @@ class _BulkWriter:
             status = op.get("status")
             err = op.get("error") or {}
             detail = f"{err.get('type')}: {err.get('reason')}" if isinstance(err, Mapping) else str(err)
+            if isinstance(err, Mapping) and err.get("type") == "index_not_found_exception":
+                raise self._index_gone(detail)
             if status == 429:
                 self.last = detail
                 resend.append(item)
             else:
                 self.fail(item, f"{op.get('_id', '?')}: {detail}", transient=status in _RETRY_STATUS)
         return resend
+
+    def _index_gone(self, detail: str) -> IndexNotFoundError:
+        """The index was deleted (by another process) after this write read it, and the cluster
+        refused to create it implicitly (`action.auto_create_index`,
+        docs/opensearch.md#no-implicit-index-creation).
+        The whole write stops here: the rest would fail the same way, and a document whose marker
+        is not written is redone by the caller's next upsert once the index exists again."""
+        self.backend._forget(self.index)
+        return IndexNotFoundError(
+            self.index,
+            f"index {self.index!r} was deleted while this write was under way ({detail}); nothing "
+            "more was written. Create the index again (evidence index, or a document post) and "
+            "write the documents again",
+        )
 
 
 class BulkWrites(IndexAdmin):

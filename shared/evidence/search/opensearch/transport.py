@@ -208,6 +208,7 @@ class Transport:
             and index is not None
             and ("index_not_found" in str(error) or "no such index" in reason)
         ):
+            self._forget(index)
             return IndexNotFoundError(index)
         if "too_many" in reason and "clauses" in reason:
             # One clause per analysed word: a question within MAX_QUERY_CHARS can still pass the
@@ -231,6 +232,13 @@ class Transport:
             )
         status = getattr(exc, "status_code", "?")
         return BackendError(f"OpenSearch {what} failed ({status} {error}): {reason}")
+
+    def _forget(self, index: str) -> None:
+        """Drop what this backend cached about `index` (its info, its settings check): the index
+        is gone (another process deleted it), so a write must not trust a read made before. The
+        next use reads the index again: absent, a 404; created again, its own record."""
+        self._infos.pop(index, None)
+        self._settings_checked.discard(index)
 
     def _index_name(self, index: str) -> str:
         return bodies.validate_opensearch_index_name(index)
