@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,3 +75,23 @@ def wait_for_pause(marker: Path, proc: subprocess.Popen[bytes], what: str, timeo
             raise AssertionError(f"{what} exited ({proc.returncode}) before the pause: {err!r}")
         assert time.monotonic() < deadline, f"{what} did not reach the pause within {timeout_s:.0f} s"
         time.sleep(0.05)
+
+
+def run_together(actions: Mapping[str, Callable[[], object]], timeout: float = 60) -> dict[str, object]:
+    """Each action in a thread of its own, all started before any is joined: each one's return
+    value, or the exception it raised (a race test asserts on which writer lost, and how). The
+    interleaving is the caller's seam (a barrier inside the code under test), not a sleep."""
+    outcomes: dict[str, object] = {}
+
+    def run(key: str, action: Callable[[], object]) -> None:
+        try:
+            outcomes[key] = action()
+        except Exception as exc:  # the caller's assertion shows it
+            outcomes[key] = exc
+
+    threads = [threading.Thread(target=run, args=item) for item in actions.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return outcomes

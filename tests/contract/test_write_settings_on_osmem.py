@@ -6,6 +6,7 @@ Over real HTTP against osmem-server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from evidence.search import opensearch_bodies as bodies
 from evidence.search.opensearch import OpenSearchBackend
 from tests.contract.corpus import DIM, EMBEDDER, corpus, vectors_for
 from tests.s3kit import OneObjectS3
+from tests.seams import run_together
 
 INDEX = "written-with"
 
@@ -156,20 +158,12 @@ def test_two_first_writers_of_other_models_the_index_creation_decides(url: str) 
             return found
 
         writer.client.indices.exists = held
-    outcomes: dict[str, object] = {}
 
-    def write(model: str) -> None:
-        try:
-            writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
-            outcomes[model] = writers[model].upsert(INDEX, models[model], vectors_for(models[model]))
-        except Exception as exc:  # shown by the assertion below
-            outcomes[model] = exc
+    def write(model: str) -> object:
+        writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
+        return writers[model].upsert(INDEX, models[model], vectors_for(models[model]))
 
-    threads = [threading.Thread(target=write, args=(model,)) for model in models]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    outcomes = run_together({model: partial(write, model) for model in models})
     try:
         refused = [m for m, o in outcomes.items() if isinstance(o, EmbedderMismatchError)]
         assert len(outcomes) == 2 and len(refused) == 1, outcomes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from evidence.ingest import chunk_document, parse_text
 from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.base import Filters
 from evidence.search.embedded import EmbeddedBackend, iter_chunks
+from tests.seams import run_together
 
 INDEX = "store"
 DIM = 4
@@ -288,19 +290,9 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
         return real(self, writes)  # type: ignore[arg-type]
 
     monkeypatch.setattr(IndexStore, "_commit_group", held)
-    outcomes: dict[str, object] = {}
-
-    def write(rule: str) -> None:
-        try:
-            outcomes[rule] = writers[rule].upsert(INDEX, [docs[rule]], [_vectors(docs[rule])])
-        except Exception as exc:  # shown by the assertion below
-            outcomes[rule] = exc
-
-    threads = [threading.Thread(target=write, args=(rule,)) for rule in docs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    outcomes = run_together(
+        {rule: partial(writers[rule].upsert, INDEX, [docs[rule]], [_vectors(docs[rule])]) for rule in docs}
+    )
     refused = [rule for rule, o in outcomes.items() if isinstance(o, IndexSettingsMismatchError)]
     assert len(outcomes) == 2 and len(refused) == 1, outcomes
     (won,) = set(docs) - set(refused)
@@ -336,20 +328,12 @@ def test_two_first_writers_of_other_models_racing_into_a_new_index_one_is_refuse
         real(self, embedder_id, dimension)
 
     monkeypatch.setattr(RecordStore, "_record_embedder", held)
-    outcomes: dict[str, object] = {}
 
-    def write(model: str) -> None:
-        try:
-            writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
-            outcomes[model] = writers[model].upsert(INDEX, [docs[model]], [_vectors(docs[model])])
-        except Exception as exc:  # shown by the assertion below
-            outcomes[model] = exc
+    def write(model: str) -> object:
+        writers[model].create_index(INDEX, embedder_id=model, dimension=DIM)
+        return writers[model].upsert(INDEX, [docs[model]], [_vectors(docs[model])])
 
-    threads = [threading.Thread(target=write, args=(model,)) for model in docs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    outcomes = run_together({model: partial(write, model) for model in docs})
     refused = [model for model, o in outcomes.items() if isinstance(o, EmbedderMismatchError)]
     assert len(outcomes) == 2 and len(refused) == 1, outcomes
     (won,) = set(docs) - set(refused)
@@ -383,19 +367,7 @@ def test_two_first_openers_of_other_analyzers_analyse_a_new_index_one_way(
         return real(self, name)
 
     monkeypatch.setattr(IndexStore, "_record_analyzer", held)
-    opened: dict[str, object] = {}
-
-    def open_index(key: str) -> None:
-        try:
-            opened[key] = openers[key].index_store(INDEX, create=True)
-        except Exception as exc:  # shown by the assertion below
-            opened[key] = exc
-
-    threads = [threading.Thread(target=open_index, args=(key,)) for key in configs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    opened = run_together({key: partial(openers[key].index_store, INDEX, create=True) for key in configs})
     stores = [o for o in opened.values() if isinstance(o, IndexStore)]
     assert len(stores) == 2, opened
     recorded = stores[0].info("analyzer")

@@ -10,7 +10,7 @@ import pytest
 
 from evidence.config import Settings
 from evidence.plan.verbatim import plan_question
-from evidence.records import Chunk, ChunkKind
+from evidence.records import Chunk
 from evidence.verbatim.cascade import (
     HYBRID_FACTSPAN,
     CascadeConfig,
@@ -19,20 +19,11 @@ from evidence.verbatim.cascade import (
     continue_intros,
     introduces,
 )
-from tests.unit.verbatim.verbatimkit import text_service
+from tests.unit.verbatim.verbatimkit import placed_span, text_service
 
 
 def span(text: str, seq: int, section: str = "Renewal", doc: str = "handbook") -> Chunk:
-    return Chunk(
-        chunk_id=f"{doc}:{seq}",
-        document_id=doc,
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=seq * 100,
-        char_end=seq * 100 + len(text),
-        sequence=seq,
-        section=section,
-    )
+    return placed_span(text, seq, section, doc)
 
 
 ASK = span("How do I renew a lapsed membership card online?", 10)

@@ -9,19 +9,11 @@ from evidence.evaluation.qa import answer_found
 from evidence.records import Chunk, ChunkKind, SpanType
 from evidence.verbatim.cascade import HYBRID_FACTSPAN, CascadeConfig, SpanHit, VerbatimCascade
 from evidence.verbatim.spans import inside, is_label, reading_order, scoring_texts
+from tests.unit.verbatim.verbatimkit import placed_span
 
 
 def span(text: str, seq: int, section: str = "9.2.2. UID and GID classes", doc: str = "policy") -> Chunk:
-    return Chunk(
-        chunk_id=f"{doc}:{seq}",
-        document_id=doc,
-        kind=ChunkKind.SPAN,
-        text=text,
-        char_start=seq * 100,
-        char_end=seq * 100 + len(text),
-        sequence=seq,
-        section=section,
-    )
+    return placed_span(text, seq, section, doc)
 
 
 NOBODY = span('65534: User "nobody".', 40)

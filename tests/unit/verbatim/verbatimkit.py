@@ -29,6 +29,21 @@ def span(i: int, text: str, kind: SpanType = SpanType.SENTENCE, section: str = "
     )
 
 
+def placed_span(text: str, seq: int, section: str, doc: str) -> Chunk:
+    """The `seq`-th span of document `doc` under `section`, 100 characters after the one before
+    (id `doc:seq`): spans whose document order a test reads."""
+    return Chunk(
+        chunk_id=f"{doc}:{seq}",
+        document_id=doc,
+        kind=ChunkKind.SPAN,
+        text=text,
+        char_start=seq * 100,
+        char_end=seq * 100 + len(text),
+        sequence=seq,
+        section=section,
+    )
+
+
 def doc_span(text: str, section: str, doc: str = "d", metadata: dict[str, Any] | None = None) -> Chunk:
     """A sentence span of document `doc` at offset 0, under heading `section` (id: document, text
     and section, so the same text under two headings is two spans)."""
