@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from evidence.cli import common
@@ -59,7 +59,7 @@ def own_index(service: EvidenceService, index: str) -> None:
     demo's samples, it is deleted (its cached vectors with it) and stderr says why, so the demo
     indexes it again under this run's settings, as `evidence eval` does for its own indexes
     (docs/ingest.md#indexing-settings-of-an-index). An index holding a document the demo did not
-    write (not a `sample_document`: an upload in the workbench) is kept: the store then refuses
+    write (not one of `sample_documents`: an upload in the workbench) is kept: the store then refuses
     the write and the demo exits 2 with its message."""
     from evidence.errors import EvidenceError, IndexNotFoundError
     from evidence.search.written import other_than
@@ -73,8 +73,9 @@ def own_index(service: EvidenceService, index: str) -> None:
         return
     setting, recorded, running = differs
     said = f"index {index!r} was written with {setting}={recorded!r}, but this run has {setting}={running!r}"
+    ours = sample_documents()
     try:
-        foreign = [d.document_id for d in service.list_documents(index) if not sample_document(d.document_id)]
+        foreign = [d.document_id for d in service.list_documents(index) if not ours(d.document_id)]
     except EvidenceError:  # a backend that cannot list documents: nothing is deleted unseen
         foreign = ["(documents not listed)"]
     if foreign:
@@ -85,17 +86,18 @@ def own_index(service: EvidenceService, index: str) -> None:
     service.delete_index(index)
 
 
-def sample_document(document_id: str) -> bool:
-    """A document `evidence demo` writes: one of its sample files (a graph's node ids extend the
-    file's path) or a record of its follow-up responses (their `id`s)."""
+def sample_documents() -> Callable[[str], bool]:
+    """Whether a document id is one `evidence demo` writes: one of its sample files (a graph's
+    node ids extend the file's path) or a record of its follow-up responses (their `id`s, read
+    once here, not once a document)."""
     import json
 
     from evidence.demo import DATA, FOLLOWUPS
 
-    if document_id.startswith(str(DATA)):
-        return True
     records = (json.loads(line) for line in FOLLOWUPS.read_text().splitlines() if line.strip())
-    return any(r.get("id") == document_id for r in records)
+    followups = {r.get("id") for r in records}
+    data = str(DATA)
+    return lambda document_id: document_id.startswith(data) or document_id in followups
 
 
 def _say(message: str) -> None:

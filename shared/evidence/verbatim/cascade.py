@@ -53,11 +53,11 @@ from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
-    _LEAD_IN,
     _heading_key,
     best_sub_span,
+    falling,
     header_rows,
-    is_label,
+    introduces,
     reading_order,
     scoring_texts,
     span_path,
@@ -414,18 +414,6 @@ def trim_spans(
     return out
 
 
-#: A span that ends asking ("…?"): a question the document states (an FAQ's entry), which ranks
-#: high for repeating the question's words and answers nothing until the span after it.
-_ASKS = re.compile(r"\?\s*$")
-
-
-def introduces(chunk: Chunk, *, labels: bool = True) -> bool:
-    """Whether `chunk` states nothing until the span after it: a lead-in (ends with ":"), a
-    question the document states (ends with "?") or (`labels`) a label (`spans.is_label`)."""
-    text = chunk.text
-    return bool(_LEAD_IN.search(text) or _ASKS.search(text)) or (labels and is_label(chunk))
-
-
 def continue_intros(
     hits: Sequence[SpanHit], scope: Sequence[Chunk], first: int, *, labels: bool = True
 ) -> list[SpanHit]:
@@ -452,16 +440,8 @@ def continue_intros(
             continue  # already right after it (or ahead of it: left where the ranking put it)
         item = out.pop(kept) if kept is not None else SpanHit(n, h.score, h.path)
         out.insert(at + 1, item)
-    return _falling(out)
-
-
-def _falling(hits: Sequence[SpanHit]) -> list[SpanHit]:
-    """`hits` with each score kept unless it is not below the previous one, then just under it."""
-    out: list[SpanHit] = []
-    for h in hits:
-        score = h.score if not out or h.score < out[-1].score else out[-1].score * 0.999
-        out.append(h if score == h.score else replace(h, score=score))
-    return out
+    scores = falling([h.score for h in out])
+    return [h if sc == h.score else replace(h, score=sc) for h, sc in zip(out, scores, strict=True)]
 
 
 def _interleaved(rule: Sequence[SpanHit], fill: Sequence[SpanHit], seen: set[str]) -> list[SpanHit]:

@@ -69,6 +69,7 @@ from evidence.errors import ConfigurationError, DeadlineExceededError, EvidenceE
 from evidence.rank.similarity import cosine_rows
 from evidence.records import Chunk, SpanType
 from evidence.verbatim.answer_types import AnswerType, answer_types
+from evidence.verbatim.spans import falling
 
 DATA = Path(__file__).parent / "data"
 MODEL_FILE = DATA / "span_rank.json"
@@ -403,10 +404,8 @@ def rank_spans(
     if mmr > 0:
         # `head` is in lexical order, so positions tie-break alike in both orders. The scores
         # keep falling in the MMR order (a span read after a likelier one scores just below it).
-        out: list[tuple[float, int]] = []
-        for j in mmr_order(logits, vectors, mmr):
-            sc = float(dense[j]) if not out or dense[j] < out[-1][0] else out[-1][0] * 0.999
-            out.append((sc, head[j]))
+        order = mmr_order(logits, vectors, mmr)
+        out = list(zip(falling([float(dense[j]) for j in order]), [head[j] for j in order], strict=True))
     else:
         out = [
             (float(dense[j]), head[j]) for j in sorted(range(len(head)), key=lambda j: (-dense[j], head[j]))

@@ -240,8 +240,30 @@ def anchor_spans(chunks: Sequence[Chunk]) -> list[Chunk]:
     return [c for i, c in enumerate(spans) if i not in headers]
 
 
+def falling(scores: Sequence[float]) -> list[float]:
+    """`scores` in the order given, each kept unless it is not below the one before, then just
+    under it: an order other than the scores' (the MMR's, a continuation placed after its
+    introducer) that still reads as a ranking to whatever compares or cuts by score after it."""
+    out: list[float] = []
+    for sc in scores:
+        out.append(sc if not out or sc < out[-1] else out[-1] * 0.999)
+    return out
+
+
 #: A sentence that announces what follows it ("... include the following:").
 _LEAD_IN = re.compile(r":\s*$")
+#: A span that ends asking ("…?"): a question the document states (an FAQ's entry), which ranks
+#: high for repeating the question's words and answers nothing until the span after it.
+_ASKS = re.compile(r"\?\s*$")
+
+
+def introduces(chunk: Chunk, *, labels: bool = True, asks: bool = True) -> bool:
+    """Whether `chunk` states nothing until the span after it: a lead-in (ends with ":"), (`asks`)
+    a question the document states (ends with "?") or (`labels`) a label (`is_label`). The
+    reading order lets a lead-in's or a label's next span follow it from any rank; the cascade's
+    `continue_intros` also adds it when it was not kept, after a stated question too."""
+    text = chunk.text
+    return bool(_LEAD_IN.search(text) or (asks and _ASKS.search(text))) or (labels and is_label(chunk))
 
 
 def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
@@ -282,7 +304,7 @@ def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
             if j is None or placed[j] or spans[j].section != c.section:
                 break
             between = sum(len(spans[k].text) for k in range(cur + 1, j) if not placed[k])
-            if between > within_chars and not _LEAD_IN.search(c.text) and not is_label(c):
+            if between > within_chars and not introduces(c, asks=False):
                 break
             cur = j
     return out

@@ -17,8 +17,8 @@ from evidence.verbatim.cascade import (
     SpanHit,
     VerbatimCascade,
     continue_intros,
-    introduces,
 )
+from evidence.verbatim.spans import introduces
 from tests.unit.verbatim.verbatimkit import placed_span, text_service
 
 
