@@ -12,7 +12,7 @@ import json
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -155,12 +155,16 @@ class EmbeddedBackend:
         recorded = store.info(EXTRA_KEY)
         if recorded is None:
             return
-        self._refuse_record(index, recorded, int(store.info("dimension") or 0))
+        self._refuse_record(index, recorded, int(store.info("dimension") or 0), store.has_sections)
         self._settings_checked.add(index)
 
-    def _refuse_record(self, index: str, recorded: str | None, dimension: int) -> None:
+    def _refuse_record(
+        self, index: str, recorded: str | None, dimension: int, has_sections: Callable[[], bool]
+    ) -> None:
         """IndexSettingsMismatchError when the stored record `recorded` (JSON; None: no record,
-        nothing to compare) differs from this backend's for an index of `dimension`."""
+        nothing to compare) differs from this backend's for an index of `dimension`; a header
+        rule alone is not compared while the index holds no sectioned chunk (`has_sections`:
+        `written.HEADER_KEYS`), and the commit then records this backend's rule."""
         from evidence.search.written import parse, refuse_difference
 
         if self._written is None:
@@ -176,6 +180,7 @@ class EmbeddedBackend:
                 "--all`) and index it again under the current settings. Nothing was written"
             ),
             dimension=dimension,
+            has_sections=has_sections,
         )
 
     def get_index(self, index: str) -> IndexInfo:

@@ -93,9 +93,10 @@ class IndexStore(LexicalStore, DenseStore):
         #: commit whose upserts changed a document; set by `EmbeddedBackend` (None: not recorded).
         self.written_with: str | None = None
         #: Called inside a write's transaction, under SQLite's write lock, with the index's record
-        #: as committed then (JSON, None when it has none) and its dimension; raises to refuse the
-        #: write (`EmbeddedBackend._refuse_record`). Set by `EmbeddedBackend`; None: no check.
-        self.settings_check: Callable[[str | None, int], None] | None = None
+        #: as committed then (JSON, None when it has none), its dimension and whether it holds a
+        #: sectioned chunk then (`has_sections`, asked only when a header rule differs); raises to
+        #: refuse the write (`EmbeddedBackend._refuse_record`). Set by `EmbeddedBackend`; None: no check.
+        self.settings_check: Callable[[str | None, int, Callable[[], bool]], None] | None = None
 
     @classmethod
     def open(
@@ -221,7 +222,24 @@ class IndexStore(LexicalStore, DenseStore):
         transaction, differs from this process's: the backend's earlier check read it before
         the lock, when another first writer may not yet have committed its own."""
         if self.settings_check is not None and self.written_with is not None:
-            self.settings_check(self.info("written_with", db), int(self.info("dimension", db) or 0))
+            self.settings_check(
+                self.info("written_with", db),
+                int(self.info("dimension", db) or 0),
+                lambda: self.has_sections(db),
+            )
+
+    def has_sections(self, db: sqlite3.Connection | None = None) -> bool:
+        """Whether a chunk of the index has a section, as last committed (`db`: the writer's
+        connection inside its own transaction, as `info`): the per-index flag under which a header
+        rule shapes what the index holds (`written.HEADER_KEYS`). Derived, not stored: a seek on
+        the `chunks_section` index, which SQLite keeps in the transaction that writes the chunks,
+        so it is never out of step with them, an index written before session 51 needs no record
+        (nor a re-index), and an index whose last sectioned document is deleted has none again."""
+        query = "SELECT 1 FROM chunks WHERE section > '' LIMIT 1"
+        if db is not None:
+            return db.execute(query).fetchone() is not None
+        with self._reading() as reader:
+            return reader.execute(query).fetchone() is not None
 
     def _upsert_rows(
         self, write: _Upsert, removed: list[int], added: list[tuple[int, str, bytes]]

@@ -11,8 +11,9 @@ changes a document (index `info`, `written_with`); OpenSearch keeps the one the 
 with (`_meta.written_with`), without the cache scope (it has no cache). Both refuse a write under
 another record (`refuse_difference`: `EmbeddedBackend` and `IndexAdmin`), and so does migrate.
 Only the keys two records share are compared, so a record with fewer keys (an older one) is
-compared on what it has, and an index without vectors is compared without the keys that shape
-only vectors (`VECTOR_KEYS`).
+compared on what it has, an index without vectors is compared without the keys that shape
+only vectors (`VECTOR_KEYS`), and (since session 51) the embedded store compares an index none of
+whose chunks has a section without the header rule's keys (`HEADER_KEYS`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ EXTRA_KEY = "written_with"
 VECTOR_KEYS = frozenset(
     {"embedder", "embed_max_tokens", "embed_long_text", "embed_spans_at_index", CACHE_SCOPE}
 )
+#: The section header rule's settings. A chunk without a section has the empty header under every
+#: rule (`SectionHeaders.header`, and `hashed` keeps its document's hash), so they shape nothing an
+#: index holds while none of its chunks has a section: such an index (BEIR/JSONL records) may be
+#: written under another rule, which it then records (`refuse_difference`, `has_sections`).
+HEADER_KEYS = frozenset({"section_header", "section_header_legs", "section_header_spans"})
 
 
 def written_with(settings: Settings) -> dict[str, str]:
@@ -132,11 +138,20 @@ def refuse_difference(
     explain: Callable[[str, str, str], str],
     *,
     dimension: int,
+    has_sections: Callable[[], bool] | None = None,
 ) -> None:
     """IndexSettingsMismatchError (`field`: the setting) at the first difference of the two
     records as an index of `dimension` compares them (`difference`); `explain(setting, recorded
     value, other value)` is its message, which says where each value comes from and the fix.
-    Nothing when they agree or either is missing."""
+    Nothing when they agree or either is missing. `has_sections` (asked only when the records
+    differ on a header key): whether the index holds a chunk with a section; when it holds none,
+    the header keys are not compared (`HEADER_KEYS`). None: taken as holding one (refused)."""
     differs = difference(recorded, other, dimension=dimension)
+    if differs is not None and differs[0] in HEADER_KEYS and has_sections is not None and not has_sections():
+        differs = difference(_without_header(recorded), _without_header(other), dimension=dimension)
     if differs is not None:
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])
+
+
+def _without_header(record: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if record is None else {k: v for k, v in record.items() if k not in HEADER_KEYS}

@@ -53,6 +53,7 @@ from evidence.verbatim.cascade_paths import CascadePaths
 from evidence.verbatim.hybrid import same_text
 from evidence.verbatim.scoring import terms
 from evidence.verbatim.spans import (
+    Neighbours,
     _heading_key,
     best_sub_span,
     falling,
@@ -426,14 +427,15 @@ def continue_intros(
     heads = [h for h in hits[:first] if introduces(h.chunk, labels=labels)]
     if not heads:
         return list(hits)
-    nexts = {(c.document_id, c.sequence): c for c in scope}
+    nexts = Neighbours(scope)
     out = list(hits)
     for h in heads:
         at = next(k for k, x in enumerate(out) if x.chunk.chunk_id == h.chunk.chunk_id)
         c = h.chunk
-        n = nexts.get((c.document_id, c.sequence + 1))
-        if n is None or n.section != c.section:
+        i = nexts.of(c)
+        if i is None:
             continue
+        n = scope[i]
         key = same_text(n.text)
         kept = next((k for k, x in enumerate(out) if same_text(x.chunk.text) == key), None)
         if kept is not None and kept <= at + 1:

@@ -266,6 +266,24 @@ def introduces(chunk: Chunk, *, labels: bool = True, asks: bool = True) -> bool:
     return bool(_LEAD_IN.search(text) or (asks and _ASKS.search(text))) or (labels and is_label(chunk))
 
 
+class Neighbours:
+    """Each of `chunks`' document-neighbours among `chunks`: spans of one document and section
+    with consecutive `sequence` numbers (ingestion numbers a document's spans in text order).
+    One map by (document, sequence) for the reading order and the cascade's `continue_intros`,
+    which read a span's next (or previous) span the same way; where two chunks share a place,
+    the later one stands for it."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks = chunks
+        self._at = {(c.document_id, c.sequence): i for i, c in enumerate(chunks)}
+
+    def of(self, chunk: Chunk, step: int = 1) -> int | None:
+        """The position in `chunks` of `chunk`'s span `step` places on in its document, when it
+        is there and in the same section; else None."""
+        i = self._at.get((chunk.document_id, chunk.sequence + step))
+        return None if i is None or self.chunks[i].section != chunk.section else i
+
+
 def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
     """Positions of `spans` (evidence in rank order) with each span's document-next span, when
     it is evidence too and ranked close after it, moved up to follow it.
@@ -281,17 +299,16 @@ def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
     follows it from any rank. So does a label's (`is_label`: a clause's number and title, a
     definition list's term, which state nothing on their own), and a label ranked below the span
     after it is read right before that span. Neighbours are spans of one document and section with consecutive
-    `sequence` numbers (ingestion numbers a document's spans in text order). The evidence kept is
-    unchanged, only its order."""
-    at = {(c.document_id, c.sequence): i for i, c in enumerate(spans)}
+    `sequence` numbers (`Neighbours`). The evidence kept is unchanged, only its order."""
+    near = Neighbours(spans)
     placed = [False] * len(spans)
     out: list[int] = []
     for i in range(len(spans)):
         if placed[i]:
             continue
         cur = i
-        p = at.get((spans[cur].document_id, spans[cur].sequence - 1))
-        if p is not None and not placed[p] and spans[p].section == spans[cur].section and is_label(spans[p]):
+        p = near.of(spans[cur], -1)
+        if p is not None and not placed[p] and is_label(spans[p]):
             # A label ranked below the span it labels ("3. Public License Fallback." after "Should
             # any part of the Waiver … be judged invalid …") is read right before it.
             out.append(p)
@@ -300,8 +317,8 @@ def reading_order(spans: Sequence[Chunk], within_chars: int) -> list[int]:
             out.append(cur)
             placed[cur] = True
             c = spans[cur]
-            j = at.get((c.document_id, c.sequence + 1))
-            if j is None or placed[j] or spans[j].section != c.section:
+            j = near.of(c)
+            if j is None or placed[j]:
                 break
             between = sum(len(spans[k].text) for k in range(cur + 1, j) if not placed[k])
             if between > within_chars and not introduces(c, asks=False):

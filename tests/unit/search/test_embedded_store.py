@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from evidence.ingest import chunk_document, parse_text
 from evidence.records import ChunkKind, DocumentChunks
 from evidence.search.base import Filters
 from evidence.search.embedded import EmbeddedBackend, iter_chunks
+from evidence.search.embedded_store import IndexStore
 from tests.seams import run_together
 
 INDEX = "store"
@@ -98,6 +100,17 @@ def _under(tmp_path: Path, **settings: object) -> EmbeddedBackend:
     from evidence.search.written import written_with
 
     return EmbeddedBackend(tmp_path, written_with=written_with(Settings(**settings)))  # type: ignore[arg-type]
+
+
+def _before_commit(
+    monkeypatch: pytest.MonkeyPatch,
+    store: IndexStore,
+    wrap: Callable[[Callable[[list[Any]], Sequence[Any]], list[Any]], Sequence[Any]],
+) -> None:
+    """`wrap(commit, writes)` runs each commit of `store`'s writes instead of `commit(writes)`:
+    a seam before the commit's write transaction (the store's group commit holds the bound
+    `_commit_group` it was built with, so patching the class method would not reach it)."""
+    monkeypatch.setattr(store._group, "_batch", partial(wrap, store._group._batch))
 
 
 def _record(**settings: object) -> dict[str, str]:
@@ -276,20 +289,19 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
     import threading
 
     from evidence.errors import IndexSettingsMismatchError
-    from evidence.search.embedded_store import IndexStore
 
     docs = {"off": _doc("a", "# Keys\n\nKeys rotate yearly.\n"), "heading": _doc("b", "# B\n\nBackups.\n")}
     writers = {rule: _under(tmp_path, section_header=rule) for rule in docs}
     for writer in writers.values():
         writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)  # no record yet: passes
     both_checked = threading.Barrier(2, timeout=30)
-    real = IndexStore._commit_group
 
-    def held(self: IndexStore, writes: list[object]) -> Sequence[object]:
+    def held(commit: Callable[[list[object]], Sequence[object]], writes: list[object]) -> Sequence[object]:
         both_checked.wait()  # each writer has passed the backend's early check
-        return real(self, writes)  # type: ignore[arg-type]
+        return commit(writes)
 
-    monkeypatch.setattr(IndexStore, "_commit_group", held)
+    for writer in writers.values():
+        _before_commit(monkeypatch, writer.index_store(INDEX), held)
     outcomes = run_together(
         {rule: partial(writers[rule].upsert, INDEX, [docs[rule]], [_vectors(docs[rule])]) for rule in docs}
     )
@@ -301,6 +313,92 @@ def test_two_first_writers_of_other_settings_racing_into_an_unrecorded_index_one
     assert [d.document_id for d in reader.list_documents(INDEX)] == [docs[won].document_id]
     assert reader.get_index(INDEX).extra["written_with"]["section_header"] == won
     for writer in [*writers.values(), reader]:
+        writer.close()
+
+
+def test_a_header_rule_change_is_written_into_an_index_none_of_whose_chunks_has_a_section(
+    tmp_path: Path,
+) -> None:
+    """While no chunk of an index has a section (BEIR/JSONL records), the header is empty under
+    every rule, so a writer under another rule is not refused: its write records its rule, and
+    the index reads back whole. Once a sectioned chunk is in, the other rule is refused again."""
+    from evidence.errors import IndexSettingsMismatchError
+
+    plain = {i: _doc(i, f"Record {i} says keys rotate yearly.\n") for i in ("a", "b")}
+    off = _under(tmp_path)
+    off.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    off.upsert(INDEX, [plain["a"]], [_vectors(plain["a"])])
+    heading = _under(tmp_path, section_header="heading")
+    heading.create_index(INDEX, embedder_id="test/e", dimension=DIM)  # not refused
+    assert [r.status for r in heading.upsert(INDEX, [plain["b"]], [_vectors(plain["b"])])] == ["created"]
+    sectioned = _doc("c", "# Keys\n\nKeys rotate yearly.\n")
+    heading.upsert(INDEX, [sectioned], [_vectors(sectioned)])
+    reader = EmbeddedBackend(tmp_path)
+    assert reader.get_index(INDEX).extra["written_with"]["section_header"] == "heading"
+    assert [d.document_id for d in reader.list_documents(INDEX)] == ["a", "b", "c"]
+    assert {h.chunk.document_id for h in reader.lexical(INDEX, "rotate yearly", k=5)} == {"a", "b", "c"}
+    again = _under(tmp_path)
+    with pytest.raises(IndexSettingsMismatchError) as refused:
+        again.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    assert refused.value.field == "section_header"
+    for writer in (off, heading, reader, again):
+        writer.close()
+
+
+@pytest.mark.parametrize("first", ["sectioned", "rule change"])
+def test_a_sectioned_write_and_a_header_rule_change_racing_are_decided_under_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """Two writers (two backends, as two processes) past their early checks on an index recorded
+    under `off` with no sectioned chunk: one writes a sectioned document under `off`, the other a
+    plain one under `heading` (a rule change). The commits run one after the other in the order
+    `first`; whether the index holds a sectioned chunk is read inside each commit's transaction,
+    so a rule change after the sectioned write is refused, and in either order every sectioned
+    chunk was written under the rule the index records."""
+    import threading
+
+    from evidence.errors import IndexSettingsMismatchError
+
+    seed = _doc("a", "Record a says keys rotate yearly.\n")
+    setup = _under(tmp_path)
+    setup.create_index(INDEX, embedder_id="test/e", dimension=DIM)
+    setup.upsert(INDEX, [seed], [_vectors(seed)])
+    docs = {"sectioned": _doc("s", "# Keys\n\nKeys rotate yearly.\n"), "rule change": _doc("p", "Plain.\n")}
+    writers = {"sectioned": _under(tmp_path), "rule change": _under(tmp_path, section_header="heading")}
+    for writer in writers.values():
+        writer.create_index(INDEX, embedder_id="test/e", dimension=DIM)  # both pass the early check
+    both_checked = threading.Barrier(2, timeout=30)
+    first_done = threading.Event()
+
+    def held(
+        key: str, commit: Callable[[list[object]], Sequence[object]], writes: list[object]
+    ) -> Sequence[object]:
+        both_checked.wait()
+        if key != first:
+            assert first_done.wait(30)
+        try:
+            return commit(writes)
+        finally:
+            if key == first:
+                first_done.set()
+
+    for key, writer in writers.items():
+        _before_commit(monkeypatch, writer.index_store(INDEX), partial(held, key))
+    outcomes = run_together(
+        {key: partial(writers[key].upsert, INDEX, [docs[key]], [_vectors(docs[key])]) for key in docs}
+    )
+    monkeypatch.undo()
+    reader = EmbeddedBackend(tmp_path)
+    recorded = reader.get_index(INDEX).extra["written_with"]["section_header"]
+    held_ids = [d.document_id for d in reader.list_documents(INDEX)]
+    if first == "sectioned":
+        assert isinstance(outcomes["rule change"], IndexSettingsMismatchError), outcomes
+        assert outcomes["rule change"].field == "section_header"
+        assert (recorded, held_ids) == ("off", ["a", "s"])
+    else:  # the rule changed while no chunk had a section; the sectioned write changes it back
+        assert all(isinstance(o, list) for o in outcomes.values()), outcomes
+        assert (recorded, held_ids) == ("off", ["a", "p", "s"])
+    for writer in [setup, *writers.values(), reader]:
         writer.close()
 
 

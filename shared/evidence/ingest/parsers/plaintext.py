@@ -426,10 +426,12 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
     a section named by its number and first words."""
     runs: list[list[int]] = []
     numbers: dict[int, int] = {}
+    matched: dict[int, re.Match[str]] = {}  # kept to name the clause below, not matched again
     for i, line in enumerate(lines):
         m = _PROSE_CLAUSE.match(line)
         if m is None or (i and lines[i - 1].strip()):
             continue
+        matched[i] = m
         num = numbers[i] = int(m.group("num"))
         run = runs[-1] if runs else None
         if run is not None and numbers[run[-1]] + 1 == num and _indent(lines[run[-1]]) == _indent(line):
@@ -449,8 +451,7 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
         return []
     out: list[Heading] = []
     for j in sorted(inside - taken):
-        m = _PROSE_CLAUSE.match(lines[j])
-        assert m is not None
+        m = matched[j]
         words = re.split(r"(?<=[.;:])\s", m.group("text"))[0].split()[:MAX_TITLE_WORDS]
         name = f"{m.group('num')}. " + " ".join(words).rstrip(".;:,")
         out.append((starts[j] + _indent(lines[j]), 2, name))
