@@ -37,8 +37,7 @@ from evidence.search.opensearch_responses import chunk_from_source
 from evidence.service import EvidenceService
 from evidence.verbatim.spans import anchor_spans
 from tests.contract.conftest import _recording_client
-from tests.prerequisites import missing
-from tests.unit.search.opensearch.spec_cache import SPEC_HINT, load_spec, validate_recorded
+from tests.unit.search.opensearch.spec_cache import validate_sent
 from tests.unit.search.opensearch.spec_validator import parse_version
 
 INDEX = "label"
@@ -161,14 +160,10 @@ def opensearch(  # noqa: PLR0917 - fixtures
 def checked(osmem_server: Any, log: list[tuple[str, str, Any]]) -> Iterator[None]:
     """After the test: every body sent to osmem validated against the API spec."""
     yield
-    spec = load_spec()
-    if spec is None:  # pragma: no cover - the spec ships next to the repo
-        missing("opensearch-api-spec", SPEC_HINT)
-    version = parse_version(osmem_server.version)
-    bodies_sent = [(method, url, body) for method, url, body in log if body is not None]
-    for method, url, body in bodies_sent:
-        validate_recorded(spec, method, url, body, version=version)
-    assert bodies_sent
+    validate_sent(
+        [(method, url, body) for method, url, body in log if body is not None],
+        version=parse_version(osmem_server.version),
+    )
 
 
 def _evidence(service: EvidenceService, question: str) -> tuple[Any, ...]:

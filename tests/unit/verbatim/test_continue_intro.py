@@ -4,6 +4,7 @@ label among the first spans is followed by its document-next span, added when it
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import pairwise
 
 import pytest
@@ -21,9 +22,7 @@ from evidence.verbatim.cascade import (
 from evidence.verbatim.spans import introduces
 from tests.unit.verbatim.verbatimkit import placed_span, text_service
 
-
-def span(text: str, seq: int, section: str = "Renewal", doc: str = "handbook") -> Chunk:
-    return placed_span(text, seq, section, doc)
+span = partial(placed_span, section="Renewal", doc="handbook")
 
 
 ASK = span("How do I renew a lapsed membership card online?", 10)

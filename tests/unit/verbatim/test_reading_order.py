@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from evidence.evaluation.qa import answer_found
 from evidence.records import Chunk, ChunkKind, SpanType
@@ -11,9 +12,7 @@ from evidence.verbatim.cascade import HYBRID_FACTSPAN, CascadeConfig, SpanHit, V
 from evidence.verbatim.spans import inside, is_label, reading_order, scoring_texts
 from tests.unit.verbatim.verbatimkit import placed_span
 
-
-def span(text: str, seq: int, section: str = "9.2.2. UID and GID classes", doc: str = "policy") -> Chunk:
-    return placed_span(text, seq, section, doc)
+span = partial(placed_span, section="9.2.2. UID and GID classes", doc="policy")
 
 
 NOBODY = span('65534: User "nobody".', 40)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.prerequisites import missing
 from tests.unit.search.opensearch.spec_validator import (
     OpenSearchSpec,
     find_spec_root,
@@ -94,3 +96,17 @@ def validate_recorded(
         spec.validate_request(method, template, body, version=version)
         _VALID.add(key)
     return template
+
+
+def validate_sent(
+    sent: Sequence[tuple[str, str, Any]], *, version: tuple[int, ...] | None, made: bool = True
+) -> None:
+    """After a test: each request body it sent (method, url, body) validated against the API spec
+    at `version` (`validate_recorded`); fails when requests were `made` but no body was checked.
+    The contract tests' fixtures share it; without the spec the test is skipped (failed in CI)."""
+    spec = load_spec()
+    if spec is None:  # pragma: no cover - the spec ships next to the repo
+        missing("opensearch-api-spec", SPEC_HINT)
+    for method, url, body in sent:
+        validate_recorded(spec, method, url, body, version=version)
+    assert sent or not made, "no request bodies were validated"
