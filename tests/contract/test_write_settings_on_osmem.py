@@ -40,14 +40,21 @@ def _headed(url: str) -> OpenSearchBackend:
     return OpenSearchBackend(settings, max_retries=0)
 
 
+def _windowed(url: str) -> OpenSearchBackend:
+    """A writer under another passage window: a setting every document's vectors depend on (the
+    header rule, by contrast, shapes only sectioned chunks)."""
+    settings = Settings(backend="opensearch", opensearch_endpoint=url, embed_max_tokens=128)
+    return OpenSearchBackend(settings, max_retries=0)
+
+
 def test_an_index_of_other_settings_is_refused_with_nothing_written(
     url: str, plain: OpenSearchBackend
 ) -> None:
     headed = _headed(url)
     headed.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
-    headed.close()
     docs = corpus()
-    # The writer's first contact is the write itself (an indexer Lambda's warm backend): refused.
+    # The writer's first contact is the write itself (an indexer Lambda's warm backend): refused,
+    # the batch holding sectioned chunks (which another header rule would have written otherwise).
     with pytest.raises(IndexSettingsMismatchError) as err:
         plain.upsert(INDEX, docs, vectors_for(docs))
     assert err.value.status == 409 and err.value.code == "index_settings_mismatch"
@@ -57,13 +64,55 @@ def test_an_index_of_other_settings_is_refused_with_nothing_written(
     info = plain.get_index(INDEX)
     assert (info.documents, info.chunks) == (0, 0)  # nothing written
     assert all(plain.document_hash(INDEX, d.document_id) is None for d in docs)
-    # `evidence index` / a document post ensure the index first: refused there, before embedding.
+    # `evidence index` / a document post ensure the index first: refused there, before embedding,
+    # once the index holds a sectioned chunk (its documents are not known yet).
+    headed.upsert(INDEX, docs[:1], vectors_for(docs[:1]))
+    headed.close()
+    chunks = plain.get_index(INDEX).chunks
     with pytest.raises(IndexSettingsMismatchError):
         plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
     # Refused again on the next write (a refusal is not remembered as checked).
     with pytest.raises(IndexSettingsMismatchError):
-        plain.upsert(INDEX, docs[:1], vectors_for(docs[:1]))
-    assert plain.get_index(INDEX).chunks == 0
+        plain.upsert(INDEX, docs[1:2], vectors_for(docs[1:2]))
+    assert plain.get_index(INDEX).chunks == chunks
+
+
+def test_a_header_rule_alone_refuses_only_sectioned_chunks_and_the_record_stays(
+    url: str, plain: OpenSearchBackend
+) -> None:
+    """A writer under another header rule only: its chunks without a section (JSONL records) are
+    the same under every rule and are written, the index's record unchanged; a batch holding a
+    sectioned chunk is refused, whatever the index holds (the record is never rewritten, so no
+    writer's read of it goes stale); `create_index` refuses it once the index holds a sectioned
+    chunk, and lets it through while it holds none (the batch decides)."""
+    docs = {d.document_id: d for d in corpus()}
+    plain_docs = [docs["followup-r1"], docs["followup-r2"]]
+    assert not any(c.section for d in plain_docs for c in d.chunks)
+    headed = _headed(url)
+    headed.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+    headed.upsert(INDEX, plain_docs[:1], vectors_for(plain_docs[:1]))
+    try:
+        plain.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)  # no sectioned chunk: passes
+        results = plain.upsert(INDEX, plain_docs[1:], vectors_for(plain_docs[1:]))
+        assert [r.status for r in results] == ["created"]
+        info = plain.get_index(INDEX)
+        assert info.extra["written_with"]["section_header"] == "heading"
+        assert info.documents == 2
+        assert plain.document_hash(INDEX, "followup-r2") == plain_docs[1].content_hash
+        with pytest.raises(IndexSettingsMismatchError) as err:
+            plain.upsert(INDEX, [docs["policy"]], vectors_for([docs["policy"]]))
+        assert err.value.field == "section_header"
+        assert plain.document_hash(INDEX, "policy") is None
+        headed.upsert(INDEX, [docs["incident"]], vectors_for([docs["incident"]]))
+        late = OpenSearchBackend(plain.settings, max_retries=0)  # another process, reads afresh
+        with pytest.raises(IndexSettingsMismatchError):
+            late.create_index(INDEX, embedder_id=EMBEDDER, dimension=DIM)
+        late.close()
+        assert [r.status for r in plain.upsert(INDEX, plain_docs[1:], vectors_for(plain_docs[1:]))] == [
+            "unchanged"
+        ]
+    finally:
+        headed.close()
 
 
 def test_an_index_of_the_same_settings_is_written(url: str) -> None:
@@ -212,9 +261,11 @@ def test_the_api_and_the_indexer_lambda_refuse_it(url: str, plain: OpenSearchBac
     from functions.retriever.handler import handler as api
 
     index = "vendor-acme"  # the index of the bundled events
-    headed = _headed(url)
-    headed.create_index(index, embedder_id=HashingEmbedder().model_id, dimension=HashingEmbedder().dimension)
-    headed.close()
+    windowed = _windowed(url)
+    windowed.create_index(
+        index, embedder_id=HashingEmbedder().model_id, dimension=HashingEmbedder().dimension
+    )
+    windowed.close()
     service = EvidenceService(plain.settings, backend=plain, embedder=HashingEmbedder())
     runtime.configure(
         service=service, settings=plain.settings, s3_client=OneObjectS3(b"Encryption at rest: AES-256.")
@@ -223,7 +274,7 @@ def test_the_api_and_the_indexer_lambda_refuse_it(url: str, plain: OpenSearchBac
         response = api(load_event("apigw/index_document"), lambda_context())
         assert response["statusCode"] == 409, response["body"]
         error = json.loads(response["body"])["error"]
-        assert (error["code"], error["field"]) == ("index_settings_mismatch", "section_header")
+        assert (error["code"], error["field"]) == ("index_settings_mismatch", "embed_max_tokens")
         event = load_event("sqs/s3_put")
         assert indexer(event, lambda_context()) == {
             "batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]
@@ -245,8 +296,8 @@ def test_evidence_index_exits_2(
     from evidence.cli import main
     from evidence.names import MINILM_MODEL_ID
 
-    headed = _headed(url)
-    headed.create_index(INDEX, embedder_id=MINILM_MODEL_ID, dimension=384)
+    windowed = _windowed(url)
+    windowed.create_index(INDEX, embedder_id=MINILM_MODEL_ID, dimension=384)
     doc = tmp_path / "a.txt"
     doc.write_text("Customer data at rest is encrypted with AES-256.\n")
     monkeypatch.setenv("EVIDENCE_BACKEND", "opensearch")
@@ -256,7 +307,7 @@ def test_evidence_index_exits_2(
         assert main(["index", str(doc), "--index", INDEX]) == 2
         err = capsys.readouterr().err
         assert "index_settings" not in err  # the message, not the code, is shown
-        assert "section_header='heading'" in err and "EVIDENCE_SECTION_HEADER=heading" in err
-        assert headed.get_index(INDEX).chunks == 0
+        assert "embed_max_tokens='128'" in err and "EVIDENCE_EMBED_MAX_TOKENS=128" in err
+        assert windowed.get_index(INDEX).chunks == 0
     finally:
-        headed.close()
+        windowed.close()

@@ -782,6 +782,19 @@ def rows_body(query: Mapping[str, Any], *, size: int, offset: int = 0) -> dict[s
     }
 
 
+def sectioned_body() -> dict[str, Any]:
+    """A count of the passages and spans that have a section (not the empty one): whether an
+    index holds a chunk a section header rule shapes (docs/opensearch.md#indexing-settings-of-an-index)."""
+    return {
+        "query": {
+            "bool": {
+                "filter": [{"terms": {"kind": list(CHUNK_KINDS)}}, {"exists": {"field": "section"}}],
+                "must_not": [{"term": {"section": ""}}],
+            }
+        }
+    }
+
+
 def count_body(kind: str | Sequence[str]) -> dict[str, Any]:
     if isinstance(kind, str):
         return {"query": {"term": {"kind": kind}}}

@@ -5,7 +5,7 @@ create / template / list / delete, and the hybrid search pipeline.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,14 @@ from evidence.search import opensearch_bodies as bodies
 from evidence.search import opensearch_responses as responses
 from evidence.search.base import IndexInfo, Vector
 from evidence.search.opensearch.transport import Transport
-from evidence.search.written import EXTRA_KEY, as_extra, refuse_difference, without_cache, written_with
+from evidence.search.written import (
+    EXTRA_KEY,
+    as_extra,
+    difference,
+    refuse_difference,
+    without_cache,
+    written_with,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -181,33 +188,51 @@ class IndexAdmin(Transport):
                 field="index",
             )
         # An index another writer created (before us, or racing us): refused here, before the
-        # caller embeds its documents (`Indexing._ensure_index`). One we created agrees.
-        self._refuse_other_settings(name, info)
+        # caller embeds its documents (`Indexing._ensure_index`). One we created agrees. The
+        # documents are not known yet: a header rule alone is refused when the index holds a
+        # sectioned chunk; else the upsert decides per batch.
+        self._refuse_other_settings(
+            name, info, lambda: self._count_matching(name, bodies.sectioned_body()) > 0
+        )
         info = self._with_generation(name, info)
         self._infos[name] = info
         return info
 
-    def _refuse_other_settings(self, name: str, info: IndexInfo) -> None:
+    def _refuse_other_settings(self, name: str, info: IndexInfo, sectioned: Callable[[], bool]) -> None:
         """IndexSettingsMismatchError (`field`: the setting) when the index records other indexing
         settings (`_meta.written_with`) than this process writes with (`search.written`): its
         documents would not match the index's others. Compared on the settings both records hold,
         a lexical-only index (dimension 0) without the vector keys (`written.VECTOR_KEYS`: a BM25
         writer with another `EVIDENCE_EMBEDDER` writes the same documents); an index without a
         record (created before session 48) is not compared. Once per index per
-        backend instance: `info` is the cached read (`_info`), no request is made here."""
+        backend instance: `info` is the cached read (`_info`), no request is made here.
+
+        A header rule alone (`written.HEADER_KEYS`) is refused only when `sectioned()` (asked
+        only then): what is written holds a chunk with a section (the batch, at `upsert`), or,
+        where it is not known yet (`create_index`), the index does. A chunk without a section is
+        the same under every rule, so such a batch is written as it is; the record is never
+        rewritten (OpenSearch has no conditional update of `_meta`, and another backend may hold
+        its read of it: a record changed under a writer would let it write sectioned chunks under
+        the old rule), so a sectioned batch under another rule is refused even into an index that
+        holds none (docs/opensearch.md#indexing-settings-of-an-index). Such an agreement is not
+        remembered: the next batch is compared again."""
         if name in self._settings_checked:
             return
+        recorded = info.extra.get(EXTRA_KEY)
+        ours = without_cache(written_with(self.settings))
         refuse_difference(
-            info.extra.get(EXTRA_KEY),
-            without_cache(written_with(self.settings)),
+            recorded,
+            ours,
             lambda setting, stored, ours: (
                 f"index {name!r} was written with {setting}={stored!r}, but this process has "
                 f"{setting}={ours!r}: set EVIDENCE_{setting.upper()}={stored} (the index's setting) "
                 "to write into it, or index into a new index name. Nothing was written"
             ),
             dimension=info.dimension,
+            has_sections=sectioned,
         )
-        self._settings_checked.add(name)
+        if difference(recorded, ours, dimension=info.dimension) is None:
+            self._settings_checked.add(name)
 
     def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
         """A schema-1 index gets `generation` mapped before anything filters on it (dynamic

@@ -256,7 +256,9 @@ class BulkWrites(IndexAdmin):
         info = self._info(name)
         # Before anything is written: documents under other indexing settings than the index's
         # would not match its others (docs/opensearch.md#indexing-settings-of-an-index).
-        self._refuse_other_settings(name, info)
+        self._refuse_other_settings(
+            name, info, lambda: any(c.section for doc in documents for c in doc.chunks)
+        )
         for doc, vecs in zip(documents, vectors, strict=True):
             _check_vectors(doc, vecs, info)
         last = {d.document_id: i for i, d in enumerate(documents)}

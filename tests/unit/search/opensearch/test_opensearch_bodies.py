@@ -105,6 +105,7 @@ def _request_bodies(caps: b.Capabilities) -> list[tuple[str, str, Any]]:
         ("post", "/{index}/_delete_by_query", b.stale_delete_body(["a", "b"], [gen])),
         ("post", "/{index}/_count", b.count_body("document")),
         ("post", "/{index}/_count", b.count_body(["passage", "span"])),
+        ("post", "/{index}/_count", b.sectioned_body()),
     ]
     if caps.rrf:
         out.append(("put", "/_search/pipeline/{id}", b.rrf_pipeline_body()))
