@@ -353,3 +353,63 @@ def test_each_agreement_of_a_licence_bundle_has_its_clause_run() -> None:
     names = [s.name for s in parse_text(bundle, filename="b.txt").sections]
     assert names.count("2. The Borrower may use the widget at home") == 2
     assert len(names) == 8
+
+
+def test_an_faq_contents_list_neither_heads_sections_nor_breaks_the_numbering() -> None:
+    """An FAQ printed to text opens with its contents: every entry numbered as its body's heading
+    is, some wrapped, one in title case at the end ("2.1.2. Tools"). The entries are no sections,
+    and the body's sentence-case questions continue their own numbering, not the contents'."""
+    contents = (
+        "Table of Contents\n\n"
+        "1. Kettles and their care\n"
+        "    1.1. What is the best kettle for me?\n"
+        "    1.2. Which kettle (electric/stove/campfire) is better\n"
+        "    for me?\n"
+        "2. Brewing a pot of tea\n"
+        "    2.1. How long should the tea brew?\n"
+        "        2.1.1. Leaves\n"
+        "        2.1.2. Tools\n\n"
+    )
+    body = (
+        "Chapter 1. Kettles and their care\n\n"
+        "1.1. What is the best kettle for me?\n\n    A small one with a lid.\n\n"
+        "1.2. Which kettle (electric/stove/campfire) is better\nfor me?\n\n    It depends on the kitchen.\n\n"
+        "Chapter 2. Brewing a pot of tea\n\n"
+        "2.1. How long should the tea brew?\n\n    Four minutes for black tea.\n\n"
+        "2.1.1. Leaves\n\n    Loose leaves brew best.\n\n"
+        "2.1.2. Tools\n\n    A strainer and a pot.\n"
+    )
+    doc = parse_text(contents + body, filename="faq.txt")
+    names = [s.name for s in doc.sections]
+    assert names == [
+        "Chapter 1. Kettles and their care",
+        "1.1. What is the best kettle for me?",
+        "1.2. Which kettle (electric/stove/campfire) is better",
+        "Chapter 2. Brewing a pot of tea",
+        "2.1. How long should the tea brew?",
+        "2.1.1. Leaves",
+        "2.1.2. Tools",
+    ]
+    assert doc.sections[0].char_start == len(contents)
+
+
+def test_a_long_faq_question_wrapped_over_three_lines_is_a_heading() -> None:
+    """A numbered question may run past a title's eight words and wrap onto two more lines, the
+    last ending it: a heading standing alone all the same; a numbered sentence that is no question
+    is not."""
+    faq = (
+        "1. Kettles\n\n    Kettles boil water.\n\n"
+        "1.1. What is the difference between a stove kettle and an electric\n"
+        "kettle? Why should I choose one over the other kind of\nkettle?\n\n    Speed.\n\n"
+        "1.2. You said electric kettles are quicker, but mine is slow so\n"
+        "what should I do?\n\n    Descale it.\n\n"
+        "1.3. The kettle you sell is made of steel and has a lid and a handle\n\n    It does.\n\n"
+        "2. Brewing\n\n    Brew for four minutes.\n"
+    )
+    names = [s.name for s in parse_text(faq, filename="faq.txt").sections]
+    assert names == [
+        "1. Kettles",
+        "1.1. What is the difference between a stove kettle and an electric",
+        "1.2. You said electric kettles are quicker, but mine is slow so",
+        "2. Brewing",
+    ]

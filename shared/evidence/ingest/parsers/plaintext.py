@@ -208,19 +208,25 @@ def _parent_heading(line: str, body: str, dot_ok: bool) -> _Numbered | None:
     return found if sub is not None and sub.parts == (*found.parts, 1) else None
 
 
+#: How many more lines an FAQ's question may wrap onto.
+MAX_QUESTION_WRAP = 2
+
+
 def _wrapped_question(lines: list[str], i: int) -> bool:
-    """Line `i` is the first line of a question wrapped onto one more line that ends it, no
-    deeper than it and followed by a blank line ("3.1. Which distribution is better" over "for
-    me?"): an FAQ's entry heading standing alone, as a one-line title does."""
-    nxt = lines[i + 1] if i + 1 < len(lines) else ""
-    after = lines[i + 2] if i + 2 < len(lines) else ""
+    """Line `i` is the first line of a question wrapped onto one or two more lines, the last
+    ending it, none deeper than it, followed by a blank line ("3.1. Which distribution is better"
+    over "for me?"): an FAQ's entry heading standing alone, as a one-line title does."""
     s = lines[i].rstrip()
-    return (
-        nxt.rstrip().endswith("?")
-        and _indent(nxt) <= _indent(lines[i])
-        and not after.strip()
-        and not s.endswith((".", ":", "?", ",", ";"))
-    )
+    if s.endswith((".", ":", "?", ",", ";")):
+        return False
+    for k in range(1, MAX_QUESTION_WRAP + 1):
+        nxt = lines[i + k] if i + k < len(lines) else ""
+        after = lines[i + k + 1] if i + k + 1 < len(lines) else ""
+        if not nxt.strip() or _indent(nxt) > _indent(lines[i]):
+            return False
+        if nxt.rstrip().endswith("?") and not after.strip():
+            return True
+    return False
 
 
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
@@ -352,6 +358,7 @@ def plaintext_headings(text: str) -> list[Heading]:
     body_indent = _body_indent(lines)
     width = max((len(x.rstrip()) for x in lines), default=0)
     last: tuple[int, ...] | None = None
+    contents = _contents_lines(lines)
     for i, line in enumerate(lines):
         if not line.strip() or i in underlined:
             continue
@@ -364,7 +371,10 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        loose = prev_blank and (not nxt.strip() or _wrapped_question(lines, i))
+        question = _wrapped_question(lines, i)
+        loose = prev_blank and (not nxt.strip() or question)
+        # An FAQ's question runs longer than a title (up to a parent title's words on its line).
+        question = question or (not nxt.strip() and s.endswith("?"))
         # A dot-ended sentence-case title ("5. Application of this License.") over a body indented
         # deeper than it (the MPL's clauses), never over text at its own margin.
         # A list item's next sibling or sub-item under it ("2. The package's files are removed." over
@@ -376,8 +386,11 @@ def plaintext_headings(text: str) -> list[Heading]:
             and _indent(body) > _indent(line)
             and not _ITEM_MARK.match(body)
         )
-        found = _numbered(line, loose=loose, dot_ok=dot_ok)
-        if found is None and loose:
+        # A contents list's entry neither heads a section nor sets the numbering the body's
+        # headings must continue ("8.1.2. APT" at the list's end would leave chapters 1-8 out).
+        words = MAX_PARENT_TITLE_WORDS if question else MAX_TITLE_WORDS
+        found = None if i in contents else _numbered(line, loose=loose, dot_ok=dot_ok, max_words=words)
+        if found is None and loose and i not in contents:
             found = _parent_heading(line, body, dot_ok)
         if (
             found is not None
@@ -454,6 +467,58 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
         words = re.split(r"(?<=[.;:])\s", m.group("text"))[0].split()[:MAX_TITLE_WORDS]
         name = f"{m.group('num')}. " + " ".join(words).rstrip(".;:,")
         out.append((starts[j] + _indent(lines[j]), 2, name))
+    return out
+
+
+#: Any numbered line, whatever its title's case or first character ("5.7. (How) Does it …"), with
+#: its keyword: what a contents list's entries look like.
+_ENTRY = re.compile(
+    r"^[ \t]*(?:(?i:section|article|clause|part|chapter|appendix|annex)[ \t]+)?"
+    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[A-Z](?:\.\d{1,3}){1,4})\.?[ \t]+(?P<title>\S.*)$"
+)
+#: Fewest entries in a run before numbered lines without bodies count as a contents list.
+MIN_CONTENTS_ENTRIES = 3
+
+
+def _contents_lines(lines: list[str]) -> set[int]:
+    """The lines of a contents list without dot leaders: runs of at least `MIN_CONTENTS_ENTRIES`
+    numbered lines each with no body of its own (nothing before the next numbered line but the
+    lines its entry wraps onto, or blank lines), each of whose number and title (or the start of
+    it: an entry wraps where the heading does not) number a line again further down. An
+    FAQ's wrapped questions in its contents, a chapter keyword dropped ("2. Getting started" for
+    "Chapter 2. Getting started"), are entries as a one-line title is."""
+    at = [i for i, line in enumerate(lines) if _ENTRY.match(line)]
+    no_body: list[bool] = []
+    for k, i in enumerate(at):
+        end = at[k + 1] if k + 1 < len(at) else len(lines)
+        j = i + 1
+        while j < end and lines[j].strip():
+            j += 1  # the entry's wrapped lines
+        no_body.append(k + 1 < len(at) and all(not lines[x].strip() for x in range(j, end)))
+    keys: list[tuple[str, str]] = []
+    for i in at:
+        m = _ENTRY.match(lines[i])
+        assert m is not None
+        keys.append((m.group("num"), " ".join(m.group("title").split()).casefold()))
+    out: set[int] = set()
+    k = 0
+    while k < len(at):
+        if not no_body[k]:
+            k += 1
+            continue
+        run_end = k
+        while run_end < len(at) and no_body[run_end]:
+            run_end += 1
+        # the run's last entry has no body but for the next numbered line: an entry too
+        run = range(k, min(run_end + 1, len(at)))
+        entries = [
+            r
+            for r in run
+            if any(n == keys[r][0] and (t.startswith(keys[r][1]) or keys[r][1].startswith(t)) for n, t in keys[r + 1 :])
+        ]
+        if len(run) >= MIN_CONTENTS_ENTRIES and entries:
+            out.update(at[r] for r in entries)
+        k = run_end + 1
     return out
 
 
