@@ -336,7 +336,9 @@ _UNUSED_CODE = "FFFF"
 _BFCHAR = re.compile(rb"beginbfchar(.*?)endbfchar", re.DOTALL)
 _BFRANGE = re.compile(rb"beginbfrange(.*?)endbfrange", re.DOTALL)
 _HEX_PAIR = re.compile(rb"<\s*([0-9A-Fa-f\s]+)>\s*<\s*([0-9A-Fa-f\s]+)>")
-_HEX_RANGE = re.compile(rb"<\s*([0-9A-Fa-f]+)\s*>\s*<\s*([0-9A-Fa-f]+)\s*>\s*(?:<\s*([0-9A-Fa-f]+)\s*>|\[([^\]]*)\])")
+_HEX_RANGE = re.compile(
+    rb"<\s*([0-9A-Fa-f]+)\s*>\s*<\s*([0-9A-Fa-f]+)\s*>\s*(?:<\s*([0-9A-Fa-f]+)\s*>|\[([^\]]*)\])"
+)
 
 
 def _maps_space(cmap: bytes) -> bool:

@@ -514,7 +514,10 @@ def _contents_lines(lines: list[str]) -> set[int]:
         entries = [
             r
             for r in run
-            if any(n == keys[r][0] and (t.startswith(keys[r][1]) or keys[r][1].startswith(t)) for n, t in keys[r + 1 :])
+            if any(
+                n == keys[r][0] and (t.startswith(keys[r][1]) or keys[r][1].startswith(t))
+                for n, t in keys[r + 1 :]
+            )
         ]
         if len(run) >= MIN_CONTENTS_ENTRIES and entries:
             out.update(at[r] for r in entries)
