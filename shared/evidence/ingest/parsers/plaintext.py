@@ -59,7 +59,8 @@ _NUMBERED = re.compile(
     # a letter is a number with its sub-numbers ("A.1"), after a keyword ("Appendix A") or with
     # its dot ("A. Collected ABNF"), never the first letter of a word ("GNU")
     r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
-    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?)"
+    # a closing parenthesis may follow a number as a dot does ("1) Guarding use of …": a policy's)
+    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?|(?<=\d)\))"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
     # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
     r"(?P<title>[A-Z](?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
@@ -229,6 +230,24 @@ def _wrapped_question(lines: list[str], i: int) -> bool:
     return False
 
 
+#: A numbered question of any length on one line: "1.1  Can I use the fonts for a book …?".
+_QUESTION = re.compile(r"^[ \t]*(?P<num>\d{1,3}(?:\.\d{1,3}){0,4})\.?[ \t]+[A-Z][^\n]*\?[ \t]*$")
+
+
+def _answered_question(line: str, nxt: str) -> _Numbered | None:
+    """A numbered question on a line of its own with its answer right under it, no blank line
+    between (an FAQ set as "1.1  Can I use …?" over "Yes. You are …"): a heading however long,
+    where it continues the numbering. Its name is the line cut to `MAX_TITLE_CHARS` at a word
+    end; a question cut so runs on (`ingest.spans`), so its line stays a fact span too."""
+    m = _QUESTION.match(line)
+    if m is None or not nxt.strip() or _ENTRY.match(nxt) or _indent(nxt) > _indent(line):
+        return None
+    s = line.strip()
+    name = s if len(s) <= MAX_TITLE_CHARS else s[: s.rfind(" ", 0, MAX_TITLE_CHARS)].rstrip(" ,;:")
+    num = m.group("num")
+    return _Numbered(num.count(".") + 1, name, _outline_parts(num), needs_sequence=True)
+
+
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
     """A loosely taken numbered line followed by its next sibling, not by a body: an item of a
     double-spaced list ("3. Day of the month" over "4. Month of the year")."""
@@ -392,6 +411,10 @@ def plaintext_headings(text: str) -> list[Heading]:
         found = None if i in contents else _numbered(line, loose=loose, dot_ok=dot_ok, max_words=words)
         if found is None and loose and i not in contents:
             found = _parent_heading(line, body, dot_ok)
+        answered = False
+        if found is None and prev_blank and i not in contents:
+            found = _answered_question(line, nxt)
+            answered = found is not None  # its answer is its body: no list's item
         if (
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
@@ -399,7 +422,7 @@ def plaintext_headings(text: str) -> list[Heading]:
             and not (not prev_blank and _follows_sibling_item(lines, i, found, numbered_lines))
             and (
                 not found.needs_sequence
-                or (_continues(last, found.parts) and not _list_item(lines, i, found))
+                or (_continues(last, found.parts) and (answered or not _list_item(lines, i, found)))
             )
         ):
             numbered.append((at, found.level + 1, found.heading))
@@ -418,9 +441,41 @@ def plaintext_headings(text: str) -> list[Heading]:
     numbered = _without_contents_entries(lines, numbered, numbered_lines)
     numbered += _prose_clauses(lines, starts, numbered_lines)
     heads = other + (numbered if len(numbered) >= 2 else [])
+    if not heads:
+        heads = _standalone_titles(lines, starts)
     # A permalink's pilcrow that a web page printed to text keeps after each heading ("1.
     # Copyright¶") is no part of the heading's name.
     return sorted((at, level, name.removesuffix("\u00b6").rstrip()) for at, level, name in heads)
+
+
+#: Most words of a title standing alone (`_standalone_titles`).
+MAX_STANDALONE_TITLE_WORDS = 10
+#: Fewest such titles before a document's are taken.
+MIN_STANDALONE_TITLES = 2
+
+
+def _standalone_titles(lines: list[str], starts: list[int]) -> list[Heading]:
+    """In a document no other form gives a heading (a licence's "Definitions", "Permissions for
+    Redistribution of the Standard Version" over numbered "(2)  You may …" clauses): Title Case
+    lines standing alone at the left margin (a blank line before and after, text after that, up to
+    `MAX_STANDALONE_TITLE_WORDS` words, no closing mark), past the first line (the title), at
+    least `MIN_STANDALONE_TITLES` of them."""
+    out: list[Heading] = []
+    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    for i in range(first + 1, len(lines) - 2):
+        line = lines[i]
+        s = line.strip()
+        if not s or _indent(line) or lines[i - 1].strip() or lines[i + 1].strip():
+            continue
+        words = s.split()
+        if len(words) > MAX_STANDALONE_TITLE_WORDS or s[-1] in ".,;:!?" or not s[0].isupper():
+            continue
+        if not all(w[0].isupper() or w.lower() in _SMALL_WORDS for w in words) or _COLUMNS.search(s):
+            continue
+        if not _next_text(lines, i + 1).strip():
+            continue
+        out.append((starts[i], 2, s))
+    return out if len(out) >= MIN_STANDALONE_TITLES else []
 
 
 #: A clause in running prose: "  1. You may copy and distribute verbatim copies of the …".
@@ -474,7 +529,9 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
 #: its keyword: what a contents list's entries look like.
 _ENTRY = re.compile(
     r"^[ \t]*(?:(?i:section|article|clause|part|chapter|appendix|annex)[ \t]+)?"
-    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[A-Z](?:\.\d{1,3}){1,4})\.?[ \t]+(?P<title>\S.*)$"
+    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[A-Z](?:\.\d{1,3}){1,4}"
+    # a lettered part after its keyword ("APPENDIX A - FONTLOG EXAMPLE")
+    r"|(?<=[A-Za-z][ \t])(?<![ \t][ \t])[A-Z](?![A-Za-z]))[.)]?[ \t]+(?P<title>\S.*)$"
 )
 #: Fewest entries in a run before numbered lines without bodies count as a contents list.
 MIN_CONTENTS_ENTRIES = 3
