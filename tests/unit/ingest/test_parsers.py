@@ -785,3 +785,28 @@ def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
     ]
     doc = parse_bytes(make_pdf([page]), filename="h.pdf")
     assert [s.name for s in doc.sections] == ["2 Time dependent coefficients", "3 Results"]
+
+
+def test_pdf_contents_entries_set_bold_with_page_numbers_are_no_headings() -> None:
+    """A contents page set in bold without dot leaders ("1 Kettles and their care 1"): its entries
+    name the chapters further on, so they are no sections; the chapters are."""
+    contents: list[str | tuple[str, float, bool]] = [
+        ("Contents", 16, True),
+        ("1 Kettles and their care 1", 12, True),
+        "1.1 Choosing a kettle 1",
+        ("2 Brewing a pot of tea 2", 12, True),
+        "2.1 Timing the brew 2",
+    ]
+    one: list[str | tuple[str, float, bool]] = [
+        ("Kettles and their care", 16, True),
+        "A kettle boils water for tea.",
+        "Descale it once a month.",
+    ]
+    two: list[str | tuple[str, float, bool]] = [
+        ("Brewing a pot of tea", 16, True),
+        "Brew black tea for four minutes.",
+    ]
+    doc = parse_bytes(make_pdf([contents, one, two]), filename="guide.pdf")
+    names = [s.name for s in doc.sections]
+    assert "Kettles and their care" in names and "Brewing a pot of tea" in names
+    assert not any(name.endswith((" 1", " 2")) for name in names)

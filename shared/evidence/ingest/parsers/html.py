@@ -61,6 +61,22 @@ _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 #: least this many characters (~5,000 word pieces, ~20 passages) heads a subsection at each term.
 REFERENCE_LIST_ENTRIES = 10
 REFERENCE_LIST_CHARS = 20_000
+#: Between the terms of one entry while they are read; a name holds terms up to this length.
+_TERM_SEP = "\x00"
+MAX_ENTRY_NAME_CHARS = 100
+
+
+def _entry_name(joined: str) -> str:
+    """A reference list entry's name: its terms, comma-separated, as many as fit
+    `MAX_ENTRY_NAME_CHARS` (a row of fifteen synonyms names its entry by the first few)."""
+    terms = [t for t in (WS.sub(" ", part).strip() for part in joined.split(_TERM_SEP)) if t]
+    name = ", ".join(terms)
+    while len(terms) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
+        terms.pop()
+        name = ", ".join(terms) + ", …"
+    return name
+
+
 _BOLD = frozenset({"b", "strong"})
 #: Tags that stay inside a line of text: a paragraph holding only these is still one line.
 _INLINE = frozenset(
@@ -417,7 +433,7 @@ class _HtmlText(HTMLParser):
             if tag == "dt" and top[4]:
                 top[2].append([-1, []])
             elif tag == "dt" and top[2] and top[2][-1][1]:
-                top[2][-1][1].append(", ")  # terms one after another name one entry
+                top[2][-1][1].append(_TERM_SEP)  # terms one after another name one entry
             top[3] = tag == "dt"
             top[4] = tag == "dd"
 
@@ -528,7 +544,7 @@ class _HtmlText(HTMLParser):
         if self.dls or len(entries) < REFERENCE_LIST_ENTRIES or self.length - start < REFERENCE_LIST_CHARS:
             return
         for at, parts in entries:
-            name = WS.sub(" ", "".join(parts)).strip()
+            name = _entry_name("".join(parts))
             if at >= 0 and name:
                 self.heads.append((at, min(parent[0] + 1, 6), name))
                 self.fact_heads.append(at)

@@ -510,7 +510,32 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
         for b in breaks:
             chars[b] = " "
         text = "".join(chars)
-    return text, heads
+    return text, _without_paged_entries(heads)
+
+
+#: A contents entry set without leaders: an optional number, a title, a page number ("1 Definitions
+#: and overview 1", "Index 65").
+_PAGED_ENTRY = re.compile(r"^(?:(?:\d{1,3}(?:\.\d{1,3})*|[A-Z])\.?\s+)?(?P<title>\D.*?)\s+\d{1,4}$")
+
+
+def _heading_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _without_paged_entries(heads: list[Heading]) -> list[Heading]:
+    """`heads` without a contents list's entries set bold or large without dot leaders ("1
+    Definitions and overview 1"): a heading ending on a page number whose title, with or without
+    its number, names a heading further on."""
+    out: list[Heading] = []
+    for k, head in enumerate(heads):
+        m = _PAGED_ENTRY.match(head[2].strip())
+        if m is not None:
+            entry = head[2].strip()[: m.end("title")]
+            keys = {_heading_key(m.group("title")), _heading_key(entry)}
+            if any(_heading_key(later[2]) in keys for later in heads[k + 1 :]):
+                continue
+        out.append(head)
+    return out
 
 
 #: A run of this many heading candidates with no text between them, one typographic style used
