@@ -27,7 +27,14 @@ Table-of-contents entries (a title, dot leaders, a page number; or, without lead
 numbered line whose number and title head a later section again and that has no body of its own:
 `_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
 and column layouts (a run of three spaces inside the title: a table's row) are never headings.
-A no-break space reads as a space there ("1.\u00a0 Introduction", a DocBook chapter printed to text).
+A no-break space reads as a space there ("1.\u00a0 Introduction", a DocBook chapter printed to text),
+and a closing parenthesis as the number's dot ("1) Guarding use of …"). A contents list's entries
+(`_contents_lines`: numbered lines without bodies, repeated further down) are taken out before any
+heading is read, so they neither head sections nor set the numbering the body continues. An FAQ's
+numbered question is a heading standing alone (wrapped onto up to two more lines), or right over
+its answer however long (`_answered_question`). A document none of these forms gives a heading
+takes its Title Case lines standing alone (`_standalone_titles`: "Definitions", "General
+Provisions" in a licence whose clauses are "(1)  You may …").
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
