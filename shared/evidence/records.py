@@ -57,6 +57,9 @@ class ParsedDocument:
     #: Offsets of the line breaks that end a fact span whatever follows them: an HTML `<br>` line
     #: of an address or a listing (`ingest/spans.py`).
     line_ends: tuple[int, ...] = ()
+    #: Starts of sections whose heading line is a fact too, kept in its span: an HTML reference
+    #: list's terms (`git config`'s `core.fileMode`), each heading the subsection of its entry.
+    fact_headings: tuple[int, ...] = ()
 
     def page_at(self, offset: int) -> int | None:
         if not self.page_starts:

@@ -268,7 +268,13 @@ def _line_table(lines: Sequence[str]) -> list[bool]:
 def extract_spans(doc: ParsedDocument, *, max_chars: int = DEFAULT_MAX_SPAN_CHARS) -> list[FactSpan]:
     """All fact spans of a document in text order, with section, page and sequence."""
     text = doc.text
-    raw = _raw_spans(text, doc.sections, max_chars, line_ends=frozenset(doc.line_ends))
+    raw = _raw_spans(
+        text,
+        doc.sections,
+        max_chars,
+        line_ends=frozenset(doc.line_ends),
+        fact_headings=frozenset(doc.fact_headings),
+    )
     sec_starts = [s.char_start for s in doc.sections]
     pages = doc.page_starts
     out: list[FactSpan] = []
@@ -295,17 +301,23 @@ def _section_at(sections: Sequence[Section], starts: Sequence[int], offset: int)
 
 
 def _raw_spans(
-    text: str, sections: Sequence[Section], max_chars: int, *, line_ends: frozenset[int] = frozenset()
+    text: str,
+    sections: Sequence[Section],
+    max_chars: int,
+    *,
+    line_ends: frozenset[int] = frozenset(),
+    fact_headings: frozenset[int] = frozenset(),
 ) -> list[tuple[int, int, SpanType]]:
     """`line_ends`: the line breaks that end a span whatever follows (`ParsedDocument.line_ends`:
-    `<br>` lines of an address or a listing in HTML)."""
+    `<br>` lines of an address or a listing in HTML); `fact_headings`: section starts whose
+    heading line is read as text all the same (`ParsedDocument.fact_headings`)."""
     lines = text.split("\n")
     offsets: list[int] = []
     pos = 0
     for line in lines:
         offsets.append(pos)
         pos += len(line) + 1
-    heading_starts = {s.char_start for s in sections if not _runs_on(text, s)}
+    heading_starts = {s.char_start for s in sections if not _runs_on(text, s)} - fact_headings
     table = _line_table(lines)
     out: list[tuple[int, int, SpanType]] = []
     para: tuple[int, int] | None = None  # (start, end) of the current prose run

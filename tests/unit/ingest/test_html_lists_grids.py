@@ -68,3 +68,53 @@ def test_a_div_grid_table_reads_as_table_rows() -> None:
     assert "| Scone | 2 pounds |" in rows
     assert ("After the grids.", SpanType.SENTENCE) in spans
     assert not any("Brews" in t and "Pours" in t for t, _ in spans)
+
+
+def _reference_page(entries: int, sentences: int) -> str:
+    """A manual page whose `Settings` section is a definition list of `entries` settings (the first
+    with two terms, one nested list inside a definition), each defined by `sentences` sentences,
+    then a paragraph after the list."""
+    body = " ".join(f"The kettle setting changes the brew in way number {k}." for k in range(sentences))
+    items = [
+        "<dt><code>kettle.size</code></dt><dt><code>kettle.volume</code></dt><dd><p>" + body + "</p></dd>"
+    ]
+    items.append(
+        "<dt>kettle.mode</dt><dd><p>"
+        + body
+        + "</p><dl><dt>eco</dt><dd>Slow.</dd><dt>fast</dt><dd>Quick.</dd></dl></dd>"
+    )
+    items += [f"<dt>kettle.option{k}</dt><dd><p>{body}</p></dd>" for k in range(entries - 2)]
+    return (
+        "<html><body><h1>kettle(1)</h1><h2>Settings</h2><p>Settings are read at start.</p>"
+        "<dl>" + "".join(items) + "</dl><p>Other tools read settings of their own.</p>"
+        "<h2>Bugs</h2><p>None known.</p></body></html>"
+    )
+
+
+def test_a_long_definition_list_heads_a_subsection_at_each_term() -> None:
+    """A manual's reference list of many settings under one heading made one section of most of
+    the page: each term of an outermost list that long heads its entry's subsection (two terms in a
+    row name one entry; a nested list's terms do not), the term stays in its span, and the text
+    after the list is the section's again."""
+    doc = parse_bytes(_reference_page(entries=12, sentences=40).encode(), filename="kettle.html")
+    names = [(s.name, s.level) for s in doc.sections]
+    assert names[:4] == [
+        ("kettle(1)", 1),
+        ("Settings", 2),
+        ("kettle.size, kettle.volume", 3),
+        ("kettle.mode", 3),
+    ]
+    assert ("eco", 3) not in names
+    assert names[-2:] == [("Settings", 2), ("Bugs", 2)]
+    assert len(names) == 2 + 12 + 2
+    spans = {s.text: s.section for s in extract_spans(doc)}
+    assert spans["kettle.mode"] == "kettle.mode"
+    assert spans["Other tools read settings of their own."] == "Settings"
+    assert max(s.char_end - s.char_start for s in doc.sections) < 5_000
+
+
+def test_a_short_definition_list_stays_in_its_section() -> None:
+    """A list of a few entries, or of many short ones, is text of the section it stands in."""
+    for entries, sentences in ((6, 40), (12, 2)):
+        doc = parse_bytes(_reference_page(entries, sentences).encode(), filename="kettle.html")
+        assert [s.name for s in doc.sections] == ["kettle(1)", "Settings", "Bugs"]

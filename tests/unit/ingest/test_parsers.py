@@ -724,6 +724,47 @@ def test_pdf_word_gaps_of_a_font_without_a_space_glyph_are_spaces() -> None:
     assert drawn.text == "Ifyouwanttoprintthis"
 
 
+def _composite_font_pdf(space_mapped: bool) -> bytes:
+    """One page set as XeTeX and dvipdfmx set a line: a composite (Type0, Identity-H) font subset
+    whose ToUnicode maps no code to a space (unless `space_mapped`), whose widths give code 32 (some
+    other glyph of the subset) 1,000 units, words spaced by `TJ` gaps of -293/1000 em."""
+    words = ["Like", "most", "Linux", "distributions"]
+    shown = "-293".join("<" + "".join(f"{ord(c):04X}" for c in w) + ">" for w in words)
+    stream = f"BT /F1 10 Tf 72 720 Td [{shown}] TJ ET".encode()
+    space = "<0003> <0020>\n" if space_mapped else ""
+    cmap = (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /X-UTF16 def\n"
+        "1 begincodespacerange <0000> <FFFF> endcodespacerange\n"
+        f"1 beginbfrange <0021> <007E> <0021> endbfrange\n1 beginbfchar\n{space}<0400> <2022>\nendbfchar\n"
+        "endcmap CMapName currentdict /CMap defineresource pop end end"
+    ).encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >>"
+        b" /Contents 7 0 R >>",
+        b"<< /Type /Font /Subtype /Type0 /BaseFont /ABCDEF+CharisSIL /Encoding /Identity-H"
+        b" /DescendantFonts [5 0 R] /ToUnicode 6 0 R >>",
+        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /ABCDEF+CharisSIL /CIDSystemInfo"
+        b" << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> /DW 563"
+        b" /W [3 [250] 32 [1000] 33 126 500] /CIDToGIDMap /Identity >>",
+        b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    return pdf_file(objects)
+
+
+def test_pdf_word_gaps_of_a_composite_font_without_a_space_are_spaces() -> None:
+    """A composite font subset maps no code to a space, so pypdf measured word gaps against the
+    width of code 32, another glyph's, and read none of them as a space ("LikemostLinux…"); a font
+    that maps a space keeps pypdf's reading of its own space width (250 units: the gaps are
+    spaces there too)."""
+    doc = parse_bytes(_composite_font_pdf(space_mapped=False), filename="faq.pdf")
+    assert doc.text == "Like most Linux distributions"
+    mapped = parse_bytes(_composite_font_pdf(space_mapped=True), filename="faq.pdf")
+    assert mapped.text == "Like most Linux distributions"
+
+
 def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
     """A TeX font in T1 encoding without a ToUnicode map: pypdf returns its ligatures and double
     quotes as control codes ("di\\x1berent", "\\x10wins\\x11"); they read as the letters and quotes."""
@@ -744,3 +785,28 @@ def test_pdf_tex_t1_control_codes_read_as_ligatures_and_quotes() -> None:
     ]
     doc = parse_bytes(make_pdf([page]), filename="h.pdf")
     assert [s.name for s in doc.sections] == ["2 Time dependent coefficients", "3 Results"]
+
+
+def test_pdf_contents_entries_set_bold_with_page_numbers_are_no_headings() -> None:
+    """A contents page set in bold without dot leaders ("1 Kettles and their care 1"): its entries
+    name the chapters further on, so they are no sections; the chapters are."""
+    contents: list[str | tuple[str, float, bool]] = [
+        ("Contents", 16, True),
+        ("1 Kettles and their care 1", 12, True),
+        "1.1 Choosing a kettle 1",
+        ("2 Brewing a pot of tea 2", 12, True),
+        "2.1 Timing the brew 2",
+    ]
+    one: list[str | tuple[str, float, bool]] = [
+        ("Kettles and their care", 16, True),
+        "A kettle boils water for tea.",
+        "Descale it once a month.",
+    ]
+    two: list[str | tuple[str, float, bool]] = [
+        ("Brewing a pot of tea", 16, True),
+        "Brew black tea for four minutes.",
+    ]
+    doc = parse_bytes(make_pdf([contents, one, two]), filename="guide.pdf")
+    names = [s.name for s in doc.sections]
+    assert "Kettles and their care" in names and "Brewing a pot of tea" in names
+    assert not any(name.endswith((" 1", " 2")) for name in names)

@@ -353,3 +353,145 @@ def test_each_agreement_of_a_licence_bundle_has_its_clause_run() -> None:
     names = [s.name for s in parse_text(bundle, filename="b.txt").sections]
     assert names.count("2. The Borrower may use the widget at home") == 2
     assert len(names) == 8
+
+
+def test_an_faq_contents_list_neither_heads_sections_nor_breaks_the_numbering() -> None:
+    """An FAQ printed to text opens with its contents: every entry numbered as its body's heading
+    is, some wrapped, one in title case at the end ("2.1.2. Tools"). The entries are no sections,
+    and the body's sentence-case questions continue their own numbering, not the contents'."""
+    contents = (
+        "Table of Contents\n\n"
+        "1. Kettles and their care\n"
+        "    1.1. What is the best kettle for me?\n"
+        "    1.2. Which kettle (electric/stove/campfire) is better\n"
+        "    for me?\n"
+        "2. Brewing a pot of tea\n"
+        "    2.1. How long should the tea brew?\n"
+        "        2.1.1. Leaves\n"
+        "        2.1.2. Tools\n\n"
+    )
+    body = (
+        "Chapter 1. Kettles and their care\n\n"
+        "1.1. What is the best kettle for me?\n\n    A small one with a lid.\n\n"
+        "1.2. Which kettle (electric/stove/campfire) is better\nfor me?\n\n    It depends on the kitchen.\n\n"
+        "Chapter 2. Brewing a pot of tea\n\n"
+        "2.1. How long should the tea brew?\n\n    Four minutes for black tea.\n\n"
+        "2.1.1. Leaves\n\n    Loose leaves brew best.\n\n"
+        "2.1.2. Tools\n\n    A strainer and a pot.\n"
+    )
+    doc = parse_text(contents + body, filename="faq.txt")
+    names = [s.name for s in doc.sections]
+    assert names == [
+        "Chapter 1. Kettles and their care",
+        "1.1. What is the best kettle for me?",
+        "1.2. Which kettle (electric/stove/campfire) is better",
+        "Chapter 2. Brewing a pot of tea",
+        "2.1. How long should the tea brew?",
+        "2.1.1. Leaves",
+        "2.1.2. Tools",
+    ]
+    assert doc.sections[0].char_start == len(contents)
+
+
+def test_a_long_faq_question_wrapped_over_three_lines_is_a_heading() -> None:
+    """A numbered question may run past a title's eight words and wrap onto two more lines, the
+    last ending it: a heading standing alone all the same; a numbered sentence that is no question
+    is not."""
+    faq = (
+        "1. Kettles\n\n    Kettles boil water.\n\n"
+        "1.1. What is the difference between a stove kettle and an electric\n"
+        "kettle? Why should I choose one over the other kind of\nkettle?\n\n    Speed.\n\n"
+        "1.2. You said electric kettles are quicker, but mine is slow so\n"
+        "what should I do?\n\n    Descale it.\n\n"
+        "1.3. The kettle you sell is made of steel and has a lid and a handle\n\n    It does.\n\n"
+        "2. Brewing\n\n    Brew for four minutes.\n"
+    )
+    names = [s.name for s in parse_text(faq, filename="faq.txt").sections]
+    assert names == [
+        "1. Kettles",
+        "1.1. What is the difference between a stove kettle and an electric",
+        "1.2. You said electric kettles are quicker, but mine is slow so",
+        "2. Brewing",
+    ]
+
+
+def test_a_number_closed_by_a_parenthesis_numbers_a_heading() -> None:
+    """A policy numbering its sections "1) Guarding use of the kettle" (sentence case, standing
+    alone, its body indented): sections, as "1. …" would be."""
+    text = (
+        "Kettle policy\n\n"
+        "1) Guarding use of the kettle\n\n   Any use must be guarded by a test.\n\n"
+        "2) Flavour indication\n\n   Each kettle must name its flavour.\n\n"
+        "3) Startup strategy\n\n   On startup each kettle must boil once.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="policy.txt").sections]
+    assert names == ["1) Guarding use of the kettle", "2) Flavour indication", "3) Startup strategy"]
+
+
+def test_title_case_lines_standing_alone_head_a_document_without_other_headings() -> None:
+    """A licence whose parts are titled by Title Case lines standing alone over clauses numbered
+    "(1)": with no other heading in the document, those lines are its sections; a document with
+    only one such line (its title aside) has none."""
+    text = (
+        "The Kettle Licence 2.0\n\n    Copyright (c) 2000, The Kettle Foundation.\n\n"
+        "Preamble\n\nThis licence sets the terms for a kettle.\n\n"
+        'Definitions\n\n    "Kettle" means the vessel.\n\n'
+        "Permissions for Use of the Standard Kettle\n\n"
+        "(1)  You may use the kettle for any purpose.\n\n"
+        "General Provisions\n\n(2)  Nothing here limits the brewer.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="licence.txt").sections]
+    assert names == [
+        "Preamble",
+        "Definitions",
+        "Permissions for Use of the Standard Kettle",
+        "General Provisions",
+    ]
+    one = "The Kettle Licence\n\nPreamble\n\nThis licence sets the terms for a kettle.\n"
+    assert parse_text(one, filename="licence.txt").sections == ()
+
+
+def test_an_faq_question_right_over_its_answer_is_a_heading_however_long() -> None:
+    """An FAQ setting each numbered question on one line, its answer right under it (no blank
+    line), some questions longer than any title; the contents list's last entry is a lettered
+    appendix. Every question is a section (a long one named by its first words, its line kept as a
+    span), the numbering unbroken by the contents."""
+    long_q = (
+        "1.1  Can I use the kettle for a cafe or other public place, to boil water for tea or even "
+        "to heat soup for the guests?"
+    )
+    text = (
+        "KETTLE FAQ\n\nCONTENTS\n1  USING KETTLES\n2  CLEANING KETTLES\nAPPENDIX A - KETTLE LOG\n\n"
+        "1  USING KETTLES\n\n"
+        f"{long_q}\nYes. You are welcome to do so.\n\n"
+        "1.1.1  Does that restrict the kettle?\nNo. It stays yours.\n\n"
+        "1.1.2  Is any thanks required?\nNo, but it is welcome.\n\n"
+        "2  CLEANING KETTLES\n\n"
+        "2.1  How often should I descale it?\nOnce a month.\n\n"
+        "APPENDIX A - KETTLE LOG\n\nA log of the kettle's changes.\n"
+    )
+    doc = parse_text(text, filename="faq.txt")
+    names = [s.name for s in doc.sections]
+    assert names == [
+        "KETTLE FAQ",
+        "1  USING KETTLES",
+        long_q[: long_q.rfind(" ", 0, 100)].rstrip(" ,"),
+        "1.1.1  Does that restrict the kettle?",
+        "1.1.2  Is any thanks required?",
+        "2  CLEANING KETTLES",
+        "2.1  How often should I descale it?",
+        "APPENDIX A - KETTLE LOG",
+    ]
+    assert any(s.text.startswith("1.1  Can I use the kettle") for s in extract_spans(doc))
+
+
+def test_nroff_overstrikes_read_as_their_characters() -> None:
+    """A manual printed by nroff without `col -b`: bold as "B\\bB", underline as "_\\bw". The
+    heading is read (and named) by its words, and the text holds no backspace."""
+    bold = "".join(f"{c}\b{c}" if c != " " else c for c in "1.  Basic Concepts")
+    under = "".join(f"_\b{c}" for c in "manual")
+    text = f"{bold}\n\n     Read the {under} first.\n\n2.  More Concepts\n\n     Then the rest.\n"
+    doc = parse_text(text, filename="intro.txt")
+    assert "\b" not in doc.text
+    assert [s.name for s in doc.sections] == ["1.  Basic Concepts", "2.  More Concepts"]
+    assert "Read the manual first." in doc.text

@@ -9,6 +9,7 @@ PDF and docx become plain text whose layout (line breaks, "- " bullets,
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from evidence.errors import DocumentParseError
@@ -73,6 +74,8 @@ def _parse_spl(data: bytes, filename: str) -> ParsedDocument:
 def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:
     """Parse already-decoded text (API `text` uploads; not JSONL records, which are stored as
     given) of a text format."""
+    if fmt == "txt":
+        text = read_overstrikes(text)
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
     if fmt != "html" and "\r" in text:
         # Offsets must slice the original: the chunker maps them back (ingest/offsets.py); page
@@ -89,6 +92,17 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
     if not doc.text.strip():
         raise DocumentParseError(filename, "empty document (only invisible format characters)")
     return doc
+
+
+#: A character struck over by the next one: nroff prints bold as "B\bBo\bol\bld" and underline as
+#: "_\bw_\bo_\br_\bd" (a manual printed to text without `col -b`).
+_OVERSTRUCK = re.compile(r"[^\n\x08]?\x08")
+
+
+def read_overstrikes(text: str) -> str:
+    """`text` with each overstrike read as the character printed last ("B\bB" → "B", "_\bw" → "w"),
+    so an emboldened heading or an underlined word is its words."""
+    return _OVERSTRUCK.sub("", text) if "\x08" in text else text
 
 
 def _parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:

@@ -57,6 +57,26 @@ _PARA_BLOCKS = frozenset(
 )  # fmt: skip
 _LINE_BLOCKS = frozenset({"li", "tr", "dt", "dd", "option"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+#: A reference list: a definition list outside any other of at least this many entries holding at
+#: least this many characters (~5,000 word pieces, ~20 passages) heads a subsection at each term.
+REFERENCE_LIST_ENTRIES = 10
+REFERENCE_LIST_CHARS = 20_000
+#: Between the terms of one entry while they are read; a name holds terms up to this length.
+_TERM_SEP = "\x00"
+MAX_ENTRY_NAME_CHARS = 100
+
+
+def _entry_name(joined: str) -> str:
+    """A reference list entry's name: its terms, comma-separated, as many as fit
+    `MAX_ENTRY_NAME_CHARS` (a row of fifteen synonyms names its entry by the first few)."""
+    terms = [t for t in (WS.sub(" ", part).strip() for part in joined.split(_TERM_SEP)) if t]
+    name = ", ".join(terms)
+    while len(terms) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
+        terms.pop()
+        name = ", ".join(terms) + ", …"
+    return name
+
+
 _BOLD = frozenset({"b", "strong"})
 #: Tags that stay inside a line of text: a paragraph holding only these is still one line.
 _INLINE = frozenset(
@@ -139,6 +159,15 @@ class _HtmlText(HTMLParser):
         # definition, not one run of them all.
         self.dt_ends: list[int] = []
         self.dt_pending = False
+        # Open `<dl>`s, outermost first: [level of the heading before it, start offset, entries as
+        # [term start, term parts], a term open, a definition since the last term]. An outermost
+        # list long enough is a reference list (`_end_definition_list`).
+        self.dls: list[list[Any]] = []
+        self.fact_heads: list[int] = []
+        self.last_head: tuple[int, str] = (1, "")  # the last heading's level and name, terms aside
+        # After a reference list, the section it interrupted, until the next heading: its text
+        # there is no part of the list's last entry.
+        self.resume: tuple[int, str] | None = None
         # Open CSS grid tables made of `div`s (`_grid_start`): per grid [div depth at its start,
         # column count or 0 (rows end at a last-column cell), header cells still counting].
         self.grids: list[list[int]] = []
@@ -229,6 +258,10 @@ class _HtmlText(HTMLParser):
         self.pending_break = 0
         self.br_pending = False
         self.dt_pending = False
+        if self.resume is not None and self.heading is None:
+            self.heads.append((self.length, self.resume[0], self.resume[1]))
+            self.fact_heads.append(self.length)  # no heading line: the section's text resumes
+            self.resume = None
 
     def _write(self, text: str) -> None:
         if not text:
@@ -269,6 +302,7 @@ class _HtmlText(HTMLParser):
         elif tag in _HEADINGS:
             self._break(2)
             self.heading = (_HEADINGS[tag], -1, [])
+            self.resume = None
         elif tag in _LISTS:
             self._break(2 if not self.lists else 1)
             self.lists.append([1 if tag == "ol" else 0, 0])
@@ -392,6 +426,16 @@ class _HtmlText(HTMLParser):
         self._block_break(tag)
         if tag == "dt" and not self.pre_depth:
             self.dt_pending = True
+        if tag == "dl" and not self.pre_depth:
+            self.dls.append([self.last_head, self.length, [], False, True])
+        elif tag in ("dt", "dd") and len(self.dls) == 1:
+            top = self.dls[0]
+            if tag == "dt" and top[4]:
+                top[2].append([-1, []])
+            elif tag == "dt" and top[2] and top[2][-1][1]:
+                top[2][-1][1].append(_TERM_SEP)  # terms one after another name one entry
+            top[3] = tag == "dt"
+            top[4] = tag == "dd"
 
     def _block_break(self, tag: str) -> None:
         if tag in _PARA_BLOCKS:
@@ -434,10 +478,20 @@ class _HtmlText(HTMLParser):
             self.para[3] = max(self.para[3] - 1, 0)
         elif tag in _HEADINGS and self.heading is not None:
             self._end_heading(*self.heading)
-        elif tag in _LISTS:
+        else:
+            self._end_block(tag)
+
+    def _end_block(self, tag: str) -> None:
+        if tag in _LISTS:
             if self.lists:
                 self.lists.pop()
             self._break(2 if not self.lists else 1)
+        elif tag in ("dl", "dt") and self.dls:
+            if tag == "dt" and len(self.dls) == 1:
+                self.dls[0][3] = False
+            elif tag == "dl":
+                self._end_definition_list(self.dls.pop())
+            self._block_break(tag)
         elif tag == "pre":
             if self.pre_depth == 1:
                 index, offset = self.pre_start
@@ -480,11 +534,27 @@ class _HtmlText(HTMLParser):
             return
         level = min((self.heads[-1][1] + 1) if self.heads else 2, 6)
         self.heads.append((start, level, name))
+        self.last_head = (level, name)
+
+    def _end_definition_list(self, dl: list[Any]) -> None:
+        """An outermost definition list of many entries and much text (a manual's variables or
+        options: `git config`'s hundreds) would leave one section holding most of the page: each
+        of its terms heads a subsection of its entry instead, the term line staying in its span."""
+        parent, start, entries = dl[0], dl[1], dl[2]
+        if self.dls or len(entries) < REFERENCE_LIST_ENTRIES or self.length - start < REFERENCE_LIST_CHARS:
+            return
+        for at, parts in entries:
+            name = _entry_name("".join(parts))
+            if at >= 0 and name:
+                self.heads.append((at, min(parent[0] + 1, 6), name))
+                self.fact_heads.append(at)
+        self.resume = parent if parent[1] else None
 
     def _end_heading(self, level: int, start: int, parts: list[str]) -> None:
         name = WS.sub(" ", "".join(parts)).strip()
         if start >= 0 and name:
             self.heads.append((start, level, name))
+            self.last_head = (level, name)
             if level == 1 and not self.first_h1:
                 self.first_h1 = name
         self.heading = None
@@ -523,6 +593,8 @@ class _HtmlText(HTMLParser):
             self.heading = (self.heading[0], start, self.heading[2])
         if self.heading is not None:
             self.heading[2].append(data)
+        if len(self.dls) == 1 and self.dls[0][3] and self.dls[0][2]:
+            self._note_term(data, self.dls[0][2][-1])
         # str.split() also breaks on no-break and thin spaces: they render as one space.
         words = data.split()
         if data[:1].isspace():
@@ -533,6 +605,14 @@ class _HtmlText(HTMLParser):
             self._write(word)
         if data[-1:].isspace():
             self.space_pending = True
+
+    def _note_term(self, data: str, entry: list[Any]) -> None:
+        """A definition list's term text, and where its entry's first term starts."""
+        if entry[0] < 0 and data.strip():
+            self._start_text()
+            entry[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        if entry[0] >= 0:
+            entry[1].append(data)
 
     def _write_raw_pre(self, data: str) -> None:
         lines = data.replace("\r\n", "\n").split("\n")
@@ -581,6 +661,7 @@ def parse_html(
         sections=sections,
         fmt="html",
         line_ends=tuple(ends),
+        fact_headings=tuple(sorted(parser.fact_heads)),
     )
 
 

@@ -196,6 +196,7 @@ def edit_document(
         sections=sections,
         page_starts=tuple(at(p) for p in doc.page_starts),
         line_ends=tuple(at(e) for e in doc.line_ends),
+        fact_headings=tuple(at(h) for h in doc.fact_headings),
         source_text=apply_edits(source, source_edits or []) if source is not None else None,
     )
 

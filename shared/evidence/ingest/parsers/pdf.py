@@ -331,6 +331,64 @@ def no_space_glyph_widths(page: PageObject) -> int:
     return changed
 
 
+#: A code no font subset uses, mapped to the space (`no_space_glyph_cmaps`).
+_UNUSED_CODE = "FFFF"
+_BFCHAR = re.compile(rb"beginbfchar(.*?)endbfchar", re.DOTALL)
+_BFRANGE = re.compile(rb"beginbfrange(.*?)endbfrange", re.DOTALL)
+_HEX_PAIR = re.compile(rb"<\s*([0-9A-Fa-f\s]+)>\s*<\s*([0-9A-Fa-f\s]+)>")
+_HEX_RANGE = re.compile(
+    rb"<\s*([0-9A-Fa-f]+)\s*>\s*<\s*([0-9A-Fa-f]+)\s*>\s*(?:<\s*([0-9A-Fa-f]+)\s*>|\[([^\]]*)\])"
+)
+
+
+def _maps_space(cmap: bytes) -> bool:
+    """Whether a ToUnicode CMap maps any code to the space (U+0020), singly or in a range."""
+    for block in _BFCHAR.findall(cmap):
+        if any(int(dst.replace(b" ", b"") or b"0", 16) == 0x20 for _src, dst in _HEX_PAIR.findall(block)):
+            return True
+    for block in _BFRANGE.findall(cmap):
+        for lo, hi, dst, listed in _HEX_RANGE.findall(block):
+            if listed:
+                if re.search(rb"<\s*0*20\s*>", listed):
+                    return True
+            elif len(dst) <= 4 and int(dst, 16) <= 0x20 <= int(dst, 16) + int(hi, 16) - int(lo, 16):
+                return True
+    return False
+
+
+def no_space_glyph_cmaps(page: PageObject) -> int:
+    """Map, in the reader's copy, an unused code to the space in the ToUnicode map of each of the
+    page's composite (Type0, Identity) fonts that maps no code to one, and return how many fonts
+    that was. Such a font (XeTeX and dvipdfmx subsets: dblatex's PDFs) draws no space, so pypdf
+    takes the width of code 32 for the space's, and there code 32 is whatever glyph the subset put
+    at it (an `=` of 1,000 units): half of it is more than the `TJ` word gaps (-293/1000 em), so
+    "Like most Linux distributions" came out as "LikemostLinuxdistributions". With a space that
+    has no width pypdf uses its own default, as for the Type 1 fonts of `no_space_glyph_widths`;
+    no glyph's width changes."""
+    changed = 0
+    try:
+        fonts: Any = page["/Resources"].get_object()["/Font"].get_object()  # type: ignore[index]
+    except Exception:
+        return changed  # a damaged resource dictionary: pypdf reads the page as it is
+    for key in fonts:
+        try:
+            font = fonts[key].get_object()
+            if font.get("/Subtype") != "/Type0" or "/ToUnicode" not in font:
+                continue
+            if not str(font.get("/Encoding", "")).startswith("/Identity"):
+                continue
+            cmap = font["/ToUnicode"].get_object()
+            data = cmap.get_data()
+            if b"endcmap" not in data or _maps_space(data):
+                continue
+            extra = f"1 beginbfchar\n<{_UNUSED_CODE}> <0020>\nendbfchar\n".encode()
+            cmap.set_data(data.replace(b"endcmap", extra + b"endcmap", 1))
+            changed += 1
+        except Exception:
+            continue  # a stream pypdf cannot re-encode (a filter other than Flate): left as it is
+    return changed
+
+
 #: TeX's T1 (Cork) font encoding puts the ligatures and the double quotes at control codes, and a
 #: TeX font without a ToUnicode map comes out of pypdf with them ("di\x1berent", "\x10wins\x11"):
 #: 0x1B-0x1F are ff, fi, fl, ffi, ffl in T1 and OT1 alike, 0x10/0x11 are T1's quotes. No text means
@@ -353,6 +411,7 @@ def _page_text(page: PageObject, styles: DocumentStyles) -> str:
 
     try:
         no_space_glyph_widths(page)
+        no_space_glyph_cmaps(page)
         raw = page_text(page, visitor_text=visit)  # tables as `| a | b |` rows
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document
@@ -451,7 +510,32 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
         for b in breaks:
             chars[b] = " "
         text = "".join(chars)
-    return text, heads
+    return text, _without_paged_entries(heads)
+
+
+#: A contents entry set without leaders: an optional number, a title, a page number ("1 Definitions
+#: and overview 1", "Index 65").
+_PAGED_ENTRY = re.compile(r"^(?:(?:\d{1,3}(?:\.\d{1,3})*|[A-Z])\.?\s+)?(?P<title>\D.*?)\s+\d{1,4}$")
+
+
+def _heading_key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+def _without_paged_entries(heads: list[Heading]) -> list[Heading]:
+    """`heads` without a contents list's entries set bold or large without dot leaders ("1
+    Definitions and overview 1"): a heading ending on a page number whose title, with or without
+    its number, names a heading further on."""
+    out: list[Heading] = []
+    for k, head in enumerate(heads):
+        m = _PAGED_ENTRY.match(head[2].strip())
+        if m is not None:
+            entry = head[2].strip()[: m.end("title")]
+            keys = {_heading_key(m.group("title")), _heading_key(entry)}
+            if any(_heading_key(later[2]) in keys for later in heads[k + 1 :]):
+                continue
+        out.append(head)
+    return out
 
 
 #: A run of this many heading candidates with no text between them, one typographic style used

@@ -27,7 +27,14 @@ Table-of-contents entries (a title, dot leaders, a page number; or, without lead
 numbered line whose number and title head a later section again and that has no body of its own:
 `_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
 and column layouts (a run of three spaces inside the title: a table's row) are never headings.
-A no-break space reads as a space there ("1.\u00a0 Introduction", a DocBook chapter printed to text).
+A no-break space reads as a space there ("1.\u00a0 Introduction", a DocBook chapter printed to text),
+and a closing parenthesis as the number's dot ("1) Guarding use of …"). A contents list's entries
+(`_contents_lines`: numbered lines without bodies, repeated further down) are taken out before any
+heading is read, so they neither head sections nor set the numbering the body continues. An FAQ's
+numbered question is a heading standing alone (wrapped onto up to two more lines), or right over
+its answer however long (`_answered_question`). A document none of these forms gives a heading
+takes its Title Case lines standing alone (`_standalone_titles`: "Definitions", "General
+Provisions" in a licence whose clauses are "(1)  You may …").
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
@@ -59,7 +66,8 @@ _NUMBERED = re.compile(
     # a letter is a number with its sub-numbers ("A.1"), after a keyword ("Appendix A") or with
     # its dot ("A. Collected ABNF"), never the first letter of a word ("GNU")
     r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
-    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?)"
+    # a closing parenthesis may follow a number as a dot does ("1) Guarding use of …": a policy's)
+    r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?|(?<=\d)\))"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
     # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
     r"(?P<title>[A-Z](?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
@@ -208,19 +216,43 @@ def _parent_heading(line: str, body: str, dot_ok: bool) -> _Numbered | None:
     return found if sub is not None and sub.parts == (*found.parts, 1) else None
 
 
+#: How many more lines an FAQ's question may wrap onto.
+MAX_QUESTION_WRAP = 2
+
+
 def _wrapped_question(lines: list[str], i: int) -> bool:
-    """Line `i` is the first line of a question wrapped onto one more line that ends it, no
-    deeper than it and followed by a blank line ("3.1. Which distribution is better" over "for
-    me?"): an FAQ's entry heading standing alone, as a one-line title does."""
-    nxt = lines[i + 1] if i + 1 < len(lines) else ""
-    after = lines[i + 2] if i + 2 < len(lines) else ""
+    """Line `i` is the first line of a question wrapped onto one or two more lines, the last
+    ending it, none deeper than it, followed by a blank line ("3.1. Which distribution is better"
+    over "for me?"): an FAQ's entry heading standing alone, as a one-line title does."""
     s = lines[i].rstrip()
-    return (
-        nxt.rstrip().endswith("?")
-        and _indent(nxt) <= _indent(lines[i])
-        and not after.strip()
-        and not s.endswith((".", ":", "?", ",", ";"))
-    )
+    if s.endswith((".", ":", "?", ",", ";")):
+        return False
+    for k in range(1, MAX_QUESTION_WRAP + 1):
+        nxt = lines[i + k] if i + k < len(lines) else ""
+        after = lines[i + k + 1] if i + k + 1 < len(lines) else ""
+        if not nxt.strip() or _indent(nxt) > _indent(lines[i]):
+            return False
+        if nxt.rstrip().endswith("?") and not after.strip():
+            return True
+    return False
+
+
+#: A numbered question of any length on one line: "1.1  Can I use the fonts for a book …?".
+_QUESTION = re.compile(r"^[ \t]*(?P<num>\d{1,3}(?:\.\d{1,3}){0,4})\.?[ \t]+[A-Z][^\n]*\?[ \t]*$")
+
+
+def _answered_question(line: str, nxt: str) -> _Numbered | None:
+    """A numbered question on a line of its own with its answer right under it, no blank line
+    between (an FAQ set as "1.1  Can I use …?" over "Yes. You are …"): a heading however long,
+    where it continues the numbering. Its name is the line cut to `MAX_TITLE_CHARS` at a word
+    end; a question cut so runs on (`ingest.spans`), so its line stays a fact span too."""
+    m = _QUESTION.match(line)
+    if m is None or not nxt.strip() or _ENTRY.match(nxt) or _indent(nxt) > _indent(line):
+        return None
+    s = line.strip()
+    name = s if len(s) <= MAX_TITLE_CHARS else s[: s.rfind(" ", 0, MAX_TITLE_CHARS)].rstrip(" ,;:")
+    num = m.group("num")
+    return _Numbered(num.count(".") + 1, name, _outline_parts(num), needs_sequence=True)
 
 
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
@@ -352,6 +384,7 @@ def plaintext_headings(text: str) -> list[Heading]:
     body_indent = _body_indent(lines)
     width = max((len(x.rstrip()) for x in lines), default=0)
     last: tuple[int, ...] | None = None
+    contents = _contents_lines(lines)
     for i, line in enumerate(lines):
         if not line.strip() or i in underlined:
             continue
@@ -364,7 +397,10 @@ def plaintext_headings(text: str) -> list[Heading]:
             other.append((at, 1 if um.group(1) == "=" else 2, s))
             underlined.add(i + 1)
             continue
-        loose = prev_blank and (not nxt.strip() or _wrapped_question(lines, i))
+        question = _wrapped_question(lines, i)
+        loose = prev_blank and (not nxt.strip() or question)
+        # An FAQ's question runs longer than a title (up to a parent title's words on its line).
+        question = question or (not nxt.strip() and s.endswith("?"))
         # A dot-ended sentence-case title ("5. Application of this License.") over a body indented
         # deeper than it (the MPL's clauses), never over text at its own margin.
         # A list item's next sibling or sub-item under it ("2. The package's files are removed." over
@@ -376,9 +412,16 @@ def plaintext_headings(text: str) -> list[Heading]:
             and _indent(body) > _indent(line)
             and not _ITEM_MARK.match(body)
         )
-        found = _numbered(line, loose=loose, dot_ok=dot_ok)
-        if found is None and loose:
+        # A contents list's entry neither heads a section nor sets the numbering the body's
+        # headings must continue ("8.1.2. APT" at the list's end would leave chapters 1-8 out).
+        words = MAX_PARENT_TITLE_WORDS if question else MAX_TITLE_WORDS
+        found = None if i in contents else _numbered(line, loose=loose, dot_ok=dot_ok, max_words=words)
+        if found is None and loose and i not in contents:
             found = _parent_heading(line, body, dot_ok)
+        answered = False
+        if found is None and prev_blank and i not in contents:
+            found = _answered_question(line, nxt)
+            answered = found is not None  # its answer is its body: no list's item
         if (
             found is not None
             and (prev_blank or len(s) <= MAX_TITLE_CHARS)
@@ -386,7 +429,7 @@ def plaintext_headings(text: str) -> list[Heading]:
             and not (not prev_blank and _follows_sibling_item(lines, i, found, numbered_lines))
             and (
                 not found.needs_sequence
-                or (_continues(last, found.parts) and not _list_item(lines, i, found))
+                or (_continues(last, found.parts) and (answered or not _list_item(lines, i, found)))
             )
         ):
             numbered.append((at, found.level + 1, found.heading))
@@ -405,9 +448,41 @@ def plaintext_headings(text: str) -> list[Heading]:
     numbered = _without_contents_entries(lines, numbered, numbered_lines)
     numbered += _prose_clauses(lines, starts, numbered_lines)
     heads = other + (numbered if len(numbered) >= 2 else [])
+    if not heads:
+        heads = _standalone_titles(lines, starts)
     # A permalink's pilcrow that a web page printed to text keeps after each heading ("1.
     # Copyright¶") is no part of the heading's name.
     return sorted((at, level, name.removesuffix("\u00b6").rstrip()) for at, level, name in heads)
+
+
+#: Most words of a title standing alone (`_standalone_titles`).
+MAX_STANDALONE_TITLE_WORDS = 10
+#: Fewest such titles before a document's are taken.
+MIN_STANDALONE_TITLES = 2
+
+
+def _standalone_titles(lines: list[str], starts: list[int]) -> list[Heading]:
+    """In a document no other form gives a heading (a licence's "Definitions", "Permissions for
+    Redistribution of the Standard Version" over numbered "(2)  You may …" clauses): Title Case
+    lines standing alone at the left margin (a blank line before and after, text after that, up to
+    `MAX_STANDALONE_TITLE_WORDS` words, no closing mark), past the first line (the title), at
+    least `MIN_STANDALONE_TITLES` of them."""
+    out: list[Heading] = []
+    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    for i in range(first + 1, len(lines) - 2):
+        line = lines[i]
+        s = line.strip()
+        if not s or _indent(line) or lines[i - 1].strip() or lines[i + 1].strip():
+            continue
+        words = s.split()
+        if len(words) > MAX_STANDALONE_TITLE_WORDS or s[-1] in ".,;:!?" or not s[0].isupper():
+            continue
+        if not all(w[0].isupper() or w.lower() in _SMALL_WORDS for w in words) or _COLUMNS.search(s):
+            continue
+        if not _next_text(lines, i + 1).strip():
+            continue
+        out.append((starts[i], 2, s))
+    return out if len(out) >= MIN_STANDALONE_TITLES else []
 
 
 #: A clause in running prose: "  1. You may copy and distribute verbatim copies of the …".
@@ -455,6 +530,63 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
         words = re.split(r"(?<=[.;:])\s", m.group("text"))[0].split()[:MAX_TITLE_WORDS]
         name = f"{m.group('num')}. " + " ".join(words).rstrip(".;:,")
         out.append((starts[j] + _indent(lines[j]), 2, name))
+    return out
+
+
+#: Any numbered line, whatever its title's case or first character ("5.7. (How) Does it …"), with
+#: its keyword: what a contents list's entries look like.
+_ENTRY = re.compile(
+    r"^[ \t]*(?:(?i:section|article|clause|part|chapter|appendix|annex)[ \t]+)?"
+    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[A-Z](?:\.\d{1,3}){1,4}"
+    # a lettered part after its keyword ("APPENDIX A - FONTLOG EXAMPLE")
+    r"|(?<=[A-Za-z][ \t])(?<![ \t][ \t])[A-Z](?![A-Za-z]))[.)]?[ \t]+(?P<title>\S.*)$"
+)
+#: Fewest entries in a run before numbered lines without bodies count as a contents list.
+MIN_CONTENTS_ENTRIES = 3
+
+
+def _contents_lines(lines: list[str]) -> set[int]:
+    """The lines of a contents list without dot leaders: runs of at least `MIN_CONTENTS_ENTRIES`
+    numbered lines each with no body of its own (nothing before the next numbered line but the
+    lines its entry wraps onto, or blank lines), each of whose number and title (or the start of
+    it: an entry wraps where the heading does not) number a line again further down. An
+    FAQ's wrapped questions in its contents, a chapter keyword dropped ("2. Getting started" for
+    "Chapter 2. Getting started"), are entries as a one-line title is."""
+    at = [i for i, line in enumerate(lines) if _ENTRY.match(line)]
+    no_body: list[bool] = []
+    for k, i in enumerate(at):
+        end = at[k + 1] if k + 1 < len(at) else len(lines)
+        j = i + 1
+        while j < end and lines[j].strip():
+            j += 1  # the entry's wrapped lines
+        no_body.append(k + 1 < len(at) and all(not lines[x].strip() for x in range(j, end)))
+    keys: list[tuple[str, str]] = []
+    for i in at:
+        m = _ENTRY.match(lines[i])
+        assert m is not None
+        keys.append((m.group("num"), " ".join(m.group("title").split()).casefold()))
+    out: set[int] = set()
+    k = 0
+    while k < len(at):
+        if not no_body[k]:
+            k += 1
+            continue
+        run_end = k
+        while run_end < len(at) and no_body[run_end]:
+            run_end += 1
+        # the run's last entry has no body but for the next numbered line: an entry too
+        run = range(k, min(run_end + 1, len(at)))
+        entries = [
+            r
+            for r in run
+            if any(
+                n == keys[r][0] and (t.startswith(keys[r][1]) or keys[r][1].startswith(t))
+                for n, t in keys[r + 1 :]
+            )
+        ]
+        if len(run) >= MIN_CONTENTS_ENTRIES and entries:
+            out.update(at[r] for r in entries)
+        k = run_end + 1
     return out
 
 
