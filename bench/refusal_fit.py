@@ -925,15 +925,12 @@ def read_context_at(rows: list[dict[str, Any]], path: Path, cosine: float) -> di
     return read_context(rows, path.with_name("context_sims.json"))
 
 
-def read_paraphrases(
-    cosine: float | None, *, whole_words: bool, rarity: float | None = None, source: str | None = None
-) -> None:
+def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float | None = None) -> None:
     """Read what the shipped model reads only with `absent_rare` or `absent_named` (the variants
     the rows recorded, the paraphrases `read_evidence` reads from the recorded evidence, the
     absent names) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
-    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`,
-    `source` `PARAPHRASE_SOURCE` (docs/verbatim.md#refusal-wordnet)."""
+    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
     import evidence.verbatim.grounding as rg
 
     rg.READ_VARIANTS = rg.READ_RARE = rg.READ_PARAPHRASES = rg.READ_NAMED = True
@@ -942,8 +939,6 @@ def read_paraphrases(
     rg.PARAPHRASE_WHOLE_WORDS = whole_words
     if rarity is not None:
         rg.ABSENT_MIN_RARITY = rarity
-    if source is not None:
-        rg.PARAPHRASE_SOURCE = source
 
 
 def main() -> int:
@@ -1032,13 +1027,6 @@ def main() -> int:
         "(`grounding.ABSENT_MIN_RARITY`; 1: split words only)",
     )
     ap.add_argument(
-        "--paraphrase-source",
-        choices=("static", "wordnet", "both"),
-        default=None,
-        help="where `absent_rare` reads paraphrases (`grounding.PARAPHRASE_SOURCE`): the static "
-        "vectors, WordNet 3.0's synonyms (docs/verbatim.md#refusal-wordnet) or both",
-    )
-    ap.add_argument(
         "--paraphrase-whole",
         action="store_true",
         help="read paraphrases only for question words the WordPiece vocabulary holds whole "
@@ -1058,12 +1046,7 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
-    read_paraphrases(
-        args.paraphrase_cosine,
-        whole_words=args.paraphrase_whole,
-        rarity=args.absent_min_rarity,
-        source=args.paraphrase_source,
-    )
+    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
     rows = json.loads(args.rows.read_text())
     if args.pairs is not None:
         from refusal_shape import PAIRS
