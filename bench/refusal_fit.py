@@ -514,7 +514,9 @@ def read_tokens(rows: list[dict[str, Any]], cache: Path) -> None:
             r["_best"] = [known[key(r["question"], t)] for t in r["judged"]["texts"]]
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, fixed: np.ndarray | None = None) -> np.ndarray:
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-2, fixed: np.ndarray | None = None
+) -> np.ndarray:
     """Weights over `x`'s columns, bias last. `fixed` (same length, NaN = fitted) holds some weights
     at a shipped model's value, so that a new feature is weighed against that model as it ships
     (`--fixed-from-main`) rather than moving the weights that already answer and refuse."""
