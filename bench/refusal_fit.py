@@ -74,6 +74,7 @@ sys.path.insert(0, str(ROOT / "shared"))
 
 from evidence.verbatim.grounding import (  # noqa: E402
     _WORD,
+    DENSE_MODEL,
     TermCounts,
     concept_weights,
     read_evidence,
@@ -513,17 +514,28 @@ def read_tokens(rows: list[dict[str, Any]], cache: Path) -> None:
             r["_best"] = [known[key(r["question"], t)] for t in r["judged"]["texts"]]
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-2, fixed: np.ndarray | None = None
+) -> np.ndarray:
+    """Weights over `x`'s columns, bias last. `fixed` (same length, NaN = fitted) holds some weights
+    at a shipped model's value, so that a new feature is weighed against that model as it ships
+    (`--fixed-from-main`) rather than moving the weights that already answer and refuse."""
     a = np.c_[x, np.ones(len(x))]
+    fixed = np.full(a.shape[1], np.nan) if fixed is None else fixed
+    free = np.isnan(fixed)
+    offset = a[:, ~free] @ fixed[~free]
+    a = a[:, free]
     w = np.zeros(a.shape[1])
-    for _ in range(100):
-        p = 1 / (1 + np.exp(-(a @ w)))
+    for _ in range(100 if free.any() else 0):
+        p = 1 / (1 + np.exp(-(a @ w + offset)))
         h = a.T @ (a * (p * (1 - p))[:, None]) + l2 * np.eye(a.shape[1])
         step = np.linalg.solve(h, a.T @ (p - y) + l2 * w)
         w -= step
         if np.abs(step).max() < 1e-9:
             break
-    return w
+    out = fixed.copy()
+    out[free] = w
+    return out
 
 
 def probability(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -611,10 +623,12 @@ class Fitter:
     found: np.ndarray
     already: np.ndarray
     default_cap: float
+    #: Weights held at their value (NaN = fitted), bias last: `fit_logistic`'s `fixed`.
+    fixed: np.ndarray | None = None
 
     def fit_at(self, train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
         """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
-        w = fit_logistic(self.x[train], self.target[train].astype(float))
+        w = fit_logistic(self.x[train], self.target[train].astype(float), fixed=self.fixed)
         p = probability(self.x, w)
         v = train & (self.prof == "verbatim")
         floor, net_floor = pick_floors(p[v], self.kept[v], self.net[v], losses["verbatim"], self.found[v])
@@ -675,13 +689,15 @@ def run(
     nested: bool = False,
     detail: dict[str, np.ndarray] | None = None,
     budgets: dict[str, float] | None = None,
+    fixed: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
     model and floors with the cosine taken as a constant (`LEXICAL_COSINE`), the one at which those
     floors refuse the most within the budget, so that one model and one set of floors ship.
     `detail`, when given, receives each row's held-out probability (`p`), floor (`bar`) and
-    refusal (`refused`), for reading the misses question by question (`bench/refusal_misses.py`)."""
+    refusal (`refused`), for reading the misses question by question (`bench/refusal_misses.py`).
+    `fixed`: coefficients (and `bias`) held at these values; the other columns' are fitted."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -695,7 +711,12 @@ def run(
 
     kept = found if budget == "found" else answerable
     target = answerable if label == "answerable" else found
-    fitter = Fitter(x_all, target, prof, kept, net, found, already, default_cap)
+    held = (
+        None
+        if fixed is None
+        else np.array([fixed.get(c, np.nan) for c in columns] + [fixed.get("bias", np.nan)], dtype=float)
+    )
+    fitter = Fitter(x_all, target, prof, kept, net, found, already, default_cap, held)
     bars = fitter.bars
 
     def agreement_mean(train: np.ndarray) -> float:
@@ -1014,6 +1035,12 @@ def main() -> int:
         "(`grounding.PARAPHRASE_WHOLE_WORDS`)",
     )
     ap.add_argument(
+        "--fixed-from-main",
+        action="store_true",
+        help="hold the coefficients and bias of the shipped model (`grounding.DENSE_MODEL`) at their "
+        "values and fit only the other features' coefficients (and the floors)",
+    )
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -1056,6 +1083,7 @@ def main() -> int:
         label=args.label,
         nested=args.nested,
         budgets=budgets,
+        fixed={**DENSE_MODEL.coefficients, "bias": DENSE_MODEL.bias} if args.fixed_from_main else None,
     )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.

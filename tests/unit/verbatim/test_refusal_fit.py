@@ -51,6 +51,38 @@ def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -
     assert 0.0 <= lexical["final"]["cosine"] <= 1.0
 
 
+def test_fixed_coefficients_stay_and_only_the_others_are_fitted(fit: ModuleType) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 2))
+    y = (1 / (1 + np.exp(-(1.5 * x[:, 0] - 2.0 * x[:, 1] + 0.5))) > rng.uniform(size=400)).astype(float)
+    free = fit.fit_logistic(x, y)
+    held = fit.fit_logistic(x, y, fixed=np.array([0.3, np.nan, -1.0]))
+    # The first coefficient and the bias keep the given values; the second is fitted against them
+    # (the likelihood's slope in it is zero with the others at their values, l2 = 1e-2), so it
+    # differs from the fit that moves everything.
+    assert held[0] == 0.3 and held[2] == -1.0
+    p = fit.probability(x, held)
+    assert float(x[:, 1] @ (p - y) + 1e-2 * held[1]) == pytest.approx(0.0, abs=1e-6)
+    assert held[1] < 0 and abs(held[1] - free[1]) > 1e-3
+    # Nothing to fit: the given model as it is.
+    assert fit.fit_logistic(x, y, fixed=np.array([0.3, 0.2, -1.0])).tolist() == [0.3, 0.2, -1.0]
+
+
+def test_run_holds_the_named_coefficients_in_every_fold(fit: ModuleType) -> None:
+    rows = [
+        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
+        for k in range(3)
+        for profile in ("verbatim", "default")
+        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
+    ]
+    fixed = {"grounding": 1.25, "cosine": 2.0, "bias": -1.5}
+    out = fit.run(rows, 0.0, ["grounding", "cosine", "agreement"], budget="answerable", fixed=fixed)
+    for m in [out["final"], *out["families"].values()]:
+        coef = m["model"]["coefficients"]
+        assert coef["grounding"] == 1.25 and coef["cosine"] == 2.0 and m["model"]["bias"] == -1.5
+        assert coef["agreement"] != 0.0
+
+
 def test_token_features_are_read_from_the_rows_word_piece_matches(fit: ModuleType) -> None:
     from evidence.embed.tokenizer import token_offsets
 
