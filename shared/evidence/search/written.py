@@ -153,5 +153,17 @@ def refuse_difference(
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])
 
 
+def header_difference(
+    recorded: Mapping[str, str] | None, other: Mapping[str, str] | None
+) -> tuple[str, str, str] | None:
+    """`first_difference` of the two records on the header rule's keys alone (`HEADER_KEYS`):
+    what `evidence migrate` lets through while the copied documents hold no section."""
+    return first_difference(_only_header(recorded), _only_header(other))
+
+
+def _only_header(record: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if record is None else {k: v for k, v in record.items() if k in HEADER_KEYS}
+
+
 def _without_header(record: Mapping[str, str] | None) -> dict[str, str] | None:
     return None if record is None else {k: v for k, v in record.items() if k not in HEADER_KEYS}
