@@ -8,7 +8,9 @@
   index's record with the running process's (`written`: what the copy writes the lexical field
   and places the anchor's vectors with), and an existing target's record with the source's; a
   difference is refused (IndexSettingsMismatchError, naming the setting). An index without a
-  record (written before they were recorded) is not compared.
+  record (written before they were recorded) is not compared. The header rule alone is compared
+  as writes compare it (`_refuse_other_settings`): not while the source holds no sectioned chunk,
+  and against a target only when the copy or the target holds one.
 - Resumable: documents go over in batches, each document's hash marker written last, and
   documents whose hash already matches on the target are skipped — a killed run is simply
   run again.

@@ -13,7 +13,9 @@ another record (`refuse_difference`: `EmbeddedBackend` and `IndexAdmin`), and so
 Only the keys two records share are compared, so a record with fewer keys (an older one) is
 compared on what it has, an index without vectors is compared without the keys that shape
 only vectors (`VECTOR_KEYS`), and (since session 51) the embedded store compares an index none of
-whose chunks has a section without the header rule's keys (`HEADER_KEYS`).
+whose chunks has a section without the header rule's keys (`HEADER_KEYS`); OpenSearch compares
+them only for a batch (or, at `create_index`, an index) holding a sectioned chunk, and migrate as
+they do (`header_difference`).
 """
 
 from __future__ import annotations
