@@ -123,11 +123,17 @@ class Indexing:
         """
         import numpy as np
 
+        from evidence.search.base import SettingsCheck
+
         self._ensure_index(index, embed=embed)
         backend = self.backend
         todo = [d for d in docs if backend.document_hash(index, d.document_id) != d.content_hash]
         vectors: list[np.ndarray | None] = [None] * len(todo)
         anchors: list[dict[int, AnchorVectors]] | None = None
+        if todo and isinstance(backend, SettingsCheck):
+            # A backend that decides on the batch (OpenSearch: a header rule alone is refused for
+            # sectioned chunks, which `_ensure_index` could not see) refuses before the embedding.
+            backend.check_documents(index, todo)
         if todo and embed:
             from evidence.search.headers import SectionHeaders
 

@@ -8,7 +8,9 @@
   index's record with the running process's (`written`: what the copy writes the lexical field
   and places the anchor's vectors with), and an existing target's record with the source's; a
   difference is refused (IndexSettingsMismatchError, naming the setting). An index without a
-  record (written before they were recorded) is not compared.
+  record (written before they were recorded) is not compared. The header rule alone is compared
+  as writes compare it (`_refuse_other_settings`): not while the source holds no sectioned chunk,
+  and against a target only when the copy or the target holds one.
 - Resumable: documents go over in batches, each document's hash marker written last, and
   documents whose hash already matches on the target are skipped — a killed run is simply
   run again.
@@ -29,6 +31,7 @@ from evidence.errors import (
     ConfigurationError,
     EmbedderMismatchError,
     IndexNotFoundError,
+    IndexSettingsMismatchError,
 )
 from evidence.progress import ProgressFn
 from evidence.records import Chunk, DocumentChunks
@@ -118,7 +121,15 @@ def migrate(
             "Migrate into a new index name (--target-index)",
             field="index",
         )
-    _refuse_other_settings(index, info, dest, existing, written)
+    sectionless = _refuse_other_settings(
+        index,
+        info,
+        dest,
+        existing,
+        written,
+        source_sections=_probe(source, index),
+        target_sections=_probe(target, dest),
+    )
     target.create_index(dest, embedder_id=info.embedder_id, dimension=info.dimension)
     if documents is None:
         from evidence.search.embedded import EmbeddedBackend
@@ -161,11 +172,35 @@ def migrate(
             progress(report.documents, total, "documents")
 
     for doc, vecs in documents:
+        if sectionless is not None and any(c.section for c in doc.chunks):
+            # The source took a sectioned document after the check found none (another writer,
+            # under the index's rule): the header rule let through no longer holds for it.
+            raise IndexSettingsMismatchError(
+                f"document {doc.document_id!r} of index {index!r} has a section, but the index held "
+                f"none when migrate compared its settings, so another {sectionless} was let through; "
+                "nothing of this batch was written: run migrate again (it resumes, and compares the "
+                "index as it then is)",
+                field=sectionless,
+            )
         batch.append((doc, vecs))
         if len(batch) >= batch_size:
             flush()
     flush()
     return report
+
+
+def _probe(backend: SearchBackend, index: str) -> Callable[[], bool]:
+    """Whether `index` of `backend` holds a sectioned chunk (`search.base.SectionsProbe`), asked
+    once at most; a backend that cannot tell is taken as holding one (the header rule compared)."""
+    from functools import cache
+
+    from evidence.search.base import SectionsProbe
+
+    @cache
+    def probe() -> bool:
+        return not isinstance(backend, SectionsProbe) or backend.has_sections(index)
+
+    return probe
 
 
 def _refuse_other_settings(
@@ -174,36 +209,60 @@ def _refuse_other_settings(
     dest: str,
     existing: IndexInfo | None,
     written: Mapping[str, str] | None,
-) -> None:
+    *,
+    source_sections: Callable[[], bool],
+    target_sections: Callable[[], bool],
+) -> str | None:
     """IndexSettingsMismatchError, before anything is written, when the source index's documents
     were written under other indexing settings than the running process's (`written`: the copy
     writes the lexical field under its header rule and reads the anchor's vectors in its cache
     scope and window) or than an existing target's documents. Records compare on the settings
     both hold (`search.written.first_difference`), a lexical-only source without the vector keys
-    (`search.written.VECTOR_KEYS`); an index without one is not compared."""
-    from evidence.search.written import EXTRA_KEY, refuse_difference
+    (`search.written.VECTOR_KEYS`); an index without one is not compared.
+
+    The header rule as writes decide it (`search.written.HEADER_KEYS`): another rule than the
+    source's is not refused while the source holds no sectioned chunk (`source_sections`: the
+    embedded store's seek), and the copy then carries the process's rule (what a write records);
+    another rule than an existing target's is refused when the copied documents or the target
+    hold a sectioned chunk (`target_sections`: OpenSearch's count, as its `create_index` asks;
+    its `upsert` would refuse the sectioned batches). Returns the header setting let through
+    because nothing was sectioned (the copy must then stay sectionless), else None."""
+    from evidence.search.written import EXTRA_KEY, HEADER_KEYS, header_difference, refuse_difference
 
     source = info.extra.get(EXTRA_KEY)
     refuse_difference(
-        source,
-        written,
-        lambda name, stored, running: (
-            f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
-            f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
-            "migrate again, or index the documents again under the current settings first (into a "
-            f"new index name, or after `evidence delete --index {index} --all`: the store refuses "
-            "to mix them into this one)"
-        ),
-        dimension=info.dimension,
+        source, written, _source_message(index), dimension=info.dimension, has_sections=source_sections
     )
+    let_through = header_difference(source, written)
+    if source is not None and written is not None and let_through is not None:
+        # Let through: the source holds no sectioned chunk. The copy is the process's rule, as a
+        # write into such an index records it.
+        source = {k: v for k, v in source.items() if k not in HEADER_KEYS}
+        source.update((k, v) for k, v in written.items() if k in HEADER_KEYS)
+    copied = source or written
+    recorded = existing.extra.get(EXTRA_KEY) if existing is not None else None
     refuse_difference(
-        existing.extra.get(EXTRA_KEY) if existing is not None else None,
-        source or written,
+        recorded,
+        copied,
         lambda name, stored, copied: (
             f"target index {dest!r} was written with {name}={stored!r}; the documents of {index!r} "
             f"were written with {name}={copied!r}. Migrate into a new index name (--target-index)"
         ),
         dimension=info.dimension,
+        has_sections=lambda: source_sections() or target_sections(),
+    )
+    if let_through is None:
+        let_through = header_difference(recorded, copied)
+    return None if let_through is None else let_through[0]
+
+
+def _source_message(index: str) -> Callable[[str, str, str], str]:
+    return lambda name, stored, running: (
+        f"index {index!r} of the store was written with {name}={stored!r}, but this run has "
+        f"{name}={running!r}: set EVIDENCE_{name.upper()}={stored} (the store's setting) and run "
+        "migrate again, or index the documents again under the current settings first (into a "
+        f"new index name, or after `evidence delete --index {index} --all`: the store refuses "
+        "to mix them into this one)"
     )
 
 

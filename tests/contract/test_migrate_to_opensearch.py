@@ -265,3 +265,91 @@ def test_a_lexical_only_store_migrates_under_another_embedder(
     code, report = _cli(tmp_path / "bm25", osmem_clone.url)
     assert code == 0 and report is not None and report["created"] == len(docs)
     assert target.get_index(SRC).dimension == 0
+
+
+def test_a_store_without_sections_migrates_under_another_header_rule(
+    tmp_path: Path,
+    target: OpenSearchBackend,
+    osmem_clone: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A header rule shapes only chunks with a section, so it is compared as writes compare it
+    (docs/opensearch.md#migrating-an-embedded-index): a store none of whose chunks has one goes
+    under another rule (the target records the run's), and into a target of another rule while
+    neither holds a sectioned chunk; a target that holds one refuses it (the count its own
+    `create_index` asks)."""
+    from evidence.search.factory import get_backend
+
+    docs = [d for d in corpus() if not any(c.section for c in d.chunks)]
+    assert len(docs) >= 2
+    backend = get_backend(Settings(store_dir=tmp_path / "plain"))
+    backend.create_index(SRC, embedder_id=EMBEDDER, dimension=DIM)
+    backend.upsert(SRC, docs, vectors_for(docs))
+    backend.close()
+    store = tmp_path / "plain"
+    assert EmbeddedBackend(store).get_index(SRC).extra["written_with"]["section_header"] == "off"
+
+    monkeypatch.setenv("EVIDENCE_SECTION_HEADER", "heading")
+    code, report = _cli(store, osmem_clone.url)
+    assert code == 0 and report is not None and report["created"] == len(docs)
+    assert target.get_index(SRC).extra["written_with"]["section_header"] == "heading"
+
+    monkeypatch.delenv("EVIDENCE_SECTION_HEADER")  # the store's own rule, the target's other
+    code, report = _cli(store, osmem_clone.url)
+    assert code == 0 and report is not None and report["unchanged"] == len(docs)
+
+    sectioned = [d for d in corpus() if any(c.section for c in d.chunks)][:1]
+    headed = OpenSearchBackend(
+        Settings(backend="opensearch", opensearch_endpoint=osmem_clone.url, section_header="heading")
+    )
+    headed.upsert(SRC, sectioned, vectors_for(sectioned))
+    headed.close()
+    target.client.indices.refresh(index=SRC)
+    capsys.readouterr()
+    code, report = _cli(store, osmem_clone.url)
+    err = capsys.readouterr().err
+    assert (code, report) == (2, None)
+    assert f"target index {SRC!r} was written with section_header='heading'" in err
+
+
+def test_a_section_arriving_while_the_header_rule_was_let_through_is_refused(
+    tmp_path: Path, osmem_clone: Any
+) -> None:
+    """A header rule other than the store's is let through only while the store holds no
+    sectioned chunk; a writer of the store's rule may add one while the copy runs. That document
+    is refused at its batch (nothing of the batch written), and the next run compares the store as
+    it then is: refused before anything is written."""
+    from evidence.errors import IndexSettingsMismatchError
+    from evidence.search.factory import get_backend
+    from evidence.search.written import written_with
+
+    plain_docs = [d for d in corpus() if not any(c.section for c in d.chunks)]
+    sectioned = [d for d in corpus() if any(c.section for c in d.chunks)][:1]
+    store = tmp_path / "plain"
+    writer = get_backend(Settings(store_dir=store))
+    writer.create_index(SRC, embedder_id=EMBEDDER, dimension=DIM)
+    writer.upsert(SRC, plain_docs, vectors_for(plain_docs))
+    source = EmbeddedBackend(store)
+    settings = Settings(backend="opensearch", opensearch_endpoint=osmem_clone.url, section_header="heading")
+    target = OpenSearchBackend(settings)
+
+    def copied() -> Iterator[tuple[Any, Any]]:
+        yield from iter_chunks(source, SRC)
+        writer.upsert(SRC, sectioned, vectors_for(sectioned))  # the store's own rule: written
+        yield from ((d, v) for d, v in iter_chunks(source, SRC) if d.document_id == sectioned[0].document_id)
+
+    try:
+        with pytest.raises(IndexSettingsMismatchError) as err:
+            migrate(source, target, SRC, batch_size=1, documents=copied(), written=written_with(settings))
+        assert err.value.field == "section_header"
+        assert sectioned[0].document_id in err.value.message
+        assert target.document_hash(SRC, sectioned[0].document_id) is None
+        assert target.document_hash(SRC, plain_docs[0].document_id) == plain_docs[0].content_hash
+        with pytest.raises(IndexSettingsMismatchError) as err:
+            migrate(source, target, SRC, written=written_with(settings))
+        assert f"index {SRC!r} of the store was written with section_header='off'" in err.value.message
+    finally:
+        writer.close()
+        source.close()
+        target.close()

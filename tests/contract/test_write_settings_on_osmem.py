@@ -311,3 +311,29 @@ def test_evidence_index_exits_2(
         assert windowed.get_index(INDEX).chunks == 0
     finally:
         windowed.close()
+
+
+def test_a_sectioned_batch_under_another_header_rule_is_refused_before_it_is_embedded(
+    url: str, plain: OpenSearchBackend
+) -> None:
+    """An index none of whose chunks has a section lets a writer of another header rule past
+    `create_index` (its documents are not known there); the batch's own check
+    (`search.base.SettingsCheck`) refuses its sectioned chunks before the embedder runs, so the
+    refusal costs no embedding, and a sectionless batch is embedded and written as before."""
+    from evidence.service import EvidenceService
+    from evidence.testing import RecordingEmbedder
+
+    docs = {d.document_id: d for d in corpus()}
+    embedder = RecordingEmbedder()
+    headed = _headed(url)
+    headed.create_index(INDEX, embedder_id=embedder.model_id, dimension=embedder.dimension)
+    headed.close()
+    service = EvidenceService(plain.settings, backend=plain, embedder=embedder)
+    with pytest.raises(IndexSettingsMismatchError) as err:
+        service.write_documents(INDEX, [docs["followup-r1"], docs["policy"]])
+    assert err.value.field == "section_header"
+    assert embedder.embedded == []  # refused before anything was embedded
+    assert plain.get_index(INDEX).chunks == 0
+    written = service.write_documents(INDEX, [docs["followup-r1"]])
+    assert [r.status for r in written] == ["created"]
+    assert embedder.embedded  # the sectionless batch is embedded as before

@@ -263,6 +263,36 @@ class AnchorVectorStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SectionsProbe(Protocol):
+    """A backend that tells whether an index holds a chunk with a section: what a section header
+    rule shapes (`search.written.HEADER_KEYS`). `evidence migrate` asks it of the source and of
+    an existing target before it compares their header rules
+    (docs/opensearch.md#migrating-an-embedded-index)."""
+
+    def has_sections(self, index: str) -> bool:
+        """Whether a chunk of `index` has a section, as last committed (embedded: a seek) or as
+        searchable (OpenSearch: a count, near-real-time)."""
+        ...
+
+
+@runtime_checkable
+class SettingsCheck(Protocol):
+    """A backend whose write check depends on the documents of the batch (OpenSearch: a header
+    rule alone is refused only for a batch holding a sectioned chunk): asked before the batch is
+    embedded, so the refusal costs no embedding (`Indexing.write_documents`)."""
+
+    def check_documents(self, index: str, documents: Sequence[DocumentChunks]) -> None:
+        """IndexSettingsMismatchError when `upsert(index, documents, ...)` would refuse them for
+        the index's recorded settings; nothing is written or embedded."""
+        ...
+
+
+def sectioned(documents: Sequence[DocumentChunks]) -> bool:
+    """Whether a chunk of `documents` has a section (not the empty one)."""
+    return any(c.section for doc in documents for c in doc.chunks)
+
+
 def group_ordered(chunks: Sequence[Chunk]) -> list[OrderedChunks]:
     """`chunks` (as a lookup returned them) by document, by id, each in document order."""
     by_document: dict[str, list[Chunk]] = {}

@@ -206,6 +206,11 @@ class EmbeddedBackend:
             raise IndexNotFoundError(index)
         shutil.rmtree(root)
 
+    def has_sections(self, index: str) -> bool:
+        """`search.base.SectionsProbe`: whether a chunk of `index` has a section, as last
+        committed (`IndexStore.has_sections`, a seek)."""
+        return self.index_store(index).has_sections()
+
     def document_hash(self, index: str, document_id: str) -> str | None:
         return self.index_store(index).document_hash(document_id)
 

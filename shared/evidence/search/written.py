@@ -13,7 +13,9 @@ another record (`refuse_difference`: `EmbeddedBackend` and `IndexAdmin`), and so
 Only the keys two records share are compared, so a record with fewer keys (an older one) is
 compared on what it has, an index without vectors is compared without the keys that shape
 only vectors (`VECTOR_KEYS`), and (since session 51) the embedded store compares an index none of
-whose chunks has a section without the header rule's keys (`HEADER_KEYS`).
+whose chunks has a section without the header rule's keys (`HEADER_KEYS`); OpenSearch compares
+them only for a batch (or, at `create_index`, an index) holding a sectioned chunk, and migrate as
+they do (`header_difference`).
 """
 
 from __future__ import annotations
@@ -151,6 +153,18 @@ def refuse_difference(
         differs = difference(_without_header(recorded), _without_header(other), dimension=dimension)
     if differs is not None:
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])
+
+
+def header_difference(
+    recorded: Mapping[str, str] | None, other: Mapping[str, str] | None
+) -> tuple[str, str, str] | None:
+    """`first_difference` of the two records on the header rule's keys alone (`HEADER_KEYS`):
+    what `evidence migrate` lets through while the copied documents hold no section."""
+    return first_difference(_only_header(recorded), _only_header(other))
+
+
+def _only_header(record: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if record is None else {k: v for k, v in record.items() if k in HEADER_KEYS}
 
 
 def _without_header(record: Mapping[str, str] | None) -> dict[str, str] | None:

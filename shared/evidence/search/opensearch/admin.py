@@ -191,12 +191,16 @@ class IndexAdmin(Transport):
         # caller embeds its documents (`Indexing._ensure_index`). One we created agrees. The
         # documents are not known yet: a header rule alone is refused when the index holds a
         # sectioned chunk; else the upsert decides per batch.
-        self._refuse_other_settings(
-            name, info, lambda: self._count_matching(name, bodies.sectioned_body()) > 0
-        )
+        self._refuse_other_settings(name, info, lambda: self.has_sections(name))
         info = self._with_generation(name, info)
         self._infos[name] = info
         return info
+
+    def has_sections(self, index: str) -> bool:
+        """`search.base.SectionsProbe`: whether the index holds a passage or span with a section
+        (one `_count`, near-real-time: what `create_index` asks before a header rule alone)."""
+        name = self._index_name(index)
+        return self._count_matching(name, bodies.sectioned_body()) > 0
 
     def _refuse_other_settings(self, name: str, info: IndexInfo, sectioned: Callable[[], bool]) -> None:
         """IndexSettingsMismatchError (`field`: the setting) when the index records other indexing

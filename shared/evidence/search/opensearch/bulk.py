@@ -32,7 +32,7 @@ from evidence.retry import (
     current_deadline,
 )
 from evidence.search import opensearch_bodies as bodies
-from evidence.search.base import AnchorVectors, IndexInfo, UpsertResult, Vector
+from evidence.search.base import AnchorVectors, IndexInfo, UpsertResult, Vector, sectioned
 from evidence.search.headers import SectionHeaders
 from evidence.search.opensearch.admin import _LOOKUP_PAGE, _MAX_RESULT_WINDOW, IndexAdmin
 from evidence.search.opensearch.transport import _RETRY_STATUS
@@ -237,6 +237,13 @@ class BulkWrites(IndexAdmin):
                     out[doc_id] = marker
         return out
 
+    def check_documents(self, index: str, documents: Sequence[DocumentChunks]) -> None:
+        """`search.base.SettingsCheck`: `upsert`'s settings check of `documents`, asked before
+        they are embedded (a header rule alone is refused only for a batch holding a sectioned
+        chunk, which `create_index` cannot know); no request beyond the index's cached read."""
+        name = self._index_name(index)
+        self._refuse_other_settings(name, self._info(name), lambda: sectioned(documents))
+
     def upsert(
         self,
         index: str,
@@ -256,9 +263,7 @@ class BulkWrites(IndexAdmin):
         info = self._info(name)
         # Before anything is written: documents under other indexing settings than the index's
         # would not match its others (docs/opensearch.md#indexing-settings-of-an-index).
-        self._refuse_other_settings(
-            name, info, lambda: any(c.section for doc in documents for c in doc.chunks)
-        )
+        self._refuse_other_settings(name, info, lambda: sectioned(documents))
         for doc, vecs in zip(documents, vectors, strict=True):
             _check_vectors(doc, vecs, info)
         last = {d.document_id: i for i, d in enumerate(documents)}
