@@ -30,7 +30,8 @@ def make_pdf(
     Y as ffi, W as the private glyph g18, which maps to no character).
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
-    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line). An empty inner list makes a page with no text (as a scanned page looks to a
+    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line). An
+    empty inner list makes a page with no text (as a scanned page looks to a
     parser).
     """
     objects: list[bytes] = []
@@ -73,7 +74,8 @@ def make_pdf(
             add(
                 (
                     f"<< /Type /Page /Parent {pages_obj} 0 R /MediaBox [0 0 612 792] "
-                    f"/Resources << /Font << /F1 {font} 0 R /F2 {bold} 0 R /F3 {mono} 0 R >> >> /Contents {content} 0 R >>"
+                    f"/Resources << /Font << /F1 {font} 0 R /F2 {bold} 0 R /F3 {mono} 0 R >> >> "
+                    f"/Contents {content} 0 R >>"
                 ).encode()
             )
         )
