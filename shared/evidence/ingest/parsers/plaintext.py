@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evidence.ingest.offsets import SourceOffsets
@@ -69,9 +70,11 @@ _NUMBERED = re.compile(
     # a closing parenthesis may follow a number as a dot does ("1) Guarding use of …": a policy's)
     r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?|(?<=\d)\))"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
-    # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
-    # or a path names what the section is about ("4) /usr/share/<flavor>/site-lisp/": a policy's)
-    r"(?P<title>(?:[A-Z]|/(?=[\w<]))(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
+    # a title starts with a capital, or is a path naming what its section is about ("4)
+    # /usr/share/<flavor>/site-lisp/": a policy's); it stops at its first dot, but for an
+    # initialism's ("10. U.S. GOVERNMENT END USERS.")
+    r"(?P<title>(?:[A-Z]|/(?=[\w<]))"
+    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
     # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
     r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
 )
@@ -173,9 +176,7 @@ def _numbered(
     strict = not path and (_title_case(title) or _caps(title))
     ends = m.group("end").strip()
     sentence_case_ok = (
-        loose
-        and len(_title_words(title)) <= max_words
-        and (ends in ("", "?") or (dot_ok and ends == "."))
+        loose and len(_title_words(title)) <= max_words and (ends in ("", "?") or (dot_ok and ends == "."))
     )
     if not strict and not sentence_case_ok:
         return None
@@ -285,11 +286,11 @@ _STATEMENT_FIRST = re.compile(
 )
 
 
-def question_fact_headings(text: str, sections: list[Section]) -> tuple[int, ...]:
+def question_fact_headings(text: str, sections: Sequence[Section]) -> tuple[int, ...]:
     """Section starts whose line is a question named from its middle (`_answered_question`): the
     line ends on the name's words but does not start with the name, so it is no heading line to
     skip but a fact span (`ParsedDocument.fact_headings`)."""
-    out = []
+    out: list[int] = []
     for sec in sections:
         eol = text.find("\n", sec.char_start)
         line = text[sec.char_start : eol if eol >= 0 else len(text)].strip()
