@@ -17,7 +17,11 @@ StyledLine = tuple[str, float, bool]
 
 
 def make_pdf(
-    pages: Sequence[Sequence[str | StyledLine]], *, title: str | None = None, differences: str = ""
+    pages: Sequence[Sequence[str | StyledLine]],
+    *,
+    title: str | None = None,
+    differences: str = "",
+    courier: frozenset[str] = frozenset(),
 ) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
 
@@ -26,7 +30,8 @@ def make_pdf(
     Y as ffi, W as the private glyph g18, which maps to no character).
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
-    Helvetica-Bold). An empty inner list makes a page with no text (as a scanned page looks to a
+    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line). An
+    empty inner list makes a page with no text (as a scanned page looks to a
     parser).
     """
     objects: list[bytes] = []
@@ -44,12 +49,15 @@ def make_pdf(
     )
     font = add(f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding {encoding} >>".encode())
     bold = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+    mono = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>")
     kids: list[int] = []
     for lines in pages:
         if lines:
             ops = ["BT", "/F1 12 Tf", "14 TL", "72 720 Td"]
             for line in lines:
-                if isinstance(line, str):
+                if isinstance(line, str) and line in courier:
+                    ops.append(f"/F3 12 Tf ({_pdf_escape(line)}) Tj T* /F1 12 Tf")
+                elif isinstance(line, str):
                     ops.append(f"({_pdf_escape(line)}) Tj T*")
                 else:
                     text, size, is_bold = line
@@ -66,7 +74,8 @@ def make_pdf(
             add(
                 (
                     f"<< /Type /Page /Parent {pages_obj} 0 R /MediaBox [0 0 612 792] "
-                    f"/Resources << /Font << /F1 {font} 0 R /F2 {bold} 0 R >> >> /Contents {content} 0 R >>"
+                    f"/Resources << /Font << /F1 {font} 0 R /F2 {bold} 0 R /F3 {mono} 0 R >> >> "
+                    f"/Contents {content} 0 R >>"
                 ).encode()
             )
         )

@@ -113,8 +113,18 @@ def test_a_long_definition_list_heads_a_subsection_at_each_term() -> None:
     assert max(s.char_end - s.char_start for s in doc.sections) < 5_000
 
 
+def test_a_reference_list_of_half_the_old_bound_heads_subsections_too() -> None:
+    """A manual's second reference list of 12 entries holding ~13,000 characters (under 20,000,
+    the first bound) left one section of ~13 passages without a name inside: over 10,000
+    characters its terms head subsections as a longer list's do."""
+    doc = parse_bytes(_reference_page(entries=12, sentences=20).encode(), filename="kettle.html")
+    names = [s.name for s in doc.sections]
+    assert len(names) == 2 + 12 + 2
+    assert "kettle.option9" in names
+
+
 def test_a_short_definition_list_stays_in_its_section() -> None:
     """A list of a few entries, or of many short ones, is text of the section it stands in."""
-    for entries, sentences in ((6, 40), (12, 2)):
+    for entries, sentences in ((6, 40), (12, 2), (12, 12)):
         doc = parse_bytes(_reference_page(entries, sentences).encode(), filename="kettle.html")
         assert [s.name for s in doc.sections] == ["kettle(1)", "Settings", "Bugs"]

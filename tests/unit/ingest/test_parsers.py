@@ -810,3 +810,34 @@ def test_pdf_contents_entries_set_bold_with_page_numbers_are_no_headings() -> No
     names = [s.name for s in doc.sections]
     assert "Kettles and their care" in names and "Brewing a pot of tea" in names
     assert not any(name.endswith((" 1", " 2")) for name in names)
+
+
+def test_pdf_code_listing_lines_set_in_courier_are_spans_of_their_own() -> None:
+    """A listing set in a typewriter face right under a prose sentence that does not end on a stop
+    ("… as follows") neither runs into that sentence nor into one long span of its own: each of
+    its lines is a span, as a fenced block's lines are in Markdown; prose set in the body face
+    still joins its wrapped lines into sentences."""
+    code = [
+        "def brew(kettle):",
+        "    kettle.fill(water)",
+        "    kettle.boil()",
+        "    return kettle.pour(cup)",
+    ]
+    pdf = make_pdf(
+        [
+            [
+                "The kettle is driven by a short script that fills and boils it",
+                "before pouring, as follows",
+                *code,
+                "The script runs once each morning and",
+                "stops when the cup is full.",
+            ]
+        ],
+        courier=frozenset(code),
+    )
+    spans = [s.text for s in extract_spans(parse_bytes(pdf, filename="guide.pdf"))]
+    assert spans == [
+        "The kettle is driven by a short script that fills and boils it\nbefore pouring, as follows",
+        *[line.strip() for line in code],
+        "The script runs once each morning and\nstops when the cup is full.",
+    ]

@@ -428,6 +428,32 @@ def test_a_number_closed_by_a_parenthesis_numbers_a_heading() -> None:
     assert names == ["1) Guarding use of the kettle", "2) Flavour indication", "3) Startup strategy"]
 
 
+def test_a_numbered_path_or_a_title_with_a_closing_aside_heads_its_section() -> None:
+    """A policy whose fourth section is titled by a directory ("4) /srv/kettle/<flavour>/") and whose
+    fifth runs long only by an aside in parentheses: both continue the numbering, so both are
+    sections; a list of paths under a heading stays in its section."""
+    text = (
+        "Kettle policy\n\n"
+        "1) Guarding use of the kettle\n\n   Any use must be guarded by a test.\n\n"
+        "2) Flavour indication\n\n   Each kettle must name its flavour.\n\n"
+        "3) Startup strategy\n\n   On startup each kettle must boil once.\n\n"
+        "4) /srv/kettle/<flavour>/spout/\n\n   This directory holds the spouts.\n\n"
+        "5) Kettle add-on support (the examples below should make this much clearer)\n\n"
+        "   Each add-on must depend on the kettle.\n\n"
+        "6) Mandatory lid\n\n   Every kettle has a lid.\n\n"
+        "Paths\n\n1) /srv/one/\n\n2) /srv/two/\n"
+    )
+    names = [s.name for s in parse_text(text, filename="policy.txt").sections]
+    assert names == [
+        "1) Guarding use of the kettle",
+        "2) Flavour indication",
+        "3) Startup strategy",
+        "4) /srv/kettle/<flavour>/spout/",
+        "5) Kettle add-on support (the examples below should make this much clearer)",
+        "6) Mandatory lid",
+    ]
+
+
 def test_title_case_lines_standing_alone_head_a_document_without_other_headings() -> None:
     """A licence whose parts are titled by Title Case lines standing alone over clauses numbered
     "(1)": with no other heading in the document, those lines are its sections; a document with
@@ -449,6 +475,32 @@ def test_title_case_lines_standing_alone_head_a_document_without_other_headings(
     ]
     one = "The Kettle Licence\n\nPreamble\n\nThis licence sets the terms for a kettle.\n"
     assert parse_text(one, filename="licence.txt").sections == ()
+
+
+def test_a_long_faq_question_after_a_statement_is_named_by_the_question() -> None:
+    """A long FAQ line opening on a statement before its question ("2.1  I want to sell kettles
+    made to my own design in a shop of mine. Does this mean …?") is named by its number and the
+    question (statements before it are its setting, not its name); the whole line stays spans."""
+    q = (
+        "2.1  I want to sell kettles made to my own design in a shop of mine. Some have spouts. "
+        "Does this mean my kettles also have to be licensed?"
+    )
+    text = (
+        "KETTLE FAQ\n\n1  SELLING KETTLES\n\n"
+        "1.1  Can I sell a kettle?\nYes.\n\n"
+        f"1.2  {q[5:]}\nNo. They stay yours.\n\n"
+        "1.3  Must the kettle be new?\nNo.\n"
+    )
+    doc = parse_text(text, filename="faq.txt")
+    names = [s.name for s in doc.sections]
+    assert names[2:] == [
+        "1.1  Can I sell a kettle?",
+        "1.2 Does this mean my kettles also have to be licensed?",
+        "1.3  Must the kettle be new?",
+    ]
+    spans = [s.text for s in extract_spans(doc)]
+    assert "1.2  I want to sell kettles made to my own design in a shop of mine." in spans
+    assert "Does this mean my kettles also have to be licensed?" in spans
 
 
 def test_an_faq_question_right_over_its_answer_is_a_heading_however_long() -> None:

@@ -58,9 +58,12 @@ _PARA_BLOCKS = frozenset(
 _LINE_BLOCKS = frozenset({"li", "tr", "dt", "dd", "option"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 #: A reference list: a definition list outside any other of at least this many entries holding at
-#: least this many characters (~5,000 word pieces, ~20 passages) heads a subsection at each term.
+#: least this many characters (~2,500 word pieces, ~10 passages) heads a subsection at each term.
+#: Session 51's audit pages put their outermost lists of >= 10 entries either at <= 7,200 characters
+#: (a module's directive flags, a few options) or at >= 11,000 (a manual's variables, builtins,
+#: expressions); 10,000 sits in that gap, where 20,000 left reference lists of 11,000-19,000 whole.
 REFERENCE_LIST_ENTRIES = 10
-REFERENCE_LIST_CHARS = 20_000
+REFERENCE_LIST_CHARS = 10_000
 #: Between the terms of one entry while they are read; a name holds terms up to this length.
 _TERM_SEP = "\x00"
 MAX_ENTRY_NAME_CHARS = 100

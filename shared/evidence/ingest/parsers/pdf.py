@@ -149,7 +149,27 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         sections=flat_sections(heads, len(text)),
         page_starts=tuple(starts),
         fmt="pdf",
+        line_ends=code_line_ends(text, styles),
     )
+
+
+def code_line_ends(text: str, styles: DocumentStyles) -> tuple[int, ...]:
+    """The line breaks around each line set in a typewriter face (a code listing's): the prose
+    line before the listing ends its span there, and each listing line is a span of its own, as a
+    fenced block's lines are in Markdown, rather than one run-on "sentence" of prose and code."""
+    ends: set[int] = set()
+    pos = 0
+    prev_end = -1  # end of the previous non-blank line
+    for line in text.split("\n"):
+        end = pos + len(line)
+        if line.strip():
+            if styles.monospaced(line):
+                if prev_end >= 0:
+                    ends.add(prev_end)
+                ends.add(end)
+            prev_end = end
+        pos = end + 1
+    return tuple(sorted(ends))
 
 
 def drop_glyph_names(pages: list[str]) -> tuple[list[str], int]:

@@ -31,6 +31,15 @@ MAX_HEADING_WORDS = 14
 #: More consecutive heading-styled lines than this are emphasised prose, not a wrapped heading.
 MAX_HEADING_LINES = 2
 _BOLD_FACE = re.compile(r"bold|semibold|demi|black|heavy", re.IGNORECASE)
+#: Typewriter faces code listings are set in (Courier, TeX's CMTT/LMMono, "… Mono", "… Code"):
+#: TeX's fonts leave the descriptor's fixed-pitch flag unset, so the name is read too.
+_MONO_FACE = re.compile(
+    r"courier|mono|typewriter|cmtt|lmtt|txtt|consol|menlo|inconsolata|code|fixed", re.IGNORECASE
+)
+#: The descriptor's FixedPitch flag (PDF 32000-1, table 123, bit 1).
+_FIXED_PITCH = 1
+#: Share of a line's letters set in a typewriter face for the line to count as code.
+MONO_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -60,32 +69,52 @@ def _is_bold(font: Any) -> bool:
     return bool(_BOLD_FACE.search(name))
 
 
+def _is_mono(font: Any) -> bool:
+    """Whether the font is a typewriter face (by its name or its descriptor's fixed-pitch flag)."""
+    try:
+        if font is None:
+            return False
+        if _MONO_FACE.search(str(font.get("/BaseFont", ""))):
+            return True
+        desc = font.get("/FontDescriptor")
+        if desc is None and "/DescendantFonts" in font:
+            desc = font["/DescendantFonts"][0].get_object().get("/FontDescriptor")
+        flags = int(desc.get_object().get("/Flags", 0)) if desc is not None else 0
+        return bool(flags & _FIXED_PITCH)
+    except Exception:
+        return False  # a malformed font dictionary: read as proportional (prose), as before
+
+
 class StyleCollector:
     """Fed by pypdf's `visitor_text`; yields each extracted line's style, keyed by its text."""
 
     def __init__(self) -> None:
-        self._runs: list[tuple[str, float, bool]] = []
+        self._runs: list[tuple[str, float, bool, bool]] = []
 
     def visit(self, text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
         if text:
-            self._runs.append((text, _effective_size(cm, tm, font_size), _is_bold(font)))
+            size = _effective_size(cm, tm, font_size)
+            self._runs.append((text, size, _is_bold(font), _is_mono(font)))
 
-    def lines(self) -> list[tuple[str, Counter[tuple[float, bool]]]]:
-        """Each line's text and how many of its letters were set in each (size, bold)."""
-        out: list[tuple[str, Counter[tuple[float, bool]]]] = []
+    def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int]]:
+        """Each line's text, how many of its letters were set in each (size, bold), and how many
+        in a typewriter face."""
+        out: list[tuple[str, Counter[tuple[float, bool]], int]] = []
         text: list[str] = []
         weights: Counter[tuple[float, bool]] = Counter()
-        for run, size, bold in self._runs:
+        mono_letters = 0
+        for run, size, bold, mono in self._runs:
             parts = run.split("\n")
             for i, part in enumerate(parts):
                 if i:
-                    out.append(("".join(text), weights))
-                    text, weights = [], Counter()
+                    out.append(("".join(text), weights, mono_letters))
+                    text, weights, mono_letters = [], Counter(), 0
                 text.append(part)
                 n = sum(1 for c in part if c.isalnum())
                 if n:
                     weights[(size, bold)] += n
-        out.append(("".join(text), weights))
+                    mono_letters += n if mono else 0
+        out.append(("".join(text), weights, mono_letters))
         return out
 
 
@@ -95,11 +124,15 @@ class DocumentStyles:
     def __init__(self) -> None:
         self._by_line: dict[str, LineStyle | None] = {}
         self._letters: Counter[float] = Counter()
+        self._mono: dict[str, bool] = {}
 
     def add_page(self, collector: StyleCollector) -> None:
-        for text, weights in collector.lines():
+        for text, weights, mono_letters in collector.lines():
             if not weights:
                 continue
+            mono = mono_letters >= MONO_SHARE * sum(weights.values())
+            # Text set both ways (a name in a listing and in prose) is not trusted as code.
+            self._mono[_key(text)] = mono and self._mono.get(_key(text), True)
             for (size, _), n in weights.items():
                 self._letters[size] += n
             (size, _), _ = weights.most_common(1)[0]
@@ -116,6 +149,10 @@ class DocumentStyles:
     @property
     def body_size(self) -> float:
         return self._letters.most_common(1)[0][0] if self._letters else 0.0
+
+    def monospaced(self, line: str) -> bool:
+        """Whether the line is set in a typewriter face: a line of a code listing."""
+        return self._mono.get(_key(line), False)
 
     def style(self, line: str) -> LineStyle | None:
         return self._by_line.get(_key(line))

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evidence.ingest.offsets import SourceOffsets
@@ -58,7 +59,7 @@ from evidence.ingest.parsers.layout import (
     normalise_newlines,
     running_lines,
 )
-from evidence.records import ParsedDocument
+from evidence.records import ParsedDocument, Section
 
 #: "8. Termination." "2.1 Grant of Patent License. Subject to …" "12 Miscellaneous"
 _NUMBERED = re.compile(
@@ -69,8 +70,11 @@ _NUMBERED = re.compile(
     # a closing parenthesis may follow a number as a dot does ("1) Guarding use of …": a policy's)
     r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?|(?<=\d)\))"
     r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
-    # the title stops at its first dot, but for an initialism's ("10. U.S. GOVERNMENT END USERS.")
-    r"(?P<title>[A-Z](?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
+    # a title starts with a capital, or is a path naming what its section is about ("4)
+    # /usr/share/<flavor>/site-lisp/": a policy's); it stops at its first dot, but for an
+    # initialism's ("10. U.S. GOVERNMENT END USERS.")
+    r"(?P<title>(?:[A-Z]|/(?=[\w<]))"
+    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
     # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
     r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
 )
@@ -105,6 +109,16 @@ def _title_case(title: str) -> bool:
     if not words or len(words) > MAX_TITLE_WORDS:
         return False
     return all(w[0].isupper() or not w[0].isalpha() or w.lower() in _SMALL_WORDS for w in words)
+
+
+#: A remark in parentheses closing a title ("Add-on package support (examples below should make
+#: this much clearer)"): an aside, not the title's words.
+_CLOSING_ASIDE = re.compile(r"[ \t]+\([^()]*\)[ \t]*$")
+
+
+def _title_words(title: str) -> list[str]:
+    """The title's words but for a closing aside in parentheses (see `_CLOSING_ASIDE`)."""
+    return (_CLOSING_ASIDE.sub("", title) or title).split()
 
 
 def _caps(line: str) -> bool:
@@ -156,10 +170,13 @@ def _numbered(
         return None  # "C.F.R. 12.212": an initialism, not Roman numeral C and a title
     if not title or _COLUMNS.search(title):
         return None
-    strict = _title_case(title) or _caps(title)
+    # A path's words start with no letter, so it would pass as Title Case: it counts only where it
+    # continues the numbering, as a sentence-case title does (a list of paths is no outline).
+    path = title.startswith("/")
+    strict = not path and (_title_case(title) or _caps(title))
     ends = m.group("end").strip()
     sentence_case_ok = (
-        loose and len(title.split()) <= max_words and (ends in ("", "?") or (dot_ok and ends == "."))
+        loose and len(_title_words(title)) <= max_words and (ends in ("", "?") or (dot_ok and ends == "."))
     )
     if not strict and not sentence_case_ok:
         return None
@@ -250,9 +267,38 @@ def _answered_question(line: str, nxt: str) -> _Numbered | None:
     if m is None or not nxt.strip() or _ENTRY.match(nxt) or _indent(nxt) > _indent(line):
         return None
     s = line.strip()
-    name = s if len(s) <= MAX_TITLE_CHARS else s[: s.rfind(" ", 0, MAX_TITLE_CHARS)].rstrip(" ,;:")
     num = m.group("num")
+    if len(s) > MAX_TITLE_CHARS:
+        # A statement before the question ("1.3  I sell kettles. Does this mean …?") is its
+        # setting: the name starts at the question, and the line stays a fact span
+        # (`question_fact_headings`).
+        lead = _STATEMENT_FIRST.match(s)
+        if lead is not None:
+            s = f"{num} {s[lead.end() :]}"
+    name = s if len(s) <= MAX_TITLE_CHARS else s[: s.rfind(" ", 0, MAX_TITLE_CHARS)].rstrip(" ,;:")
     return _Numbered(num.count(".") + 1, name, _outline_parts(num), needs_sequence=True)
+
+
+#: A numbered line opening on statements: the match ends where the sentence holding the line's
+#: first question mark starts.
+_STATEMENT_FIRST = re.compile(
+    r"^\d{1,3}(?:\.\d{1,3}){0,4}\.?[ \t]+[^?\n]*[A-Za-z)]{2}[.!][ \t]+(?=[A-Z][^?.!\n]*\?)"
+)
+
+
+def question_fact_headings(text: str, sections: Sequence[Section]) -> tuple[int, ...]:
+    """Section starts whose line is a question named from its middle (`_answered_question`): the
+    line ends on the name's words but does not start with the name, so it is no heading line to
+    skip but a fact span (`ParsedDocument.fact_headings`)."""
+    out: list[int] = []
+    for sec in sections:
+        eol = text.find("\n", sec.char_start)
+        line = text[sec.char_start : eol if eol >= 0 else len(text)].strip()
+        lead = _STATEMENT_FIRST.match(line) if len(line) > MAX_TITLE_CHARS else None
+        num, _, question = sec.name.partition(" ")
+        if lead is not None and question and line.startswith(num) and line[lead.end() :].startswith(question):
+            out.append(sec.char_start)
+    return tuple(out)
 
 
 def _list_item(lines: list[str], i: int, found: _Numbered) -> bool:
@@ -766,4 +812,5 @@ def parse_plaintext(text: str, *, title: str = "") -> ParsedDocument:
         sections=sections,
         page_starts=pages,
         fmt="txt",
+        fact_headings=question_fact_headings(text, sections),
     )
