@@ -103,7 +103,7 @@ def migrate(
     the target keeps them (`search.base.AnchorVectorStore`: OpenSearch); None copies none.
     `written`: the running process's indexing settings (`search.written.written_with`), compared
     with the source's record (`_refuse_other_settings`); None compares only source and target."""
-    from evidence.search.base import AnchorVectorStore
+    from evidence.search.base import AnchorVectorStore, sectioned
 
     dest = target_index or index
     info = source.get_index(index)
@@ -172,7 +172,7 @@ def migrate(
             progress(report.documents, total, "documents")
 
     for doc, vecs in documents:
-        if sectionless is not None and any(c.section for c in doc.chunks):
+        if sectionless is not None and sectioned([doc]):
             # The source took a sectioned document after the check found none (another writer,
             # under the index's rule): the header rule let through no longer holds for it.
             raise IndexSettingsMismatchError(
@@ -227,13 +227,12 @@ def _refuse_other_settings(
     hold a sectioned chunk (`target_sections`: OpenSearch's count, as its `create_index` asks;
     its `upsert` would refuse the sectioned batches). Returns the header setting let through
     because nothing was sectioned (the copy must then stay sectionless), else None."""
-    from evidence.search.written import EXTRA_KEY, HEADER_KEYS, header_difference, refuse_difference
+    from evidence.search.written import EXTRA_KEY, HEADER_KEYS, refuse_difference
 
     source = info.extra.get(EXTRA_KEY)
-    refuse_difference(
+    let_through = refuse_difference(
         source, written, _source_message(index), dimension=info.dimension, has_sections=source_sections
     )
-    let_through = header_difference(source, written)
     if source is not None and written is not None and let_through is not None:
         # Let through: the source holds no sectioned chunk. The copy is the process's rule, as a
         # write into such an index records it.
@@ -241,7 +240,7 @@ def _refuse_other_settings(
         source.update((k, v) for k, v in written.items() if k in HEADER_KEYS)
     copied = source or written
     recorded = existing.extra.get(EXTRA_KEY) if existing is not None else None
-    refuse_difference(
+    into_target = refuse_difference(
         recorded,
         copied,
         lambda name, stored, copied: (
@@ -251,8 +250,7 @@ def _refuse_other_settings(
         dimension=info.dimension,
         has_sections=lambda: source_sections() or target_sections(),
     )
-    if let_through is None:
-        let_through = header_difference(recorded, copied)
+    let_through = let_through or into_target
     return None if let_through is None else let_through[0]
 
 

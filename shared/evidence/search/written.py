@@ -15,7 +15,7 @@ compared on what it has, an index without vectors is compared without the keys t
 only vectors (`VECTOR_KEYS`), and (since session 51) the embedded store compares an index none of
 whose chunks has a section without the header rule's keys (`HEADER_KEYS`); OpenSearch compares
 them only for a batch (or, at `create_index`, an index) holding a sectioned chunk, and migrate as
-they do (`header_difference`).
+they do (`refuse_difference` returns the header difference it let through).
 """
 
 from __future__ import annotations
@@ -141,30 +141,22 @@ def refuse_difference(
     *,
     dimension: int,
     has_sections: Callable[[], bool] | None = None,
-) -> None:
+) -> tuple[str, str, str] | None:
     """IndexSettingsMismatchError (`field`: the setting) at the first difference of the two
     records as an index of `dimension` compares them (`difference`); `explain(setting, recorded
     value, other value)` is its message, which says where each value comes from and the fix.
-    Nothing when they agree or either is missing. `has_sections` (asked only when the records
-    differ on a header key): whether the index holds a chunk with a section; when it holds none,
-    the header keys are not compared (`HEADER_KEYS`). None: taken as holding one (refused)."""
+    `has_sections` (asked only when the records differ on a header key): whether the index holds
+    a chunk with a section; when it holds none, the header keys are not compared (`HEADER_KEYS`).
+    None: taken as holding one (refused). Returns the first header difference so let through
+    (the records agree on every other key), else None: they agree, or either is missing."""
     differs = difference(recorded, other, dimension=dimension)
+    let_through = None
     if differs is not None and differs[0] in HEADER_KEYS and has_sections is not None and not has_sections():
+        let_through = differs
         differs = difference(_without_header(recorded), _without_header(other), dimension=dimension)
     if differs is not None:
         raise IndexSettingsMismatchError(explain(*differs), field=differs[0])
-
-
-def header_difference(
-    recorded: Mapping[str, str] | None, other: Mapping[str, str] | None
-) -> tuple[str, str, str] | None:
-    """`first_difference` of the two records on the header rule's keys alone (`HEADER_KEYS`):
-    what `evidence migrate` lets through while the copied documents hold no section."""
-    return first_difference(_only_header(recorded), _only_header(other))
-
-
-def _only_header(record: Mapping[str, str] | None) -> dict[str, str] | None:
-    return None if record is None else {k: v for k, v in record.items() if k in HEADER_KEYS}
+    return let_through
 
 
 def _without_header(record: Mapping[str, str] | None) -> dict[str, str] | None:

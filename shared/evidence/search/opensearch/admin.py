@@ -25,7 +25,6 @@ from evidence.search.opensearch.transport import Transport
 from evidence.search.written import (
     EXTRA_KEY,
     as_extra,
-    difference,
     refuse_difference,
     without_cache,
     written_with,
@@ -222,11 +221,9 @@ class IndexAdmin(Transport):
         remembered: the next batch is compared again."""
         if name in self._settings_checked:
             return
-        recorded = info.extra.get(EXTRA_KEY)
-        ours = without_cache(written_with(self.settings))
-        refuse_difference(
-            recorded,
-            ours,
+        let_through = refuse_difference(
+            info.extra.get(EXTRA_KEY),
+            without_cache(written_with(self.settings)),
             lambda setting, stored, ours: (
                 f"index {name!r} was written with {setting}={stored!r}, but this process has "
                 f"{setting}={ours!r}: set EVIDENCE_{setting.upper()}={stored} (the index's setting) "
@@ -235,7 +232,7 @@ class IndexAdmin(Transport):
             dimension=info.dimension,
             has_sections=sectioned,
         )
-        if difference(recorded, ours, dimension=info.dimension) is None:
+        if let_through is None:
             self._settings_checked.add(name)
 
     def _with_generation(self, name: str, info: IndexInfo) -> IndexInfo:
