@@ -106,3 +106,49 @@ def test_a_bulleted_list_set_with_a_gap_after_its_marks_is_no_table() -> None:
         "Cups 2": "| Cups | 2 |",
         "Spoons 3": "| Spoons | 3 |",
     }
+
+
+class _Page:
+    """A page whose plain and layout-mode texts are given (what pypdf returns for each mode)."""
+
+    def __init__(self, plain: str, layout: str) -> None:
+        self.plain, self.layout = plain, layout
+
+    def extract_text(self, visitor_text: object = None, extraction_mode: str = "plain") -> str:
+        return self.layout if extraction_mode == "layout" else self.plain
+
+
+def test_a_padded_table_read_a_cell_a_line_comes_out_as_rows_with_its_header() -> None:
+    """Rows set a blank line apart (padded cells) are one table; plain extraction gave each cell a
+    line of its own, and each row's run of lines becomes its `| a | b | c |` row; the header line
+    over it, its cells centred rather than aligned, is the first row. Two cells a blank line apart
+    (a numbered heading set with a gap, "2    Brewing") stay text."""
+    layout = (
+        "   Parameter                   Meaning                          Default\n"
+        "\n"
+        "   steep       the minutes the leaves stay in the pot           4\n"
+        "\n"
+        "   heat        the water's temperature in degrees               90\n"
+        "\n"
+        "   cups        how many cups the pot pours                      2\n"
+        "\n"
+        "2    Brewing\n"
+        "\n"
+        "2.1    Warming the pot\n"
+    )
+    plain = (
+        "The kettle takes these arguments\nParameter\nMeaning\nDefault\n"
+        "steep\nthe minutes the leaves stay in the pot\n4\n"
+        "heat\nthe water's temperature in degrees\n90\n"
+        "cups\nhow many cups the pot pours\n2\n"
+        "2 Brewing\n2.1 Warming the pot"
+    )
+    assert page_text(_Page(plain, layout)).split("\n") == [
+        "The kettle takes these arguments",
+        "| Parameter | Meaning | Default |",
+        "| steep | the minutes the leaves stay in the pot | 4 |",
+        "| heat | the water's temperature in degrees | 90 |",
+        "| cups | how many cups the pot pours | 2 |",
+        "2 Brewing",
+        "2.1 Warming the pot",
+    ]
