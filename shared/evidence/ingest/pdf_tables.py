@@ -24,8 +24,6 @@ _GAP = re.compile(r" {3,}")
 LABEL_CHARS = 32
 #: Column starts may drift by this many characters between rows (proportional fonts).
 TOLERANCE = 2
-#: Consecutive rows of one table are at most this many layout lines apart (one blank line).
-ROW_GAP = 2
 
 
 def _cells(line: str) -> list[tuple[int, str]]:
@@ -64,44 +62,23 @@ def _is_table(rows: list[list[tuple[int, str]]]) -> bool:
 
 
 def table_rows(layout: str) -> dict[str, str]:
-    """Plain-text form of each table row found in layout-mode text → its `| a | b |` form.
-
-    Rows of three or more cells may stand a blank line apart (a table set with padded rows: layout
-    mode renders the gap as an empty line), never more; two cells a blank line apart are as often
-    a numbered heading set with a gap after its number ("2    User syntax"). The line right over a
-    table of three or more columns with as many cells, each short, is its header, though its cells
-    are centred over the columns rather than aligned with them."""
+    """Plain-text form of each table row found in layout-mode text → its `| a | b |` form."""
     lines = layout.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     cells = [_cells(line) for line in lines]
-    filled = [k for k, line in enumerate(lines) if line.strip()]
     out: dict[str, str] = {}
-
-    def add(row: list[tuple[int, str]]) -> None:
-        texts = [c for _, c in row]
-        out.setdefault(_key(" ".join(texts)), "| " + " | ".join(t.replace("|", "\\|") for t in texts) + " |")
-
     i = 0
-    while i < len(filled):
+    while i < len(lines):
         j = i + 1
-        while (
-            j < len(filled)
-            and filled[j] - filled[j - 1] <= (ROW_GAP if len(cells[filled[i]]) >= 3 else 1)
-            and _aligned(cells[filled[i]], cells[filled[j]])
-        ):
+        while j < len(lines) and _aligned(cells[i], cells[j]):
             j += 1
-        rows = [cells[k] for k in filled[i:j]]
-        if _is_table(rows):
-            if i and filled[i] - filled[i - 1] <= ROW_GAP and _is_header(cells[filled[i - 1]], rows):
-                add(cells[filled[i - 1]])
-            for row in rows:
-                add(row)
+        if _is_table(cells[i:j]):
+            for row in cells[i:j]:
+                texts = [c for _, c in row]
+                out.setdefault(
+                    _key(" ".join(texts)), "| " + " | ".join(t.replace("|", "\\|") for t in texts) + " |"
+                )
         i = j
     return out
-
-
-def _is_header(line: list[tuple[int, str]], rows: list[list[tuple[int, str]]]) -> bool:
-    # Three or more short cells: two could be a numbered heading over a two-column table.
-    return len(line) == len(rows[0]) >= 3 and all(len(text) <= LABEL_CHARS for _, text in line)
 
 
 def _key(line: str) -> str:
@@ -119,28 +96,4 @@ def page_text(page: Any, visitor_text: Any = None) -> str:
     rows = table_rows(layout)
     if not rows:
         return plain
-    return "\n".join(_with_rows(plain.split("\n"), rows))
-
-
-def _with_rows(lines: list[str], rows: dict[str, str]) -> list[str]:
-    """The plain lines with each table row in its `| a | b |` form. Plain extraction may give a
-    row's cells a line each (cells drawn one after the other down the row): a run of lines that
-    joins to a row's text is that row."""
-    widest = max(r.count(" | ") + 1 for r in rows.values()) * 2  # a cell may wrap once
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        row = rows.get(_key(lines[i]))
-        taken = 1
-        k = 2
-        while row is None and k <= widest and i + k <= len(lines):
-            row = rows.get(_key(" ".join(lines[i : i + k])))
-            taken = k
-            k += 1
-        if row is None:
-            out.append(lines[i])
-            i += 1
-        else:
-            out.append(row)
-            i += taken
-    return out
+    return "\n".join(rows.get(_key(line), line) for line in plain.split("\n"))
