@@ -22,6 +22,7 @@ def make_pdf(
     title: str | None = None,
     differences: str = "",
     courier: frozenset[str] = frozenset(),
+    typewriter: str = "courier",
 ) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
 
@@ -30,7 +31,9 @@ def make_pdf(
     Y as ffi, W as the private glyph g18, which maps to no character).
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
-    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line). An
+    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line), or with
+    `typewriter="type3"` in a Type3 font with no name whose glyphs are all 600 units wide (TeX's
+    bitmap typewriter face), `"type3-proportional"` the same with widths that vary. An
     empty inner list makes a page with no text (as a scanned page looks to a
     parser).
     """
@@ -49,7 +52,19 @@ def make_pdf(
     )
     font = add(f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding {encoding} >>".encode())
     bold = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
-    mono = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>")
+    if typewriter == "courier":
+        mono = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>")
+    else:
+        widths = " ".join(
+            "600" if typewriter == "type3" else str(400 + 50 * (code % 7)) for code in range(32, 127)
+        )
+        mono = add(
+            (
+                "<< /Type /Font /Subtype /Type3 /FontBBox [0 0 600 700] /FontMatrix [0.001 0 0 0.001 0 0]"
+                " /CharProcs << >> /Encoding /WinAnsiEncoding /FirstChar 32 /LastChar 126"
+                f" /Widths [{widths}] >>"
+            ).encode()
+        )
     kids: list[int] = []
     for lines in pages:
         if lines:

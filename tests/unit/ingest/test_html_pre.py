@@ -110,3 +110,21 @@ def test_cut_points_by_bisection_are_those_of_the_scan() -> None:
         assert _cut_points(allowed, top, start, stop, limit) == _cut_points_by_scan(
             allowed, top, start, stop, limit
         )
+
+
+def test_a_listing_set_in_a_table_only_to_indent_it_keeps_its_lines() -> None:
+    """`<table><tr><td>&nbsp;</td><td><pre>…</pre></td></tr></table>` (texi2html's examples) is
+    a listing with its lines (a short one stays one span, as any listing), not a table row of
+    its lines run together; a real table's cell holding a `<pre>` after a cell with text stays a
+    row."""
+    html = (
+        "<h1>Brewing</h1><p>A pot file holds entries like this one:</p>"
+        '<table><tr><td>&nbsp;</td><td><pre class="example">#: pot.c:12\n'
+        'msgid "Steep for four minutes"\n'
+        'msgstr "Ziehen lassen"\n</pre></td></tr></table>'
+        "<p>Entries are a blank line apart.</p>"
+        "<table><tr><td>steep</td><td><pre>4 min</pre></td></tr></table>"
+    )
+    spans = [s.text for s in extract_spans(parse_bytes(html.encode(), filename="pot.html"))]
+    assert '#: pot.c:12\nmsgid "Steep for four minutes"\nmsgstr "Ziehen lassen"' in spans
+    assert "| steep | 4 min |" in spans

@@ -841,3 +841,75 @@ def test_pdf_code_listing_lines_set_in_courier_are_spans_of_their_own() -> None:
         *[line.strip() for line in code],
         "The script runs once each morning and\nstops when the cup is full.",
     ]
+
+
+def test_pdf_code_set_in_an_unnamed_fixed_pitch_font_is_code_too() -> None:
+    """A Type3 font has no face name to read (TeX's bitmap typewriter face, as R vignettes set
+    their listings in): glyphs all of one width make it a typewriter face; widths that vary do not."""
+    code = ["def brew(kettle):", "    kettle.fill(water)", "    kettle.boil()", "    return kettle.pour(x)"]
+    prose = "The kettle is driven by a short script that fills and boils it\nbefore pouring, as follows"
+    after = ["The script runs once each morning and", "stops when the cup is full."]
+    lines = [*prose.split("\n"), *code, *after]
+
+    def spans(typewriter: str) -> list[str]:
+        pdf = make_pdf([lines], courier=frozenset(code), typewriter=typewriter)
+        return [s.text for s in extract_spans(parse_bytes(pdf, filename="vignette.pdf"))]
+
+    fixed = spans("type3")
+    assert fixed[:5] == [prose, *[line.strip() for line in code]]
+    proportional = spans("type3-proportional")
+    assert proportional[0].startswith(prose + "\ndef brew(kettle):")
+
+
+def test_pdf_back_of_book_index_entries_are_spans_of_their_own() -> None:
+    """An index column ("clip, 24, 81", a wrapped entry's page numbers on a line of their own)
+    is a run of entries, each standing alone, not one run-on span of terms and page numbers;
+    prose ending on a number stays prose."""
+    entries = [
+        "kettle, 4, 12",
+        "kettle descaling, 15\u201317",
+        "lid, 5",
+        "spout, 6, 22, 31",
+        "steeping time, 9, 40, 41, 44, 47, 52, 58,",
+        "61, 63",
+        "teapot, 3",
+        "warming, 8",
+    ]
+    prose = "The pages below refer to the printed edition of\nthe guide, chapter 2."
+    pdf = make_pdf([[*prose.split("\n"), *entries, "Every pot is warmed first, then", "filled to 4."]])
+    spans = [s.text for s in extract_spans(parse_bytes(pdf, filename="manual.pdf"))]
+    assert spans == [
+        prose,
+        *entries[:4],
+        "steeping time, 9, 40, 41, 44, 47, 52, 58,",
+        "61, 63",
+        *entries[6:],
+        "Every pot is warmed first, then\nfilled to 4.",
+    ]
+
+
+def test_pdf_heading_set_apart_by_type_next_to_a_listing_is_a_heading() -> None:
+    """A bold, larger numbered heading between two listings set as text ("}" ends the one before
+    it) is the next section's title, not a line of the listing; a line set like the code around
+    it still is not; and a numbered heading line right under another heading line of its style
+    ("Contents" over "1 Introduction") starts a heading of its own rather than continuing it."""
+    pdf = make_pdf(
+        [
+            [
+                ("Contents", 16, True),
+                ("1 Introduction", 16, True),
+                "The brewer keeps a small program that times each pot of tea.",
+                "int steep(int minutes) {",
+                "    return minutes * 60;",
+                "}",
+                ("2 Input and Output", 16, True),
+                "int pour(int cups) {",
+                "    return cups;",
+                "}",
+                "BEGIN",
+                "int rest(void);",
+            ]
+        ]
+    )
+    names = [s.name for s in parse_bytes(pdf, filename="brewer.pdf").sections]
+    assert names == ["Contents", "1 Introduction", "2 Input and Output"]

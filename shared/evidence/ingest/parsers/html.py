@@ -293,7 +293,7 @@ class _HtmlText(HTMLParser):
             self.para[3] += 1
         elif tag not in _INLINE:
             self.para = None  # a block inside the paragraph: not a one-line bold heading
-        if self.cell is not None or self.row is not None:
+        if (self.cell is not None or self.row is not None) and not self._leaves_layout_table(tag):
             self._start_in_table(tag)
         elif tag == "br":
             if self.pre_depth:
@@ -445,6 +445,22 @@ class _HtmlText(HTMLParser):
             self._break(2)
         elif tag in _LINE_BLOCKS:
             self._break(1)
+
+    def _leaves_layout_table(self, tag: str) -> bool:
+        """A listing set in a table only to indent it (texi2html: `<td>&nbsp;</td><td><pre>`, the
+        `<pre>` the first text of its row) is read as the listing it is, its lines kept, not
+        flattened into one table-row span: the row is dropped and the `<pre>` read as text."""
+        layout = (
+            tag == "pre"
+            and self.cell is not None
+            and self.row is not None
+            and not self.grids
+            and not "".join(self.cell).strip()
+            and not any(self.row)
+        )
+        if layout:
+            self.row = self.cell = None
+        return layout
 
     def _start_in_table(self, tag: str) -> None:
         if tag in ("td", "th"):

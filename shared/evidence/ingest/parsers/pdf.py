@@ -149,7 +149,7 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         sections=flat_sections(heads, len(text)),
         page_starts=tuple(starts),
         fmt="pdf",
-        line_ends=code_line_ends(text, styles),
+        line_ends=tuple(sorted(set(code_line_ends(text, styles)) | set(index_line_ends(text)))),
     )
 
 
@@ -170,6 +170,39 @@ def code_line_ends(text: str, styles: DocumentStyles) -> tuple[int, ...]:
             prev_end = end
         pos = end + 1
     return tuple(sorted(ends))
+
+
+#: A back-of-book index entry: a term and the pages it is on ("clip, 24, 81-83"), or the page
+#: numbers an entry wrapped onto ("166, 201"); a wrapped entry's first line ends on a comma.
+_PAGES = r"\d{1,4}(?:\s*[\u2013-]\s*\d{1,4})?"
+_INDEX_ENTRY = re.compile(rf"^(?:[^,\n]{{1,80}}?,\s*)?{_PAGES}(?:,\s*{_PAGES})*,?$")
+#: This many index entries in a row are an index (a line of prose rarely ends on ", 12").
+INDEX_RUN = 5
+
+
+def index_line_ends(text: str) -> tuple[int, ...]:
+    """The line breaks after each entry of a back-of-book index: a column of entries would
+    otherwise read as one run-on span of terms and page numbers, though each entry stands alone."""
+    lines = text.split("\n")
+    ends: list[int] = []
+    run: list[int] = []  # ends of the current run of entries
+    pos = 0
+    before = -1  # end of the line before the run
+
+    def close() -> None:
+        if len(run) >= INDEX_RUN:
+            ends.extend(([before] if before >= 0 else []) + run)
+
+    for line in lines:
+        end = pos + len(line)
+        if _INDEX_ENTRY.match(line.strip()) and not line.strip().isdigit():
+            run.append(end)
+        elif line.strip():
+            close()
+            run, before = [], end
+        pos = end + 1
+    close()
+    return tuple(ends)
 
 
 def drop_glyph_names(pages: list[str]) -> tuple[list[str], int]:
@@ -486,7 +519,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             s.startswith("|")
             or FIGURE_CAPTION.match(s) is not None
             or is_code_line(s)
-            or _next_to_code(lines, i)
+            or _next_to_code(lines, i, styles)
         )
 
     def caption(i: int) -> bool:
@@ -500,7 +533,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
         i
         for i, line in enumerate(lines)
         if (is_pdf_heading(line) or (line.strip() in listed and not caption(i)))
-        and not _next_to_code(lines, i)
+        and not _next_to_code(lines, i, styles)
     }
     for i in figure_words(lines, styled, formal):
         del styled[i]
@@ -609,8 +642,15 @@ def _numbered_level(name: str) -> int:
     return min(m.group(1).count(".") + 1, 4) if m else 0
 
 
-def _next_to_code(lines: list[str], i: int) -> bool:
+def _next_to_code(lines: list[str], i: int, styles: DocumentStyles | None = None) -> bool:
+    """Whether a line next to line `i` is code, so that line `i` belongs to the listing too; a
+    line the typography sets apart as a heading (larger, or bold) where the code line is set as
+    text is no part of it ("4.6 Input/Output" between two numbered listings in a small face)."""
     # Indexed, not sliced: a slice per heading candidate made a PDF of many headings quadratic.
     before = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
     after = next((lines[k] for k in range(i + 1, len(lines)) if lines[k].strip()), "")
-    return is_code_line(before) or is_code_line(after)
+    apart = styles is not None and styles.heading_style(lines[i]) is not None
+    return any(
+        is_code_line(line) and not (apart and styles is not None and styles.heading_style(line) is None)
+        for line in (before, after)
+    )

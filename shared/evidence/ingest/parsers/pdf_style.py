@@ -40,6 +40,10 @@ _MONO_FACE = re.compile(
 _FIXED_PITCH = 1
 #: Share of a line's letters set in a typewriter face for the line to count as code.
 MONO_SHARE = 0.9
+#: A font with no typewriter name or flag is one when at least this many of its glyphs are drawn
+#: and all are as wide: a Type3 font (TeX's bitmap fonts, as Sweave's listings use) has no face
+#: name to read. Fewer is no evidence: a proportional face's digits share one width too.
+MONO_MIN_GLYPHS = 12
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,19 @@ def _is_mono(font: Any) -> bool:
         if desc is None and "/DescendantFonts" in font:
             desc = font["/DescendantFonts"][0].get_object().get("/FontDescriptor")
         flags = int(desc.get_object().get("/Flags", 0)) if desc is not None else 0
-        return bool(flags & _FIXED_PITCH)
+        return bool(flags & _FIXED_PITCH) or _uniform_widths(font)
     except Exception:
         return False  # a malformed font dictionary: read as proportional (prose), as before
+
+
+def _uniform_widths(font: Any) -> bool:
+    """Whether every glyph the font draws has one advance width (a fixed-pitch face, whatever it
+    is called): at least `MONO_MIN_GLYPHS` glyphs with a width, all equal."""
+    widths = font.get("/Widths")
+    if widths is None:
+        return False
+    drawn = [float(w) for w in widths.get_object() if float(w) > 0]
+    return len(drawn) >= MONO_MIN_GLYPHS and len({round(w, 2) for w in drawn}) == 1
 
 
 class StyleCollector:
@@ -90,11 +104,17 @@ class StyleCollector:
 
     def __init__(self) -> None:
         self._runs: list[tuple[str, float, bool, bool]] = []
+        # A page's runs come in a handful of fonts: each is read once (its widths array is long).
+        # The font is kept with its answer so that its id cannot be reused while the page is read.
+        self._mono: dict[int, tuple[Any, bool]] = {}
 
     def visit(self, text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
         if text:
             size = _effective_size(cm, tm, font_size)
-            self._runs.append((text, size, _is_bold(font), _is_mono(font)))
+            known = self._mono.get(id(font))
+            if known is None:
+                known = self._mono[id(font)] = (font, _is_mono(font))
+            self._runs.append((text, size, _is_bold(font), known[1]))
 
     def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int]]:
         """Each line's text, how many of its letters were set in each (size, bold), and how many
@@ -168,6 +188,9 @@ class DocumentStyles:
         return None
 
 
+#: A line opening on a section number and a capitalised word ("1 Introduction", "2.1 Scope")
+#: starts a heading of its own: it never continues the heading line above it ("Contents").
+_SECTION_NUMBER = re.compile(r"^\s*\d{1,3}(?:\.\d{1,3})*\.?\s+[A-Z]")
 _TITLE_LIKE = re.compile(r"^[\w(\"'\u201c\u2018][^|]*$")
 #: A title does not end on a word that needs a continuation; a wrapped line of bold prose does.
 _OPEN_END = re.compile(
@@ -197,8 +220,9 @@ def styled_headings(
 
     Consecutive heading-styled lines of one style form a group: a group of at most
     `MAX_HEADING_LINES` lines is one heading (a title wrapped over two lines), a longer one is
-    emphasised prose and gives none. A line for which `ends_group` holds (a caption) is never part
-    of a group: the group before it ends there, and it and the lines of its style after it (the
+    emphasised prose and gives none; a numbered line ("1 Introduction") starts a group. A line
+    for which `ends_group` holds (a caption) is never part of a group: the group before it ends
+    there, and it and the lines of its style after it (the
     caption wrapped) give no heading."""
     out: dict[int, tuple[int, str, LineStyle]] = {}
     i = 0
@@ -219,6 +243,7 @@ def styled_headings(
             and lines[j].strip()
             and styles.heading_style(lines[j]) == style
             and not (ends_group and ends_group(j))
+            and not _SECTION_NUMBER.match(lines[j])
         ):
             j += 1
         name = " ".join(lines[k].strip() for k in range(i, j))
