@@ -96,8 +96,20 @@ def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; the first level-1 heading is the default title."""
     sections, h1 = markdown_sections(text)
     return ParsedDocument(
-        text=text, title=title or h1, sections=sections, fmt="md", line_ends=tab_line_ends(text)
+        text=text,
+        title=title or h1,
+        sections=sections,
+        fmt="md",
+        line_ends=tab_line_ends(text),
+        fact_headings=question_headings(sections),
     )
+
+
+def question_headings(sections: tuple[Section, ...]) -> tuple[int, ...]:
+    """Section starts whose heading is a question ("## What is Kettlex?", an FAQ's or a medication
+    guide's): read as a fact span all the same (`ParsedDocument.fact_headings`), so the question a
+    reader asks stays findable over its answer, as in plain text."""
+    return tuple(s.char_start for s in sections if s.name.rstrip().endswith("?"))
 
 
 #: A content tab's title line (pymdown-extensions' and MkDocs Material's tabs: `=== "Python"`,
