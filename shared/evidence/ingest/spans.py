@@ -44,6 +44,8 @@ _BULLET = re.compile(
     # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
     r")[ \t]++\S"
+    # an item glued to its number ("1.If a Program is …", "(2)The notice …": a licence set so)
+    r"|^[ \t]*+(?:\d{1,3}\.|\(\d{1,3}\))(?=[A-Z][a-z]|[A-Z]{2}|[\"\u201c])"
 )
 _CAPTION = CAPTION  # `layout.CAPTION`: the PDF parser keeps these lines from headings
 _RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")

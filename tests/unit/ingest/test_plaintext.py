@@ -552,14 +552,16 @@ def test_nroff_overstrikes_read_as_their_characters() -> None:
 def test_a_long_numbered_title_with_a_file_name_over_an_indented_body_heads_its_section() -> None:
     """A policy's third section titled by a ten-word sentence naming a file ("… in the
     kettle-start.d files.") over a paragraph indented deeper: the dot of the file name ends no
-    title and the title may run as long as a parent title, since it continues the numbering; a
-    long numbered sentence after the sections, not continuing them, stays prose."""
+    title and the title may run as long as a parent title, since it is the very next number; a
+    long numbered sentence that skips numbers (6 after 3) or does not continue them stays prose."""
     text = (
         "Kettle policy\n\n"
         "1) Guarding use of the kettle\n\n   Any use must be guarded by a test.\n\n"
         "2) Kettle load path.\n\n   Each kettle must set its load path.\n\n"
         "3) Usage of autoload instead of load in the kettle-start.d files.\n\n"
         "   Maintainers should switch to autoload where they can.\n\n"
+        "6) All the kettle scripts except the last one are then removed.\n\n"
+        "   Nothing else is removed.\n\n"
         "Examples:\n\n"
         "2) Now assume that the kettle and its spout are not installed at all.\n\n"
         "   Then nothing is done.\n"
@@ -653,3 +655,36 @@ def test_an_article_titled_in_brackets_heads_its_section_and_a_glued_item_does_n
         "Article 3 (Restriction)",
         "Article 4 (Governing Law)",
     ]
+
+
+def test_a_short_capitals_title_over_a_capitals_disclaimer_heads_its_section() -> None:
+    """A licence's last part titled "DISCLAIMER" right over its all-caps paragraph heads a
+    section; an all-caps paragraph whose first line is a full line stays prose."""
+    text = (
+        "PREAMBLE\nThis licence lets anyone boil water with the kettle.\n\n"
+        "TERMINATION\nThis licence ends when a condition is broken.\n\n"
+        "DISCLAIMER\nTHE KETTLE IS PROVIDED AS IS, WITHOUT WARRANTY OF ANY KIND, EXPRESS\n"
+        "OR IMPLIED, INCLUDING BUT NOT LIMITED TO FITNESS FOR BOILING.\n\n"
+        "IN NO EVENT SHALL THE MAKER\nBE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY\n"
+        "ARISING FROM THE USE OF THE KETTLE.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="licence.txt").sections]
+    assert names == ["PREAMBLE", "TERMINATION", "DISCLAIMER"]
+
+
+def test_an_item_glued_to_its_number_is_a_span_of_its_own() -> None:
+    """Clauses set with no space after their number ("1.If a Kettle …", "(2)The notice …") are
+    items: each ends its span, so a list of them is not one long run of text."""
+    text = (
+        "Restrictions\n\n"
+        " 1.If a Kettle is sold, the following conditions must be\n   met:\n"
+        "   (1)The notice must be sold with it.\n"
+        "   (2)The lid must be sold with it.\n"
+        " 2.\u201cSpout\u201d shall mean the part water leaves by.\n"
+        " 3.THE KETTLE IS PROVIDED AS IS.\n"
+    )
+    spans = [s.text for s in extract_spans(parse_text(text, filename="licence.txt"))]
+    assert "(1)The notice must be sold with it." in spans
+    assert "(2)The lid must be sold with it." in spans
+    assert "2.\u201cSpout\u201d shall mean the part water leaves by." in spans
+    assert "3.THE KETTLE IS PROVIDED AS IS." in spans

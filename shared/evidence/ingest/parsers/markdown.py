@@ -1,7 +1,8 @@
 """Markdown: the source is kept verbatim (a span is an exact substring of the uploaded file),
 but for its HTML character references outside code ("soluti&shy;ons", "R&amp;D", "&#8209;"),
 which are read as the characters they stand for (`decode_entities`); ATX and setext headings
-outside fenced code become sections."""
+outside fenced code become sections. A heading that is a question ("## What is Kettlex?") stays a
+fact span too, its text without the `#` marks (`question_headings`)."""
 
 from __future__ import annotations
 

@@ -32,9 +32,16 @@ and a closing parenthesis as the number's dot ("1) Guarding use of …"). A cont
 (`_contents_lines`: numbered lines without bodies, repeated further down) are taken out before any
 heading is read, so they neither head sections nor set the numbering the body continues. An FAQ's
 numbered question is a heading standing alone (wrapped onto up to two more lines), or right over
-its answer however long (`_answered_question`). A document none of these forms gives a heading
-takes its Title Case lines standing alone (`_standalone_titles`: "Definitions", "General
-Provisions" in a licence whose clauses are "(1)  You may …").
+its answer however long (`_answered_question`); a question's line stays a fact span as well
+(`question_fact_headings`). A keyword's title may stand in brackets ("Article 1 (Definitions)"), a
+file name's dot ends no title ("9) Usage of autoload in the site-start.d files."), and a number
+glued to its text ("2.If the Recipient …") is a list item, never a heading. An ALL-CAPS title of
+up to three words right over an all-caps paragraph ("DISCLAIMER" over "THE FONT SOFTWARE IS
+PROVIDED …") is a heading; a full-width first line of such a paragraph is not. A text in Debian's
+control format (a licence quoted in a machine-readable copyright file) writes its empty lines as
+" ."; those dots are blanked in place before parsing (`blank_field_dots`). A document none of
+these forms gives a heading takes its Title Case lines standing alone (`_standalone_titles`:
+"Definitions", "General Provisions" in a licence whose clauses are "(1)  You may …").
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
@@ -357,6 +364,10 @@ def _follows_sibling_item(lines: list[str], i: int, found: _Numbered, headed: li
     return m is not None and int(m.group(1)) == found.parts[0] - 1 and not (headed and headed[-1] == j)
 
 
+#: Most words of an ALL-CAPS title right over an all-caps paragraph ("DISCLAIMER").
+MAX_CAPS_TITLE_OVER_CAPS = 3
+
+
 def _caps_heading(lines: list[str], i: int) -> bool:
     s = lines[i].strip()
     if not (3 <= len(s) <= 80) or len(s.split()) > MAX_TITLE_WORDS or not _caps(s) or _COLUMNS.search(s):
@@ -365,8 +376,14 @@ def _caps_heading(lines: list[str], i: int) -> bool:
         return False
     before = lines[i - 1].strip() if i else ""
     after = lines[i + 1].strip() if i + 1 < len(lines) else ""
-    # Inside an all-caps paragraph (a disclaimer), or wrapped from the line before: prose.
-    return not before and not (after and _caps(after) and not _UNDERLINE.match(after))
+    if before:
+        return False  # wrapped from the line before: prose
+    if not after or not _caps(after) or _UNDERLINE.match(after):
+        return True
+    # Over an all-caps paragraph: its first line (a disclaimer's) unless it is a short title
+    # over a full line ("DISCLAIMER" over "THE FONT SOFTWARE IS PROVIDED …", a licence's last
+    # part): a paragraph's first line does not stop at a third of the next one's length.
+    return len(s.split()) <= MAX_CAPS_TITLE_OVER_CAPS and 3 * len(s) <= len(after) and s[-1].isalpha()
 
 
 def _part_heading(lines: list[str], i: int) -> str | None:
