@@ -44,10 +44,14 @@ _BULLET = re.compile(
     # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
     r")[ \t]++\S"
+    # an item glued to its number ("1.If a Program is …", "(2)The notice …": a licence set so)
+    r"|^[ \t]*+(?:\d{1,3}\.|\(\d{1,3}\))(?=[A-Z][a-z]|[A-Z]{2}|[\"\u201c])"
 )
 _CAPTION = CAPTION  # `layout.CAPTION`: the PDF parser keeps these lines from headings
 _RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")
 _FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
+#: An ATX heading's opening marks ("## "): no part of the heading's text.
+_ATX_MARK = re.compile(r"^ {0,3}#{1,6}[ \t]+")
 # Possessive quantifiers (`*+`, `++`) never give back what they matched: every piece here is
 # followed by a character it cannot match, so nothing is lost, and a line of 60,000 spaces is one
 # pass instead of a backtracking search over every split of the spaces between two `[ \t]*`.
@@ -348,6 +352,20 @@ def _raw_spans(
         if in_fence:
             # Code and layout blocks are line-oriented: one span per line, never sentence-split.
             _emit(text, start, end, SpanType.SENTENCE, max_chars=max_chars, out=out)
+            i += 1
+            continue
+        atx = _ATX_MARK.match(line) if start in fact_headings else None
+        if atx is not None:
+            # A Markdown heading read as a fact (a question): its text without the `#` marks.
+            flush()
+            _emit(
+                text,
+                start + atx.end(),
+                start + len(line.rstrip(" \t#")),
+                SpanType.SENTENCE,
+                max_chars=max_chars,
+                out=out,
+            )
             i += 1
             continue
         if (

@@ -547,3 +547,144 @@ def test_nroff_overstrikes_read_as_their_characters() -> None:
     assert "\b" not in doc.text
     assert [s.name for s in doc.sections] == ["1.  Basic Concepts", "2.  More Concepts"]
     assert "Read the manual first." in doc.text
+
+
+def test_a_long_numbered_title_with_a_file_name_over_an_indented_body_heads_its_section() -> None:
+    """A policy's third section titled by a ten-word sentence naming a file ("… in the
+    kettle-start.d files.") over a paragraph indented deeper: the dot of the file name ends no
+    title and the title may run as long as a parent title, since it is the very next number; a
+    long numbered sentence that skips numbers (6 after 3) or does not continue them stays prose."""
+    text = (
+        "Kettle policy\n\n"
+        "1) Guarding use of the kettle\n\n   Any use must be guarded by a test.\n\n"
+        "2) Kettle load path.\n\n   Each kettle must set its load path.\n\n"
+        "3) Usage of autoload instead of load in the kettle-start.d files.\n\n"
+        "   Maintainers should switch to autoload where they can.\n\n"
+        "6) All the kettle scripts except the last one are then removed.\n\n"
+        "   Nothing else is removed.\n\n"
+        "Examples:\n\n"
+        "2) Now assume that the kettle and its spout are not installed at all.\n\n"
+        "   Then nothing is done.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="policy.txt").sections]
+    assert names == [
+        "1) Guarding use of the kettle",
+        "2) Kettle load path",
+        "3) Usage of autoload instead of load in the kettle-start.d files",
+    ]
+
+
+def test_an_faq_question_heading_its_answer_stays_a_fact_span() -> None:
+    """An FAQ's numbered question over its answer heads its section and is a span of its own too
+    (a reader asks it); a heading that is no question is still left out of the spans."""
+    text = (
+        "KETTLE FAQ\n\n"
+        "1.1  Can I use the kettle for soup?\nYes. Any liquid may be boiled in it.\n\n"
+        "1.2  May I sell the kettle?\nNo. The kettle may not be sold by itself.\n"
+    )
+    doc = parse_text(text, filename="faq.txt")
+    assert [s.name for s in doc.sections] == [
+        "KETTLE FAQ",
+        "1.1  Can I use the kettle for soup?",
+        "1.2  May I sell the kettle?",
+    ]
+    spans = [s.text for s in extract_spans(doc)]
+    assert "1.1  Can I use the kettle for soup?" in spans
+    assert "1.2  May I sell the kettle?" in spans
+    assert "Yes." in spans
+    assert "KETTLE FAQ" not in spans
+
+
+def test_a_licence_quoted_in_a_deb822_copyright_file_gets_its_headings() -> None:
+    """A machine-readable copyright file quotes a licence in a field, each empty line written as a
+    space and a dot: the dots are blanked in place (the text keeps its length), so the licence's
+    capitals headings stand alone as in its own file; a text with one such dot is left as it is."""
+    text = (
+        "Format: https://example.org/copyright-format/1.0/\n"
+        "Upstream-Name: Kettle\n\n"
+        "Files: *\n"
+        "Copyright: 2020 The Kettle Foundation\n"
+        "License: Kettle-1.0\n"
+        " KETTLE LICENCE Version 1.0\n"
+        " .\n"
+        " PREAMBLE\n"
+        " This licence lets anyone boil water with the kettle.\n"
+        " .\n"
+        " DEFINITIONS\n"
+        ' "Kettle" means the vessel and its lid.\n'
+        " .\n"
+        " PERMISSION & CONDITIONS\n"
+        " Anyone may use the kettle, subject to these conditions:\n"
+        " .\n"
+        " 1) The kettle may not be sold by itself.\n"
+        " .\n"
+        " TERMINATION\n"
+        " This licence ends when a condition is broken.\n"
+    )
+    doc = parse_text(text, filename="copyright")
+    assert len(doc.text) == len(text)
+    assert "\n .\n" not in doc.text
+    assert [s.name for s in doc.sections] == [
+        "PREAMBLE",
+        "DEFINITIONS",
+        "PERMISSION & CONDITIONS",
+        "TERMINATION",
+    ]
+    once = "Kettle\n .\n Notes\n"
+    assert parse_text(once, filename="notes.txt").text == once
+
+
+def test_an_article_titled_in_brackets_heads_its_section_and_a_glued_item_does_not() -> None:
+    """A contract's articles titled in brackets after their keyword ("Article 2 (Grant of
+    Licence)") head sections; a list item glued to its number ("2.If the Brewer …", no space
+    after the dot) is no heading, however its words are set."""
+    text = (
+        "Kettle Licence Agreement\n\n"
+        "Article 1 (Definitions)\n 1.\u201cKettle\u201d shall mean the vessel.\n\n"
+        "Article 2 (Grant of Licence)\n The Licensor grants the use of the kettle.\n\n"
+        "Article 3 (Restriction)\n\n"
+        " 1.If the Kettle Is Sold By Itself\n   the licence ends.\n"
+        " 2.If the Brewer Changes the Lid\n   the brewer says so.\n"
+        " 3.THE KETTLE IS PROVIDED AS IS\n   WITHOUT WARRANTY.\n\n"
+        "Article 4 (Governing Law)\n This Agreement is read under the law of Kettleland.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="licence.txt").sections]
+    assert names == [
+        "Article 1 (Definitions)",
+        "Article 2 (Grant of Licence)",
+        "Article 3 (Restriction)",
+        "Article 4 (Governing Law)",
+    ]
+
+
+def test_a_short_capitals_title_over_a_capitals_disclaimer_heads_its_section() -> None:
+    """A licence's last part titled "DISCLAIMER" right over its all-caps paragraph heads a
+    section; an all-caps paragraph whose first line is a full line stays prose."""
+    text = (
+        "PREAMBLE\nThis licence lets anyone boil water with the kettle.\n\n"
+        "TERMINATION\nThis licence ends when a condition is broken.\n\n"
+        "DISCLAIMER\nTHE KETTLE IS PROVIDED AS IS, WITHOUT WARRANTY OF ANY KIND, EXPRESS\n"
+        "OR IMPLIED, INCLUDING BUT NOT LIMITED TO FITNESS FOR BOILING.\n\n"
+        "IN NO EVENT SHALL THE MAKER\nBE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY\n"
+        "ARISING FROM THE USE OF THE KETTLE.\n"
+    )
+    names = [s.name for s in parse_text(text, filename="licence.txt").sections]
+    assert names == ["PREAMBLE", "TERMINATION", "DISCLAIMER"]
+
+
+def test_an_item_glued_to_its_number_is_a_span_of_its_own() -> None:
+    """Clauses set with no space after their number ("1.If a Kettle …", "(2)The notice …") are
+    items: each ends its span, so a list of them is not one long run of text."""
+    text = (
+        "Restrictions\n\n"
+        " 1.If a Kettle is sold, the following conditions must be\n   met:\n"
+        "   (1)The notice must be sold with it.\n"
+        "   (2)The lid must be sold with it.\n"
+        " 2.\u201cSpout\u201d shall mean the part water leaves by.\n"
+        " 3.THE KETTLE IS PROVIDED AS IS.\n"
+    )
+    spans = [s.text for s in extract_spans(parse_text(text, filename="licence.txt"))]
+    assert "(1)The notice must be sold with it." in spans
+    assert "(2)The lid must be sold with it." in spans
+    assert "2.\u201cSpout\u201d shall mean the part water leaves by." in spans
+    assert "3.THE KETTLE IS PROVIDED AS IS." in spans

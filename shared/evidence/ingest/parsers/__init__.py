@@ -26,7 +26,7 @@ from evidence.ingest.parsers.invisible import clean_document
 from evidence.ingest.parsers.layout import normalise_newlines
 from evidence.ingest.parsers.markdown import decode_entities, parse_markdown
 from evidence.ingest.parsers.pdf import parse_pdf
-from evidence.ingest.parsers.plaintext import blank_source, parse_plaintext
+from evidence.ingest.parsers.plaintext import blank_field_dots, blank_source, parse_plaintext
 from evidence.ingest.parsers.text import decode_text
 from evidence.ingest.spl import is_spl, parse_spl
 from evidence.records import ParsedDocument
@@ -75,7 +75,7 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
     """Parse already-decoded text (API `text` uploads; not JSONL records, which are stored as
     given) of a text format."""
     if fmt == "txt":
-        text = read_overstrikes(text)
+        text = blank_field_dots(read_overstrikes(text))
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
     if fmt != "html" and "\r" in text:
         # Offsets must slice the original: the chunker maps them back (ingest/offsets.py); page

@@ -1,7 +1,8 @@
 """Markdown: the source is kept verbatim (a span is an exact substring of the uploaded file),
 but for its HTML character references outside code ("soluti&shy;ons", "R&amp;D", "&#8209;"),
 which are read as the characters they stand for (`decode_entities`); ATX and setext headings
-outside fenced code become sections."""
+outside fenced code become sections. A heading that is a question ("## What is Kettlex?") stays a
+fact span too, its text without the `#` marks (`question_headings`)."""
 
 from __future__ import annotations
 
@@ -96,8 +97,20 @@ def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; the first level-1 heading is the default title."""
     sections, h1 = markdown_sections(text)
     return ParsedDocument(
-        text=text, title=title or h1, sections=sections, fmt="md", line_ends=tab_line_ends(text)
+        text=text,
+        title=title or h1,
+        sections=sections,
+        fmt="md",
+        line_ends=tab_line_ends(text),
+        fact_headings=question_headings(sections),
     )
+
+
+def question_headings(sections: tuple[Section, ...]) -> tuple[int, ...]:
+    """Section starts whose heading is a question ("## What is Kettlex?", an FAQ's or a medication
+    guide's): read as a fact span all the same (`ParsedDocument.fact_headings`), so the question a
+    reader asks stays findable over its answer, as in plain text."""
+    return tuple(s.char_start for s in sections if s.name.rstrip().endswith("?"))
 
 
 #: A content tab's title line (pymdown-extensions' and MkDocs Material's tabs: `=== "Python"`,

@@ -32,9 +32,16 @@ and a closing parenthesis as the number's dot ("1) Guarding use of …"). A cont
 (`_contents_lines`: numbered lines without bodies, repeated further down) are taken out before any
 heading is read, so they neither head sections nor set the numbering the body continues. An FAQ's
 numbered question is a heading standing alone (wrapped onto up to two more lines), or right over
-its answer however long (`_answered_question`). A document none of these forms gives a heading
-takes its Title Case lines standing alone (`_standalone_titles`: "Definitions", "General
-Provisions" in a licence whose clauses are "(1)  You may …").
+its answer however long (`_answered_question`); a question's line stays a fact span as well
+(`question_fact_headings`). A keyword's title may stand in brackets ("Article 1 (Definitions)"), a
+file name's dot ends no title ("9) Usage of autoload in the site-start.d files."), and a number
+glued to its text ("2.If the Recipient …") is a list item, never a heading. An ALL-CAPS title of
+up to three words right over an all-caps paragraph ("DISCLAIMER" over "THE FONT SOFTWARE IS
+PROVIDED …") is a heading; a full-width first line of such a paragraph is not. A text in Debian's
+control format (a licence quoted in a machine-readable copyright file) writes its empty lines as
+" ."; those dots are blanked in place before parsing (`blank_field_dots`). A document none of
+these forms gives a heading takes its Title Case lines standing alone (`_standalone_titles`:
+"Definitions", "General Provisions" in a licence whose clauses are "(1)  You may …").
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
@@ -73,8 +80,12 @@ _NUMBERED = re.compile(
     # a title starts with a capital, or is a path naming what its section is about ("4)
     # /usr/share/<flavor>/site-lisp/": a policy's); it stops at its first dot, but for an
     # initialism's ("10. U.S. GOVERNMENT END USERS.")
-    r"(?P<title>(?:[A-Z]|/(?=[\w<]))"
-    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])){0,78})"
+    # or, after a keyword, a title in brackets ("Article 1 (Definitions)": a contract's)
+    r"(?P<title>(?:[A-Z]|/(?=[\w<])|(?(kw)\((?=[A-Z][^()\n]*\)[ \t]*$)|(?!)))"
+    # or for a file name's ("9) Usage of autoload in the site-start.d files.": a dot between
+    # lower-case letters, a short extension after it, is no sentence's end)
+    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])"
+    r"|(?<=[a-z])\.(?=[a-z]{1,4}\b)){0,78})"
     # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
     r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
 )
@@ -170,6 +181,8 @@ def _numbered(
         return None  # "C.F.R. 12.212": an initialism, not Roman numeral C and a title
     if not title or _COLUMNS.search(title):
         return None
+    if m.group("dot") and m.start("title") == m.end("dot"):
+        return None  # "2.If the Recipient …": an item glued to its number, not a heading's title
     # A path's words start with no letter, so it would pass as Title Case: it counts only where it
     # continues the numbering, as a sentence-case title does (a list of paths is no outline).
     path = title.startswith("/")
@@ -213,6 +226,18 @@ def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> boo
         return True
     k = len(cur) - 1
     return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= 3
+
+
+def _next_number(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
+    """Whether outline number `cur` is the one right after `prev` at the same level ("8" → "9",
+    "4.1" → "4.2"): no number skipped, no level changed."""
+    return (
+        prev is not None
+        and cur is not None
+        and len(cur) == len(prev)
+        and cur[:-1] == prev[:-1]
+        and cur[-1] == prev[-1] + 1
+    )
 
 
 def _next_text(lines: list[str], j: int) -> str:
@@ -287,13 +312,17 @@ _STATEMENT_FIRST = re.compile(
 
 
 def question_fact_headings(text: str, sections: Sequence[Section]) -> tuple[int, ...]:
-    """Section starts whose line is a question named from its middle (`_answered_question`): the
-    line ends on the name's words but does not start with the name, so it is no heading line to
-    skip but a fact span (`ParsedDocument.fact_headings`)."""
+    """Section starts whose heading line is a question, read as a fact span all the same
+    (`ParsedDocument.fact_headings`): an FAQ's question line is what a reader asks ("1.1  Can I
+    use the fonts in a book?"), so it stays findable as a span of its own (the answer under it is
+    its section's text). A question named from its middle (`_answered_question`) is one too."""
     out: list[int] = []
     for sec in sections:
         eol = text.find("\n", sec.char_start)
         line = text[sec.char_start : eol if eol >= 0 else len(text)].strip()
+        if line.endswith("?") and sec.name.endswith("?"):
+            out.append(sec.char_start)
+            continue
         lead = _STATEMENT_FIRST.match(line) if len(line) > MAX_TITLE_CHARS else None
         num, _, question = sec.name.partition(" ")
         if lead is not None and question and line.startswith(num) and line[lead.end() :].startswith(question):
@@ -335,6 +364,10 @@ def _follows_sibling_item(lines: list[str], i: int, found: _Numbered, headed: li
     return m is not None and int(m.group(1)) == found.parts[0] - 1 and not (headed and headed[-1] == j)
 
 
+#: Most words of an ALL-CAPS title right over an all-caps paragraph ("DISCLAIMER").
+MAX_CAPS_TITLE_OVER_CAPS = 3
+
+
 def _caps_heading(lines: list[str], i: int) -> bool:
     s = lines[i].strip()
     if not (3 <= len(s) <= 80) or len(s.split()) > MAX_TITLE_WORDS or not _caps(s) or _COLUMNS.search(s):
@@ -343,8 +376,14 @@ def _caps_heading(lines: list[str], i: int) -> bool:
         return False
     before = lines[i - 1].strip() if i else ""
     after = lines[i + 1].strip() if i + 1 < len(lines) else ""
-    # Inside an all-caps paragraph (a disclaimer), or wrapped from the line before: prose.
-    return not before and not (after and _caps(after) and not _UNDERLINE.match(after))
+    if before:
+        return False  # wrapped from the line before: prose
+    if not after or not _caps(after) or _UNDERLINE.match(after):
+        return True
+    # Over an all-caps paragraph: its first line (a disclaimer's) unless it is a short title
+    # over a full line ("DISCLAIMER" over "THE FONT SOFTWARE IS PROVIDED …", a licence's last
+    # part): a paragraph's first line does not stop at a third of the next one's length.
+    return len(s.split()) <= MAX_CAPS_TITLE_OVER_CAPS and 3 * len(s) <= len(after) and s[-1].isalpha()
 
 
 def _part_heading(lines: list[str], i: int) -> str | None:
@@ -452,16 +491,20 @@ def plaintext_headings(text: str) -> list[Heading]:
         # A list item's next sibling or sub-item under it ("2. The package's files are removed." over
         # "   3. postrm remove") is no body.
         body = _next_text(lines, i + 1)
-        dot_ok = (
-            loose
-            and line.rstrip().endswith(".")
-            and _indent(body) > _indent(line)
-            and not _ITEM_MARK.match(body)
-        )
+        over_body = loose and _indent(body) > _indent(line) and not _ITEM_MARK.match(body)
+        dot_ok = over_body and line.rstrip().endswith(".")
+        words = MAX_PARENT_TITLE_WORDS if question else MAX_TITLE_WORDS
         # A contents list's entry neither heads a section nor sets the numbering the body's
         # headings must continue ("8.1.2. APT" at the list's end would leave chapters 1-8 out).
-        words = MAX_PARENT_TITLE_WORDS if question else MAX_TITLE_WORDS
         found = None if i in contents else _numbered(line, loose=loose, dot_ok=dot_ok, max_words=words)
+        if found is None and dot_ok and i not in contents:
+            # A title closed by its dot over a body indented deeper than it may run as long as a
+            # parent title ("9) Usage of autoload instead of load in the site-start.d files." over
+            # its paragraph) where it is the very next number after the heading before it (8 →
+            # 9): a long step of a list numbered under a heading ("4. All the scripts are
+            # removed." after "1. Call") skips numbers from it.
+            long = _numbered(line, loose=True, dot_ok=True, max_words=MAX_PARENT_TITLE_WORDS)
+            found = long if long is not None and _next_number(last, long.parts) else None
         if found is None and loose and i not in contents:
             found = _parent_heading(line, body, dot_ok)
         answered = False
@@ -784,6 +827,23 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
         if b - a >= len(keep):
             chars[a:b] = " " * (b - a - len(keep)) + keep
     return "".join(chars), tuple(page_at)
+
+
+#: A line that is a space and a dot: an empty line inside a field's value in Debian's control
+#: format (deb822), as a machine-readable copyright file sets the licence texts it quotes.
+_FIELD_BLANK = re.compile(r"(?m)^[ \t]+\.[ \t]*$")
+#: Fewest such lines before a text is read as deb822: one is a stray dot.
+MIN_FIELD_BLANKS = 3
+
+
+def blank_field_dots(text: str) -> str:
+    """`text` with the dot of each deb822 empty line blanked in place (the same length), so the
+    paragraphs of a quoted licence stand apart and its headings ("PREAMBLE", "1. Definitions")
+    stand alone as they do in the licence's own file; a text with fewer than `MIN_FIELD_BLANKS`
+    such lines is returned as it is."""
+    if len(_FIELD_BLANK.findall(text)) < MIN_FIELD_BLANKS:
+        return text
+    return _FIELD_BLANK.sub(lambda m: " " * len(m.group()), text)
 
 
 def blank_source(original: str, blanked: str) -> str:
