@@ -123,6 +123,11 @@ PARAPHRASE_WHOLE_WORDS = False
 #: word-piece embedder (`tokens`), which the profiles pass only with
 #: `EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE` on; measured, not switched on.
 PARAPHRASE_CONTEXT_COSINE = 0.5
+#: Where `read_evidence` reads an absent question word as said in other words for `absent_rare`:
+#: "static" the static word vectors (`paraphrased`, or `paraphrased_in_context` when given the
+#: word-piece embedder), "wordnet" WordNet 3.0's synonyms (`synonymous`,
+#: docs/verbatim.md#refusal-wordnet), "both" either.
+PARAPHRASE_SOURCE = "static"
 #: `absent_concepts` reads only concepts at least this rare in English (`word_rarity`; above 0
 #: always): 1 reads only words the WordPiece vocabulary splits or ends with (a name, a term of
 #: art), never an ordinary English word the documents do not use (variant S of
@@ -317,11 +322,7 @@ def read_evidence(
             # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
             said: frozenset[str] = frozenset()
             if READ_PARAPHRASES and unsaid:
-                said = (
-                    paraphrased(question, unsaid, [*texts, *given])
-                    if tokens is None
-                    else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
-                )
+                said = said_otherwise(question, unsaid, [*texts, *given], tokens)
             by_index["absent_rare"] = _rarest(unsaid, weights, said)
         if READ_NAMED:
             by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
@@ -480,6 +481,61 @@ def paraphrased(
         if vs and float((np.stack(vs) @ said.T).max()) >= floor:
             out.add(first)
     return frozenset(out)
+
+
+def said_otherwise(
+    question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str], tokens: EmbedTokens | None
+) -> frozenset[str]:
+    """The first terms of those `concepts` that `texts` say in other words, read from
+    `PARAPHRASE_SOURCE`: WordNet's synonyms (`synonymous`), the static word vectors
+    (`paraphrased`; in context, `paraphrased_in_context`, when `tokens` is given), or both."""
+    out: frozenset[str] = frozenset()
+    if PARAPHRASE_SOURCE in ("wordnet", "both"):
+        out = synonymous(question, concepts, texts)
+    if PARAPHRASE_SOURCE in ("static", "both") and {c[0] for c in concepts if c} - out:
+        out |= (
+            paraphrased(question, concepts, texts)
+            if tokens is None
+            else paraphrased_in_context(question, concepts, texts, tokens)
+        )
+    return out
+
+
+def synonymous(question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str]) -> frozenset[str]:
+    """The first terms of those `concepts` that a word of `texts` says as a WordNet synonym
+    (docs/verbatim.md#refusal-wordnet): a question word the concept comes from has a synonym
+    (`search.synonyms.synonyms`: of the word or of a base form of it) whose analyser terms are all
+    among the terms of `texts` ("breach" asked, "violation" written: the term "violat"). Terms, not
+    surface forms, because the grounding reads terms."""
+    from evidence.search.synonyms import synonyms
+    from evidence.verbatim.scoring import terms
+
+    if not concepts or not texts:
+        return frozenset()
+    asked: dict[str, list[str]] = {}
+    for w in _TOKEN.findall(question):
+        for t in terms(w):
+            asked.setdefault(t, []).append(w)
+    seen = {t for text in texts for t in terms(text)}
+    out = set()
+    for c in concepts:
+        words = dict.fromkeys(w.lower() for t in c for w in asked.get(t, ()))
+        if any(_said(s, seen) for w in words for s in synonyms(w)):
+            out.add(c[0])
+    return frozenset(out)
+
+
+def _said(word: str, seen: set[str]) -> bool:
+    """`word`'s analyser terms are all in `seen` (a stop word, with none, is never said)."""
+    ts = _word_terms(word)
+    return bool(ts) and all(t in seen for t in ts)
+
+
+@lru_cache(maxsize=65536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    from evidence.verbatim.scoring import terms
+
+    return terms(word)
 
 
 def context_words(text: str, matrix: Any, keep: Callable[[str], bool]) -> tuple[list[str], Any]:
