@@ -75,6 +75,9 @@ sys.path.insert(0, str(ROOT / "shared"))
 from evidence.verbatim.grounding import (  # noqa: E402
     _WORD,
     DENSE_MODEL,
+    HITS_REFUSAL_FLOOR,
+    REFUSAL_FLOOR,
+    SAFETY_NET_FLOOR,
     TermCounts,
     concept_weights,
     read_evidence,
@@ -82,6 +85,8 @@ from evidence.verbatim.grounding import (  # noqa: E402
 )
 
 PROFILES = ("verbatim", "default")
+#: The shipped floors, by `Fitter.bars`' keys (`--prior-choice strongest-passing`'s base).
+SHIPPED_FLOORS = {"verbatim": REFUSAL_FLOOR, "safety_net": SAFETY_NET_FLOOR, "default": HITS_REFUSAL_FLOOR}
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
@@ -709,6 +714,13 @@ def inner_budgets(
     return out
 
 
+#: `pick_strength`'s gate against the shipped constants (`base`): in some profile at least this many
+#: more rows not to keep refused, and in each profile at most `GATE_SLACK` more rows to keep refused
+#: (rule R3's +3 / +1, read on the training families' inner held-out folds).
+GATE_GAIN = 3
+GATE_SLACK = 1
+
+
 def pick_strength(
     train: np.ndarray,
     fam: np.ndarray,
@@ -718,15 +730,21 @@ def pick_strength(
     *,
     strengths: Sequence[float],
     refuse_at: Callable[[float, np.ndarray], np.ndarray],
+    base: np.ndarray | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """`--prior-from-main`: the prior's strength, learned from held-out folds inside `train`: each of
     `strengths` refits leaving each of `train`'s families out in turn (`refuse_at(strength, rows)`:
     every row refused by what those rows fit), pooled. Taken: one whose pooled held-out refusals of
     rows to keep stay within `losses` in each profile, the most rows not to keep refused (both
     profiles), ties the stronger pull; none within: the least overshoot (the largest profile's),
-    ties the stronger pull. Returns the strength and each one's inner figures."""
+    ties the stronger pull. With `base` (the rows the shipped constants refuse;
+    `--prior-choice strongest-passing`): the strongest pull whose pooled held-out refusals pass the
+    gate against `base` on `train` (`GATE_GAIN`, `GATE_SLACK`), so that the shipped weights move no
+    further than the gain needs; none passes: as without `base`. Returns the strength and each
+    one's inner figures."""
     seen: dict[str, Any] = {}
     best: tuple[bool, float, float] | None = None
+    passing: list[float] = []
     for s in strengths:
         refused = np.zeros(len(fam), dtype=bool)
         for g in sorted(set(fam[train])):
@@ -734,11 +752,28 @@ def pick_strength(
         over = max(float(np.mean(refused[train & (prof == pr) & kept])) - b for pr, b in losses.items())
         got = int((refused & train & ~kept).sum())
         seen[str(s)] = {"refused": got, "overshoot": round(over, 4)}
+        if base is not None and passes_gate(refused, base, train, prof, kept):
+            passing.append(float(s))
+            seen[str(s)]["passes"] = True
         key = (over <= 1e-12, float(got) if over <= 1e-12 else -over, float(s))
         if best is None or key > best:
             best = key
     assert best is not None
-    return best[2], seen
+    return (max(passing) if passing else best[2]), seen
+
+
+def passes_gate(
+    refused: np.ndarray, base: np.ndarray, rows: np.ndarray, prof: np.ndarray, kept: np.ndarray
+) -> bool:
+    """`refused` against `base` over `rows`: at least `GATE_GAIN` more rows not to keep refused in
+    some profile, at most `GATE_SLACK` more rows to keep refused in each."""
+
+    def count(r: np.ndarray, pr: str, keep: bool) -> int:
+        return int((r & rows & (prof == pr) & (kept == keep)).sum())
+
+    profiles = sorted(set(prof[rows]))
+    gain = any(count(refused, pr, False) >= count(base, pr, False) + GATE_GAIN for pr in profiles)
+    return gain and all(count(refused, pr, True) <= count(base, pr, True) + GATE_SLACK for pr in profiles)
 
 
 def weights(columns: Sequence[str], m: Mapping[str, float] | None, missing: float) -> np.ndarray | None:
@@ -750,7 +785,13 @@ def weights(columns: Sequence[str], m: Mapping[str, float] | None, missing: floa
 
 
 def fit_pulled(
-    fitter: Fitter, train: np.ndarray, losses: dict[str, float], fam: np.ndarray, strengths: Sequence[float]
+    fitter: Fitter,
+    train: np.ndarray,
+    losses: dict[str, float],
+    fam: np.ndarray,
+    strengths: Sequence[float],
+    *,
+    base: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """`fitter.fit_at`, with the prior's strength (`strengths` given) on every coefficient chosen by
     `pick_strength` inside `train` (the bias keeps its 1e-2); the floors then name it."""
@@ -768,6 +809,7 @@ def fit_pulled(
         losses,
         strengths=strengths,
         refuse_at=lambda s, rows: pulled(s).refuse_at(rows, losses),
+        base=base,
     )
     w, floors = pulled(strength).fit_at(train, losses)
     return w, {**floors, "strength": strength, "inner": inner}
@@ -789,6 +831,7 @@ def run(
     prior: Mapping[str, float] | None = None,
     strengths: Sequence[float] = (),
     lower: Mapping[str, float] | None = None,
+    shipped_floors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
@@ -799,7 +842,9 @@ def run(
     `fixed`: coefficients (and `bias`) held at these values; the other columns' are fitted.
     `prior` (with `strengths`): the coefficients (and `bias`) the l2 pull is toward (0 for a column
     it does not name), its strength on the columns chosen among `strengths` in each fold by
-    `pick_strength` (the bias keeps the usual 1e-2). `lower`: coefficients not fitted below these."""
+    `pick_strength` (the bias keeps the usual 1e-2); with `shipped_floors` (the shipped floors, by
+    `bars`' keys), `pick_strength` reads the gate against what `prior` refuses at them.
+    `lower`: coefficients not fitted below these."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -833,6 +878,12 @@ def run(
         lower=weights(columns, lower, np.nan),
     )
     bars = fitter.bars
+    shipped = weights(columns, prior, 0.0)
+    base = (
+        None
+        if shipped is None or shipped_floors is None
+        else (probability(x_all, shipped) < bars(dict(shipped_floors))) | already
+    )
 
     def agreement_mean(train: np.ndarray) -> float:
         """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
@@ -851,7 +902,7 @@ def run(
             if nested
             else dict.fromkeys(PROFILES, max_loss) | (budgets or {})
         )
-        w, floors = fit_pulled(fitter, train, losses, fam, strengths if prior is not None else ())
+        w, floors = fit_pulled(fitter, train, losses, fam, strengths if prior is not None else (), base=base)
         return w, {**floors, "budgets": losses}, None
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
@@ -1197,6 +1248,14 @@ def main() -> int:
         help="--prior-from-main's l2 strengths, comma-separated",
     )
     ap.add_argument(
+        "--prior-choice",
+        choices=("most", "strongest-passing"),
+        default="most",
+        help="how --prior-from-main's strength is chosen inside the training families: the most "
+        "unanswerable refused within the budget (most), or the strongest pull that passes the "
+        "+3 / +1 gate against the shipped constants (strongest-passing; none: as most)",
+    )
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -1248,6 +1307,7 @@ def main() -> int:
         prior={**DENSE_MODEL.coefficients, "bias": DENSE_MODEL.bias} if args.prior_from_main else None,
         strengths=[float(v) for v in args.prior_strengths.split(",")] if args.prior_from_main else (),
         lower=bounds(args.lower_bound) if args.lower_bound else None,
+        shipped_floors=SHIPPED_FLOORS if args.prior_choice == "strongest-passing" else None,
     )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.

@@ -209,6 +209,60 @@ def test_the_prior_strength_is_the_one_refusing_most_within_the_budget_held_out(
     assert over == 4
 
 
+def test_with_a_base_the_strongest_pull_passing_the_gate_is_taken(fit: ModuleType) -> None:
+    # Two families, one per profile, 20 rows not to keep and 80 to keep each. The base (the shipped
+    # constants) refuses 10 not to keep and 1 to keep in each. Strength 1 refuses 20 and 6 (5 more
+    # kept rows than the base: fails); 10 refuses 18 and 2 and 100 refuses 13 and 2 (both pass:
+    # +3 or more not to keep, +1 kept); 1000 is the base (no gain). Taken: 100.
+    fam = np.repeat(np.array(["a", "b"]), 100)
+    prof = np.repeat(np.array(["verbatim", "default"]), 100)
+    kept = np.tile(np.arange(100) >= 20, 2)
+    idx = np.tile(np.arange(100), 2)
+
+    def refusing(unkept: int, kept_rows: int) -> np.ndarray:
+        return (idx < unkept) | ((idx >= 20) & (idx < 20 + kept_rows))
+
+    base = refusing(10, 1)
+    by_strength = {1.0: refusing(20, 6), 10.0: refusing(18, 2), 100.0: refusing(13, 2), 1000.0: base}
+    everything = np.ones(len(fam), dtype=bool)
+    losses = {"verbatim": 1.0, "default": 1.0}
+    strength, seen = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=list(by_strength),
+        refuse_at=lambda s, _: by_strength[s],
+        base=base,
+    )
+    assert strength == 100.0 and seen["100.0"]["passes"] and "passes" not in seen["1.0"]
+    assert not fit.passes_gate(base, base, everything, prof, kept)
+    # Without a base: the most refused within the budget.
+    most, _ = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=list(by_strength),
+        refuse_at=lambda s, _: by_strength[s],
+    )
+    assert most == 1.0
+    # None passes: as without a base.
+    none, _ = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=[1.0, 1000.0],
+        refuse_at=lambda s, _: by_strength[s],
+        base=base,
+    )
+    assert none == 1.0
+
+
 def test_run_with_a_prior_chooses_a_strength_in_every_fold(fit: ModuleType) -> None:
     rows = [
         refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
