@@ -76,7 +76,12 @@ class RefusalModel:
 #: families: docs/verbatim.md#refusal-nineteen), both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
-#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
+#: --features grounding,cosine,typed_key,agreement,typed_rarest,absent_rare`, `final`). Since
+#: session 52 `absent_rare` is read with WordNet's synonyms (`PARAPHRASE_SOURCE`), and the refit
+#: pulls each coefficient toward the one shipped before at the strongest pull that still passes
+#: the +3 / +1 gate held out (`--prior-from-main --prior-choice strongest-passing`, λ 100, budgets
+#: main's false refusals: docs/verbatim.md#refusal-refit52): a free refit moved `grounding` to
+#: ~1.0 and refused questions reworded with synonyms.
 DENSE_MODEL = RefusalModel(
     {
         "grounding": 1.7299,
@@ -133,7 +138,9 @@ PARAPHRASE_CONTEXT_COSINE = 0.5
 #: Where `read_evidence` reads an absent question word as said in other words for `absent_rare`:
 #: "static" the static word vectors (`paraphrased`, or `paraphrased_in_context` when given the
 #: word-piece embedder), "wordnet" WordNet 3.0's synonyms (`synonymous`,
-#: docs/verbatim.md#refusal-wordnet), "both" either.
+#: docs/verbatim.md#refusal-wordnet), "both" either. WordNet's since session 52 (refit52): the
+#: fit that shipped read it; with it the word-piece embedder (`EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE`)
+#: is not read.
 PARAPHRASE_SOURCE = "wordnet"
 #: `absent_concepts` reads only concepts at least this rare in English (`word_rarity`; above 0
 #: always): 1 reads only words the WordPiece vocabulary splits or ends with (a name, a term of
@@ -150,8 +157,8 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
 #: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
-#: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
-#: its own).
+#: current ranking and model 0.36 for the rule paths and the safety net (HYBRID_FACTSPAN, no bar of
+#: its own); the budget since session 52: main's false refusals then (21 / 26 of 839).
 REFUSAL_FLOOR = 0.36
 SAFETY_NET_FLOOR = 0.36
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
