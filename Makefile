@@ -116,10 +116,7 @@ eval: $(STAMP)
 # suite's indexes and embedding cache (a second run re-embeds nothing). A tok_ feature in
 # REFUSAL_FEATURES (token-level coverage: measured, not shipped) also embeds the evidence's word pieces.
 REFUSAL_STORE ?= build/refusal
-REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement,typed_rarest,absent_rare
-# Session 52 (docs/verbatim.md#refusal-refit52): the coefficients pulled toward the shipped ones, at the
-# strongest pull passing the +3 / +1 gate held out; add the budgets (--max-loss-verbatim/-default) per refit.
-REFUSAL_FLAGS ?= --prior-from-main --prior-choice strongest-passing
+REFUSAL_FEATURES ?= grounding,cosine,typed_key,agreement,typed_rarest
 REFUSAL_MIN_CONFIDENCE ?= 0.3
 # The QA folder fitted on: since session 39 the 19 development families, bench/qa and blind sets
 # 2-6 in one folder of links (docs/verbatim.md#refusal-nineteen: `make qa19`).
@@ -136,7 +133,7 @@ refusal-fit: $(STAMP) $(if $(filter build/qa19,$(REFUSAL_QA)),qa19)
 	mkdir -p $(REFUSAL_STORE)
 	nice -n 10 $(VENV)/bin/python bench/refusal_rows.py $(REFUSAL_QA) --store $(REFUSAL_STORE) > $(REFUSAL_STORE)/rows.json
 	$(VENV)/bin/python bench/refusal_fit.py $(REFUSAL_STORE)/rows.json --budget answerable --max-loss 0.03 \
-		--default-cap 0.30 --min-confidence $(REFUSAL_MIN_CONFIDENCE) --features $(REFUSAL_FEATURES) $(REFUSAL_FLAGS) | tee $(REFUSAL_STORE)/fit.txt
+		--default-cap 0.30 --min-confidence $(REFUSAL_MIN_CONFIDENCE) --features $(REFUSAL_FEATURES) | tee $(REFUSAL_STORE)/fit.txt
 
 # RELIABILITY.md, reproduced: access control, the bad-input catalogue, faults (tmpfs/rlimit full
 # disk, SIGKILL, Bedrock/Cohere/OpenSearch failures through stubs and a fault proxy), fuzzing,

@@ -1101,9 +1101,17 @@ def read_paraphrases(
     absent names) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
     `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`,
-    `source` `PARAPHRASE_SOURCE` (docs/verbatim.md#refusal-wordnet)."""
+    `source` `PARAPHRASE_SOURCE` (docs/verbatim.md#refusal-wordnet), which only the package with
+    refit52's WordNet reading has (`git apply bench/data/session52/refit52-wordnet.patch.txt`;
+    docs/verbatim.md#refusal-refit52): without it the option would set a constant nothing reads
+    and fit the static reading under WordNet's name, so it stops instead."""
     import evidence.verbatim.grounding as rg
 
+    if source is not None and not hasattr(rg, "PARAPHRASE_SOURCE"):
+        raise SystemExit(
+            "--paraphrase-source needs the WordNet reading: "
+            "git apply bench/data/session52/refit52-wordnet.patch.txt"
+        )
     rg.READ_VARIANTS = rg.READ_RARE = rg.READ_PARAPHRASES = rg.READ_NAMED = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
@@ -1213,7 +1221,8 @@ def main() -> int:
         choices=("static", "wordnet", "both"),
         default=None,
         help="where `absent_rare` reads paraphrases (`grounding.PARAPHRASE_SOURCE`): the static "
-        "vectors, WordNet 3.0's synonyms (docs/verbatim.md#refusal-wordnet) or both",
+        "vectors, WordNet 3.0's synonyms (docs/verbatim.md#refusal-wordnet) or both; needs "
+        "bench/data/session52/refit52-wordnet.patch.txt applied (docs/verbatim.md#refusal-refit52)",
     )
     ap.add_argument(
         "--paraphrase-whole",

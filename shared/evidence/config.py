@@ -260,7 +260,7 @@ class Settings(BaseSettings):
     #: least answer probability (`verbatim.grounding.judge`) the first hits must reach; 0 = off.
     #: = `verbatim.grounding.HITS_REFUSAL_FLOOR` (bench/refusal_fit.py, capped for SciFact's in-domain
     #: questions: bench/answerability.py; fitted with `answer_min_confidence` 0.3).
-    answer_min_grounding: float = Field(default=0.2925, ge=0.0, le=1.0)
+    answer_min_grounding: float = Field(default=0.2508, ge=0.0, le=1.0)
     #: The refusal signal's `absent_rare` reads an absent question word as said in other words by
     #: its contextual MiniLM vector (`verbatim.grounding.paraphrased_in_context`: one word-piece
     #: pass over the evidence per judged question) instead of the static word table

@@ -30,8 +30,6 @@ def test_layer_holds_runtime_dependencies_only(report: bundle.BundleReport) -> N
     assert not list(site.rglob("tests")), "test folders are pruned"
     assert not list(site.rglob("*.pyi"))
     assert (site / "evidence" / "embed" / "data" / "tokenizer.json").is_file()
-    assert (site / "evidence" / "search" / "data" / "wordnet_synonyms.tsv.gz").is_file()
-    assert (site / "evidence" / "search" / "data" / "WORDNET_LICENSE").is_file()
     assert (site / f"evidence-{bundle.project_version()}.dist-info" / "METADATA").is_file()
 
 

@@ -76,29 +76,17 @@ class RefusalModel:
 #: families: docs/verbatim.md#refusal-nineteen), both profiles' evidence pooled, positive = the
 #: evidence holds an expected answer (`make refusal-fit`: `bench/refusal_fit.py --budget answerable
 #: --max-loss 0.03 --default-cap 0.30 --min-confidence 0.3
-#: --features grounding,cosine,typed_key,agreement,typed_rarest,absent_rare`, `final`). Since
-#: session 52 `absent_rare` is read with WordNet's synonyms (`PARAPHRASE_SOURCE`), and the refit
-#: pulls each coefficient toward the one shipped before at the strongest pull that still passes
-#: the +3 / +1 gate held out (`--prior-from-main --prior-choice strongest-passing`, λ 100, budgets
-#: main's false refusals: docs/verbatim.md#refusal-refit52): a free refit moved `grounding` to
-#: ~1.0 and refused questions reworded with synonyms.
+#: --features grounding,cosine,typed_key,agreement,typed_rarest`, `final`).
 DENSE_MODEL = RefusalModel(
-    {
-        "grounding": 1.7299,
-        "cosine": 1.9029,
-        "typed_key": 0.5493,
-        "agreement": 1.3036,
-        "typed_rarest": 0.0755,
-        "absent_rare": -0.1913,
-    },
-    bias=-2.6387,
+    {"grounding": 1.7854, "cosine": 1.9064, "typed_key": 0.5012, "agreement": 1.2945, "typed_rarest": 0.008},
+    bias=-2.8021,
 )
 #: Lexical-only indexes and embedders without a fitted model read no cosine and no dense ranking:
 #: the same model with the agreement fixed at its mean over the training rows and the cosine at the
 #: value where the shipped floors then refuse the most training questions within the budget
 #: (`refusal_fit.py`, the lexical run), so that one model and one set of floors serve every index.
-LEXICAL_COSINE = 0.375
-LEXICAL_AGREEMENT = 0.5422
+LEXICAL_COSINE = 0.35
+LEXICAL_AGREEMENT = 0.5375
 LEXICAL_MODEL = DENSE_MODEL.given("cosine", LEXICAL_COSINE).given("agreement", LEXICAL_AGREEMENT)
 #: Whether `index_df` reads which unused terms the index holds in another form (`index_variants`):
 #: only when the model reads `absent_rare` or `absent_named`, the features they move, so that a
@@ -135,13 +123,6 @@ PARAPHRASE_WHOLE_WORDS = False
 #: word-piece embedder (`tokens`), which the profiles pass only with
 #: `EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE` on; measured, not switched on.
 PARAPHRASE_CONTEXT_COSINE = 0.5
-#: Where `read_evidence` reads an absent question word as said in other words for `absent_rare`:
-#: "static" the static word vectors (`paraphrased`, or `paraphrased_in_context` when given the
-#: word-piece embedder), "wordnet" WordNet 3.0's synonyms (`synonymous`,
-#: docs/verbatim.md#refusal-wordnet), "both" either. WordNet's since session 52 (refit52): the
-#: fit that shipped read it; with it the word-piece embedder (`EVIDENCE_REFUSAL_CONTEXT_PARAPHRASE`)
-#: is not read.
-PARAPHRASE_SOURCE = "wordnet"
 #: `absent_concepts` reads only concepts at least this rare in English (`word_rarity`; above 0
 #: always): 1 reads only words the WordPiece vocabulary splits or ends with (a name, a term of
 #: art), never an ordinary English word the documents do not use (variant S of
@@ -157,15 +138,15 @@ DENSE_EMBEDDERS = frozenset({MINILM_MODEL_ID})
 #: that at most 3 % of the answerable training questions are refused (the issue's false-refusal
 #: budget, `bench/refusal_fit.py`). The two are searched together and the pair that refuses the
 #: most unanswerable training questions within the budget is kept (ties: the lower floors): on the
-#: current ranking and model 0.36 for the rule paths and the safety net (HYBRID_FACTSPAN, no bar of
-#: its own); the budget since session 52: main's false refusals then (21 / 26 of 839).
-REFUSAL_FLOOR = 0.36
-SAFETY_NET_FLOOR = 0.36
+#: current ranking 0.31 for the rule paths and 0.33 for the safety net (HYBRID_FACTSPAN, no bar of
+#: its own).
+REFUSAL_FLOOR = 0.31
+SAFETY_NET_FLOOR = 0.33
 #: The same for the first hits of `default`/`vrm` (`EVIDENCE_ANSWER_MIN_GROUNDING`), counting the
 #: questions the cosine/coverage answerability refuses on its own (below its bar
 #: `answer_min_confidence`, 0.3, fitted with it) against the same budget; capped at 0.30 so that
 #: SciFact's in-domain questions stay answered (≥ 0.95: `bench/answerability.py`).
-HITS_REFUSAL_FLOOR = 0.2925
+HITS_REFUSAL_FLOOR = 0.2508
 
 #: A word of the question (letters and digits in any script, as the analyser's tokens: "naïveBayes"
 #: whole, not "na" and "veBayes"), with the apostrophes and hyphens that join a compound (any of
@@ -336,7 +317,11 @@ def read_evidence(
             # ("breach" / "violation") is a paraphrase, not a thing the documents never name.
             said: frozenset[str] = frozenset()
             if READ_PARAPHRASES and unsaid:
-                said = said_otherwise(question, unsaid, [*texts, *given], tokens)
+                said = (
+                    paraphrased(question, unsaid, [*texts, *given])
+                    if tokens is None
+                    else paraphrased_in_context(question, unsaid, [*texts, *given], tokens)
+                )
             by_index["absent_rare"] = _rarest(unsaid, weights, said)
         if READ_NAMED:
             by_index["absent_named"] = 1.0 if named_concepts(question, unsaid) else 0.0
@@ -495,61 +480,6 @@ def paraphrased(
         if vs and float((np.stack(vs) @ said.T).max()) >= floor:
             out.add(first)
     return frozenset(out)
-
-
-def said_otherwise(
-    question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str], tokens: EmbedTokens | None
-) -> frozenset[str]:
-    """The first terms of those `concepts` that `texts` say in other words, read from
-    `PARAPHRASE_SOURCE`: WordNet's synonyms (`synonymous`), the static word vectors
-    (`paraphrased`; in context, `paraphrased_in_context`, when `tokens` is given), or both."""
-    out: frozenset[str] = frozenset()
-    if PARAPHRASE_SOURCE in ("wordnet", "both"):
-        out = synonymous(question, concepts, texts)
-    if PARAPHRASE_SOURCE in ("static", "both") and {c[0] for c in concepts if c} - out:
-        out |= (
-            paraphrased(question, concepts, texts)
-            if tokens is None
-            else paraphrased_in_context(question, concepts, texts, tokens)
-        )
-    return out
-
-
-def synonymous(question: str, concepts: Sequence[Sequence[str]], texts: Sequence[str]) -> frozenset[str]:
-    """The first terms of those `concepts` that a word of `texts` says as a WordNet synonym
-    (docs/verbatim.md#refusal-wordnet): a question word the concept comes from has a synonym
-    (`search.synonyms.synonyms`: of the word or of a base form of it) whose analyser terms are all
-    among the terms of `texts` ("breach" asked, "violation" written: the term "violat"). Terms, not
-    surface forms, because the grounding reads terms."""
-    from evidence.search.synonyms import synonyms
-    from evidence.verbatim.scoring import terms
-
-    if not concepts or not texts:
-        return frozenset()
-    asked: dict[str, list[str]] = {}
-    for w in _TOKEN.findall(question):
-        for t in terms(w):
-            asked.setdefault(t, []).append(w)
-    seen = {t for text in texts for t in terms(text)}
-    out = set()
-    for c in concepts:
-        words = dict.fromkeys(w.lower() for t in c for w in asked.get(t, ()))
-        if any(_said(s, seen) for w in words for s in synonyms(w)):
-            out.add(c[0])
-    return frozenset(out)
-
-
-def _said(word: str, seen: set[str]) -> bool:
-    """`word`'s analyser terms are all in `seen` (a stop word, with none, is never said)."""
-    ts = _word_terms(word)
-    return bool(ts) and all(t in seen for t in ts)
-
-
-@lru_cache(maxsize=65536)
-def _word_terms(word: str) -> tuple[str, ...]:
-    from evidence.verbatim.scoring import terms
-
-    return terms(word)
 
 
 def context_words(text: str, matrix: Any, keep: Callable[[str], bool]) -> tuple[list[str], Any]:

@@ -29,7 +29,6 @@ from evidence.verbatim.grounding import (
     LEXICAL_MODEL,
     REFUSAL_FLOOR,
     SAFETY_NET_FLOOR,
-    RefusalModel,
     Verdict,
     agreement,
     apply_grounding,
@@ -686,9 +685,8 @@ def test_absent_rare_is_the_rarest_concept_neither_the_evidence_nor_the_index_ho
     pg = question_groups(plain)
     common = read_evidence(plain, [PARSER], pg, df={t: DF_CAP for g in pg for t in g} | {"find": 0})
     assert "find" in common.missing and 0 < common.absent_rare < 0.2
-    # In the shipped model since session 52 (refit52, docs/verbatim.md#refusal-refit52), read with
-    # WordNet's synonyms: an absent rare concept lowers the answer probability.
-    assert DENSE_MODEL.coefficients["absent_rare"] < 0 and rg.READ_RARE and rg.PARAPHRASE_SOURCE == "wordnet"
+    # Not in the shipped model: reading it changes no verdict.
+    assert "absent_rare" not in DENSE_MODEL.coefficients
 
 
 @pytest.mark.parametrize(
@@ -772,8 +770,8 @@ def test_absent_named_costs_nothing_while_the_model_does_not_read_it(monkeypatch
 
 
 def test_absent_rare_costs_nothing_while_the_model_does_not_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    # While a model reads neither `absent_rare` nor `absent_named`, `read_evidence` looks for no
-    # absent concept (`READ_RARE`), and that model's verdict is the same.
+    # The shipped model has no `absent_rare` coefficient either: while neither it nor `absent_named`
+    # is read, `read_evidence` looks for no absent concept (`READ_RARE`), and the verdict is the same.
     import evidence.verbatim.grounding as rg
 
     assert rg.READ_RARE is ("absent_rare" in DENSE_MODEL.coefficients)
@@ -793,9 +791,8 @@ def test_absent_rare_costs_nothing_while_the_model_does_not_read_it(monkeypatch:
     monkeypatch.setattr(rg, "absent_concepts", never)
     unread = read_evidence(XPATH_Q, [PARSER], groups, df=df)
     assert unread.absent_rare == 0.0
-    # every other reading, and so a model without the feature's probability, is the one read with it
-    without = RefusalModel(
-        {k: v for k, v in DENSE_MODEL.coefficients.items() if k != "absent_rare"}, bias=DENSE_MODEL.bias
-    )
+    # every other reading, and so the model's probability, is the one read with it
     assert replace(unread, absent_rare=read.absent_rare) == read
-    assert without.probability(unread.features(0.5, 0.5)) == without.probability(read.features(0.5, 0.5))
+    assert DENSE_MODEL.probability(unread.features(0.5, 0.5)) == DENSE_MODEL.probability(
+        read.features(0.5, 0.5)
+    )

@@ -119,8 +119,6 @@ def test_absent_rare_reads_paraphrases_in_context_only_with_the_embedder(
 
     static.clear_cache()
     monkeypatch.setattr(static, "piece_table", lambda: None)  # no static table: no static paraphrase
-    # The vectors' reading (the shipped one reads WordNet's synonyms, which hold "doctor").
-    monkeypatch.setattr(grounding, "PARAPHRASE_SOURCE", "static")
     try:
         groups = question_groups(Q)
         df = TermCounts({t: DF_CAP for g in groups for t in g} | {"physician": 0})

@@ -286,6 +286,20 @@ def test_run_with_a_prior_chooses_a_strength_in_every_fold(fit: ModuleType) -> N
             assert coef["grounding"] == pytest.approx(1.25, abs=1e-3) and abs(coef["agreement"]) < 1e-3
 
 
+def test_the_paraphrase_source_stops_without_the_wordnet_reading(fit: ModuleType) -> None:
+    # refit52's WordNet reading is not in the package (bench/data/session52/refit52-wordnet.patch.txt):
+    # asking for it stops before the fit, and before any reading constant is set.
+    import evidence.verbatim.grounding as rg
+
+    if hasattr(rg, "PARAPHRASE_SOURCE"):
+        pytest.skip("refit52-wordnet.patch.txt applied: the option sets PARAPHRASE_SOURCE")
+    before = (rg.READ_VARIANTS, rg.READ_RARE, rg.READ_PARAPHRASES, rg.READ_NAMED)
+    with pytest.raises(SystemExit, match=r"refit52-wordnet\.patch\.txt"):
+        fit.read_paraphrases(None, whole_words=False, source="wordnet")
+    assert before == (rg.READ_VARIANTS, rg.READ_RARE, rg.READ_PARAPHRASES, rg.READ_NAMED)
+    assert not hasattr(rg, "PARAPHRASE_SOURCE")
+
+
 def test_nested_budgets_are_the_largest_whose_inner_held_out_refusals_fit(fit: ModuleType) -> None:
     # Three families of 200 rows, half of each verbatim's. What a fold refuses of its held-out
     # family grows with the budget it was fitted within: twice the budget for verbatim, the
