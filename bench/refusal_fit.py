@@ -63,7 +63,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,9 @@ sys.path.insert(0, str(ROOT / "shared"))
 from evidence.verbatim.grounding import (  # noqa: E402
     _WORD,
     DENSE_MODEL,
+    HITS_REFUSAL_FLOOR,
+    REFUSAL_FLOOR,
+    SAFETY_NET_FLOOR,
     TermCounts,
     concept_weights,
     read_evidence,
@@ -82,6 +85,8 @@ from evidence.verbatim.grounding import (  # noqa: E402
 )
 
 PROFILES = ("verbatim", "default")
+#: The shipped floors, by `Fitter.bars`' keys (`--prior-choice strongest-passing`'s base).
+SHIPPED_FLOORS = {"verbatim": REFUSAL_FLOOR, "safety_net": SAFETY_NET_FLOOR, "default": HITS_REFUSAL_FLOOR}
 #: The features the shipped model reads (`verbatim.grounding.Reading`), and the cosine; the
 #: lexical model reads the same without the cosine.
 FEATURES = ("grounding", "cosine")
@@ -515,21 +520,42 @@ def read_tokens(rows: list[dict[str, Any]], cache: Path) -> None:
 
 
 def fit_logistic(
-    x: np.ndarray, y: np.ndarray, l2: float = 1e-2, fixed: np.ndarray | None = None
+    x: np.ndarray,
+    y: np.ndarray,
+    l2: float | np.ndarray = 1e-2,
+    fixed: np.ndarray | None = None,
+    *,
+    prior: np.ndarray | None = None,
+    lower: np.ndarray | None = None,
 ) -> np.ndarray:
     """Weights over `x`'s columns, bias last. `fixed` (same length, NaN = fitted) holds some weights
     at a shipped model's value, so that a new feature is weighed against that model as it ships
-    (`--fixed-from-main`) rather than moving the weights that already answer and refuse."""
+    (`--fixed-from-main`) rather than moving the weights that already answer and refuse.
+    `l2` (one strength, or one per weight) pulls each weight toward `prior` (zero when not given):
+    toward the shipped model, a refit moves a shipped weight only as far as the rows outweigh the
+    pull (`--prior-from-main`). `lower` (NaN = unbounded): a weight the fit puts below its bound is
+    held at the bound and the others fitted again, until none falls below (`--lower-bound`)."""
+    width = x.shape[1] + 1
+    fixed = np.full(width, np.nan) if fixed is None else fixed.astype(float)
+    if lower is not None:
+        out = fit_logistic(x, y, l2, fixed, prior=prior)
+        below = np.isnan(fixed) & ~np.isnan(lower) & (out < lower)
+        while below.any():
+            fixed = np.where(below, lower, fixed)
+            out = fit_logistic(x, y, l2, fixed, prior=prior)
+            below = np.isnan(fixed) & ~np.isnan(lower) & (out < lower)
+        return out
     a = np.c_[x, np.ones(len(x))]
-    fixed = np.full(a.shape[1], np.nan) if fixed is None else fixed
     free = np.isnan(fixed)
+    strength = np.broadcast_to(np.asarray(l2, dtype=float), (width,))[free]
+    centre = (np.zeros(width) if prior is None else prior)[free]
     offset = a[:, ~free] @ fixed[~free]
     a = a[:, free]
-    w = np.zeros(a.shape[1])
+    w = centre.copy()
     for _ in range(100 if free.any() else 0):
         p = 1 / (1 + np.exp(-(a @ w + offset)))
-        h = a.T @ (a * (p * (1 - p))[:, None]) + l2 * np.eye(a.shape[1])
-        step = np.linalg.solve(h, a.T @ (p - y) + l2 * w)
+        h = a.T @ (a * (p * (1 - p))[:, None]) + np.diag(strength)
+        step = np.linalg.solve(h, a.T @ (p - y) + strength * (w - centre))
         w -= step
         if np.abs(step).max() < 1e-9:
             break
@@ -625,10 +651,21 @@ class Fitter:
     default_cap: float
     #: Weights held at their value (NaN = fitted), bias last: `fit_logistic`'s `fixed`.
     fixed: np.ndarray | None = None
+    #: `fit_logistic`'s `l2` (one per weight), `prior` and `lower`.
+    l2: float | np.ndarray = 1e-2
+    prior: np.ndarray | None = None
+    lower: np.ndarray | None = None
 
     def fit_at(self, train: np.ndarray, losses: dict[str, float]) -> tuple[np.ndarray, dict[str, float]]:
         """The model fitted on `train` and each profile's floors within its budget `losses[profile]`."""
-        w = fit_logistic(self.x[train], self.target[train].astype(float), fixed=self.fixed)
+        w = fit_logistic(
+            self.x[train],
+            self.target[train].astype(float),
+            self.l2,
+            fixed=self.fixed,
+            prior=self.prior,
+            lower=self.lower,
+        )
         p = probability(self.x, w)
         v = train & (self.prof == "verbatim")
         floor, net_floor = pick_floors(p[v], self.kept[v], self.net[v], losses["verbatim"], self.found[v])
@@ -677,6 +714,107 @@ def inner_budgets(
     return out
 
 
+#: `pick_strength`'s gate against the shipped constants (`base`): in some profile at least this many
+#: more rows not to keep refused, and in each profile at most `GATE_SLACK` more rows to keep refused
+#: (rule R3's +3 / +1, read on the training families' inner held-out folds).
+GATE_GAIN = 3
+GATE_SLACK = 1
+
+
+def pick_strength(
+    train: np.ndarray,
+    fam: np.ndarray,
+    prof: np.ndarray,
+    kept: np.ndarray,
+    losses: dict[str, float],
+    *,
+    strengths: Sequence[float],
+    refuse_at: Callable[[float, np.ndarray], np.ndarray],
+    base: np.ndarray | None = None,
+) -> tuple[float, dict[str, Any]]:
+    """`--prior-from-main`: the prior's strength, learned from held-out folds inside `train`: each of
+    `strengths` refits leaving each of `train`'s families out in turn (`refuse_at(strength, rows)`:
+    every row refused by what those rows fit), pooled. Taken: one whose pooled held-out refusals of
+    rows to keep stay within `losses` in each profile, the most rows not to keep refused (both
+    profiles), ties the stronger pull; none within: the least overshoot (the largest profile's),
+    ties the stronger pull. With `base` (the rows the shipped constants refuse;
+    `--prior-choice strongest-passing`): the strongest pull whose pooled held-out refusals pass the
+    gate against `base` on `train` (`GATE_GAIN`, `GATE_SLACK`), so that the shipped weights move no
+    further than the gain needs; none passes: as without `base`. Returns the strength and each
+    one's inner figures."""
+    seen: dict[str, Any] = {}
+    best: tuple[bool, float, float] | None = None
+    passing: list[float] = []
+    for s in strengths:
+        refused = np.zeros(len(fam), dtype=bool)
+        for g in sorted(set(fam[train])):
+            refused[fam == g] = refuse_at(s, train & (fam != g))[fam == g]
+        over = max(float(np.mean(refused[train & (prof == pr) & kept])) - b for pr, b in losses.items())
+        got = int((refused & train & ~kept).sum())
+        seen[str(s)] = {"refused": got, "overshoot": round(over, 4)}
+        if base is not None and passes_gate(refused, base, train, prof, kept):
+            passing.append(float(s))
+            seen[str(s)]["passes"] = True
+        key = (over <= 1e-12, float(got) if over <= 1e-12 else -over, float(s))
+        if best is None or key > best:
+            best = key
+    assert best is not None
+    return (max(passing) if passing else best[2]), seen
+
+
+def passes_gate(
+    refused: np.ndarray, base: np.ndarray, rows: np.ndarray, prof: np.ndarray, kept: np.ndarray
+) -> bool:
+    """`refused` against `base` over `rows`: at least `GATE_GAIN` more rows not to keep refused in
+    some profile, at most `GATE_SLACK` more rows to keep refused in each."""
+
+    def count(r: np.ndarray, pr: str, keep: bool) -> int:
+        return int((r & rows & (prof == pr) & (kept == keep)).sum())
+
+    profiles = sorted(set(prof[rows]))
+    gain = any(count(refused, pr, False) >= count(base, pr, False) + GATE_GAIN for pr in profiles)
+    return gain and all(count(refused, pr, True) <= count(base, pr, True) + GATE_SLACK for pr in profiles)
+
+
+def weights(columns: Sequence[str], m: Mapping[str, float] | None, missing: float) -> np.ndarray | None:
+    """`m`'s values over `columns` and the bias (`missing` where it names none), as the fit's
+    weights are laid out."""
+    if m is None:
+        return None
+    return np.array([m.get(c, missing) for c in columns] + [m.get("bias", missing)], dtype=float)
+
+
+def fit_pulled(
+    fitter: Fitter,
+    train: np.ndarray,
+    losses: dict[str, float],
+    fam: np.ndarray,
+    strengths: Sequence[float],
+    *,
+    base: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """`fitter.fit_at`, with the prior's strength (`strengths` given) on every coefficient chosen by
+    `pick_strength` inside `train` (the bias keeps its 1e-2); the floors then name it."""
+    if not strengths:
+        return fitter.fit_at(train, losses)
+
+    def pulled(strength: float) -> Fitter:
+        return replace(fitter, l2=np.array([strength] * (fitter.x.shape[1]) + [1e-2]))
+
+    strength, inner = pick_strength(
+        train,
+        fam,
+        fitter.prof,
+        fitter.kept,
+        losses,
+        strengths=strengths,
+        refuse_at=lambda s, rows: pulled(s).refuse_at(rows, losses),
+        base=base,
+    )
+    w, floors = pulled(strength).fit_at(train, losses)
+    return w, {**floors, "strength": strength, "inner": inner}
+
+
 def run(
     rows: list[dict[str, Any]],
     max_loss: float,
@@ -690,6 +828,10 @@ def run(
     detail: dict[str, np.ndarray] | None = None,
     budgets: dict[str, float] | None = None,
     fixed: Mapping[str, float] | None = None,
+    prior: Mapping[str, float] | None = None,
+    strengths: Sequence[float] = (),
+    lower: Mapping[str, float] | None = None,
+    shipped_floors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Fit and score leave-one-family-out, then on all rows (`final`). `dense`: the dense model's
     run (`columns` are its columns without the cosine): the lexical model is then that fold's dense
@@ -697,7 +839,12 @@ def run(
     floors refuse the most within the budget, so that one model and one set of floors ship.
     `detail`, when given, receives each row's held-out probability (`p`), floor (`bar`) and
     refusal (`refused`), for reading the misses question by question (`bench/refusal_misses.py`).
-    `fixed`: coefficients (and `bias`) held at these values; the other columns' are fitted."""
+    `fixed`: coefficients (and `bias`) held at these values; the other columns' are fitted.
+    `prior` (with `strengths`): the coefficients (and `bias`) the l2 pull is toward (0 for a column
+    it does not name), its strength on the columns chosen among `strengths` in each fold by
+    `pick_strength` (the bias keeps the usual 1e-2); with `shipped_floors` (the shipped floors, by
+    `bars`' keys), `pick_strength` reads the gate against what `prior` refuses at them.
+    `lower`: coefficients not fitted below these."""
     read = [r.setdefault("_features", features(r)) for r in rows]
     x_all = np.array([[f.get(c, 0.0) for c in columns] for f in read])
     fam = np.array([r["family"] for r in rows])
@@ -716,8 +863,27 @@ def run(
         if fixed is None
         else np.array([fixed.get(c, np.nan) for c in columns] + [fixed.get("bias", np.nan)], dtype=float)
     )
-    fitter = Fitter(x_all, target, prof, kept, net, found, already, default_cap, held)
+
+    fitter = Fitter(
+        x_all,
+        target,
+        prof,
+        kept,
+        net,
+        found,
+        already,
+        default_cap,
+        held,
+        prior=weights(columns, prior, 0.0),
+        lower=weights(columns, lower, np.nan),
+    )
     bars = fitter.bars
+    shipped = weights(columns, prior, 0.0)
+    base = (
+        None
+        if shipped is None or shipped_floors is None
+        else (probability(x_all, shipped) < bars(dict(shipped_floors))) | already
+    )
 
     def agreement_mean(train: np.ndarray) -> float:
         """`LEXICAL_AGREEMENT`: the dense/BM25 agreement's mean over the training rows that read it."""
@@ -736,8 +902,8 @@ def run(
             if nested
             else dict.fromkeys(PROFILES, max_loss) | (budgets or {})
         )
-        w, floors = fitter.fit_at(train, losses)
-        return w, {**floors, "budgets": losses}, None  # type: ignore[dict-item]
+        w, floors = fit_pulled(fitter, train, losses, fam, strengths if prior is not None else (), base=base)
+        return w, {**floors, "budgets": losses}, None
 
     def imputed(m: dict[str, Any], train: np.ndarray, floors: dict[str, float]) -> tuple[np.ndarray, float]:
         """The dense model `m` over `columns` with its agreement fixed at its mean over the training
@@ -927,20 +1093,42 @@ def read_context_at(rows: list[dict[str, Any]], path: Path, cosine: float) -> di
     return read_context(rows, path.with_name("context_sims.json"))
 
 
-def read_paraphrases(cosine: float | None, *, whole_words: bool, rarity: float | None = None) -> None:
+def read_paraphrases(
+    cosine: float | None, *, whole_words: bool, rarity: float | None = None, source: str | None = None
+) -> None:
     """Read what the shipped model reads only with `absent_rare` or `absent_named` (the variants
     the rows recorded, the paraphrases `read_evidence` reads from the recorded evidence, the
     absent names) whatever model ships:
     `cosine` sets `grounding.PARAPHRASE_COSINE` (None keeps it), `whole_words`
-    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`."""
+    `PARAPHRASE_WHOLE_WORDS` (docs/verbatim.md#refusal-paraphrase), `rarity` `ABSENT_MIN_RARITY`,
+    `source` `PARAPHRASE_SOURCE` (docs/verbatim.md#refusal-wordnet), which only the package with
+    refit52's WordNet reading has (`git apply bench/data/session52/refit52-wordnet.patch.txt`;
+    docs/verbatim.md#refusal-refit52): without it the option would set a constant nothing reads
+    and fit the static reading under WordNet's name, so it stops instead."""
     import evidence.verbatim.grounding as rg
 
+    if source is not None and not hasattr(rg, "PARAPHRASE_SOURCE"):
+        raise SystemExit(
+            "--paraphrase-source needs the WordNet reading: "
+            "git apply bench/data/session52/refit52-wordnet.patch.txt"
+        )
     rg.READ_VARIANTS = rg.READ_RARE = rg.READ_PARAPHRASES = rg.READ_NAMED = True
     if cosine is not None:
         rg.PARAPHRASE_COSINE = cosine
     rg.PARAPHRASE_WHOLE_WORDS = whole_words
     if rarity is not None:
         rg.ABSENT_MIN_RARITY = rarity
+    if source is not None:
+        rg.PARAPHRASE_SOURCE = source
+
+
+def bounds(specs: Sequence[str]) -> dict[str, float]:
+    """`--lower-bound NAME=VALUE` pairs as a mapping."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        out[name.strip()] = float(value)
+    return out
 
 
 def main() -> int:
@@ -1029,6 +1217,14 @@ def main() -> int:
         "(`grounding.ABSENT_MIN_RARITY`; 1: split words only)",
     )
     ap.add_argument(
+        "--paraphrase-source",
+        choices=("static", "wordnet", "both"),
+        default=None,
+        help="where `absent_rare` reads paraphrases (`grounding.PARAPHRASE_SOURCE`): the static "
+        "vectors, WordNet 3.0's synonyms (docs/verbatim.md#refusal-wordnet) or both; needs "
+        "bench/data/session52/refit52-wordnet.patch.txt applied (docs/verbatim.md#refusal-refit52)",
+    )
+    ap.add_argument(
         "--paraphrase-whole",
         action="store_true",
         help="read paraphrases only for question words the WordPiece vocabulary holds whole "
@@ -1041,6 +1237,34 @@ def main() -> int:
         "values and fit only the other features' coefficients (and the floors)",
     )
     ap.add_argument(
+        "--lower-bound",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a coefficient not fitted below VALUE: if the fit puts it below, it is held at VALUE "
+        "and the others are fitted again (repeatable)",
+    )
+    ap.add_argument(
+        "--prior-from-main",
+        action="store_true",
+        help="pull the coefficients toward the shipped model's (`grounding.DENSE_MODEL`; 0 for a "
+        "feature it does not read) instead of toward 0, at a strength chosen per fold among "
+        "--prior-strengths by leave-one-family-out inside the training families",
+    )
+    ap.add_argument(
+        "--prior-strengths",
+        default="1,3,10,30,100,300",
+        help="--prior-from-main's l2 strengths, comma-separated",
+    )
+    ap.add_argument(
+        "--prior-choice",
+        choices=("most", "strongest-passing"),
+        default="most",
+        help="how --prior-from-main's strength is chosen inside the training families: the most "
+        "unanswerable refused within the budget (most), or the strongest pull that passes the "
+        "+3 / +1 gate against the shipped constants (strongest-passing; none: as most)",
+    )
+    ap.add_argument(
         "--label",
         choices=LABELS,
         default="found",
@@ -1048,7 +1272,12 @@ def main() -> int:
         "question has one (answerable)",
     )
     args = ap.parse_args()
-    read_paraphrases(args.paraphrase_cosine, whole_words=args.paraphrase_whole, rarity=args.absent_min_rarity)
+    read_paraphrases(
+        args.paraphrase_cosine,
+        whole_words=args.paraphrase_whole,
+        rarity=args.absent_min_rarity,
+        source=args.paraphrase_source,
+    )
     rows = json.loads(args.rows.read_text())
     if args.pairs is not None:
         from refusal_shape import PAIRS
@@ -1084,6 +1313,10 @@ def main() -> int:
         nested=args.nested,
         budgets=budgets,
         fixed={**DENSE_MODEL.coefficients, "bias": DENSE_MODEL.bias} if args.fixed_from_main else None,
+        prior={**DENSE_MODEL.coefficients, "bias": DENSE_MODEL.bias} if args.prior_from_main else None,
+        strengths=[float(v) for v in args.prior_strengths.split(",")] if args.prior_from_main else (),
+        lower=bounds(args.lower_bound) if args.lower_bound else None,
+        shipped_floors=SHIPPED_FLOORS if args.prior_choice == "strongest-passing" else None,
     )
     # One model and one set of floors ship: the lexical model is the dense one with a constant
     # cosine, fitted to the dense floors in every fold.

@@ -139,6 +139,167 @@ def test_token_cover_credits_a_concept_worded_otherwise_and_reads_each_text_alon
     assert fit.token_cover(question, groups, absent, texts[:1], given=["kidney"])["tok_share"] == 1.0
 
 
+def test_a_lower_bound_holds_a_coefficient_the_fit_puts_below_it(fit: ModuleType) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 2))
+    y = (1 / (1 + np.exp(-(0.5 * x[:, 0] + 2.0 * x[:, 1]))) > rng.uniform(size=400)).astype(float)
+    free = fit.fit_logistic(x, y)
+    assert free[0] < 1.0
+    bounded = fit.fit_logistic(x, y, lower=np.array([1.0, np.nan, np.nan]))
+    # Held at its bound; the other weight and the bias are fitted against it (zero slope, l2 1e-2).
+    assert bounded[0] == 1.0
+    p = fit.probability(x, bounded)
+    a = np.c_[x, np.ones(len(x))]
+    assert (a[:, 1:].T @ (p - y) + 1e-2 * bounded[1:]) == pytest.approx(np.zeros(2), abs=1e-6)
+    # A bound the fit stays above changes nothing.
+    assert fit.fit_logistic(x, y, lower=np.array([-5.0, np.nan, np.nan])).tolist() == free.tolist()
+
+
+def test_the_prior_pulls_toward_the_shipped_weights_not_toward_zero(fit: ModuleType) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(400, 2))
+    y = (1 / (1 + np.exp(-(1.5 * x[:, 0] - 2.0 * x[:, 1] + 0.5))) > rng.uniform(size=400)).astype(float)
+    shipped = np.array([3.0, 0.0, -1.0])
+    strength = np.array([30.0, 30.0, 1e-2])
+    w = fit.fit_logistic(x, y, strength, prior=shipped)
+    # The penalised likelihood's slope is zero: each weight's pull is toward the shipped one.
+    p = fit.probability(x, w)
+    a = np.c_[x, np.ones(len(x))]
+    assert a.T @ (p - y) + strength * (w - shipped) == pytest.approx(np.zeros(3), abs=1e-6)
+    free = fit.fit_logistic(x, y)
+    assert free[0] < w[0] < 3.0 and free[1] < w[1] < 0.0
+    # A pull strong enough keeps the shipped weights.
+    assert fit.fit_logistic(x, y, np.array([1e7, 1e7, 1e-2]), prior=shipped)[:2] == pytest.approx(
+        shipped[:2], abs=1e-3
+    )
+
+
+def test_the_prior_strength_is_the_one_refusing_most_within_the_budget_held_out(fit: ModuleType) -> None:
+    # Two families of 100 rows, the first 80 of each to keep. A strength s refuses the rows placed
+    # below 1/s: 1 refuses all (over the budget), 4 refuses the 20 not to keep and 5 kept rows
+    # (within 0.1), 10 only 10 rows not to keep, 1000 none.
+    fam = np.repeat(np.array(["a", "b"]), 100)
+    prof = np.tile(np.array(["verbatim", "default"]), 100)
+    place = np.tile(np.r_[np.linspace(0.0, 0.249, 20), np.linspace(0.25, 1.0, 80)], 2)
+    kept = np.tile(np.arange(100) >= 20, 2)
+    left_out: list[set[str]] = []
+
+    def refuse_at(strength: float, rows: np.ndarray) -> np.ndarray:
+        left_out.append({"a", "b"} - set(fam[rows]))
+        return place < (1.0 / strength if strength < 5 else 0.1 if strength < 100 else 0.0) + (
+            0.05 if strength == 4 else 0.0
+        )
+
+    everything = np.ones(len(fam), dtype=bool)
+    losses = {"verbatim": 0.1, "default": 0.1}
+    strength, seen = fit.pick_strength(
+        everything, fam, prof, kept, losses, strengths=[1, 4, 10, 1000], refuse_at=refuse_at
+    )
+    assert strength == 4 and seen["4"]["refused"] == 40 and seen["1"]["overshoot"] > 0
+    assert all(len(s) == 1 for s in left_out)
+    # Tied refusals: the stronger pull.
+    tied, _ = fit.pick_strength(
+        everything, fam, prof, kept, losses, strengths=[1, 10, 30], refuse_at=lambda s, _: place < 0.1
+    )
+    assert tied == 30
+    # None within the budget: the least overshoot.
+    over, _ = fit.pick_strength(
+        everything, fam, prof, kept, {"verbatim": 0.0, "default": 0.0}, strengths=[1, 4], refuse_at=refuse_at
+    )
+    assert over == 4
+
+
+def test_with_a_base_the_strongest_pull_passing_the_gate_is_taken(fit: ModuleType) -> None:
+    # Two families, one per profile, 20 rows not to keep and 80 to keep each. The base (the shipped
+    # constants) refuses 10 not to keep and 1 to keep in each. Strength 1 refuses 20 and 6 (5 more
+    # kept rows than the base: fails); 10 refuses 18 and 2 and 100 refuses 13 and 2 (both pass:
+    # +3 or more not to keep, +1 kept); 1000 is the base (no gain). Taken: 100.
+    fam = np.repeat(np.array(["a", "b"]), 100)
+    prof = np.repeat(np.array(["verbatim", "default"]), 100)
+    kept = np.tile(np.arange(100) >= 20, 2)
+    idx = np.tile(np.arange(100), 2)
+
+    def refusing(unkept: int, kept_rows: int) -> np.ndarray:
+        return (idx < unkept) | ((idx >= 20) & (idx < 20 + kept_rows))
+
+    base = refusing(10, 1)
+    by_strength = {1.0: refusing(20, 6), 10.0: refusing(18, 2), 100.0: refusing(13, 2), 1000.0: base}
+    everything = np.ones(len(fam), dtype=bool)
+    losses = {"verbatim": 1.0, "default": 1.0}
+    strength, seen = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=list(by_strength),
+        refuse_at=lambda s, _: by_strength[s],
+        base=base,
+    )
+    assert strength == 100.0 and seen["100.0"]["passes"] and "passes" not in seen["1.0"]
+    assert not fit.passes_gate(base, base, everything, prof, kept)
+    # Without a base: the most refused within the budget.
+    most, _ = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=list(by_strength),
+        refuse_at=lambda s, _: by_strength[s],
+    )
+    assert most == 1.0
+    # None passes: as without a base.
+    none, _ = fit.pick_strength(
+        everything,
+        fam,
+        prof,
+        kept,
+        losses,
+        strengths=[1.0, 1000.0],
+        refuse_at=lambda s, _: by_strength[s],
+        base=base,
+    )
+    assert none == 1.0
+
+
+def test_run_with_a_prior_chooses_a_strength_in_every_fold(fit: ModuleType) -> None:
+    rows = [
+        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
+        for k in range(3)
+        for profile in ("verbatim", "default")
+        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
+    ]
+    prior = {"grounding": 1.25, "cosine": 2.0, "bias": -1.5}
+    out = fit.run(
+        rows,
+        0.0,
+        ["grounding", "cosine", "agreement"],
+        budget="answerable",
+        prior=prior,
+        strengths=[1.0, 1e6],
+    )
+    for m in [out["final"], *out["families"].values()]:
+        assert m["floors"]["strength"] in (1.0, 1e6) and set(m["floors"]["inner"]) == {"1.0", "1000000.0"}
+        if m["floors"]["strength"] == 1e6:
+            coef = m["model"]["coefficients"]
+            assert coef["grounding"] == pytest.approx(1.25, abs=1e-3) and abs(coef["agreement"]) < 1e-3
+
+
+def test_the_paraphrase_source_stops_without_the_wordnet_reading(fit: ModuleType) -> None:
+    # refit52's WordNet reading is not in the package (bench/data/session52/refit52-wordnet.patch.txt):
+    # asking for it stops before the fit, and before any reading constant is set.
+    import evidence.verbatim.grounding as rg
+
+    if hasattr(rg, "PARAPHRASE_SOURCE"):
+        pytest.skip("refit52-wordnet.patch.txt applied: the option sets PARAPHRASE_SOURCE")
+    before = (rg.READ_VARIANTS, rg.READ_RARE, rg.READ_PARAPHRASES, rg.READ_NAMED)
+    with pytest.raises(SystemExit, match=r"refit52-wordnet\.patch\.txt"):
+        fit.read_paraphrases(None, whole_words=False, source="wordnet")
+    assert before == (rg.READ_VARIANTS, rg.READ_RARE, rg.READ_PARAPHRASES, rg.READ_NAMED)
+    assert not hasattr(rg, "PARAPHRASE_SOURCE")
+
+
 def test_nested_budgets_are_the_largest_whose_inner_held_out_refusals_fit(fit: ModuleType) -> None:
     # Three families of 200 rows, half of each verbatim's. What a fold refuses of its held-out
     # family grows with the budget it was fitted within: twice the budget for verbatim, the
