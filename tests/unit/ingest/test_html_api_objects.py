@@ -6,9 +6,12 @@ from __future__ import annotations
 from evidence.ingest import extract_spans, parse_bytes
 
 
-def _object(kind: str, domain: str, anchor: str, prefix: str, name: str, params: str, body: str) -> str:
+def _object(kind: str, name: str, *, params: str, body: str, domain: str = "py", prefix: str = "") -> str:
     """One object description as Sphinx >= 4 writes it (permalink and viewcode link included)."""
-    pre = f'<span class="sig-prename descclassname"><span class="pre">{prefix}</span></span>' if prefix else ""
+    anchor = f"{domain}.{name}"
+    pre = (
+        f'<span class="sig-prename descclassname"><span class="pre">{prefix}</span></span>' if prefix else ""
+    )
     return (
         f'<dl class="{domain} {kind}"><dt class="sig sig-object {domain}" id="{anchor}">'
         f'<em class="property"><span class="pre">{kind}</span> </em>{pre}'
@@ -20,16 +23,23 @@ def _object(kind: str, domain: str, anchor: str, prefix: str, name: str, params:
 
 def _page() -> str:
     brew = _object(
-        "method", "py", "teapot.Kettle.brew", "", "brew", "leaves, minutes=4",
-        "<p>Steeps the leaves.</p><dl class=\"field-list simple\"><dt class=\"field-odd\">Parameters"
-        "</dt><dd><p><strong>minutes</strong> – how long to steep, four unless given.</p></dd></dl>",
+        "method",
+        "brew",
+        params="leaves, minutes=4",
+        body='<p>Steeps the leaves.</p><dl class="field-list simple"><dt class="field-odd">Parameters'
+        "</dt><dd><p><strong>minutes</strong> - how long to steep, four unless given.</p></dd></dl>",
     )
-    pour = _object("method", "py", "teapot.Kettle.pour", "", "pour", "cups", "<p>Fills the cups in turn.</p>")
+    pour = _object("method", "pour", params="cups", body="<p>Fills the cups in turn.</p>")
     kettle = _object(
-        "class", "py", "teapot.Kettle", "teapot.", "Kettle", "volume",
-        "<p>A kettle of a given volume.</p>" + brew + pour + "<p>Kettles are not thread safe.</p>",
+        "class",
+        "Kettle",
+        prefix="teapot.",
+        params="volume",
+        body="<p>A kettle of a given volume.</p>" + brew + pour + "<p>Kettles are not thread safe.</p>",
     )
-    boil = _object("function", "c", "c.kettle_boil", "", "kettle_boil", "int degrees", "<p>Boils the water.</p>")
+    boil = _object(
+        "function", "kettle_boil", domain="c", params="int degrees", body="<p>Boils the water.</p>"
+    )
     return (
         "<html><body><h1>Teapot API</h1><h2>Main interface</h2><p>All of it is here.</p>"
         + kettle
@@ -59,7 +69,7 @@ def test_each_api_object_heads_a_subsection_named_by_its_signature() -> None:
     ]
     spans = {s.text: s.section for s in extract_spans(doc)}
     assert spans["method brew(leaves, minutes=4)"] == "brew"
-    assert spans["minutes – how long to steep, four unless given."] == "brew"
+    assert spans["minutes - how long to steep, four unless given."] == "brew"
     assert spans["Kettles are not thread safe."] == "teapot.Kettle"
     assert spans["See also the C interface."] == "Main interface"
     assert spans["function kettle_boil(int degrees)"] == "kettle_boil"
@@ -68,8 +78,8 @@ def test_each_api_object_heads_a_subsection_named_by_its_signature() -> None:
 def test_a_term_with_an_anchor_but_no_signature_name_stays_text() -> None:
     """A glossary's terms carry anchors too; without a marked name they are no API object."""
     page = (
-        "<html><body><h1>Glossary</h1><dl class=\"glossary\"><dt id=\"term-steep\">steep</dt>"
-        "<dd><p>To soak leaves.</p></dd><dt id=\"term-pour\">pour</dt><dd><p>To fill.</p></dd></dl>"
+        '<html><body><h1>Glossary</h1><dl class="glossary"><dt id="term-steep">steep</dt>'
+        '<dd><p>To soak leaves.</p></dd><dt id="term-pour">pour</dt><dd><p>To fill.</p></dd></dl>'
         "</body></html>"
     )
     doc = parse_bytes(page.encode(), filename="glossary.html")

@@ -299,8 +299,6 @@ class _HtmlText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._starts_outside_text(tag, attrs) or (tag == "div" and self._grid_div(attrs)):
             return
-        if self.sig is not None or tag == "dt":
-            self._note_signature_tag(tag, attrs)
         if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
             self.para = [-1, [], True, 0]
         elif tag in _BOLD and self.para is not None:
@@ -341,7 +339,7 @@ class _HtmlText(HTMLParser):
                 self.pre_start = (len(self.out), self.length)
             self.pre_depth += 1
         else:
-            self._start_block(tag)
+            self._start_block(tag, attrs)
 
     def _grid_div(self, attrs: list[tuple[str, str | None]]) -> bool:
         """A `div` that opens a CSS grid table (javadoc's `summary-table`, an ARIA `table`/`grid`)
@@ -439,7 +437,9 @@ class _HtmlText(HTMLParser):
             marker = f"{self.lists[-1][1]}. "
         self._write_prefix("  " * depth + marker)
 
-    def _start_block(self, tag: str) -> None:
+    def _start_block(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.sig is not None or tag == "dt":
+            self._note_signature_tag(tag, attrs)
         self._block_break(tag)
         if tag == "dt" and not self.pre_depth:
             self.dt_pending = True
@@ -608,6 +608,16 @@ class _HtmlText(HTMLParser):
         elif classes & _SIG_NAME_CLASSES and tag not in _VOID:
             self.sig[2], self.sig[3] = tag, 1
 
+    def _note_signature(self, data: str, sig: list[Any]) -> None:
+        """A signature's text: where it starts, and the parts of it that name the object."""
+        if not data.strip():
+            return
+        if sig[0] < 0:
+            self._start_text()
+            sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        if sig[3]:
+            sig[1].append(data)
+
     def _end_signature(self, sig: list[Any]) -> None:
         """A signature whose name was marked heads a subsection at its line (the line stays a
         fact span: a question about a parameter's default is answered by it), one level under the
@@ -676,12 +686,8 @@ class _HtmlText(HTMLParser):
             self.heading[2].append(data)
         if len(self.dls) == 1 and self.dls[0][3] and self.dls[0][2]:
             self._note_term(data, self.dls[0][2][-1])
-        if self.sig is not None and data.strip():
-            if self.sig[0] < 0:
-                self._start_text()
-                self.sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
-            if self.sig[3]:
-                self.sig[1].append(data)
+        if self.sig is not None:
+            self._note_signature(data, self.sig)
         # str.split() also breaks on no-break and thin spaces: they render as one space.
         words = data.split()
         if data[:1].isspace():
