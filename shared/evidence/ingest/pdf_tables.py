@@ -17,6 +17,7 @@ pdfplumber would find ruled tables more reliably but brings pdfminer.six, pypdfi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 _GAP = re.compile(r" {3,}")
@@ -85,9 +86,10 @@ def _key(line: str) -> str:
     return " ".join(line.split())
 
 
-def page_text(page: Any, visitor_text: Any = None) -> str:
+def page_text(page: Any, visitor_text: Any = None, code: Callable[[str], bool] | None = None) -> str:
     """A page's plain text with its table rows as `| a | b |` lines; `visitor_text` sees the
-    plain extraction's text runs (their fonts give headings away)."""
+    plain extraction's text runs (their fonts give headings away); `code` says whether a plain
+    line is set in a typewriter face (known once the plain extraction has run)."""
     plain = str(page.extract_text(visitor_text=visitor_text) or "")
     try:
         layout = page.extract_text(extraction_mode="layout") or ""
@@ -96,4 +98,21 @@ def page_text(page: Any, visitor_text: Any = None) -> str:
     rows = table_rows(layout)
     if not rows:
         return plain
-    return "\n".join(rows.get(_key(line), line) for line in plain.split("\n"))
+    return "\n".join(_with_rows(plain.split("\n"), rows, code))
+
+
+#: A listing line printed with its line number: the number, then the code ("18 \\def\\x{…}").
+_NUMBERED_LINE = re.compile(r"\| \d{1,5} \| [^|]*(?:\\\|[^|]*)* \|")
+
+
+def _with_rows(lines: list[str], rows: dict[str, str], code: Callable[[str], bool] | None = None) -> list[str]:
+    """The plain lines with each table row in its `| a | b |` form. A two-cell "row" of a line
+    number and a line set in a typewriter face is a line of a numbered listing (its indented lines
+    stand apart from their numbers as a second column does): it stays the line it is, a code line."""
+    out: list[str] = []
+    for line in lines:
+        row = rows.get(_key(line))
+        if row is not None and code is not None and _NUMBERED_LINE.fullmatch(row) and code(line):
+            row = None
+        out.append(line if row is None else row)
+    return out

@@ -13,8 +13,9 @@ def _esc(s: str) -> str:
     return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def positioned_pdf(items: list[tuple[int, int, str]]) -> bytes:
-    """A one-page PDF (Helvetica 10) with each text drawn at (x, y) points."""
+def positioned_pdf(items: list[tuple[int, int, str]], typewriter: frozenset[int] = frozenset()) -> bytes:
+    """A one-page PDF (Helvetica 10) with each text drawn at (x, y) points; the items whose
+    index is in `typewriter` are set in Courier."""
     objs: list[bytes] = []
 
     def add(body: bytes) -> int:
@@ -23,11 +24,19 @@ def positioned_pdf(items: list[tuple[int, int, str]]) -> bytes:
 
     catalog, pages = add(b""), add(b"")
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
-    ops = "".join(f"BT /F1 10 Tf {x} {y} Td ({_esc(t)}) Tj ET\n" for x, y, t in items).encode("cp1252")
+    fonts = b"/F1 %d 0 R" % font
+    if typewriter:
+        fonts += b" /F2 %d 0 R" % add(
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>"
+        )
+    ops = "".join(
+        f"BT /F{2 if k in typewriter else 1} 10 Tf {x} {y} Td ({_esc(t)}) Tj ET\n"
+        for k, (x, y, t) in enumerate(items)
+    ).encode("cp1252")
     content = add(b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"endstream")
     page = add(
-        b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 %d 0 R >> >>"
-        b" /Contents %d 0 R >>" % (pages, font, content)
+        b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /Font << %s >> >>"
+        b" /Contents %d 0 R >>" % (pages, fonts, content)
     )
     objs[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % pages
     objs[pages - 1] = b"<< /Type /Pages /Kids [%d 0 R] /Count 1 >>" % page
@@ -106,3 +115,29 @@ def test_a_bulleted_list_set_with_a_gap_after_its_marks_is_no_table() -> None:
         "Cups 2": "| Cups | 2 |",
         "Spoons 3": "| Spoons | 3 |",
     }
+
+
+def test_a_listing_printed_with_line_numbers_keeps_its_lines() -> None:
+    """A listing with its line numbers in the text face and indented code in a typewriter face
+    aligns like a two-column table ("| 18 | \\begingroup |"): each line stays a code line, a span
+    of its own. A table of numbers and words in the text face stays a table."""
+    from evidence.ingest import extract_spans, parse_bytes
+    from evidence.records import SpanType
+
+    items = [
+        (72, 720, "The macro reads its argument twice."),
+        (72, 700, "17"), (90, 700, "\\newcommand\\Kettle[1]{%"),
+        (72, 688, "18"), (120, 688, "\\begingroup"),
+        (72, 676, "19"), (120, 676, "\\edef\\kettle{#1}%"),
+        (72, 664, "20"), (120, 664, "\\endgroup"),
+        (72, 640, "Step"), (200, 640, "What to do"),
+        (72, 628, "1"), (200, 628, "Warm the teapot"),
+        (72, 616, "2"), (200, 616, "Add the leaves"),
+    ]  # fmt: skip
+    doc = parse_bytes(positioned_pdf(items, typewriter=frozenset({2, 4, 6, 8})), filename="macros.pdf")
+    lines = doc.text.split("\n")
+    assert "18 \\begingroup" in lines and "19 \\edef\\kettle{#1}%" in lines
+    assert not any(line.startswith("| 1") and "\\" in line for line in lines)
+    spans = extract_spans(doc)
+    assert "| 1 | Warm the teapot |" in [s.text for s in spans if s.span_type is SpanType.TABLE_ROW]
+    assert "18 \\begingroup" in [s.text for s in spans]

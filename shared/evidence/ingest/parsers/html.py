@@ -80,6 +80,12 @@ def _entry_name(joined: str) -> str:
     return name
 
 
+#: The classes of the name in an API object's signature line: Sphinx's `sig-prename`/`sig-name`
+#: (Sphinx >= 4, every domain: py, c, cpp, js …) and `descclassname`/`descname` (older Sphinx).
+#: The module or class prefix and the name itself, read together, name the object's subsection.
+_SIG_NAME_CLASSES = frozenset({"sig-name", "descname", "sig-prename", "descclassname"})
+
+
 _BOLD = frozenset({"b", "strong"})
 #: Tags that stay inside a line of text: a paragraph holding only these is still one line.
 _INLINE = frozenset(
@@ -167,6 +173,12 @@ class _HtmlText(HTMLParser):
         # list long enough is a reference list (`_end_definition_list`).
         self.dls: list[list[Any]] = []
         self.fact_heads: list[int] = []
+        # API object descriptions (Sphinx's `<dl class="py function">` / `<dt class="sig-object"
+        # id=…>`, any domain): each documented object heads a subsection named by its signature's
+        # name, methods under their class. Open objects: [depth in `dls` of its list, level, name].
+        # The signature `<dt>` being read: [text start, name parts, name tag, its open count].
+        self.objects: list[list[Any]] = []
+        self.sig: list[Any] | None = None
         self.last_head: tuple[int, str] = (1, "")  # the last heading's level and name, terms aside
         # After a reference list, the section it interrupted, until the next heading: its text
         # there is no part of the list's last entry.
@@ -327,7 +339,7 @@ class _HtmlText(HTMLParser):
                 self.pre_start = (len(self.out), self.length)
             self.pre_depth += 1
         else:
-            self._start_block(tag)
+            self._start_block(tag, attrs)
 
     def _grid_div(self, attrs: list[tuple[str, str | None]]) -> bool:
         """A `div` that opens a CSS grid table (javadoc's `summary-table`, an ARIA `table`/`grid`)
@@ -425,12 +437,14 @@ class _HtmlText(HTMLParser):
             marker = f"{self.lists[-1][1]}. "
         self._write_prefix("  " * depth + marker)
 
-    def _start_block(self, tag: str) -> None:
+    def _start_block(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.sig is not None or tag == "dt":
+            self._note_signature_tag(tag, attrs)
         self._block_break(tag)
         if tag == "dt" and not self.pre_depth:
             self.dt_pending = True
         if tag == "dl" and not self.pre_depth:
-            self.dls.append([self.last_head, self.length, [], False, True])
+            self.dls.append([self.last_head, self.length, [], False, True, False])
         elif tag in ("dt", "dd") and len(self.dls) == 1:
             top = self.dls[0]
             if tag == "dt" and top[4]:
@@ -477,6 +491,11 @@ class _HtmlText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "a":
             self.in_fragment_link = False
+        if self.sig is not None and not self.skip_depth:
+            if tag == "dt":
+                self._end_signature(self.sig)
+            elif self.sig[3] and tag == self.sig[2]:
+                self.sig[3] -= 1
         if tag == "title" and self.title_parts is not None:
             self.title = WS.sub(" ", "".join(self.title_parts)).strip()
             self.title_parts = None
@@ -509,7 +528,11 @@ class _HtmlText(HTMLParser):
             if tag == "dt" and len(self.dls) == 1:
                 self.dls[0][3] = False
             elif tag == "dl":
-                self._end_definition_list(self.dls.pop())
+                dl = self.dls.pop()
+                if dl[5]:
+                    self._end_object()
+                else:
+                    self._end_definition_list(dl)
             self._block_break(tag)
         elif tag == "pre":
             if self.pre_depth == 1:
@@ -569,6 +592,55 @@ class _HtmlText(HTMLParser):
                 self.fact_heads.append(at)
         self.resume = parent if parent[1] else None
 
+    def _note_signature_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """A `<dt>` with an `id` (or Sphinx's `sig-object` class), the first term of its list, may
+        be an API object's signature; inside it, the elements whose class marks the name."""
+        classes = _classes(attrs)
+        if self.sig is None:
+            if self.pre_depth or self.row is not None or not self.dls or self.dls[-1][5]:
+                return
+            if "sig-object" in classes or any(k == "id" and v for k, v in attrs):
+                self.sig = [-1, [], "", 0]
+                self.resume = None  # the signature line opens the object's section, not the last one's
+        elif self.sig[3]:
+            if tag == self.sig[2]:
+                self.sig[3] += 1
+        elif classes & _SIG_NAME_CLASSES and tag not in _VOID:
+            self.sig[2], self.sig[3] = tag, 1
+
+    def _note_signature(self, data: str, sig: list[Any]) -> None:
+        """A signature's text: where it starts, and the parts of it that name the object."""
+        if not data.strip():
+            return
+        if sig[0] < 0:
+            self._start_text()
+            sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        if sig[3]:
+            sig[1].append(data)
+
+    def _end_signature(self, sig: list[Any]) -> None:
+        """A signature whose name was marked heads a subsection at its line (the line stays a
+        fact span: a question about a parameter's default is answered by it), one level under the
+        object it is documented in, or under the last heading."""
+        self.sig = None
+        name = WS.sub(" ", "".join(sig[1])).strip()[:MAX_ENTRY_NAME_CHARS]
+        if sig[0] < 0 or not name or not self.dls:
+            return
+        level = min((self.objects[-1][1] if self.objects else self.last_head[0]) + 1, 6)
+        self.heads.append((sig[0], level, name))
+        self.fact_heads.append(sig[0])
+        self.objects.append([len(self.dls), level, name])
+        self.dls[-1][5] = True
+
+    def _end_object(self) -> None:
+        """An object's list ends: what follows until the next heading is the enclosing object's
+        text (a class's text after a method), or the section's the objects interrupted."""
+        depth = len(self.dls) + 1
+        while self.objects and self.objects[-1][0] >= depth:
+            self.objects.pop()
+        parent = (self.objects[-1][1], self.objects[-1][2]) if self.objects else self.last_head
+        self.resume = parent if parent[1] else None
+
     def _end_heading(self, level: int, start: int, parts: list[str]) -> None:
         name = WS.sub(" ", "".join(parts)).strip()
         if start >= 0 and name:
@@ -614,6 +686,8 @@ class _HtmlText(HTMLParser):
             self.heading[2].append(data)
         if len(self.dls) == 1 and self.dls[0][3] and self.dls[0][2]:
             self._note_term(data, self.dls[0][2][-1])
+        if self.sig is not None:
+            self._note_signature(data, self.sig)
         # str.split() also breaks on no-break and thin spaces: they render as one space.
         words = data.split()
         if data[:1].isspace():

@@ -465,7 +465,8 @@ def _page_text(page: PageObject, styles: DocumentStyles) -> str:
     try:
         no_space_glyph_widths(page)
         no_space_glyph_cmaps(page)
-        raw = page_text(page, visitor_text=visit)  # tables as `| a | b |` rows
+        # tables as `| a | b |` rows, a numbered listing's lines set in a typewriter face aside
+        raw = page_text(page, visitor_text=visit, code=collector.monospaced)
     except Exception:
         raw = ""  # one unreadable page must not lose the rest of the document
     else:

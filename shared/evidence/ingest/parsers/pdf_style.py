@@ -99,6 +99,18 @@ def _uniform_widths(font: Any) -> bool:
     return len(drawn) >= MONO_MIN_GLYPHS and len({round(w, 2) for w in drawn}) == 1
 
 
+#: A listing's line number, printed before the line in the text face ("18 \\begingroup").
+_LINE_NUMBER = re.compile(r"^\s*(\d{1,5})\s+\S")
+
+
+def _is_code(text: str, weights: Counter[tuple[float, bool]], mono_letters: int) -> bool:
+    """A line set in a typewriter face, a line number before it aside: a short numbered line
+    ("18 \\begingroup") would otherwise fall under `MONO_SHARE` for its two digits."""
+    number = _LINE_NUMBER.match(text)
+    letters = sum(weights.values()) - (len(number.group(1)) if number else 0)
+    return letters > 0 and mono_letters >= MONO_SHARE * letters
+
+
 class StyleCollector:
     """Fed by pypdf's `visitor_text`; yields each extracted line's style, keyed by its text."""
 
@@ -115,6 +127,13 @@ class StyleCollector:
             if known is None:
                 known = self._mono[id(font)] = (font, _is_mono(font))
             self._runs.append((text, size, _is_bold(font), known[1]))
+
+    def monospaced(self, line: str) -> bool:
+        """Whether the page's text line (as read so far) is set in a typewriter face."""
+        key = _key(line)
+        return any(
+            _key(text) == key and _is_code(text, weights, mono) for text, weights, mono in self.lines()
+        )
 
     def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int]]:
         """Each line's text, how many of its letters were set in each (size, bold), and how many
@@ -150,7 +169,7 @@ class DocumentStyles:
         for text, weights, mono_letters in collector.lines():
             if not weights:
                 continue
-            mono = mono_letters >= MONO_SHARE * sum(weights.values())
+            mono = _is_code(text, weights, mono_letters)
             # Text set both ways (a name in a listing and in prose) is not trusted as code.
             self._mono[_key(text)] = mono and self._mono.get(_key(text), True)
             for (size, _), n in weights.items():

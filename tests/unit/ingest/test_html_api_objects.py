@@ -1,0 +1,86 @@
+"""HTML API references: each documented object (Sphinx's object descriptions, any domain) heads a
+subsection named by its signature's name, methods under their class."""
+
+from __future__ import annotations
+
+from evidence.ingest import extract_spans, parse_bytes
+
+
+def _object(kind: str, name: str, *, params: str, body: str, domain: str = "py", prefix: str = "") -> str:
+    """One object description as Sphinx >= 4 writes it (permalink and viewcode link included)."""
+    anchor = f"{domain}.{name}"
+    pre = (
+        f'<span class="sig-prename descclassname"><span class="pre">{prefix}</span></span>' if prefix else ""
+    )
+    return (
+        f'<dl class="{domain} {kind}"><dt class="sig sig-object {domain}" id="{anchor}">'
+        f'<em class="property"><span class="pre">{kind}</span> </em>{pre}'
+        f'<span class="sig-name descname"><span class="pre">{name}</span></span>'
+        f'<span class="sig-paren">(</span>{params}<span class="sig-paren">)</span>'
+        f'<a class="headerlink" href="#{anchor}" title="Permalink">¶</a></dt><dd>{body}</dd></dl>'
+    )
+
+
+def _page() -> str:
+    brew = _object(
+        "method",
+        "brew",
+        params="leaves, minutes=4",
+        body='<p>Steeps the leaves.</p><dl class="field-list simple"><dt class="field-odd">Parameters'
+        "</dt><dd><p><strong>minutes</strong> - how long to steep, four unless given.</p></dd></dl>",
+    )
+    pour = _object("method", "pour", params="cups", body="<p>Fills the cups in turn.</p>")
+    kettle = _object(
+        "class",
+        "Kettle",
+        prefix="teapot.",
+        params="volume",
+        body="<p>A kettle of a given volume.</p>" + brew + pour + "<p>Kettles are not thread safe.</p>",
+    )
+    boil = _object(
+        "function", "kettle_boil", domain="c", params="int degrees", body="<p>Boils the water.</p>"
+    )
+    return (
+        "<html><body><h1>Teapot API</h1><h2>Main interface</h2><p>All of it is here.</p>"
+        + kettle
+        + "<p>See also the C interface.</p>"
+        + boil
+        + "<h2>Changes</h2><p>None yet.</p></body></html>"
+    )
+
+
+def test_each_api_object_heads_a_subsection_named_by_its_signature() -> None:
+    """A long API page ran as one section: a question about one method's parameter had no section
+    to scope to. Each object description is a subsection (methods one level under their class);
+    the signature line stays a fact span; the class's text after its methods is the class's again,
+    and the section's text after the objects is the section's."""
+    doc = parse_bytes(_page().encode(), filename="teapot.html")
+    names = [(s.name, s.level) for s in doc.sections]
+    assert names == [
+        ("Teapot API", 1),
+        ("Main interface", 2),
+        ("teapot.Kettle", 3),
+        ("brew", 4),
+        ("pour", 4),
+        ("teapot.Kettle", 3),
+        ("Main interface", 2),
+        ("kettle_boil", 3),
+        ("Changes", 2),
+    ]
+    spans = {s.text: s.section for s in extract_spans(doc)}
+    assert spans["method brew(leaves, minutes=4)"] == "brew"
+    assert spans["minutes - how long to steep, four unless given."] == "brew"
+    assert spans["Kettles are not thread safe."] == "teapot.Kettle"
+    assert spans["See also the C interface."] == "Main interface"
+    assert spans["function kettle_boil(int degrees)"] == "kettle_boil"
+
+
+def test_a_term_with_an_anchor_but_no_signature_name_stays_text() -> None:
+    """A glossary's terms carry anchors too; without a marked name they are no API object."""
+    page = (
+        '<html><body><h1>Glossary</h1><dl class="glossary"><dt id="term-steep">steep</dt>'
+        '<dd><p>To soak leaves.</p></dd><dt id="term-pour">pour</dt><dd><p>To fill.</p></dd></dl>'
+        "</body></html>"
+    )
+    doc = parse_bytes(page.encode(), filename="glossary.html")
+    assert [s.name for s in doc.sections] == ["Glossary"]
