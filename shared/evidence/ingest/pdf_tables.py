@@ -105,7 +105,9 @@ def page_text(page: Any, visitor_text: Any = None, code: Callable[[str], bool] |
 _NUMBERED_LINE = re.compile(r"\| \d{1,5} \| [^|]*(?:\\\|[^|]*)* \|")
 
 
-def _with_rows(lines: list[str], rows: dict[str, str], code: Callable[[str], bool] | None = None) -> list[str]:
+def _with_rows(
+    lines: list[str], rows: dict[str, str], code: Callable[[str], bool] | None = None
+) -> list[str]:
     """The plain lines with each table row in its `| a | b |` form. A two-cell "row" of a line
     number and a line set in a typewriter face is a line of a numbered listing (its indented lines
     stand apart from their numbers as a second column does): it stays the line it is, a code line."""
