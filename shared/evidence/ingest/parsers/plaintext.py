@@ -43,6 +43,11 @@ control format (a licence quoted in a machine-readable copyright file) writes it
 these forms gives a heading takes its Title Case lines standing alone (`_standalone_titles`:
 "Definitions", "General Provisions" in a licence whose clauses are "(1)  You may …").
 
+**Reference lists.** A definition list printed to text (a command reference, a changelog's
+versions: each term on its own line or at the line start, its definition indented under it) of
+many entries and much text heads a subsection at each term, with the HTML `<dl>` rule's bounds
+(`reference_lists`); the term line stays in its fact span.
+
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
 form feeds are blanked in place (the same number of spaces), so every offset still indexes the
