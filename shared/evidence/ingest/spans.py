@@ -107,9 +107,16 @@ _OPENERS = frozenset(
     to thus moreover furthermore finally here although while when after before but of from with by
     since because all both each one two patients results conclusions methods background""".split()
 )
+#: The ideographic full stop, the full-width exclamation and question marks, the half-width full stop.
+_CJK_ENDS = "\u3002\uff01\uff1f\uff61"
 # A match starts only at the first mark of a run (the lookbehind): a run of 32,000 dots not followed
 # by a space is then scanned once, not once from each of its dots.
-_TERMINAL = re.compile("(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\\]]*+(?=\\s)")
+_TERMINAL = re.compile(
+    "(?<![.!?\u2026])[.!?\u2026]++[\"'\u201d\u2019)\\]]*+(?=\\s)"
+    # CJK text puts no space after its full stop, exclamation and question marks; a closing
+    # bracket or quote after them belongs to the sentence they end.
+    f"|(?<![{_CJK_ENDS}])[{_CJK_ENDS}]++[\u300d\u300f\uff09\u3011\u201d\u2019)]*+"
+)
 _OPEN = "\"'\u201c\u2018([{"
 _DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
 
@@ -210,7 +217,8 @@ def split_sentences(text: str, start: int = 0, end: int | None = None) -> list[t
     for m in _TERMINAL.finditer(text, start, stop):
         depth += text.count("(", counted, m.end()) - text.count(")", counted, m.end())
         counted = m.end()
-        if _is_boundary(text, m, seg, stop, depth):
+        # A CJK mark ends its sentence: that script has no case and no abbreviations to test.
+        if m.group()[0] in _CJK_ENDS or _is_boundary(text, m, seg, stop, depth):
             out.append((seg, m.end()))
             seg = m.end()
             depth = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from evidence.ingest.parsers import parse_bytes, parse_text
 from evidence.ingest.spans import extract_spans
 
@@ -688,3 +690,47 @@ def test_an_item_glued_to_its_number_is_a_span_of_its_own() -> None:
     assert "(2)The lid must be sold with it." in spans
     assert "2.\u201cSpout\u201d shall mean the part water leaves by." in spans
     assert "3.THE KETTLE IS PROVIDED AS IS." in spans
+
+
+def _reference(entries: int, *, filler: int) -> str:
+    """A made-up command reference printed to text: each term on its own line, its definition
+    indented under it, one entry with a nested option list, one right under the definition
+    before it, one with three terms."""
+    sentence = "The server records the change and mails a note to the owner of the ticket. "
+    out = ["Ticket server manual", "", "Commands", "========", "", "   The server reads these commands.", ""]
+    for n in range(entries - 1):
+        out.append(f"   frob{n} ticket [ level ]")
+        body = (f"Sets frob {n} on the ticket. " + sentence * filler).strip()
+        out += ["          " + line for line in textwrap.wrap(body, 60)]
+        if n == 2:
+            out += ["", "          Options:", "", "             --quiet", "                  Mails nobody."]
+            out += ["", "             --loud", "                  Mails everybody.", ""]
+        if n == 5:
+            out.append("          See also: frob4")  # no sentence end, and no blank line after it
+            continue
+        out.append("")
+    out += ["   quit", "   stop", "   thanks", "          Stops reading the message.", ""]
+    out += ["   Commands the server does not know are answered with a help text.", ""]
+    return "\n".join(out)
+
+
+def test_a_long_plain_text_definition_list_heads_a_subsection_at_each_term() -> None:
+    # An outermost term list of >= 10 entries over >= 10,000 characters (the HTML `<dl>` rule's
+    # bounds) was one section; each term now heads one, its line staying in its fact span.
+    text = _reference(12, filler=12)
+    doc = parse_text(text, filename="a.txt")
+    names = [s.name for s in doc.sections]
+    assert names[0] == "Commands"
+    assert names[1:4] == ["frob0 ticket [ level ]", "frob1 ticket [ level ]", "frob2 ticket [ level ]"]
+    assert "--quiet" not in names  # a list inside a definition is no reference list of its own
+    assert names[-2:] == ["quit, stop, thanks", "Commands"]  # the interrupted section resumes
+    assert all(s.level == 2 for s in doc.sections if s.name.startswith("frob"))
+    last = doc.sections[-1]
+    assert doc.text[last.char_start :].startswith("Commands the server does not know")
+    spans = [s.text for s in extract_spans(doc)]
+    assert any(s.startswith("frob4 ticket [ level ]\n          Sets frob 4 on the ticket.") for s in spans)
+    assert "Commands the server does not know are answered with a help text." in spans
+    assert any(s.endswith("See also: frob4") for s in spans)  # the next term ends the span
+    # Under the bounds (fewer entries, or less text) the list stays in its section.
+    assert [s.name for s in parse_text(_reference(9, filler=20), filename="a.txt").sections] == ["Commands"]
+    assert [s.name for s in parse_text(_reference(12, filler=8), filename="a.txt").sections] == ["Commands"]

@@ -392,3 +392,22 @@ def test_html_br_lines_of_a_listing_are_spans_of_their_own() -> None:
         "- added an option",
     ):
         assert line in spans
+
+
+def test_cjk_full_stops_and_marks_end_sentences_without_a_space_after_them() -> None:
+    # Japanese and Chinese put no space after their full stop, exclamation and question marks: a
+    # paragraph of them was one span.
+    text = (
+        "本書は試験用の文書です。利用者は「本条件」に同意したものとみなします。」"
+        "質問がありますか\uff1fあります\uff01\n\n这是第一句。这是第二句｡ English follows. Then more."
+    )
+    assert sentences(text) == [
+        "本書は試験用の文書です。",
+        "利用者は「本条件」に同意したものとみなします。」",
+        "質問がありますか\uff1f",
+        "あります\uff01",
+        "这是第一句。",
+        "这是第二句｡",
+        "English follows.",
+        "Then more.",
+    ]

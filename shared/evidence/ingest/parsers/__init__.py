@@ -24,7 +24,7 @@ from evidence.ingest.parsers.docx import parse_docx
 from evidence.ingest.parsers.html import parse_html
 from evidence.ingest.parsers.invisible import clean_document
 from evidence.ingest.parsers.layout import normalise_newlines
-from evidence.ingest.parsers.markdown import decode_entities, parse_markdown
+from evidence.ingest.parsers.markdown import decode_entities, parse_markdown, question_headings
 from evidence.ingest.parsers.pdf import parse_pdf
 from evidence.ingest.parsers.plaintext import blank_field_dots, blank_source, parse_plaintext
 from evidence.ingest.parsers.text import decode_text
@@ -77,6 +77,12 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
     if fmt == "txt":
         text = blank_field_dots(read_overstrikes(text))
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
+    if fmt == "html":
+        # A heading that is a question ("What is Frobnix?", an FAQ's) stays a fact span over its
+        # answer, as in Markdown and plain text: it is what a reader asks.
+        doc = replace(
+            doc, fact_headings=tuple(sorted({*doc.fact_headings, *question_headings(doc.sections)}))
+        )
     if fmt != "html" and "\r" in text:
         # Offsets must slice the original: the chunker maps them back (ingest/offsets.py); page
         # furniture blanked in plain text is blanked there too.

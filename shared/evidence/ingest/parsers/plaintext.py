@@ -43,6 +43,11 @@ control format (a licence quoted in a machine-readable copyright file) writes it
 these forms gives a heading takes its Title Case lines standing alone (`_standalone_titles`:
 "Definitions", "General Provisions" in a licence whose clauses are "(1)  You may …").
 
+**Reference lists.** A definition list printed to text (a command reference, a changelog's
+versions: each term on its own line or at the line start, its definition indented under it) of
+many entries and much text heads a subsection at each term, with the HTML `<dl>` rule's bounds
+(`reference_lists`); the term line stays in its fact span.
+
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
 form feeds are blanked in place (the same number of spaces), so every offset still indexes the
@@ -59,6 +64,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evidence.ingest.offsets import SourceOffsets
+from evidence.ingest.parsers.html import MAX_ENTRY_NAME_CHARS, REFERENCE_LIST_CHARS, REFERENCE_LIST_ENTRIES
 from evidence.ingest.parsers.layout import (
     Heading,
     dot_leader,
@@ -861,16 +867,153 @@ def blank_source(original: str, blanked: str) -> str:
     return "".join(chars)
 
 
+@dataclass(frozen=True, slots=True)
+class _ReferenceList:
+    heads: list[Heading]  # one per term, and the interrupted section resuming after the list
+    facts: list[int]  # heading starts whose line is text all the same (`fact_headings`)
+    ends: list[int]  # line breaks right before a term: its entry is no part of the text above
+
+
+def _term_lines(lines: list[str], i: int, heading_lines: set[int]) -> int:
+    """How many lines from `i` are a definition list entry's terms (0: none). A term stands on its
+    own line or at the line start, is no heading, list item or sentence ending on its dot, and has
+    its definition under it indented deeper (blank lines may come between); it follows a blank
+    line or the previous entry's definition, so a paragraph's last line over an indented block is
+    no term. Several terms of one entry ("quit", "stop", "thanks" over one definition) stand on
+    lines of their own right under one another, each a title's length (`MAX_TITLE_WORDS`), so a
+    wrapped paragraph over an indented block is no entry."""
+    ind = _indent(lines[i])
+    if i > 0 and lines[i - 1].strip() and _indent(lines[i - 1]) <= ind:
+        return 0
+    j = i
+    while j < len(lines) and _term(lines[j], heading_lines, j) and _indent(lines[j]) == ind:
+        j += 1
+        if j < len(lines) and lines[j].strip() and _indent(lines[j]) > ind:
+            break
+    if j - i > 1 and any(len(line.split()) > MAX_TITLE_WORDS for line in lines[i:j]):
+        return 0
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    ok = j > i and j < len(lines) and j not in heading_lines and _indent(lines[j]) > ind
+    return j - i if ok else 0
+
+
+_SENTENCE_DOT = re.compile(r"\w\.[\"')\u201d]*$")
+
+
+def _term(line: str, heading_lines: set[int], i: int) -> bool:
+    s = line.strip()
+    return (
+        bool(s)
+        and i not in heading_lines
+        and len(s) <= MAX_TITLE_CHARS
+        and not (_ITEM_MARK.match(line) or _SENTENCE_DOT.search(s))
+    )
+
+
+def _entry_end(lines: list[str], i: int, heading_lines: set[int]) -> int:
+    """The first line after the definition of the entry whose terms end at line `i`: the next line
+    of text at or left of the terms' indentation, or a heading."""
+    ind = _indent(lines[i])
+    j = i + 1
+    while j < len(lines) and (not lines[j].strip() or (_indent(lines[j]) > ind and j not in heading_lines)):
+        j += 1
+    while j > i + 1 and not lines[j - 1].strip():
+        j -= 1  # the blank lines after a definition belong to what follows
+    return j
+
+
+def _entry_name(terms: list[str]) -> str:
+    """An entry's name: its terms, each up to a column gap (a definition may start on the term's
+    line, "-v    print more"), comma-separated, as many as fit `MAX_ENTRY_NAME_CHARS`; a single
+    longer term is cut at a space."""
+    names = [_COLUMN_GAP.split(t.strip(), maxsplit=1)[0] for t in terms]
+    name = ", ".join(names)
+    while len(names) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
+        names.pop()
+        name = ", ".join(names) + ", …"
+    if len(name) > MAX_ENTRY_NAME_CHARS:
+        name = name[: max(name.rfind(" ", 0, MAX_ENTRY_NAME_CHARS), 1)].rstrip(" ,;:") + " …"
+    return name
+
+
+_COLUMN_GAP = re.compile(r"[ \t]{3,}")
+
+
+def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
+    """A definition list in plain text (a command reference's commands, a policy's tree of
+    sections: each term on its own line or at the line start, its definition indented under it)
+    of many entries and much text would leave one section holding most of the document, as an
+    HTML `<dl>` did: an outermost list (its terms in no other entry's definition) of at least
+    `REFERENCE_LIST_ENTRIES` entries holding at least `REFERENCE_LIST_CHARS` characters (the HTML
+    rule's bounds, session 51) heads a subsection at each term, one level under the heading before
+    it; the term line stays in its fact span, and the section the list interrupted resumes after
+    it, up to the next heading."""
+    lines = text.split("\n")
+    starts: list[int] = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    head_at = {at for at, _, _ in heads}
+    heading_lines = {
+        i for i, line in enumerate(lines) if line.strip() and starts[i] + _indent(line) in head_at
+    }
+    out = _ReferenceList([], [], [])
+    i = 0
+    while i < len(lines):
+        n = _term_lines(lines, i, heading_lines) if lines[i].strip() else 0
+        if not n:
+            i += 1
+            continue
+        ind = _indent(lines[i])
+        entries = [(i, n)]
+        end = _entry_end(lines, i + n - 1, heading_lines)
+        while end < len(lines):
+            k = end
+            while k < len(lines) and not lines[k].strip():
+                k += 1
+            n = _term_lines(lines, k, heading_lines) if k < len(lines) and _indent(lines[k]) == ind else 0
+            if not n:
+                break
+            entries.append((k, n))
+            end = _entry_end(lines, k + n - 1, heading_lines)
+        first = starts[i] + ind
+        last = starts[end - 1] + len(lines[end - 1].rstrip())
+        if len(entries) >= REFERENCE_LIST_ENTRIES and last - first >= REFERENCE_LIST_CHARS:
+            before = [h for h in heads if h[0] < first]
+            parent = before[-1] if before else None
+            level = min((parent[1] if parent else 1) + 1, 6)
+            for t, n in entries:
+                at = starts[t] + _indent(lines[t])
+                out.heads.append((at, level, _entry_name(lines[t : t + n])))
+                out.facts.append(at)
+                if t > 0 and lines[t - 1].strip():
+                    out.ends.append(starts[t] - 1)
+            k = end
+            while k < len(lines) and not lines[k].strip():
+                k += 1
+            if parent is not None and k < len(lines) and k not in heading_lines:
+                at = starts[k] + _indent(lines[k])
+                out.heads.append((at, parent[1], parent[2]))
+                out.facts.append(at)  # no heading line: the section's text resumes
+        i = end
+    return out
+
+
 def parse_plaintext(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; offsets are the text's own: page furniture is
     blanked in place, nothing is moved."""
     text, pages = blank_page_furniture(text)
-    sections = flat_sections(plaintext_headings(text), len(text))
+    heads = plaintext_headings(text)
+    refs = reference_lists(text, heads)
+    sections = flat_sections(sorted([*heads, *refs.heads]), len(text))
     return ParsedDocument(
         text=text,
         title=title or _first_line_title(text),
         sections=sections,
         page_starts=pages,
+        line_ends=tuple(refs.ends),
         fmt="txt",
-        fact_headings=question_fact_headings(text, sections),
+        fact_headings=tuple(sorted({*question_fact_headings(text, sections), *refs.facts})),
     )
