@@ -84,3 +84,41 @@ def test_a_term_with_an_anchor_but_no_signature_name_stays_text() -> None:
     )
     doc = parse_bytes(page.encode(), filename="glossary.html")
     assert [s.name for s in doc.sections] == ["Glossary"]
+
+
+def _texinfo_page(generator: str, entries: list[str]) -> bytes:
+    return (
+        f'<html><head><meta name="Generator" content="{generator}"></head><body><h1>Kettle library</h1>'
+        "<h2>Boiling</h2><p>The calls below boil water.</p>" + "".join(entries) + "<p>That is all of it.</p>"
+        '<dl><dt><b>steep</b></dt><dd><p>A table item, not a definition.</p></dd></dl>'
+        "</body></html>"
+    ).encode()
+
+
+def test_a_texinfo_definition_line_heads_a_subsection_named_by_its_bold_name() -> None:
+    """texinfo's `@deftypefn` lines ("Function: int name (args)") mark the name only as bold text
+    (texi2html's `<b>`, makeinfo's `<strong>`): each entry is a subsection named by it, the line a
+    fact span; a table item's bold term, with no "Category:" before it, stays text."""
+    old = (
+        '<dl><dt><u>Function:</u> int <b>kettle_boil</b><i> (int&nbsp;<var>degrees</var>)</i>'
+        '<a name="IDX1"></a></dt><dd><p>Boils the water to <var>degrees</var>.</p></dd></dl>'
+    )
+    new = (
+        '<dl class="def"><dt id="index-kettle_005fpour"><span class="category">Function: </span>'
+        "<span><code>void</code> <strong>kettle_pour</strong> <em>(int <var>cups</var>)</em></span></dt>"
+        "<dd><p>Fills <var>cups</var> cups.</p></dd></dl>"
+    )
+    for generator in ("texi2html 1.78a", "makeinfo"):
+        doc = parse_bytes(_texinfo_page(generator, [old, new]), filename="kettle.html")
+        names = [(s.name, s.level) for s in doc.sections]
+        assert names == [
+            ("Kettle library", 1),
+            ("Boiling", 2),
+            ("kettle_boil", 3),
+            ("kettle_pour", 3),
+            ("Boiling", 2),
+        ], generator
+        spans = {s.text: s.section for s in extract_spans(doc)}
+        assert spans["Function: int kettle_boil (int degrees)"] == "kettle_boil"
+        assert spans["Boils the water to degrees."] == "kettle_boil"
+        assert spans["Function: void kettle_pour (int cups)"] == "kettle_pour"
