@@ -90,7 +90,7 @@ def _texinfo_page(generator: str, entries: list[str]) -> bytes:
     return (
         f'<html><head><meta name="Generator" content="{generator}"></head><body><h1>Kettle library</h1>'
         "<h2>Boiling</h2><p>The calls below boil water.</p>" + "".join(entries) + "<p>That is all of it.</p>"
-        '<dl><dt><b>steep</b></dt><dd><p>A table item, not a definition.</p></dd></dl>'
+        "<dl><dt><b>steep</b></dt><dd><p>A table item, not a definition.</p></dd></dl>"
         "</body></html>"
     ).encode()
 
@@ -100,7 +100,7 @@ def test_a_texinfo_definition_line_heads_a_subsection_named_by_its_bold_name() -
     (texi2html's `<b>`, makeinfo's `<strong>`): each entry is a subsection named by it, the line a
     fact span; a table item's bold term, with no "Category:" before it, stays text."""
     old = (
-        '<dl><dt><u>Function:</u> int <b>kettle_boil</b><i> (int&nbsp;<var>degrees</var>)</i>'
+        "<dl><dt><u>Function:</u> int <b>kettle_boil</b><i> (int&nbsp;<var>degrees</var>)</i>"
         '<a name="IDX1"></a></dt><dd><p>Boils the water to <var>degrees</var>.</p></dd></dl>'
     )
     new = (

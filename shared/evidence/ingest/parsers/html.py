@@ -612,10 +612,19 @@ class _HtmlText(HTMLParser):
         elif self.sig[3]:
             if tag == self.sig[2]:
                 self.sig[3] += 1
-        elif classes & _SIG_NAME_CLASSES and tag not in _VOID:
+        elif (classes & _SIG_NAME_CLASSES and tag not in _VOID) or self._texinfo_name(tag):
             self.sig[2], self.sig[3] = tag, 1
-        elif self.texinfo_defs and tag in _BOLD and not self.sig[1] and _DEF_CATEGORY.match("".join(self.sig[4])):
-            self.sig[2], self.sig[3] = tag, 1
+
+    def _texinfo_name(self, tag: str) -> bool:
+        """A texinfo definition line's name: its first bold element after the category label."""
+        sig = self.sig
+        return (
+            sig is not None
+            and self.texinfo_defs
+            and tag in _BOLD
+            and not sig[1]
+            and bool(_DEF_CATEGORY.match("".join(sig[4])))
+        )
 
     def _note_signature(self, data: str, sig: list[Any]) -> None:
         """A signature's text: where it starts, and the parts of it that name the object."""
