@@ -122,3 +122,15 @@ def test_a_texinfo_definition_line_heads_a_subsection_named_by_its_bold_name() -
         assert spans["Function: int kettle_boil (int degrees)"] == "kettle_boil"
         assert spans["Boils the water to degrees."] == "kettle_boil"
         assert spans["Function: void kettle_pour (int cups)"] == "kettle_pour"
+
+
+def test_a_texinfo_line_with_its_type_in_bold_is_named_by_the_word_before_its_arguments() -> None:
+    """A source that left type and name in one field makes makeinfo bold the return type
+    ("Function: **void** *kettle_alloc (size_t size)"): the word before the arguments names it."""
+    entry = (
+        '<dl class="def"><dt id="index-void"><span class="category">Function: </span><span>'
+        "<strong>void</strong> <em>*kettle_alloc (size_t <var>size</var>)</em></span></dt>"
+        "<dd><p>Allocates a kettle.</p></dd></dl>"
+    )
+    doc = parse_bytes(_texinfo_page("makeinfo", [entry]), filename="kettle.html")
+    assert [s.name for s in doc.sections] == ["Kettle library", "Boiling", "kettle_alloc", "Boiling"]

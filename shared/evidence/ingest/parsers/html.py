@@ -88,6 +88,10 @@ _SIG_NAME_CLASSES = frozenset({"sig-name", "descname", "sig-prename", "descclass
 #: [type] name (args)" with no name class; its name is the first bold element after the category
 #: label ("Function:", "Data type:", "Macro:"), which ends in a colon.
 _DEF_CATEGORY = re.compile(r"^\s*[^\W\d][\w -]{0,40}:\s")
+#: A C function's definition line whose source left the type and the name in one field: makeinfo
+#: makes the return type bold ("Function: **void** *closure_alloc (size_t size)"); the word right
+#: before the argument list is the name then.
+_DEF_NAME_BEFORE_ARGS = re.compile(r"^\s*\**\s*([^\W\d]\w*)\s*\(")
 
 
 _BOLD = frozenset({"b", "strong"})
@@ -503,6 +507,8 @@ class _HtmlText(HTMLParser):
                 self._end_signature(self.sig)
             elif self.sig[3] and tag == self.sig[2]:
                 self.sig[3] -= 1
+                if not self.sig[3]:
+                    self.sig[5] = len(self.sig[4])
         if tag == "title" and self.title_parts is not None:
             self.title = WS.sub(" ", "".join(self.title_parts)).strip()
             self.title_parts = None
@@ -607,7 +613,7 @@ class _HtmlText(HTMLParser):
             if self.pre_depth or self.row is not None or not self.dls or self.dls[-1][5]:
                 return
             if "sig-object" in classes or self.texinfo_defs or any(k == "id" and v for k, v in attrs):
-                self.sig = [-1, [], "", 0, []]
+                self.sig = [-1, [], "", 0, [], -1]
                 self.resume = None  # the signature line opens the object's section, not the last one's
         elif self.sig[3]:
             if tag == self.sig[2]:
@@ -643,6 +649,13 @@ class _HtmlText(HTMLParser):
         object it is documented in, or under the last heading."""
         self.sig = None
         name = WS.sub(" ", "".join(sig[1])).strip()[:MAX_ENTRY_NAME_CHARS]
+        after = (
+            _DEF_NAME_BEFORE_ARGS.match("".join(sig[4][sig[5] :]))
+            if self.texinfo_defs and sig[5] >= 0
+            else None
+        )
+        if after:
+            name = after.group(1)[:MAX_ENTRY_NAME_CHARS]
         if sig[0] < 0 or not name or not self.dls:
             return
         level = min((self.objects[-1][1] if self.objects else self.last_head[0]) + 1, 6)
