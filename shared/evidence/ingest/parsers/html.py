@@ -84,14 +84,6 @@ def _entry_name(joined: str) -> str:
 #: (Sphinx >= 4, every domain: py, c, cpp, js …) and `descclassname`/`descname` (older Sphinx).
 #: The module or class prefix and the name itself, read together, name the object's subsection.
 _SIG_NAME_CLASSES = frozenset({"sig-name", "descname", "sig-prename", "descclassname"})
-#: A texinfo definition line (`@deftypefn` and kin, makeinfo / texi2any / texi2html): "Category:
-#: [type] name (args)" with no name class; its name is the first bold element after the category
-#: label ("Function:", "Data type:", "Macro:"), which ends in a colon.
-_DEF_CATEGORY = re.compile(r"^\s*[^\W\d][\w -]{0,40}:\s")
-#: A C function's definition line whose source left the type and the name in one field: makeinfo
-#: makes the return type bold ("Function: **void** *closure_alloc (size_t size)"); the word right
-#: before the argument list is the name then.
-_DEF_NAME_BEFORE_ARGS = re.compile(r"^\s*\**\s*([^\W\d]\w*)\s*\(")
 
 
 _BOLD = frozenset({"b", "strong"})
@@ -211,8 +203,6 @@ class _HtmlText(HTMLParser):
         self.title = ""
         self.first_h1 = ""
         self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
-        # Made by a texinfo converter, texi2html included: its `<dt>`s may be definition lines.
-        self.texinfo_defs = False
         self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
         # The open <p>: [text start, its text, all of it bold so far, open <b>/<strong>]. A short
         # paragraph that is nothing but bold text is a heading (`_end_paragraph`).
@@ -430,7 +420,6 @@ class _HtmlText(HTMLParser):
         if (values.get("name") or "").lower() == "generator":
             content = (values.get("content") or "").lower()
             self.texinfo = self.texinfo or "makeinfo" in content or "texi2any" in content
-            self.texinfo_defs = self.texinfo or "texi2html" in content
 
     def _chrome(self, attrs: list[tuple[str, str | None]]) -> bool:
         """Navigation bars and permalinks, by their class."""
@@ -507,8 +496,6 @@ class _HtmlText(HTMLParser):
                 self._end_signature(self.sig)
             elif self.sig[3] and tag == self.sig[2]:
                 self.sig[3] -= 1
-                if not self.sig[3]:
-                    self.sig[5] = len(self.sig[4])
         if tag == "title" and self.title_parts is not None:
             self.title = WS.sub(" ", "".join(self.title_parts)).strip()
             self.title_parts = None
@@ -612,25 +599,14 @@ class _HtmlText(HTMLParser):
         if self.sig is None:
             if self.pre_depth or self.row is not None or not self.dls or self.dls[-1][5]:
                 return
-            if "sig-object" in classes or self.texinfo_defs or any(k == "id" and v for k, v in attrs):
-                self.sig = [-1, [], "", 0, [], -1]
+            if "sig-object" in classes or any(k == "id" and v for k, v in attrs):
+                self.sig = [-1, [], "", 0]
                 self.resume = None  # the signature line opens the object's section, not the last one's
         elif self.sig[3]:
             if tag == self.sig[2]:
                 self.sig[3] += 1
-        elif (classes & _SIG_NAME_CLASSES and tag not in _VOID) or self._texinfo_name(tag):
+        elif classes & _SIG_NAME_CLASSES and tag not in _VOID:
             self.sig[2], self.sig[3] = tag, 1
-
-    def _texinfo_name(self, tag: str) -> bool:
-        """A texinfo definition line's name: its first bold element after the category label."""
-        sig = self.sig
-        return (
-            sig is not None
-            and self.texinfo_defs
-            and tag in _BOLD
-            and not sig[1]
-            and bool(_DEF_CATEGORY.match("".join(sig[4])))
-        )
 
     def _note_signature(self, data: str, sig: list[Any]) -> None:
         """A signature's text: where it starts, and the parts of it that name the object."""
@@ -639,7 +615,6 @@ class _HtmlText(HTMLParser):
         if sig[0] < 0:
             self._start_text()
             sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
-        sig[4].append(data)
         if sig[3]:
             sig[1].append(data)
 
@@ -649,13 +624,6 @@ class _HtmlText(HTMLParser):
         object it is documented in, or under the last heading."""
         self.sig = None
         name = WS.sub(" ", "".join(sig[1])).strip()[:MAX_ENTRY_NAME_CHARS]
-        after = (
-            _DEF_NAME_BEFORE_ARGS.match("".join(sig[4][sig[5] :]))
-            if self.texinfo_defs and sig[5] >= 0
-            else None
-        )
-        if after:
-            name = after.group(1)[:MAX_ENTRY_NAME_CHARS]
         if sig[0] < 0 or not name or not self.dls:
             return
         level = min((self.objects[-1][1] if self.objects else self.last_head[0]) + 1, 6)
