@@ -84,3 +84,70 @@ def test_a_term_with_an_anchor_but_no_signature_name_stays_text() -> None:
     )
     doc = parse_bytes(page.encode(), filename="glossary.html")
     assert [s.name for s in doc.sections] == ["Glossary"]
+
+
+def _filler(n: int) -> list[str]:
+    """Entries enough for a reference page (texinfo pages of fewer stay whole)."""
+    return [
+        f'<dl class="def"><dt id="index-rinse{i}"><span class="category">Macro: </span><span>'
+        f"<strong>RINSE_{i}</strong></span></dt><dd><p>Rinse step {i}.</p></dd></dl>"
+        for i in range(n)
+    ]
+
+
+def _texinfo_page(generator: str, entries: list[str]) -> bytes:
+    return (
+        f'<html><head><meta name="Generator" content="{generator}"></head><body><h1>Kettle library</h1>'
+        "<h2>Boiling</h2><p>The calls below boil water.</p>" + "".join(entries) + "<p>That is all of it.</p>"
+        "<dl><dt><b>steep</b></dt><dd><p>A table item, not a definition.</p></dd></dl>"
+        "</body></html>"
+    ).encode()
+
+
+def test_a_texinfo_definition_line_heads_a_subsection_named_by_its_bold_name() -> None:
+    """texinfo's `@deftypefn` lines ("Function: int name (args)") mark the name only as bold text
+    (texi2html's `<b>`, makeinfo's `<strong>`): each entry is a subsection named by it, the line a
+    fact span; a table item's bold term, with no "Category:" before it, stays text."""
+    old = (
+        "<dl><dt><u>Function:</u> int <b>kettle_boil</b><i> (int&nbsp;<var>degrees</var>)</i>"
+        '<a name="IDX1"></a></dt><dd><p>Boils the water to <var>degrees</var>.</p></dd></dl>'
+    )
+    new = (
+        '<dl class="def"><dt id="index-kettle_005fpour"><span class="category">Function: </span>'
+        "<span><code>void</code> <strong>kettle_pour</strong> <em>(int <var>cups</var>)</em></span></dt>"
+        "<dd><p>Fills <var>cups</var> cups.</p></dd></dl>"
+    )
+    for generator in ("texi2html 1.78a", "makeinfo"):
+        doc = parse_bytes(_texinfo_page(generator, [old, new, *_filler(8)]), filename="kettle.html")
+        names = [(s.name, s.level) for s in doc.sections]
+        assert names == [
+            ("Kettle library", 1),
+            ("Boiling", 2),
+            ("kettle_boil", 3),
+            ("kettle_pour", 3),
+            *((f"RINSE_{i}", 3) for i in range(8)),
+            ("Boiling", 2),
+        ], generator
+        spans = {s.text: s.section for s in extract_spans(doc)}
+        assert spans["Function: int kettle_boil (int degrees)"] == "kettle_boil"
+        assert spans["Boils the water to degrees."] == "kettle_boil"
+        assert spans["Function: void kettle_pour (int cups)"] == "kettle_pour"
+
+
+def test_a_texinfo_line_with_its_type_in_bold_is_named_by_the_word_before_its_arguments() -> None:
+    """A source that left type and name in one field makes makeinfo bold the return type
+    ("Function: **void** *kettle_alloc (size_t size)"): the word before the arguments names it."""
+    entry = (
+        '<dl class="def"><dt id="index-void"><span class="category">Function: </span><span>'
+        "<strong>void</strong> <em>*kettle_alloc (size_t <var>size</var>)</em></span></dt>"
+        "<dd><p>Allocates a kettle.</p></dd></dl>"
+    )
+    doc = parse_bytes(_texinfo_page("makeinfo", [entry, *_filler(9)]), filename="kettle.html")
+    assert [s.name for s in doc.sections][:3] == ["Kettle library", "Boiling", "kettle_alloc"]
+
+
+def test_a_page_of_a_few_texinfo_definitions_stays_whole() -> None:
+    """Cut into subsections, a short page's passages lost the context that ranks their answers:
+    a page of fewer definition lines than a reference list's entries keeps its sections."""
+    doc = parse_bytes(_texinfo_page("makeinfo", _filler(3)), filename="kettle.html")
+    assert [s.name for s in doc.sections] == ["Kettle library", "Boiling"]

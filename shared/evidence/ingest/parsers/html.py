@@ -84,6 +84,14 @@ def _entry_name(joined: str) -> str:
 #: (Sphinx >= 4, every domain: py, c, cpp, js …) and `descclassname`/`descname` (older Sphinx).
 #: The module or class prefix and the name itself, read together, name the object's subsection.
 _SIG_NAME_CLASSES = frozenset({"sig-name", "descname", "sig-prename", "descclassname"})
+#: A texinfo definition line (`@deftypefn` and kin, makeinfo / texi2any / texi2html): "Category:
+#: [type] name (args)" with no name class; its name is the first bold element after the category
+#: label ("Function:", "Data type:", "Macro:"), which ends in a colon.
+_DEF_CATEGORY = re.compile(r"^\s*[^\W\d][\w -]{0,40}:\s")
+#: A C function's definition line whose source left the type and the name in one field: makeinfo
+#: makes the return type bold ("Function: **void** *closure_alloc (size_t size)"); the word right
+#: before the argument list is the name then.
+_DEF_NAME_BEFORE_ARGS = re.compile(r"^\s*\**\s*([^\W\d]\w*)\s*\(")
 
 
 _BOLD = frozenset({"b", "strong"})
@@ -143,7 +151,13 @@ def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
 class _HtmlText(HTMLParser):
     """Streams visible text into lines; tracks headings as sections and tables as pipe rows."""
 
-    def __init__(self, filename: str = "", max_list_depth: int = DEFAULT_LIMITS.max_list_depth) -> None:
+    def __init__(
+        self,
+        filename: str = "",
+        max_list_depth: int = DEFAULT_LIMITS.max_list_depth,
+        *,
+        texinfo_names: bool = True,
+    ) -> None:
         super().__init__(convert_charrefs=True)
         self.filename = filename
         self.max_list_depth = max_list_depth
@@ -203,6 +217,11 @@ class _HtmlText(HTMLParser):
         self.title = ""
         self.first_h1 = ""
         self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
+        # Made by a texinfo converter, texi2html included: its `<dt>`s may be definition lines
+        # (unless `texinfo_names` is off: a page of few of them is read as if it had none).
+        self.texinfo_names = texinfo_names
+        self.texinfo_defs = False
+        self.texinfo_entries = 0  # definition lines named
         self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
         # The open <p>: [text start, its text, all of it bold so far, open <b>/<strong>]. A short
         # paragraph that is nothing but bold text is a heading (`_end_paragraph`).
@@ -420,6 +439,7 @@ class _HtmlText(HTMLParser):
         if (values.get("name") or "").lower() == "generator":
             content = (values.get("content") or "").lower()
             self.texinfo = self.texinfo or "makeinfo" in content or "texi2any" in content
+            self.texinfo_defs = self.texinfo_names and (self.texinfo or "texi2html" in content)
 
     def _chrome(self, attrs: list[tuple[str, str | None]]) -> bool:
         """Navigation bars and permalinks, by their class."""
@@ -496,6 +516,8 @@ class _HtmlText(HTMLParser):
                 self._end_signature(self.sig)
             elif self.sig[3] and tag == self.sig[2]:
                 self.sig[3] -= 1
+                if not self.sig[3]:
+                    self.sig[5] = len(self.sig[4])
         if tag == "title" and self.title_parts is not None:
             self.title = WS.sub(" ", "".join(self.title_parts)).strip()
             self.title_parts = None
@@ -599,14 +621,25 @@ class _HtmlText(HTMLParser):
         if self.sig is None:
             if self.pre_depth or self.row is not None or not self.dls or self.dls[-1][5]:
                 return
-            if "sig-object" in classes or any(k == "id" and v for k, v in attrs):
-                self.sig = [-1, [], "", 0]
+            if "sig-object" in classes or self.texinfo_defs or any(k == "id" and v for k, v in attrs):
+                self.sig = [-1, [], "", 0, [], -1]
                 self.resume = None  # the signature line opens the object's section, not the last one's
         elif self.sig[3]:
             if tag == self.sig[2]:
                 self.sig[3] += 1
-        elif classes & _SIG_NAME_CLASSES and tag not in _VOID:
+        elif (classes & _SIG_NAME_CLASSES and tag not in _VOID) or self._texinfo_name(tag):
             self.sig[2], self.sig[3] = tag, 1
+
+    def _texinfo_name(self, tag: str) -> bool:
+        """A texinfo definition line's name: its first bold element after the category label."""
+        sig = self.sig
+        return (
+            sig is not None
+            and self.texinfo_defs
+            and tag in _BOLD
+            and not sig[1]
+            and bool(_DEF_CATEGORY.match("".join(sig[4])))
+        )
 
     def _note_signature(self, data: str, sig: list[Any]) -> None:
         """A signature's text: where it starts, and the parts of it that name the object."""
@@ -615,6 +648,7 @@ class _HtmlText(HTMLParser):
         if sig[0] < 0:
             self._start_text()
             sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        sig[4].append(data)
         if sig[3]:
             sig[1].append(data)
 
@@ -624,12 +658,20 @@ class _HtmlText(HTMLParser):
         object it is documented in, or under the last heading."""
         self.sig = None
         name = WS.sub(" ", "".join(sig[1])).strip()[:MAX_ENTRY_NAME_CHARS]
+        after = (
+            _DEF_NAME_BEFORE_ARGS.match("".join(sig[4][sig[5] :]))
+            if self.texinfo_defs and sig[5] >= 0
+            else None
+        )
+        if after:
+            name = after.group(1)[:MAX_ENTRY_NAME_CHARS]
         if sig[0] < 0 or not name or not self.dls:
             return
         level = min((self.objects[-1][1] if self.objects else self.last_head[0]) + 1, 6)
         self.heads.append((sig[0], level, name))
         self.fact_heads.append(sig[0])
         self.objects.append([len(self.dls), level, name])
+        self.texinfo_entries += self.texinfo_defs
         self.dls[-1][5] = True
 
     def _end_object(self) -> None:
@@ -735,14 +777,12 @@ class _HtmlText(HTMLParser):
 def parse_html(
     html: str, filename: str, *, max_list_depth: int = DEFAULT_LIMITS.max_list_depth
 ) -> ParsedDocument:
-    parser = _HtmlText(filename, max_list_depth)
-    try:
-        parser.feed(html)
-        parser.close()
-    except DocumentParseError:
-        raise
-    except Exception as exc:  # html.parser is lenient; anything raised is a real defect of the input
-        raise DocumentParseError(filename, f"malformed HTML: {exc}") from exc
+    parser = _read_html(html, filename, max_list_depth, texinfo_names=True)
+    if 0 < parser.texinfo_entries < REFERENCE_LIST_ENTRIES:
+        # A page of a few texinfo definitions stays whole, as a short `<dl>` does: cut into
+        # subsections, a short page's passages lost the context that ranks their answers
+        # (bench/data/session52/ingest29.md, variant 1: -5 answers on development).
+        parser = _read_html(html, filename, max_list_depth, texinfo_names=False)
     text = "".join(parser.out)
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
@@ -756,6 +796,18 @@ def parse_html(
         line_ends=tuple(ends),
         fact_headings=tuple(sorted(parser.fact_heads)),
     )
+
+
+def _read_html(html: str, filename: str, max_list_depth: int, *, texinfo_names: bool) -> _HtmlText:
+    parser = _HtmlText(filename, max_list_depth, texinfo_names=texinfo_names)
+    try:
+        parser.feed(html)
+        parser.close()
+    except DocumentParseError:
+        raise
+    except Exception as exc:  # html.parser is lenient; anything raised is a real defect of the input
+        raise DocumentParseError(filename, f"malformed HTML: {exc}") from exc
+    return parser
 
 
 #: A line ending on an article, a preposition, a conjunction or a hyphen: a sentence wrapped
