@@ -11,6 +11,17 @@ a line break keeps the whole CRLF pair.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
+
+
+def line_starts(lines: Sequence[str]) -> list[int]:
+    """The offset of each line of `"\n".join(lines)` (the lines of a `text.split("\n")`)."""
+    starts: list[int] = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    return starts
 
 
 class SourceOffsets:

@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evidence.ingest.offsets import line_starts
 from evidence.ingest.parsers.layout import CAPTION, dot_leader
 from evidence.records import ParsedDocument, Section, SpanType
 
@@ -324,11 +325,7 @@ def _raw_spans(
     `<br>` lines of an address or a listing in HTML); `fact_headings`: section starts whose
     heading line is read as text all the same (`ParsedDocument.fact_headings`)."""
     lines = text.split("\n")
-    offsets: list[int] = []
-    pos = 0
-    for line in lines:
-        offsets.append(pos)
-        pos += len(line) + 1
+    offsets = line_starts(lines)
     heading_starts = {s.char_start for s in sections if not _runs_on(text, s)} - fact_headings
     table = _line_table(lines)
     out: list[tuple[int, int, SpanType]] = []

@@ -63,7 +63,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evidence.ingest.offsets import SourceOffsets
+from evidence.ingest.offsets import SourceOffsets, line_starts
 from evidence.ingest.parsers.html import MAX_ENTRY_NAME_CHARS, REFERENCE_LIST_CHARS, REFERENCE_LIST_ENTRIES
 from evidence.ingest.parsers.layout import (
     Heading,
@@ -463,11 +463,7 @@ _OTHER_SPACES = str.maketrans(dict.fromkeys("\u00a0\u2007\u202f", " "))
 
 def plaintext_headings(text: str) -> list[Heading]:
     lines = text.translate(_OTHER_SPACES).split("\n")
-    starts: list[int] = []
-    pos = 0
-    for line in lines:
-        starts.append(pos)
-        pos += len(line) + 1
+    starts = line_starts(lines)
     numbered: list[Heading] = []
     numbered_lines: list[int] = []
     other: list[Heading] = []
@@ -950,11 +946,7 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
     it; the term line stays in its fact span, and the section the list interrupted resumes after
     it, up to the next heading."""
     lines = text.split("\n")
-    starts: list[int] = []
-    pos = 0
-    for line in lines:
-        starts.append(pos)
-        pos += len(line) + 1
+    starts = line_starts(lines)
     head_at = {at for at, _, _ in heads}
     heading_lines = {
         i for i, line in enumerate(lines) if line.strip() and starts[i] + _indent(line) in head_at
