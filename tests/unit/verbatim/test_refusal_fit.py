@@ -22,6 +22,17 @@ def fit() -> ModuleType:
     return load_bench("refusal_fit.py", "refusal_fit")
 
 
+def three_families() -> list[dict[str, Any]]:
+    """Three families, each with two answerable and two unanswerable questions in both profiles,
+    told apart by their agreement and cosine."""
+    return [
+        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
+        for k in range(3)
+        for profile in ("verbatim", "default")
+        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
+    ]
+
+
 def test_the_floor_sits_just_below_the_lowest_probability_it_keeps(fit: ModuleType) -> None:
     p = np.array([0.10, 0.20, 0.30, 0.31, 0.50, 0.60, 0.70, 0.80, 0.90, 0.95])
     kept = np.array([False, False, False, True, True, True, True, True, True, True])
@@ -35,12 +46,7 @@ def test_the_floor_sits_just_below_the_lowest_probability_it_keeps(fit: ModuleTy
 
 
 def test_the_lexical_model_fixes_the_cosine_and_the_agreement(fit: ModuleType) -> None:
-    rows = [
-        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
-        for k in range(3)
-        for profile in ("verbatim", "default")
-        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
-    ]
+    rows = three_families()
     columns = ["grounding", "cosine", "typed_key", "agreement"]
     dense = fit.run(rows, 0.0, columns, budget="answerable")
     assert set(dense["final"]["model"]["coefficients"]) == set(columns)
@@ -69,12 +75,7 @@ def test_fixed_coefficients_stay_and_only_the_others_are_fitted(fit: ModuleType)
 
 
 def test_run_holds_the_named_coefficients_in_every_fold(fit: ModuleType) -> None:
-    rows = [
-        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
-        for k in range(3)
-        for profile in ("verbatim", "default")
-        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
-    ]
+    rows = three_families()
     fixed = {"grounding": 1.25, "cosine": 2.0, "bias": -1.5}
     out = fit.run(rows, 0.0, ["grounding", "cosine", "agreement"], budget="answerable", fixed=fixed)
     for m in [out["final"], *out["families"].values()]:
@@ -264,12 +265,7 @@ def test_with_a_base_the_strongest_pull_passing_the_gate_is_taken(fit: ModuleTyp
 
 
 def test_run_with_a_prior_chooses_a_strength_in_every_fold(fit: ModuleType) -> None:
-    rows = [
-        refusal_row(f"f{k}", answerable, profile, agreement=a, cosine=c)
-        for k in range(3)
-        for profile in ("verbatim", "default")
-        for answerable, a, c in ((True, 1.0, 0.7), (True, 0.5, 0.6), (False, 0.0, 0.3), (False, 0.25, 0.4))
-    ]
+    rows = three_families()
     prior = {"grounding": 1.25, "cosine": 2.0, "bias": -1.5}
     out = fit.run(
         rows,
