@@ -53,6 +53,13 @@ BLIND_SETS = {
         "technical-manual-varnish-html",
         "scientific-guideline-fda-pdf",
     },
+    # two generic-drug label PDFs (Taro warfarin, Evaric lisinopril) as one family, three licences as
+    # plain text with numbered clauses (LPPL 1.3c, Vim, Info-ZIP), three Postfix README pages in HTML
+    "qa-blind10": {
+        "drug-labels-warfarin-lisinopril-pdf",
+        "licences-lppl-vim-infozip-text",
+        "technical-manual-postfix-html",
+    },
 }
 
 
