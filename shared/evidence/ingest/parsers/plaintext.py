@@ -92,9 +92,7 @@ _NUMBERED = re.compile(
     # or for a file name's ("9) Usage of autoload in the site-start.d files.": a dot between
     # lower-case letters, a short extension after it, is no sentence's end)
     r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])"
-    r"|(?<=[a-z])\.(?=[a-z]{1,4}\b)"
-    # or for a version number's ("VIII. Changes from version 0.88", "to 1.2.x")
-    r"|(?<=\d)\.(?=\d|x\b)){0,78})"
+    r"|(?<=[a-z])\.(?=[a-z]{1,4}\b)){0,78})"
     # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
     r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
 )
