@@ -22,7 +22,8 @@ left out of the fact spans, so a false positive would lose a fact. Four forms ar
 A numbered line whose title has lower-case words ("5. Date and Time format") or that is a bare
 number ("12 Miscellaneous") counts only where it continues the numbering of the heading before it
 (5 after 4.4, 4.2 after 4.1, A.2 after A.1: an appendix letter is a number past every
-section's), so an address ("77 Massachusetts Avenue") or a table row is not taken.
+section's; VI after V: a Roman part number, of I, V and X, continues the Roman parts, not the
+Arabic items inside them), so an address ("77 Massachusetts Avenue") or a table row is not taken.
 Table-of-contents entries (a title, dot leaders, a page number; or, without leaders, a
 numbered line whose number and title head a later section again and that has no body of its own:
 `_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
@@ -46,14 +47,20 @@ these forms gives a heading takes its Title Case lines standing alone (`_standal
 **Reference lists.** A definition list printed to text (a command reference, a changelog's
 versions: each term on its own line or at the line start, its definition indented under it) of
 many entries and much text heads a subsection at each term, with the HTML `<dl>` rule's bounds
-(`reference_lists`); the term line stays in its fact span.
+(`reference_lists`); the term line stays in its fact span. A short list whose definitions hold a
+list that meets the bounds (a policy's 7 menu sections, one holding 40 subsections) is read as a
+tree: each level that meets them, or holds one that does, heads subsections under its entry's.
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
 form feeds are blanked in place (the same number of spaces), so every offset still indexes the
 uploaded text; the blank lines around a page break are blanked too, down to the one line break,
 when the text before the break does not end a sentence, so a sentence across a page break is one
-span. `page_starts` records where each page begins.
+span. `page_starts` records where each page begins. A line recurring at the pages' tops only
+with its digits masked, different on every page and not stepping with the pages ("Version 2.36",
+"Version 2.35" …), is each page's own title, not a header; where the author's page breaks (no
+running line at them) open two or more pages on a title standing alone, each heads a section (a
+GNU NEWS file's versions).
 """
 
 from __future__ import annotations
