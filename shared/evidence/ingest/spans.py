@@ -44,8 +44,6 @@ _BULLET = re.compile(
     r"[-*+\u2022\u25e6\u25aa\u25ab\u2023\u2043\u25cf\u25cb\u25a0\u25a1\u2013]"
     # 1. 2) a) (b) A) iv. II. -- not "V. cholerae" or "X. laevis" at the start of a wrapped line
     r"|\(?\d{1,3}[.)]|\(?[a-z][.)]|\(?[A-Z]\)|\(?(?:[ivx]{1,5}|[IVX]{2,5})[.)]"
-    # [29402] a bug or reference number in brackets (a changelog's list of fixed bugs, "[1]" references)
-    r"|\[\d{1,6}\]"
     r")[ \t]++\S"
     # an item glued to its number ("1.If a Program is …", "(2)The notice …": a licence set so)
     r"|^[ \t]*+(?:\d{1,3}\.|\(\d{1,3}\))(?=[A-Z][a-z]|[A-Z]{2}|[\"\u201c])"

@@ -848,13 +848,3 @@ def test_a_version_line_on_every_page_is_no_running_header_when_it_differs_on_ea
     ]
     text = "".join(pages)
     assert "[Page" not in parse_text(text, filename="a.txt").text
-
-
-def test_a_bracketed_bug_number_opens_an_item_of_its_own() -> None:
-    # A changelog's list of fixed bugs, "[29402] nscd: …" a line, ran into one span (no sentence
-    # ends); each numbered line is an item now.
-    lines = [f"  [{29400 + n}] kettle: the lid of model {n} sticks when hot" for n in range(12)]
-    text = "Fixed bugs\n\n* The following bugs are resolved with this release:\n\n" + "\n".join(lines) + "\n"
-    spans = [s.text for s in extract_spans(parse_text(text, filename="NEWS"))]
-    assert "[29403] kettle: the lid of model 3 sticks when hot" in spans
-    assert max(len(s) for s in spans) < 100
