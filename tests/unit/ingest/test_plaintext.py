@@ -734,3 +734,117 @@ def test_a_long_plain_text_definition_list_heads_a_subsection_at_each_term() -> 
     # Under the bounds (fewer entries, or less text) the list stays in its section.
     assert [s.name for s in parse_text(_reference(9, filler=20), filename="a.txt").sections] == ["Commands"]
     assert [s.name for s in parse_text(_reference(12, filler=8), filename="a.txt").sections] == ["Commands"]
+
+
+def _menu_tree(subsections: int) -> str:
+    """A made-up policy printed to text: a short outer term list (4 top entries, blank lines
+    between each term and its definition) whose first entry is defined by one line over a long
+    list of its own subsections, each of those with a short nested list of two examples."""
+    sentence = "Kettles of this kind are filed here and nowhere else in the catalogue. "
+    out = ["Kettle catalogue policy", "", "1. Catalogue Sections", "", "   The sections are these.", ""]
+    out += ["   Kettles", "", "           Every kettle the shop sells", ""]
+    for n in range(subsections):
+        out += [f"                Kettles/Model {n}", ""]
+        out += ["                        " + line for line in textwrap.wrap(sentence * 3, 56)]
+        out += ["", f"                             Kettles/Model {n}/Red", ""]
+        out += ["                                     Red ones.", ""]
+        out += [f"                             Kettles/Model {n}/Blue", ""]
+        out += ["                                     Blue ones.", ""]
+    for top in ("Cups", "Saucers", "Spoons"):
+        out += [f"   {top}", "", f"           {top} of every size.", ""]
+    out += ["2. Changes", "", "   Changes go to the catalogue list.", ""]
+    return "\n".join(out)
+
+
+def test_a_short_outer_term_list_over_a_long_nested_list_heads_a_subsection_at_each_term() -> None:
+    # The outer list has 4 entries (under the 10 of the bounds), but the list its first entry's
+    # definition holds meets them: the outer terms head subsections, the nested list's terms one
+    # level under theirs; the one-entry "Every kettle the shop sells" level heads nothing, and the
+    # two-entry lists of colours (under the bounds) stay their entry's text.
+    doc = parse_text(_menu_tree(24), filename="policy.txt")
+    names = [(s.level, s.name) for s in doc.sections]
+    assert names[:4] == [
+        (2, "1. Catalogue Sections"),
+        (3, "Kettles"),
+        (4, "Kettles/Model 0"),
+        (4, "Kettles/Model 1"),
+    ]
+    assert (3, "Cups") in names and (3, "Spoons") in names
+    assert names[-1] == (2, "2. Changes")
+    assert not [n for _, n in names if n.endswith(("/Red", "/Blue")) or n.startswith("Every")]
+    largest = max(s.char_end - s.char_start for s in doc.sections)
+    assert largest < 0.1 * len(doc.text)
+    spans = [s.text for s in extract_spans(doc)]
+    assert "Kettles/Model 3" in spans  # the term line stays a fact span
+    # A term separated from its definition by a blank line is one term, not the blank line too:
+    # the top entry ends at the next top term, not at the document's next line at the margin.
+    cups = next(s for s in doc.sections if s.name == "Cups")
+    assert doc.text[cups.char_start : cups.char_end].strip() == "Cups\n\n           Cups of every size."
+    # Under the bounds (a nested list of fewer than 10 subsections) the tree stays whole.
+    assert [s.name for s in parse_text(_menu_tree(8), filename="policy.txt").sections] == [
+        "1. Catalogue Sections",
+        "2. Changes",
+    ]
+
+
+def test_roman_part_numbers_continue_the_numbering_and_a_roman_contents_list_is_no_heading() -> None:
+    # "VI. Brewing with kettlex" (sentence case) continues "V." as "6." continues "5."; the Arabic
+    # items numbered inside a part ("2) Added KETTLE_COLD") do not break the Roman numbering;
+    # the contents' "  V. Pouring Tea" is no heading (the
+    # entry after it wraps, so it was one with a body).
+    parts = ["Introduction", "Filling Kettles", "Boiling Water", "Kettle Care", "Pouring Tea"]
+    more = ["Brewing with kettlex", "Changes in the first edition", "Changes in the second edition"]
+    romans = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII"]
+    toc = "\n".join(f"  {r:>4}. {t}" for r, t in zip(romans, parts + more, strict=True))
+    # a contents entry wrapped onto a second line, as a long title is
+    toc = toc.replace("VI. Brewing with kettlex", "VI. Brewing with kettlex and\n        other hot drinks")
+    body = "".join(
+        f"{r}. {t}\n\nThe part says how kettles work, in several sentences of text.\n\n"
+        for r, t in zip(romans, parts + more, strict=True)
+    )
+    body = body.replace("VII. Changes", "1) Added KETTLE_HOT\n\n2) Added KETTLE_COLD\n\nVII. Changes")
+    text = f"Kettle manual\n\n TABLE OF CONTENTS\n\n{toc}\n\n{body}"
+    names = [s.name for s in parse_text(text, filename="manual.txt").sections]
+    for r, t in zip(romans, parts + more, strict=True):
+        assert names.count(f"{r}. {t}") == 1, (r, names)
+    assert names.index("V. Pouring Tea") > names.index("I. Introduction")
+
+
+def _news(versions: list[str]) -> str:
+    """A made-up NEWS file: each version's page after a form feed, opening on its title."""
+    out = ["Kettlex NEWS - user visible changes.", "Send bug reports to the kettle office."]
+    fixes = ["the lid", "the handle", "the spout", "the whistle", "the base", "the switch"]
+    for n, v in enumerate(versions):
+        out += ["\f", v, "", f"* The kettle now boils {n + 2} cups at a time.", ""]
+        out += [f"* Fixed {fixes[n]} of the big model", ""]
+    return "\n".join(out)
+
+
+def test_a_title_opening_each_page_after_an_authors_form_feed_heads_a_section() -> None:
+    # A changelog's pages, split by form feeds with no running header or footer, each open on a
+    # version line standing alone: each heads a section (they were one section, or none).
+    versions = [f"version 1.{n} - Jo Kettle, 2021-0{n}-1{n}" for n in (9, 8, 7, 6, 5)]
+    doc = parse_text(_news(versions), filename="NEWS")
+    assert [s.name for s in doc.sections] == versions
+    sec = doc.sections[1]
+    assert "boils 3 cups" in doc.text[sec.char_start : sec.char_end]
+    # One such page is not enough: a single page break is no structure.
+    assert [s.name for s in parse_text(_news(versions[:1]), filename="NEWS").sections] == []
+
+
+def test_a_version_line_on_every_page_is_no_running_header_when_it_differs_on_each() -> None:
+    # "Version 2.36" … "Version 2.31" at the top of every page recur with their digits masked, so
+    # they were blanked as a running header; each page's own is no header (a footer's page
+    # number, which steps with the pages, still is).
+    versions = [f"Version 2.3{n}" for n in (6, 5, 4, 3, 2, 1)]
+    doc = parse_text(_news(versions), filename="NEWS")
+    assert [s.name for s in doc.sections] == versions
+    assert all(v in doc.text for v in versions)
+    words = ["lids", "spouts", "handles", "bases", "switches", "whistles"]
+    pages = [
+        f"   Kettle {w} are described here.\n\n   The text ends here.\n\n"
+        f"   Example Corp   Kettles   [Page {n}]\n\f"
+        for n, w in enumerate(words, start=1)
+    ]
+    text = "".join(pages)
+    assert "[Page" not in parse_text(text, filename="a.txt").text

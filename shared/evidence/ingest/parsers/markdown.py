@@ -1,8 +1,10 @@
 """Markdown: the source is kept verbatim (a span is an exact substring of the uploaded file),
 but for its HTML character references outside code ("soluti&shy;ons", "R&amp;D", "&#8209;"),
 which are read as the characters they stand for (`decode_entities`); ATX and setext headings
-outside fenced code become sections. A heading that is a question ("## What is Kettlex?") stays a
-fact span too, its text without the `#` marks (`question_headings`)."""
+outside fenced code become sections, and so does an ATX heading opening a list item ("1. ####
+Introduction", a contract's numbered clauses set as headings inside an ordered list: CommonMark
+reads the item's first block as a heading). A heading that is a question ("## What is Kettlex?")
+stays a fact span too, its text without the `#` marks (`question_headings`)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def markdown_sections(text: str) -> tuple[tuple[Section, ...], str]:
             prev, para_lines = None, 0
             continue
         atx = atx_heading(line)
+        if atx is None:
+            atx = item_heading(line)
         if atx:
             heads.append((start, *atx))
             prev, para_lines = None, 0
@@ -87,6 +91,25 @@ def atx_heading(line: str) -> tuple[int, str] | None:
     if 0 < closing < len(body) and body[closing - 1] in " \t" and body[:closing].strip(" \t"):
         body = body[:closing]
     return level, body.strip()
+
+
+#: A list item's marker before an ATX heading: "1. #### Introduction", "- ## Options".
+_ITEM_HEADING = re.compile(r"^ {0,3}(?:(?P<num>\d{1,9}[.)])|[-*+])[ \t]+(?=#)")
+
+
+def item_heading(line: str) -> tuple[int, str] | None:
+    """(level, name) of an ATX heading that opens a list item, else None: CommonMark reads a list
+    item's first line as any block, so "1. #### Introduction" is a level-4 heading inside the
+    item (a contract's clauses numbered by the list). An ordered item's number stays in the name
+    ("1. Introduction"): it is how the clause is cited."""
+    m = _ITEM_HEADING.match(line)
+    if m is None:
+        return None
+    atx = atx_heading(line[m.end() :])
+    if atx is None or not atx[1]:
+        return None
+    level, name = atx
+    return level, f"{m.group('num')} {name}" if m.group("num") else name
 
 
 def _strip_inline_markdown(s: str) -> str:

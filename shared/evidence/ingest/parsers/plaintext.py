@@ -22,7 +22,8 @@ left out of the fact spans, so a false positive would lose a fact. Four forms ar
 A numbered line whose title has lower-case words ("5. Date and Time format") or that is a bare
 number ("12 Miscellaneous") counts only where it continues the numbering of the heading before it
 (5 after 4.4, 4.2 after 4.1, A.2 after A.1: an appendix letter is a number past every
-section's), so an address ("77 Massachusetts Avenue") or a table row is not taken.
+section's; VI after V: a Roman part number, of I, V and X, continues the Roman parts, not the
+Arabic items inside them), so an address ("77 Massachusetts Avenue") or a table row is not taken.
 Table-of-contents entries (a title, dot leaders, a page number; or, without leaders, a
 numbered line whose number and title head a later section again and that has no body of its own:
 `_without_contents_entries`), a list's next item right under its sibling (`_follows_sibling_item`)
@@ -46,14 +47,20 @@ these forms gives a heading takes its Title Case lines standing alone (`_standal
 **Reference lists.** A definition list printed to text (a command reference, a changelog's
 versions: each term on its own line or at the line start, its definition indented under it) of
 many entries and much text heads a subsection at each term, with the HTML `<dl>` rule's bounds
-(`reference_lists`); the term line stays in its fact span.
+(`reference_lists`); the term line stays in its fact span. A short list whose definitions hold a
+list that meets the bounds (a policy's 7 menu sections, one holding 40 subsections) is read as a
+tree: each level that meets them, or holds one that does, heads subsections under its entry's.
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
 form feeds are blanked in place (the same number of spaces), so every offset still indexes the
 uploaded text; the blank lines around a page break are blanked too, down to the one line break,
 when the text before the break does not end a sentence, so a sentence across a page break is one
-span. `page_starts` records where each page begins.
+span. `page_starts` records where each page begins. A line recurring at the pages' tops only
+with its digits masked, different on every page and not stepping with the pages ("Version 2.36",
+"Version 2.35" …), is each page's own title, not a header; where the author's page breaks (no
+running line at them) open two or more pages on a title standing alone, each heads a section (a
+GNU NEWS file's versions).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from evidence.ingest.offsets import SourceOffsets, line_starts
 from evidence.ingest.parsers.html import MAX_ENTRY_NAME_CHARS, REFERENCE_LIST_CHARS, REFERENCE_LIST_ENTRIES
@@ -158,6 +166,9 @@ class _Numbered:
     parts: tuple[int, ...] | None
     #: Whether the line counts only where it continues the numbering (see the module notes).
     needs_sequence: bool
+    #: Whether the number is a Roman part number ("VI."): it continues the Roman numbering, not
+    #: the Arabic clauses numbered inside the parts.
+    roman: bool = False
 
 
 def _numbered_heading(line: str) -> tuple[int, str] | None:
@@ -205,8 +216,24 @@ def _numbered(
         return None  # "3 Tablets were taken. …": a number opening a sentence, not a heading
     level = num.count(".") + 1
     heading = line[: m.end()].strip().rstrip(".:").strip()
-    parts = _outline_parts(num) if not roman else None
-    return _Numbered(level, heading, parts, needs_sequence=not strict or bare)
+    parts = _outline_parts(num) if not roman else _roman_parts(num)
+    return _Numbered(level, heading, parts, needs_sequence=not strict or bare, roman=roman)
+
+
+#: A Roman numeral of I, V and X only, up to 39 ("XV"): a manual's or a contract's part numbers.
+#: L, C (and D, M) are left out: "C. Liability" is as likely a lettered item as part 100.
+_SMALL_ROMAN = re.compile(r"X{0,3}(?:IX|IV|V?I{0,3})")
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
+
+
+def _roman_parts(num: str) -> tuple[int, ...] | None:
+    """ "VI" → (6,): a Roman part number continues the numbering as an Arabic one does ("VI.
+    Modifying libpng" after "V. Simplified API", a sentence-case title); None for any other."""
+    if not num or not _SMALL_ROMAN.fullmatch(num):
+        return None
+    values = [_ROMAN_VALUES[c] for c in num]
+    total = sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+    return (total,)
 
 
 #: An appendix letter's place among the outline numbers: past any section number, in letter order.
@@ -471,6 +498,8 @@ def plaintext_headings(text: str) -> list[Heading]:
     body_indent = _body_indent(lines)
     width = max((len(x.rstrip()) for x in lines), default=0)
     last: tuple[int, ...] | None = None
+    # Roman parts ("VI. Modifying libpng") are numbered apart from the Arabic clauses inside them.
+    last_roman: tuple[int, ...] | None = None
     contents = _contents_lines(lines)
     for i, line in enumerate(lines):
         if not line.strip() or i in underlined:
@@ -520,12 +549,18 @@ def plaintext_headings(text: str) -> list[Heading]:
             and not (not prev_blank and _follows_sibling_item(lines, i, found, numbered_lines))
             and (
                 not found.needs_sequence
-                or (_continues(last, found.parts) and (answered or not _list_item(lines, i, found)))
+                or (
+                    _continues(last_roman if found.roman else last, found.parts)
+                    and (answered or not _list_item(lines, i, found))
+                )
             )
         ):
             numbered.append((at, found.level + 1, found.heading))
             numbered_lines.append(i)
-            last = found.parts or last
+            if found.roman:
+                last_roman = found.parts or last_roman
+            else:
+                last = found.parts or last
             continue
         part = _part_heading(lines, i)
         if part is not None:
@@ -629,6 +664,8 @@ def _prose_clauses(lines: list[str], starts: list[int], headed: list[int]) -> li
 _ENTRY = re.compile(
     r"^[ \t]*(?:(?i:section|article|clause|part|chapter|appendix|annex)[ \t]+)?"
     r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[A-Z](?:\.\d{1,3}){1,4}"
+    # a Roman part number with its dot ("  IV. Writing": a manual's contents)
+    r"|[IVX]{1,6}(?=\.)"
     # a lettered part after its keyword ("APPENDIX A - FONTLOG EXAMPLE")
     r"|(?<=[A-Za-z][ \t])(?<![ \t][ \t])[A-Z](?![A-Za-z]))[.)]?[ \t]+(?P<title>\S.*)$"
 )
@@ -783,17 +820,95 @@ def _first_line_title(text: str) -> str:
 _ENDS_SENTENCE = ".!?:"
 
 
-def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
+_NUMBERS = re.compile(r"\d+")
+
+
+def _numbers(line: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in _NUMBERS.findall(line))
+
+
+def _steps_with_pages(found: list[tuple[int, str]]) -> bool:
+    """Whether the numbers on a running line follow the pages (a footer's "[Page 5]" on page 5, 6
+    on the next): between most pairs of pages it is on, one of its numbers moves by the pages'
+    distance."""
+    pairs = list(pairwise(found))
+    steps = 0
+    for (p, a), (q, b) in pairs:
+        x, y = _numbers(a), _numbers(b)
+        steps += len(x) == len(y) and any(v - u == q - p for u, v in zip(x, y, strict=True))
+    return 2 * steps >= len(pairs)
+
+
+def _own_page_titles(split: list[list[str]], drops: list[set[int]]) -> list[set[int]]:
+    """`drops` (`layout.running_lines`) without the lines that recur only with their digits masked
+    and differ on every page, their numbers not following the pages: each page's own title, not
+    a header ("Version 2.36", "Version 2.35" … at the top of a changelog's pages split by form
+    feeds)."""
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for page, drop in enumerate(drops):
+        for i in drop:
+            key = _NUMBERS.sub("#", " ".join(split[page][i].split()))
+            groups.setdefault(key, []).append((page, i))
+    keep = [set(d) for d in drops]
+    for found in groups.values():
+        texts = [(page, " ".join(split[page][i].split())) for page, i in found]
+        if len(found) >= 3 and len({t for _, t in texts}) == len(texts) and not _steps_with_pages(texts):
+            for page, i in found:
+                keep[page].discard(i)
+    return keep
+
+
+#: Fewest pages opening on a title standing alone before a text's page breaks are read as its
+#: sections' (`_page_title`).
+MIN_PAGE_TITLES = 2
+
+
+def _page_title(lines: list[str]) -> int | None:
+    """The index of a page's first line when it is a title standing alone (a blank line or the
+    page's end after it, at most `MAX_TITLE_CHARS`, no sentence's end, no list item): "Version
+    2.36", "version 1.34 - Sergey Poznyakoff, 2021-02-13" opening a changelog's page."""
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return None
+    s = lines[first].strip()
+    after = lines[first + 1] if first + 1 < len(lines) else ""
+    if after.strip() or len(s) > MAX_TITLE_CHARS or s[-1] in ".,;!" or _ITEM_MARK.match(s):
+        return None
+    return first
+
+
+def _page_title_heads(
+    page_at: list[int], split: list[list[str]], drops: list[set[int]]
+) -> tuple[Heading, ...]:
+    """The titles opening the pages after the author's page breaks (no running line at the break:
+    a printer's break has its header and footer), when at least `MIN_PAGE_TITLES` pages have one."""
+    titles: list[Heading] = []
+    for k in range(1, len(split)):
+        if drops[k - 1] or drops[k]:
+            continue
+        t = _page_title(split[k])
+        if t is not None:
+            lines = split[k]
+            at = page_at[k] + sum(len(x) + 1 for x in lines[:t]) + _indent(lines[t])
+            titles.append((at, 1, lines[t].strip().rstrip(":").strip()))
+    return tuple(titles) if len(titles) >= MIN_PAGE_TITLES else ()
+
+
+def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...], tuple[Heading, ...]]:
     """`text` with its pages' running headers and footers and its form feeds blanked in place (see
-    the module notes), and where each page starts; `text` itself and no pages when it has no form
-    feed. The result has `text`'s length, so offsets into it index `text`."""
+    the module notes), where each page starts, and the headings of the pages the author's page
+    breaks start (no running line at the break) with a title standing alone (`_page_title`), where
+    at least `MIN_PAGE_TITLES` do (a GNU NEWS file's versions); `text` itself, no pages and no
+    headings when it has no form feed. The result has `text`'s length, so offsets into it index
+    `text`."""
     if "\f" not in text:
-        return text, ()
+        return text, (), ()
     page_at = [0] + [i + 1 for i, c in enumerate(text) if c == "\f"]
     ends = [*(f - 1 for f in page_at[1:]), len(text)]
     split = [text[a:b].split("\n") for a, b in zip(page_at, ends, strict=True)]
     chars = list(text)
-    drops = running_lines(split)
+    drops = _own_page_titles(split, running_lines(split))
+    titles = _page_title_heads(page_at, split, drops)
     for a, lines, drop in zip(page_at, split, drops, strict=True):
         pos = a
         for i, line in enumerate(lines):
@@ -828,7 +943,7 @@ def blank_page_furniture(text: str) -> tuple[str, tuple[int, ...]]:
         keep = "\n" if join else "\n\n"
         if b - a >= len(keep):
             chars[a:b] = " " * (b - a - len(keep)) + keep
-    return "".join(chars), tuple(page_at)
+    return "".join(chars), tuple(page_at), titles
 
 
 #: A line that is a space and a dot: an empty line inside a field's value in Debian's control
@@ -888,10 +1003,11 @@ def _term_lines(lines: list[str], i: int, heading_lines: set[int]) -> int:
             break
     if j - i > 1 and any(len(line.split()) > MAX_TITLE_WORDS for line in lines[i:j]):
         return 0
+    terms = j - i  # the blank lines before the definition are no terms
     while j < len(lines) and not lines[j].strip():
         j += 1
-    ok = j > i and j < len(lines) and j not in heading_lines and _indent(lines[j]) > ind
-    return j - i if ok else 0
+    ok = terms > 0 and j < len(lines) and j not in heading_lines and _indent(lines[j]) > ind
+    return terms if ok else 0
 
 
 _SENTENCE_DOT = re.compile(r"\w\.[\"')\u201d]*$")
@@ -936,6 +1052,48 @@ def _entry_name(terms: list[str]) -> str:
 _COLUMN_GAP = re.compile(r"[ \t]{3,}")
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    at: int  # the line of its first term
+    terms: int  # how many term lines
+    end: int  # the first line after its definition
+    nested: list[_TermList]  # the lists in its definition, outermost first
+
+
+@dataclass(frozen=True, slots=True)
+class _TermList:
+    entries: list[_Entry]
+
+
+def _term_lists(lines: list[str], lo: int, hi: int, heading_lines: set[int]) -> list[_TermList]:
+    """The outermost definition lists between lines `lo` and `hi` (runs of entries at one
+    indentation: see `_term_lines`), each entry with the lists nested in its definition."""
+    out: list[_TermList] = []
+    i = lo
+    while i < hi:
+        n = _term_lines(lines, i, heading_lines) if lines[i].strip() else 0
+        if not n:
+            i += 1
+            continue
+        ind = _indent(lines[i])
+        found: list[tuple[int, int, int]] = []
+        end = min(_entry_end(lines, i + n - 1, heading_lines), hi)
+        found.append((i, n, end))
+        while end < hi:
+            k = end
+            while k < hi and not lines[k].strip():
+                k += 1
+            n = _term_lines(lines, k, heading_lines) if k < hi and _indent(lines[k]) == ind else 0
+            if not n:
+                break
+            end = min(_entry_end(lines, k + n - 1, heading_lines), hi)
+            found.append((k, n, end))
+        entries = [_Entry(t, n, e, _term_lists(lines, t + n, e, heading_lines)) for t, n, e in found]
+        out.append(_TermList(entries))
+        i = end
+    return out
+
+
 def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
     """A definition list in plain text (a command reference's commands, a policy's tree of
     sections: each term on its own line or at the line start, its definition indented under it)
@@ -944,7 +1102,12 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
     `REFERENCE_LIST_ENTRIES` entries holding at least `REFERENCE_LIST_CHARS` characters (the HTML
     rule's bounds, session 51) heads a subsection at each term, one level under the heading before
     it; the term line stays in its fact span, and the section the list interrupted resumes after
-    it, up to the next heading."""
+    it, up to the next heading. In a tree of lists (a policy's menu sections: 7 top entries, one
+    defined by a list of 40 subsections) a list heads subsections when it meets the bounds or a
+    list nested in its definitions does, each nested list one level under its entry's; a nested
+    list that does not stays its entry's text (a command's option list). A one-entry list heads
+    nothing (one term over an indented block is a paragraph's shape as much as a list's): the
+    lists in its definition are read as if it were not there."""
     lines = text.split("\n")
     starts = line_starts(lines)
     head_at = {at for at, _, _ in heads}
@@ -952,52 +1115,60 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
         i for i, line in enumerate(lines) if line.strip() and starts[i] + _indent(line) in head_at
     }
     out = _ReferenceList([], [], [])
-    i = 0
-    while i < len(lines):
-        n = _term_lines(lines, i, heading_lines) if lines[i].strip() else 0
-        if not n:
-            i += 1
-            continue
-        ind = _indent(lines[i])
-        entries = [(i, n)]
-        end = _entry_end(lines, i + n - 1, heading_lines)
-        while end < len(lines):
-            k = end
-            while k < len(lines) and not lines[k].strip():
-                k += 1
-            n = _term_lines(lines, k, heading_lines) if k < len(lines) and _indent(lines[k]) == ind else 0
-            if not n:
-                break
-            entries.append((k, n))
-            end = _entry_end(lines, k + n - 1, heading_lines)
-        first = starts[i] + ind
-        last = starts[end - 1] + len(lines[end - 1].rstrip())
-        if len(entries) >= REFERENCE_LIST_ENTRIES and last - first >= REFERENCE_LIST_CHARS:
+
+    def first_text(k: int, hi: int) -> int:
+        while k < hi and not lines[k].strip():
+            k += 1
+        return k
+
+    def meets_bounds(tl: _TermList) -> bool:
+        """`tl` has the bounds' entries and characters itself, or a list nested in it has."""
+        first_line, last_line = tl.entries[0].at, tl.entries[-1].end - 1
+        first = starts[first_line] + _indent(lines[first_line])
+        last = starts[last_line] + len(lines[last_line].rstrip())
+        if len(tl.entries) >= REFERENCE_LIST_ENTRIES and last - first >= REFERENCE_LIST_CHARS:
+            return True
+        return any(meets_bounds(n) for e in tl.entries for n in e.nested)
+
+    def head(tl: _TermList, level: int, parent: Heading | None, hi: int) -> None:
+        """Subsections at the terms of `tl`, a list that meets the bounds (when it has two entries
+        or more) and, within each definition, at those of its nested lists that meet them too;
+        `parent`'s section resumes after the list, before `hi`."""
+        headed = len(tl.entries) >= 2
+        for e in tl.entries:
+            at = starts[e.at] + _indent(lines[e.at])
+            me: Heading | None = parent
+            if headed:
+                me = (at, level, _entry_name(lines[e.at : e.at + e.terms]))
+                out.heads.append(me)
+                out.facts.append(at)
+                if e.at > 0 and lines[e.at - 1].strip():
+                    out.ends.append(starts[e.at] - 1)
+            for n in e.nested:
+                if meets_bounds(n):
+                    head(n, level + 1 if headed else level, me, e.end)
+        k = first_text(tl.entries[-1].end, hi)
+        if parent is not None and k < hi and k < len(lines) and k not in heading_lines:
+            at = starts[k] + _indent(lines[k])
+            out.heads.append((at, parent[1], parent[2]))
+            out.facts.append(at)  # no heading line: the section's text resumes
+
+    for tl in _term_lists(lines, 0, len(lines), heading_lines):
+        if meets_bounds(tl):
+            first = starts[tl.entries[0].at] + _indent(lines[tl.entries[0].at])
             before = [h for h in heads if h[0] < first]
             parent = before[-1] if before else None
-            level = min((parent[1] if parent else 1) + 1, 6)
-            for t, n in entries:
-                at = starts[t] + _indent(lines[t])
-                out.heads.append((at, level, _entry_name(lines[t : t + n])))
-                out.facts.append(at)
-                if t > 0 and lines[t - 1].strip():
-                    out.ends.append(starts[t] - 1)
-            k = end
-            while k < len(lines) and not lines[k].strip():
-                k += 1
-            if parent is not None and k < len(lines) and k not in heading_lines:
-                at = starts[k] + _indent(lines[k])
-                out.heads.append((at, parent[1], parent[2]))
-                out.facts.append(at)  # no heading line: the section's text resumes
-        i = end
+            head(tl, min((parent[1] if parent else 1) + 1, 6), parent, len(lines))
     return out
 
 
 def parse_plaintext(text: str, *, title: str = "") -> ParsedDocument:
     """`text` with newlines already normalised; offsets are the text's own: page furniture is
     blanked in place, nothing is moved."""
-    text, pages = blank_page_furniture(text)
+    text, pages, page_heads = blank_page_furniture(text)
     heads = plaintext_headings(text)
+    taken = {at for at, _, _ in heads}
+    heads = sorted([*heads, *(h for h in page_heads if h[0] not in taken)])
     refs = reference_lists(text, heads)
     sections = flat_sections(sorted([*heads, *refs.heads]), len(text))
     return ParsedDocument(
