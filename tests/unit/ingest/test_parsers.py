@@ -918,8 +918,8 @@ def test_pdf_heading_set_apart_by_type_next_to_a_listing_is_a_heading() -> None:
 def test_pdf_description_list_entries_are_spans_of_their_own() -> None:
     """A description list (each entry's line opening on its term in a TeX bold face, SFBX, whose
     name says "bold" only as "BX") has no full stops: its entries ran into one span with the
-    paragraph after it. Each entry is a span, and the paragraph after the list is one too; two
-    lines opening on a bold term are no list (two paragraphs with run-in headings)."""
+    paragraph after it. Each entry is a span, and the paragraph after the list is one too; an
+    entry wrapped onto a line that opens on a bold word inside parentheses keeps that line."""
     pdf = make_pdf(
         [
             [
@@ -933,7 +933,7 @@ def test_pdf_description_list_entries_are_spans_of_their_own() -> None:
                 ("Warning:", " the handle of every kettle gets hot when the water in it boils over"),
                 "and it should be held with a cloth.",
                 ("Note:", " the lid of a kettle rattles when the water in it comes to the boil,"),
-                "so the brewer hears it from the next room.",
+                ("(", "whistle", " and steam) so the brewer hears it from the next room."),
             ]
         ],
         bold_face="ABCDEF+SFBX1000",

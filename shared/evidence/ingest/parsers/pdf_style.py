@@ -150,16 +150,19 @@ class StyleCollector:
         mono_letters = 0
         lead: list[str] = []  # the bold text the line opens on, while no other letter came
         led = False  # a letter not in bold came after a bold opening
+        opened = False  # the line's first printed character (a quote too) was not in bold
         for run, size, bold, mono in self._runs:
             parts = run.split("\n")
             for i, part in enumerate(parts):
                 if i:
                     out.append(("".join(text), weights, mono_letters, "".join(lead) if led else ""))
                     text, weights, mono_letters, lead, led = [], Counter(), 0, [], False
+                    opened = False
+                opened = opened or (not bold and not lead and bool(part.strip()))
                 text.append(part)
                 n = sum(1 for c in part if c.isalnum())
                 if n:
-                    if bold and not led and (lead or not weights):
+                    if bold and not led and not opened:
                         lead.append(part)
                     elif lead and not bold:
                         led = True
