@@ -241,10 +241,6 @@ _OPEN_END = re.compile(
 )
 
 
-#: A line closing a sentence ("… see set style rectangle (p. 203).", its page reference in bold)
-#: is no title's first line: the heading line after it is a heading of its own. A section
-#: number ("3.1.") and a trailing ellipsis close none.
-_ENDS_SENTENCE = re.compile(r"(?<![\d.])[.!?]$")
 #: A title trailing off ("4 Interactions of two factors,....."): the dots close no sentence.
 _TRAILING_ELLIPSIS = re.compile(r"[\s,;:]*(?:\.{3,}|\u2026)$")
 
@@ -295,7 +291,6 @@ def styled_headings(
             and styles.heading_style(lines[j]) == style
             and not (ends_group and ends_group(j))
             and not _SECTION_NUMBER.match(lines[j])
-            and not _ENDS_SENTENCE.search(lines[j - 1].strip())
         ):
             j += 1
         name = " ".join(lines[k].strip() for k in range(i, j))
