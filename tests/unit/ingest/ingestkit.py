@@ -14,15 +14,19 @@ def _pdf_escape(s: str) -> str:
 
 #: A styled line for `make_pdf`: (text, font size in points, bold).
 StyledLine = tuple[str, float, bool]
+#: A line opening on a bold term for `make_pdf`: (term in bold, the rest in the regular face), or
+#: (text in the regular face, text in bold, the rest in the regular face).
+TermLine = tuple[str, str] | tuple[str, str, str]
 
 
 def make_pdf(
-    pages: Sequence[Sequence[str | StyledLine]],
+    pages: Sequence[Sequence[str | StyledLine | TermLine]],
     *,
     title: str | None = None,
     differences: str = "",
     courier: frozenset[str] = frozenset(),
     typewriter: str = "courier",
+    bold_face: str = "Helvetica-Bold",
 ) -> bytes:
     """A valid PDF with a Helvetica text layer: one inner list of lines per page.
 
@@ -31,11 +35,13 @@ def make_pdf(
     Y as ffi, W as the private glyph g18, which maps to no character).
 
     A line is a string (12 pt Helvetica) or a `StyledLine` ("Methods", 16, True: 16 pt
-    Helvetica-Bold); a string in `courier` is set in 12 pt Courier (a code listing's line), or with
-    `typewriter="type3"` in a Type3 font with no name whose glyphs are all 600 units wide (TeX's
-    bitmap typewriter face), `"type3-proportional"` the same with widths that vary. An
-    empty inner list makes a page with no text (as a scanned page looks to a
-    parser).
+    Helvetica-Bold, or the face `bold_face` names: TeX's "ABCDEF+SFBX1000"); a `TermLine`
+    ("dgeMatrix", " Real matrices") sets its term in that bold face (`("(", "dge", ") …")`: a
+    word in bold inside the line); a string in `courier` is
+    set in 12 pt Courier (a code listing's line), or with `typewriter="type3"` in a Type3 font
+    with no name whose glyphs are all 600 units wide (TeX's bitmap typewriter face),
+    `"type3-proportional"` the same with widths that vary. An empty inner list makes a page with
+    no text (as a scanned page looks to a parser).
     """
     objects: list[bytes] = []
 
@@ -51,7 +57,9 @@ def make_pdf(
         else "/WinAnsiEncoding"
     )
     font = add(f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding {encoding} >>".encode())
-    bold = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+    bold = add(
+        f"<< /Type /Font /Subtype /Type1 /BaseFont /{bold_face} /Encoding /WinAnsiEncoding >>".encode()
+    )
     if typewriter == "courier":
         mono = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier /Encoding /WinAnsiEncoding >>")
     else:
@@ -74,6 +82,12 @@ def make_pdf(
                     ops.append(f"/F3 12 Tf ({_pdf_escape(line)}) Tj T* /F1 12 Tf")
                 elif isinstance(line, str):
                     ops.append(f"({_pdf_escape(line)}) Tj T*")
+                elif len(line) == 2 or isinstance(line[1], str):
+                    plain, term, rest = ("", *line) if len(line) == 2 else line
+                    ops.append(
+                        f"/F1 12 Tf ({_pdf_escape(str(plain))}) Tj /F2 12 Tf ({_pdf_escape(str(term))}) Tj"
+                        f" /F1 12 Tf ({_pdf_escape(str(rest))}) Tj T*"
+                    )
                 else:
                     text, size, is_bold = line
                     face = "/F2" if is_bold else "/F1"

@@ -151,3 +151,63 @@ def test_a_page_of_a_few_texinfo_definitions_stays_whole() -> None:
     a page of fewer definition lines than a reference list's entries keeps its sections."""
     doc = parse_bytes(_texinfo_page("makeinfo", _filler(3)), filename="kettle.html")
     assert [s.name for s in doc.sections] == ["Kettle library", "Boiling"]
+
+
+def test_a_term_whose_end_tag_is_left_out_does_not_hide_the_objects_after_it() -> None:
+    """HTML lets `</dt>` be left out (the next `<dd>` implies it): an anchored term so written,
+    a constant's name in a list before the API objects, once held its signature open to the end
+    of the page, and no object after it got its subsection."""
+    page = (
+        "<html><body><h1>Teapot API</h1><h2>Constants</h2>"
+        '<dl><dt id="SIZE">SIZE<dd><p>Cups a pot holds.</p><dt id="HEAT">HEAT<dd></dl>'
+        "<h2>Functions</h2>"
+        + _object("function", "kettle_boil", domain="c", params="int degrees", body="<p>Boils it.</p>")
+        + "</body></html>"
+    )
+    names = [s.name for s in parse_bytes(page.encode(), filename="teapot.html").sections]
+    assert names == ["Teapot API", "Constants", "Functions", "kettle_boil"]
+
+
+def _rdoc_method(name: str, args: str, body: str, kind: str = "method") -> str:
+    """One method (or attribute) as RDoc's darkfish template writes it."""
+    heading = "method-heading attribute-method-heading" if kind == "attribute" else "method-heading"
+    advice = '<span class="method-click-advice">click to toggle source</span>'
+    extra = (
+        f'<span class="method-args">{args}</span>{advice}'
+        if kind == "method"
+        else f'<span class="attribute-access-type">{args}</span>'
+    )
+    return (
+        f'<div id="{kind}-i-{name}" class="method-detail"><div class="{heading}">'
+        f'<span class="method-name">{name}</span>{extra}</div>'
+        f'<div class="method-description">{body}</div>'
+        f'<div class="method-source-code"><pre>def {name}\n  nil\nend</pre></div></div>'
+    )
+
+
+def test_each_rdoc_method_heads_a_subsection_named_by_its_name() -> None:
+    """A Ruby class page (RDoc) lists its attributes and methods under one `<h3>` each: forty
+    methods ran as one section. Each method or attribute is a subsection under its `<h3>`, its
+    line (name and arguments) a fact span; the "click to toggle source" advice is no text."""
+    page = (
+        "<html><body><h2>class Teapot::Kettle</h2><p>A kettle.</p>"
+        '<section class="method-section"><header><h3>Attributes</h3></header>'
+        + _rdoc_method("volume", "[R]", "<p>Litres it holds.</p>", kind="attribute")
+        + '</section><section class="method-section"><header><h3>Public Instance Methods</h3></header>'
+        + _rdoc_method("brew", "(leaves, minutes = 4)", "<p>Steeps the leaves for minutes.</p>")
+        + _rdoc_method("pour", "(cups)", "<p>Fills the cups in turn.</p>")
+        + "</section></body></html>"
+    )
+    doc = parse_bytes(page.encode(), filename="kettle.html")
+    assert [(s.name, s.level) for s in doc.sections] == [
+        ("class Teapot::Kettle", 2),
+        ("Attributes", 3),
+        ("volume", 4),
+        ("Public Instance Methods", 3),
+        ("brew", 4),
+        ("pour", 4),
+    ]
+    spans = {s.text: s.section for s in extract_spans(doc)}
+    assert spans["brew(leaves, minutes = 4)"] == "brew"
+    assert spans["Steeps the leaves for minutes."] == "brew"
+    assert "click to toggle source" not in doc.text

@@ -913,3 +913,62 @@ def test_pdf_heading_set_apart_by_type_next_to_a_listing_is_a_heading() -> None:
     )
     names = [s.name for s in parse_bytes(pdf, filename="brewer.pdf").sections]
     assert names == ["Contents", "1 Introduction", "2 Input and Output"]
+
+
+def test_pdf_description_list_entries_are_spans_of_their_own() -> None:
+    """A description list (each entry's line opening on its term in a TeX bold face, SFBX, whose
+    name says "bold" only as "BX") has no full stops: its entries ran into one span with the
+    paragraph after it. Each entry is a span, and the paragraph after the list is one too; an
+    entry wrapped onto a line that opens on a bold word inside parentheses keeps that line."""
+    pdf = make_pdf(
+        [
+            [
+                "The kettle comes in four kinds, each for one sort of leaf.",
+                ("copperKettle", " Kettles for green tea in copper"),
+                ("steelKettle", " Kettles for black tea in brushed steel"),
+                ("glassKettle", " Kettles for herbal tea in tempered glass"),
+                ("clayKettle", " ditto in unglazed clay"),
+                "Methods for these kettles include pouring and boiling the water before steeping",
+                "the leaves in it.",
+                ("Warning:", " the handle of every kettle gets hot when the water in it boils over"),
+                "and it should be held with a cloth.",
+                ("Note:", " the lid of a kettle rattles when the water in it comes to the boil,"),
+                ("(", "whistle", " and steam) so the brewer hears it from the next room."),
+            ]
+        ],
+        bold_face="ABCDEF+SFBX1000",
+    )
+    spans = [s.text for s in extract_spans(parse_bytes(pdf, filename="kettles.pdf"))]
+    assert "copperKettle Kettles for green tea in copper" in spans
+    assert "clayKettle ditto in unglazed clay" in spans
+    assert any(s.startswith("Methods for these kettles") for s in spans)
+    # entries that wrap keep their second line
+    assert any(s.startswith("Warning:") and s.endswith("held with a cloth.") for s in spans)
+    assert any(s.startswith("Note:") and s.endswith("from the next room.") for s in spans)
+
+
+def test_pdf_plot_title_is_no_heading_and_a_trailing_ellipsis_ends_no_sentence() -> None:
+    """A plot's bold title ("Dimensions: 4 x 54") over its axis words and tick labels is figure
+    text, not a section; a numbered heading trailing off in dots ("4 Steeping two leaves,.....")
+    is a heading, though it ends on a full stop."""
+    pdf = make_pdf(
+        [
+            [
+                ("3 Steeping one leaf", 14, True),
+                "The matrix of steeping times is drawn below for each pot of the morning.",
+                ("Dimensions: 4 x 54", 12, True),
+                "Column",
+                "Row",
+                "1",
+                "2",
+                "10 20 30 40 50",
+                "The times are shorter when the leaves are broken, as the plot shows.",
+                ("4 Steeping two leaves,.....", 14, True),
+                "With two leaves the water cools faster than with one.",
+                ("Serving", 12, True),
+                "Tea is served hot in cups warmed beforehand with water.",
+            ]
+        ]
+    )
+    names = [s.name for s in parse_bytes(pdf, filename="steeping.pdf").sections]
+    assert names == ["3 Steeping one leaf", "4 Steeping two leaves,.....", "Serving"]

@@ -108,8 +108,13 @@ _SKIP_CLASSES = frozenset(
     {
         "headerlink", "copiable-anchor", "copiable-link", "anchor", "anchorjs-link", "permalink",
         "nav-panel", "navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "skip-link",
+        "method-click-advice",
     }
 )  # fmt: skip
+#: RDoc (Ruby's darkfish pages): each method or attribute is a `<div class="method-heading">`
+#: holding `<span class="method-name">` and its arguments, then its description.
+_RDOC_HEADING = "method-heading"
+_RDOC_NAME = "method-name"
 # texinfo's `<div class="header">` is its "Next: … Previous: … Up: … [Index]" bar; elsewhere a
 # "header" class may hold the page's title, so it is skipped only in makeinfo's output.
 _TEXINFO_SKIP_CLASSES = frozenset({"header"})
@@ -193,6 +198,8 @@ class _HtmlText(HTMLParser):
         # The signature `<dt>` being read: [text start, name parts, name tag, its open count].
         self.objects: list[list[Any]] = []
         self.sig: list[Any] | None = None
+        # An open RDoc method heading: [text start, name parts, its div depth, open name spans].
+        self.rdoc: list[Any] | None = None
         self.last_head: tuple[int, str] = (1, "")  # the last heading's level and name, terms aside
         # After a reference list, the section it interrupted, until the next heading: its text
         # there is no part of the list's last entry.
@@ -318,6 +325,7 @@ class _HtmlText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._starts_outside_text(tag, attrs) or (tag == "div" and self._grid_div(attrs)):
             return
+        self._note_rdoc_tag(tag, attrs)
         if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
             self.para = [-1, [], True, 0]
         elif tag in _BOLD and self.para is not None:
@@ -458,6 +466,10 @@ class _HtmlText(HTMLParser):
         self._write_prefix("  " * depth + marker)
 
     def _start_block(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.sig is not None and tag in ("dt", "dd"):
+            # `</dt>` may be left out (HTML implies it at the next `<dd>` or `<dt>`): the term
+            # ends there, or a signature left open would swallow the rest of the page.
+            self._end_signature(self.sig)
         if self.sig is not None or tag == "dt":
             self._note_signature_tag(tag, attrs)
         self._block_break(tag)
@@ -511,6 +523,7 @@ class _HtmlText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "a":
             self.in_fragment_link = False
+        self._end_rdoc_tag(tag)
         if self.sig is not None and not self.skip_depth:
             if tag == "dt":
                 self._end_signature(self.sig)
@@ -550,6 +563,8 @@ class _HtmlText(HTMLParser):
             if tag == "dt" and len(self.dls) == 1:
                 self.dls[0][3] = False
             elif tag == "dl":
+                if self.sig is not None:
+                    self._end_signature(self.sig)
                 dl = self.dls.pop()
                 if dl[5]:
                     self._end_object()
@@ -629,6 +644,54 @@ class _HtmlText(HTMLParser):
                 self.sig[3] += 1
         elif (classes & _SIG_NAME_CLASSES and tag not in _VOID) or self._texinfo_name(tag):
             self.sig[2], self.sig[3] = tag, 1
+
+    def _note_rdoc_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """An RDoc method heading opens (outside listings, tables and headings), or its name."""
+        if self.rdoc is not None:
+            if tag == "span" and (self.rdoc[3] or _RDOC_NAME in _classes(attrs)):
+                self.rdoc[3] += 1
+        elif (
+            tag == "div"
+            and _RDOC_HEADING in _classes(attrs)
+            and not self.pre_depth
+            and self.row is None
+            and self.heading is None
+            and self.sig is None
+        ):
+            self.rdoc = [-1, [], self.div_depth, 0]
+
+    def _note_rdoc(self, data: str) -> None:
+        """An RDoc method heading's text: where it starts, and its name."""
+        rdoc = self.rdoc
+        if rdoc is None or not data.strip():
+            return
+        if rdoc[0] < 0:
+            self._start_text()
+            rdoc[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+        if rdoc[3]:
+            rdoc[1].append(data)
+
+    def _end_rdoc_tag(self, tag: str) -> None:
+        """The end of an RDoc method heading's name span, or of the heading's own `div`."""
+        rdoc = self.rdoc
+        if rdoc is None or self.skip_depth or self.grids:
+            return
+        if tag == "span" and rdoc[3]:
+            rdoc[3] -= 1
+        elif tag == "div" and self.div_depth == rdoc[2]:
+            self._end_rdoc_heading(rdoc)
+
+    def _end_rdoc_heading(self, rdoc: list[Any]) -> None:
+        """An RDoc method or attribute heads a subsection named by its name, one level under the
+        page's last heading ("Public Instance Methods"), as a Sphinx object's signature does
+        (`_end_signature`): a page of forty methods was one section. Its line (name and
+        arguments) stays a fact span."""
+        self.rdoc = None
+        name = WS.sub(" ", "".join(rdoc[1])).strip()[:MAX_ENTRY_NAME_CHARS]
+        if rdoc[0] < 0 or not name:
+            return
+        self.heads.append((rdoc[0], min(self.last_head[0] + 1, 6), name))
+        self.fact_heads.append(rdoc[0])
 
     def _texinfo_name(self, tag: str) -> bool:
         """A texinfo definition line's name: its first bold element after the category label."""
@@ -730,6 +793,7 @@ class _HtmlText(HTMLParser):
             self._note_term(data, self.dls[0][2][-1])
         if self.sig is not None:
             self._note_signature(data, self.sig)
+        self._note_rdoc(data)
         # str.split() also breaks on no-break and thin spaces: they render as one space.
         words = data.split()
         if data[:1].isspace():

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.errors import DocumentParseError
 from evidence.ingest.limits import DEFAULT_LIMITS, check_count
+from evidence.ingest.offsets import line_starts
 from evidence.ingest.parsers.layout import (
     FIGURE_CAPTION,
     Heading,
@@ -149,7 +150,13 @@ def parse_pdf(data: bytes, filename: str) -> ParsedDocument:
         sections=flat_sections(heads, len(text)),
         page_starts=tuple(starts),
         fmt="pdf",
-        line_ends=tuple(sorted(set(code_line_ends(text, styles)) | set(index_line_ends(text)))),
+        line_ends=tuple(
+            sorted(
+                set(code_line_ends(text, styles))
+                | set(index_line_ends(text))
+                | set(description_line_ends(text, styles))
+            )
+        ),
     )
 
 
@@ -203,6 +210,57 @@ def index_line_ends(text: str) -> tuple[int, ...]:
         pos = end + 1
     close()
     return tuple(ends)
+
+
+#: This many entries opening on a bold term in a row are a description list (two could be two
+#: paragraphs with run-in headings that happen to be short).
+DESCRIPTION_RUN = 3
+#: An entry of a description list wraps over at most this many more lines.
+DESCRIPTION_WRAP = 2
+#: An entry's line shorter than this share of the longest line around it ends there: it did not
+#: wrap (a wrapped line runs to the margin).
+SHORT_LINE = 0.8
+
+
+def description_line_ends(text: str, styles: DocumentStyles) -> tuple[int, ...]:
+    """The line breaks around the entries of a description list (a LaTeX `description`: each
+    entry's line opens on its term in bold), so that an entry is a span of its own instead of
+    one run-on "sentence" of terms and definitions, which carry no full stop. A list is
+    `DESCRIPTION_RUN` or more lines opening on a bold term, at most `DESCRIPTION_WRAP` other
+    lines (an entry wrapped) between two of them. Each entry starts a span; an entry's line
+    that stops short of the margin (`SHORT_LINE`) did not wrap and ends its span too, so the
+    paragraph after the list is not glued to its last entry."""
+    lines = text.split("\n")
+    starts = line_starts(lines)
+    ends: list[int] = []
+    run: list[int] = []  # line numbers of the entries
+    others = 0  # lines since the last entry that open on no term
+
+    def close() -> None:
+        if len(run) < DESCRIPTION_RUN:
+            return
+        lo, hi = run[0], min(len(lines), run[-1] + DESCRIPTION_WRAP + 1)
+        width = max(len(lines[k].rstrip()) for k in range(lo, hi))
+        for k in run:
+            before = next((j for j in range(k - 1, -1, -1) if lines[j].strip()), -1)
+            if before >= 0:
+                ends.append(starts[before] + len(lines[before]))
+            if len(lines[k].rstrip()) < SHORT_LINE * width:
+                ends.append(starts[k] + len(lines[k]))
+
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if styles.opens_on_term(line):
+            if run and others > DESCRIPTION_WRAP:
+                close()
+                run = []
+            run.append(i)
+            others = 0
+        elif run:
+            others += 1
+    close()
+    return tuple(sorted(set(ends)))
 
 
 def drop_glyph_names(pages: list[str]) -> tuple[list[str], int]:
@@ -536,7 +594,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
         if (is_pdf_heading(line) or (line.strip() in listed and not caption(i)))
         and not _next_to_code(lines, i, styles)
     }
-    for i in figure_words(lines, styled, formal):
+    for i in figure_words(lines, styled, formal) | plot_titles(lines, styled):
         del styled[i]
     levels = heading_levels(style for _, _, style in styled.values())
     heads: list[Heading] = []
@@ -634,6 +692,37 @@ def figure_words(
             close()
         i += 1
     close()
+    return out
+
+
+#: A plot's axis text: tick labels (numbers only) or a short axis title ("Row", "Dose (mg)").
+_TICKS = re.compile(r"^[\d\s.,%+\-\u2212]+$")
+MAX_AXIS_WORDS = 2
+MAX_AXIS_CHARS = 24
+
+
+def _axis_text(line: str) -> bool:
+    s = line.strip()
+    return bool(_TICKS.match(s)) or (len(s) <= MAX_AXIS_CHARS and len(s.split()) <= MAX_AXIS_WORDS)
+
+
+def plot_titles(lines: list[str], styled: dict[int, tuple[int, str, LineStyle]]) -> set[int]:
+    """The typographic headings that are a plot's title ("Dimensions: 24 x 100" in bold over an
+    image): the `FIGURE_RUN` lines after it are a plot's axis text, short words and tick labels,
+    at least one a line of numbers only. A section's first lines are prose, a list or a table's
+    rows; numbered and labelled headings (`Appendix B`) are never dropped here."""
+    out: set[int] = set()
+    for i, (count, name, _) in styled.items():
+        if _numbered_level(name) or _PDF_LABELLED.match(name):
+            continue
+        window = range(i + count, min(len(lines), i + count + 12))
+        after = [lines[k] for k in window if lines[k].strip()][:FIGURE_RUN]
+        if (
+            len(after) == FIGURE_RUN
+            and all(_axis_text(s) for s in after)
+            and any(_TICKS.match(s.strip()) for s in after)
+        ):
+            out.add(i)
     return out
 
 

@@ -31,6 +31,11 @@ MAX_HEADING_WORDS = 14
 #: More consecutive heading-styled lines than this are emphasised prose, not a wrapped heading.
 MAX_HEADING_LINES = 2
 _BOLD_FACE = re.compile(r"bold|semibold|demi|black|heavy", re.IGNORECASE)
+#: TeX's bold faces say so only in their short names: Computer Modern's CMBX10, CMB10, CMSSBX10,
+#: CMBXTI10 and the EC/cm-super (T1) ones SFBX1000, SFBI1000, SFSX1000 (sans bold), SFXC (bold caps).
+_TEX_BOLD_FACE = re.compile(r"(?:^|[+/])(?:cm|sf|ec)(?:[a-z]*b[a-z]*|sx|xc)\d", re.IGNORECASE)
+#: A description list's term (or a run-in heading) opening a line in bold: at most this many words.
+MAX_TERM_WORDS = 4
 #: Typewriter faces code listings are set in (Courier, TeX's CMTT/LMMono, "… Mono", "… Code"):
 #: TeX's fonts leave the descriptor's fixed-pitch flag unset, so the name is read too.
 _MONO_FACE = re.compile(
@@ -70,7 +75,7 @@ def _is_bold(font: Any) -> bool:
         name = str(font.get("/BaseFont", "")) if font is not None else ""
     except Exception:
         name = ""
-    return bool(_BOLD_FACE.search(name))
+    return bool(_BOLD_FACE.search(name) or _TEX_BOLD_FACE.search(name))
 
 
 def _is_mono(font: Any) -> bool:
@@ -132,28 +137,38 @@ class StyleCollector:
         """Whether the page's text line (as read so far) is set in a typewriter face."""
         key = _key(line)
         return any(
-            _key(text) == key and _is_code(text, weights, mono) for text, weights, mono in self.lines()
+            _key(text) == key and _is_code(text, weights, mono) for text, weights, mono, _ in self.lines()
         )
 
-    def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int]]:
-        """Each line's text, how many of its letters were set in each (size, bold), and how many
-        in a typewriter face."""
-        out: list[tuple[str, Counter[tuple[float, bool]], int]] = []
+    def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int, str]]:
+        """Each line's text, how many of its letters were set in each (size, bold), how many in a
+        typewriter face, and the bold text it opens on when text not in bold follows ("" when it
+        opens on text not in bold, or is bold throughout)."""
+        out: list[tuple[str, Counter[tuple[float, bool]], int, str]] = []
         text: list[str] = []
         weights: Counter[tuple[float, bool]] = Counter()
         mono_letters = 0
+        lead: list[str] = []  # the bold text the line opens on, while no other letter came
+        led = False  # a letter not in bold came after a bold opening
+        opened = False  # the line's first printed character (a quote too) was not in bold
         for run, size, bold, mono in self._runs:
             parts = run.split("\n")
             for i, part in enumerate(parts):
                 if i:
-                    out.append(("".join(text), weights, mono_letters))
-                    text, weights, mono_letters = [], Counter(), 0
+                    out.append(("".join(text), weights, mono_letters, "".join(lead) if led else ""))
+                    text, weights, mono_letters, lead, led = [], Counter(), 0, [], False
+                    opened = False
+                opened = opened or (not bold and not lead and bool(part.strip()))
                 text.append(part)
                 n = sum(1 for c in part if c.isalnum())
                 if n:
+                    if bold and not led and not opened:
+                        lead.append(part)
+                    elif lead and not bold:
+                        led = True
                     weights[(size, bold)] += n
                     mono_letters += n if mono else 0
-        out.append(("".join(text), weights, mono_letters))
+        out.append(("".join(text), weights, mono_letters, "".join(lead) if led else ""))
         return out
 
 
@@ -164,11 +179,16 @@ class DocumentStyles:
         self._by_line: dict[str, LineStyle | None] = {}
         self._letters: Counter[float] = Counter()
         self._mono: dict[str, bool] = {}
+        self._terms: dict[str, bool] = {}
 
     def add_page(self, collector: StyleCollector) -> None:
-        for text, weights, mono_letters in collector.lines():
+        for text, weights, mono_letters, lead in collector.lines():
             if not weights:
                 continue
+            # A line opening on a short bold term, the rest of it not in bold: a description list's
+            # entry ("dgeMatrix Real matrices in general storage") or a run-in heading's paragraph.
+            term = 0 < len(lead.split()) <= MAX_TERM_WORDS
+            self._terms[_key(text)] = term and self._terms.get(_key(text), True)
             mono = _is_code(text, weights, mono_letters)
             # Text set both ways (a name in a listing and in prose) is not trusted as code.
             self._mono[_key(text)] = mono and self._mono.get(_key(text), True)
@@ -192,6 +212,10 @@ class DocumentStyles:
     def monospaced(self, line: str) -> bool:
         """Whether the line is set in a typewriter face: a line of a code listing."""
         return self._mono.get(_key(line), False)
+
+    def opens_on_term(self, line: str) -> bool:
+        """Whether the line opens on a short bold term and goes on in another weight."""
+        return self._terms.get(_key(line), False)
 
     def style(self, line: str) -> LineStyle | None:
         return self._by_line.get(_key(line))
@@ -217,9 +241,13 @@ _OPEN_END = re.compile(
 )
 
 
+#: A title trailing off ("4 Interactions of two factors,....."): the dots close no sentence.
+_TRAILING_ELLIPSIS = re.compile(r"[\s,;:]*(?:\.{3,}|\u2026)$")
+
+
 def reads_like_heading(text: str) -> bool:
     """Short, starts with a letter or digit, not a sentence (no closing full stop or comma)."""
-    s = text.strip()
+    s = _TRAILING_ELLIPSIS.sub("", text.strip())
     if not (2 <= len(s) <= MAX_HEADING_CHARS) or len(s.split()) > MAX_HEADING_WORDS:
         return False
     if s[-1] in ".,;:" and not re.search(r"\d\.$", s):
