@@ -35,6 +35,9 @@ SOURCE = (
     "</table>\n\n"
     "<ul>\n  <li>We keep boil logs for 30 days.</li>\n  <li>We never sell them.</li>\n</ul>\n\n"
     '<div align="center">\n  <img src="logo.png">\n</div>\n\n'
+    '<table>\n  <tr>\n    <td><img src="kettle.png"/></td>\n'
+    "    <td>A travel kettle boils half a litre. It folds flat for packing</td>\n  </tr>\n"
+    '  <tr>\n    <td><img src="jug.png"/></td>\n    <td>A jug kettle boils two litres.</td>\n  </tr>\n</table>\n\n'
     "```html\n<table><tr><td>code</td></tr></table>\n```\n\n"
     "## Contact\n\nAsk us anything.\n"
 )
@@ -76,3 +79,12 @@ def test_code_and_other_html_stay_as_written_and_crlf_maps_back() -> None:
     assert '<div align="center">\n  <img src="logo.png">\n</div>' in text
     crlf_text, crlf_spans = _parse(SOURCE.replace("\n", "\r\n"))
     assert crlf_text == text and [t.replace("\r", "") for t, _, _ in crlf_spans] == [t for t, _, _ in spans]
+
+
+def test_a_layout_table_of_one_text_cell_per_row_reads_as_paragraphs() -> None:
+    """A table that only sets a paragraph beside an image is no data: each row is its text,
+    sentence-split, one row ending where the next starts, not one table-row span of it all."""
+    _, spans = _parse(SOURCE)
+    assert ("A travel kettle boils half a litre.", SpanType.SENTENCE, "What we collect") in spans
+    assert ("It folds flat for packing", SpanType.SENTENCE, "What we collect") in spans
+    assert ("A jug kettle boils two litres.", SpanType.SENTENCE, "What we collect") in spans

@@ -89,7 +89,44 @@ def _render(block: str) -> tuple[str, tuple[int, ...]] | None:
         return None
     text = "".join(parser.out).rstrip("\n")
     ends = set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends)
-    return text, tuple(sorted(e for e in ends if e < len(text)))
+    return _unlayout(text, {e for e in ends if e < len(text)})
+
+
+#: A table row as the HTML parser writes it, and the separator between its cells.
+_ROW = re.compile(r"^\| .* \|$")
+_CELL_SEP = re.compile(r"(?<!\\) \| ")
+
+
+def _unlayout(text: str, ends: set[int]) -> tuple[str, tuple[int, ...]]:
+    """A table whose every row has at most one cell of text (an image beside a paragraph, set
+    side by side with a table) is layout, not data: each row is written as that cell's text, a
+    line ending a span, so its paragraph is sentence-split as prose, not one table-row span of
+    a whole paragraph."""
+    lines = text.split("\n")
+    rows = [_ROW.match(line) is not None for line in lines]
+    out = list(lines)
+    layout: set[int] = set()
+    i = 0
+    while i < len(lines):
+        if not rows[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and rows[j]:
+            j += 1
+        cells = [[c for c in _CELL_SEP.split(lines[k][2:-2]) if c.strip()] for k in range(i, j)]
+        if all(len(c) <= 1 for c in cells):
+            for k, c in zip(range(i, j), cells, strict=True):
+                out[k] = c[0].replace("\\|", "|") if c else ""
+                layout.add(k)
+        i = j
+    if not layout:
+        return text, tuple(sorted(ends))
+    old, new = line_starts(lines), line_starts(out)
+    moved = {old[k] + len(lines[k]): new[k] + len(out[k]) for k in range(len(lines))}
+    kept = {moved[e] for e in ends if e in moved}
+    kept |= {new[k] + len(out[k]) for k in layout if k + 1 < len(out)}
+    return "\n".join(out), tuple(sorted(kept))
 
 
 def read_html_blocks(doc: ParsedDocument) -> ParsedDocument:
