@@ -132,14 +132,20 @@ def test_a_short_definition_list_stays_in_its_section() -> None:
 
 def _grouped_page(groups: int, options: int) -> str:
     def options_list(g: int) -> str:
-        return "<dl>" + "".join(
-            f"<dt>brew-{g}-{i}</dt><dd><p>{'This setting changes how the kettle brews. ' * 30}</p></dd>"
-            for i in range(options)
-        ) + "</dl>"
+        return (
+            "<dl>"
+            + "".join(
+                f"<dt>brew-{g}-{i}</dt><dd><p>{'This setting changes how the kettle brews. ' * 30}</p></dd>"
+                for i in range(options)
+            )
+            + "</dl>"
+        )
 
     return (
         "<html><body><h1>kettle(1)</h1><h2>Options</h2><dl>"
-        + "".join(f"<dt>Group {g}</dt><dd><p>Options of group {g}.</p>{options_list(g)}</dd>" for g in range(groups))
+        + "".join(
+            f"<dt>Group {g}</dt><dd><p>Options of group {g}.</p>{options_list(g)}</dd>" for g in range(groups)
+        )
         + "</dl><p>Other tools read options of their own.</p><h2>Bugs</h2><p>None known.</p></body></html>"
     )
 

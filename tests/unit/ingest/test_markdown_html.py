@@ -37,7 +37,8 @@ SOURCE = (
     '<div align="center">\n  <img src="logo.png">\n</div>\n\n'
     '<table>\n  <tr>\n    <td><img src="kettle.png"/></td>\n'
     "    <td>A travel kettle boils half a litre. It folds flat for packing</td>\n  </tr>\n"
-    '  <tr>\n    <td><img src="jug.png"/></td>\n    <td>A jug kettle boils two litres.</td>\n  </tr>\n</table>\n\n'
+    '  <tr>\n    <td><img src="jug.png"/></td>\n'
+    "    <td>A jug kettle boils two litres.</td>\n  </tr>\n</table>\n\n"
     "```html\n<table><tr><td>code</td></tr></table>\n```\n\n"
     "## Contact\n\nAsk us anything.\n"
 )
@@ -70,7 +71,8 @@ def test_an_html_table_in_markdown_is_one_row_span_per_row() -> None:
 def test_line_end_br_tags_are_dropped_and_each_address_line_is_a_span() -> None:
     _, spans = _parse(SOURCE)
     texts = [t for t, _, _ in spans]
-    assert ["Kettlex Holdings Ltd", "12 Harbour Road", "Port Avel"] == [t for t in texts if t[:1] in "K1P"][:3]
+    address = [t for t in texts if t[:1] in "K1P"][:3]
+    assert address == ["Kettlex Holdings Ltd", "12 Harbour Road", "Port Avel"]
 
 
 def test_code_and_other_html_stay_as_written_and_crlf_maps_back() -> None:

@@ -62,7 +62,7 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
             j = i + 1
             # The block ends at a blank line (CommonMark); a heading or a fence right under it
             # stays Markdown, so no section or code block is read into the HTML.
-            while j < len(lines) and lines[j].strip() and not atx_heading(lines[j]) and not _FENCE.match(lines[j]):
+            while j < len(lines) and _continues_block(lines[j]):
                 j += 1
             end = starts[j - 1] + len(lines[j - 1])
             block = text[start:end]
@@ -79,6 +79,10 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
                 breaks.append(start + len(line))
         i += 1
     return edits, breaks
+
+
+def _continues_block(line: str) -> bool:
+    return bool(line.strip()) and atx_heading(line) is None and _FENCE.match(line) is None
 
 
 def _render(block: str) -> tuple[str, tuple[int, ...]] | None:
