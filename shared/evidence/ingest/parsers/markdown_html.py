@@ -37,8 +37,8 @@ _BLOCK_START = re.compile(rf"^ {{0,3}}</?(?:{_BLOCK_TAGS})(?=[ \t/>]|$)", re.IGN
 #: definition list or a collapsible section (a `<div>` of badges or a centred title is left as
 #: written, as before).
 _STRUCTURE = re.compile(r"</?(?:table|dl|ul|ol|details)(?=[\s/>])", re.IGNORECASE)
-#: `<br>` tags ending a line (a postal address written with them, one line each).
-_END_BR = re.compile(r"(?:[ \t]*<br[ \t]*/?>)+[ \t]*$", re.IGNORECASE)
+#: A `<br>` tag; those ending a line (a postal address written with them) are dropped.
+_BR = re.compile(r"<br[ \t]*/?>", re.IGNORECASE)
 
 #: (start, end, replacement, line ends inside the replacement) of one edit of the text.
 _Edit = tuple[int, int, str, tuple[int, ...]]
@@ -72,13 +72,33 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
                     edits.append((start, end, *rendered))
             i = j
             continue
-        m = _END_BR.search(line)
-        if m is not None:
-            edits.append((start + m.start(), start + len(line), "", ()))
+        cut = _trailing_breaks(line)
+        if cut < len(line):
+            edits.append((start + cut, start + len(line), "", ()))
             if i + 1 < len(lines):
                 breaks.append(start + len(line))
         i += 1
     return edits, breaks
+
+
+def _trailing_breaks(line: str) -> int:
+    """Where the run of `<br>` tags (and the blanks around them) ending `line` starts, or the
+    line's length. Read from the end, tag by tag: a regex search for the run from each position
+    rescanned every later tag (20 KB of `<br>` before a word took 3 s)."""
+    pos = len(line)
+    cut = pos
+    while True:
+        while pos and line[pos - 1] in " \t":
+            pos -= 1
+        if not pos or line[pos - 1] != ">":
+            return cut
+        lt = line.rfind("<", 0, pos)
+        if lt < 0 or _BR.fullmatch(line, lt, pos) is None:
+            return cut
+        pos = lt
+        while pos and line[pos - 1] in " \t":
+            pos -= 1
+        cut = pos
 
 
 def _continues_block(line: str) -> bool:
