@@ -128,3 +128,40 @@ def test_a_short_definition_list_stays_in_its_section() -> None:
     for entries, sentences in ((6, 40), (12, 2), (12, 12)):
         doc = parse_bytes(_reference_page(entries, sentences).encode(), filename="kettle.html")
         assert [s.name for s in doc.sections] == ["kettle(1)", "Settings", "Bugs"]
+
+
+def _grouped_page(groups: int, options: int) -> str:
+    def options_list(g: int) -> str:
+        return (
+            "<dl>"
+            + "".join(
+                f"<dt>brew-{g}-{i}</dt><dd><p>{'This setting changes how the kettle brews. ' * 30}</p></dd>"
+                for i in range(options)
+            )
+            + "</dl>"
+        )
+
+    return (
+        "<html><body><h1>kettle(1)</h1><h2>Options</h2><dl>"
+        + "".join(
+            f"<dt>Group {g}</dt><dd><p>Options of group {g}.</p>{options_list(g)}</dd>" for g in range(groups)
+        )
+        + "</dl><p>Other tools read options of their own.</p><h2>Bugs</h2><p>None known.</p></body></html>"
+    )
+
+
+def test_a_short_definition_list_over_long_nested_lists_heads_a_tree() -> None:
+    """A short list of option groups whose definitions each hold a long list of options (>= 10
+    entries over >= 10,000 characters) was one section of every option: each group heads a
+    subsection and each option one under its group's, as in a plain-text term list; a list of
+    one entry heads nothing and its nested list heads at its level."""
+    doc = parse_bytes(_grouped_page(groups=3, options=12).encode(), filename="kettle.html")
+    names = [(s.name, s.level) for s in doc.sections]
+    assert names[:5] == [("kettle(1)", 1), ("Options", 2), ("Group 0", 3), ("brew-0-0", 4), ("brew-0-1", 4)]
+    assert ("Group 2", 3) in names and ("brew-2-11", 4) in names
+    assert len(names) == 2 + 3 * 13 + 2
+    assert names[-2:] == [("Options", 2), ("Bugs", 2)]
+    one = [(s.name, s.level) for s in parse_bytes(_grouped_page(1, 12).encode(), filename="k.html").sections]
+    assert ("Group 0", 3) not in one and ("brew-0-0", 3) in one
+    short = parse_bytes(_grouped_page(groups=3, options=4).encode(), filename="kettle.html")
+    assert [s.name for s in short.sections] == ["kettle(1)", "Options", "Bugs"]

@@ -89,6 +89,7 @@ def test_32000_dots_cost_at_most_8x() -> None:
         ("a heading of numbering layers", "# " + "1. " * 7_000 + "x", "md"),
         ("unterminated start tags", "<a " * 7_000, "html"),
         ("unterminated comments", "<!--x>" * 3_500, "html"),
+        ("a Markdown line of <br> tags before a word", "<br> " * 5_000 + "x", "md"),
     ],
 )
 def test_pathological_lines_cost_about_the_same_as_prose(label: str, bad: str, fmt: str) -> None:

@@ -25,6 +25,7 @@ from evidence.ingest.parsers.html import parse_html
 from evidence.ingest.parsers.invisible import clean_document
 from evidence.ingest.parsers.layout import normalise_newlines
 from evidence.ingest.parsers.markdown import decode_entities, parse_markdown, question_headings
+from evidence.ingest.parsers.markdown_html import read_html_blocks
 from evidence.ingest.parsers.pdf import parse_pdf
 from evidence.ingest.parsers.plaintext import blank_field_dots, blank_source, parse_plaintext
 from evidence.ingest.parsers.text import decode_text
@@ -89,6 +90,9 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
         source = blank_source(text, doc.text) if fmt == "txt" and doc.page_starts else text
         doc = replace(doc, source_text=source)
     if fmt == "md":
+        # HTML blocks of tables and lists read as HTML, line-end <br> tags dropped (they read as a
+        # page's do: parsers/markdown_html.py); the HTML parser decodes their references itself.
+        doc = read_html_blocks(doc)
         # Character references outside code read as their characters ("&shy;" is a soft hyphen,
         # removed next), in the source text too (parsers/markdown.py).
         doc = decode_entities(doc)

@@ -69,6 +69,18 @@ _TERM_SEP = "\x00"
 MAX_ENTRY_NAME_CHARS = 100
 
 
+def _heads_subsections(dl: list[Any]) -> bool:
+    """A definition list (no API objects' list) heads subsections when it has at least
+    `REFERENCE_LIST_ENTRIES` entries holding `REFERENCE_LIST_CHARS` characters, or a list nested
+    in one of its definitions does: a short list of option groups over long lists of options is
+    cut at every group and every option, not left one section of all of them."""
+    if dl[5]:
+        return False
+    if len(dl[2]) >= REFERENCE_LIST_ENTRIES and dl[6] - dl[1] >= REFERENCE_LIST_CHARS:
+        return True
+    return any(_heads_subsections(inner) for entry in dl[2] for inner in entry[2])
+
+
 def _entry_name(joined: str) -> str:
     """A reference list entry's name: its terms, comma-separated, as many as fit
     `MAX_ENTRY_NAME_CHARS` (a row of fifteen synonyms names its entry by the first few)."""
@@ -477,10 +489,10 @@ class _HtmlText(HTMLParser):
             self.dt_pending = True
         if tag == "dl" and not self.pre_depth:
             self.dls.append([self.last_head, self.length, [], False, True, False])
-        elif tag in ("dt", "dd") and len(self.dls) == 1:
-            top = self.dls[0]
+        elif tag in ("dt", "dd") and self.dls:
+            top = self.dls[-1]
             if tag == "dt" and top[4]:
-                top[2].append([-1, []])
+                top[2].append([-1, [], []])
             elif tag == "dt" and top[2] and top[2][-1][1]:
                 top[2][-1][1].append(_TERM_SEP)  # terms one after another name one entry
             top[3] = tag == "dt"
@@ -560,8 +572,8 @@ class _HtmlText(HTMLParser):
                 self.lists.pop()
             self._break(2 if not self.lists else 1)
         elif tag in ("dl", "dt") and self.dls:
-            if tag == "dt" and len(self.dls) == 1:
-                self.dls[0][3] = False
+            if tag == "dt":
+                self.dls[-1][3] = False
             elif tag == "dl":
                 if self.sig is not None:
                     self._end_signature(self.sig)
@@ -616,18 +628,36 @@ class _HtmlText(HTMLParser):
         self.last_head = (level, name)
 
     def _end_definition_list(self, dl: list[Any]) -> None:
-        """An outermost definition list of many entries and much text (a manual's variables or
-        options: `git config`'s hundreds) would leave one section holding most of the page: each
-        of its terms heads a subsection of its entry instead, the term line staying in its span."""
-        parent, start, entries = dl[0], dl[1], dl[2]
-        if self.dls or len(entries) < REFERENCE_LIST_ENTRIES or self.length - start < REFERENCE_LIST_CHARS:
+        """A definition list of many entries and much text (a manual's variables or options:
+        `git config`'s hundreds) would leave one section holding most of the page: each of its
+        terms heads a subsection of its entry instead, the term line staying in its span. Lists
+        nest (a manual's option groups, each a `<dd>` holding its options' `<dl>`): read when the
+        outermost one ends, as a tree (`_head_entries`)."""
+        dl.append(self.length)  # dl[6]: where the list ends
+        if self.dls:
+            outer = self.dls[-1][2]
+            if outer:
+                outer[-1][2].append(dl)  # nested in the definition of the enclosing list's entry
             return
-        for at, parts in entries:
+        parent = dl[0]
+        if _heads_subsections(dl):
+            self._head_entries(dl, min(parent[0] + 1, 6))
+            self.resume = parent if parent[1] else None
+
+    def _head_entries(self, dl: list[Any], level: int) -> None:
+        """Each term of `dl` heads a subsection at `level`; a nested list that heads subsections
+        itself does so one level under its entry; a list of one entry heads nothing and its nested
+        lists head at its level (as the plain-text term lists, `plaintext.reference_lists`)."""
+        entries = dl[2]
+        for at, parts, nested in entries:
             name = _entry_name("".join(parts))
-            if at >= 0 and name:
-                self.heads.append((at, min(parent[0] + 1, 6), name))
+            own = len(entries) > 1 and at >= 0 and bool(name)
+            if own:
+                self.heads.append((at, level, name))
                 self.fact_heads.append(at)
-        self.resume = parent if parent[1] else None
+            for inner in nested:
+                if _heads_subsections(inner):
+                    self._head_entries(inner, min(level + 1, 6) if own else level)
 
     def _note_signature_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         """A `<dt>` with an `id` (or Sphinx's `sig-object` class), the first term of its list, may
@@ -789,8 +819,8 @@ class _HtmlText(HTMLParser):
             self.heading = (self.heading[0], start, self.heading[2])
         if self.heading is not None:
             self.heading[2].append(data)
-        if len(self.dls) == 1 and self.dls[0][3] and self.dls[0][2]:
-            self._note_term(data, self.dls[0][2][-1])
+        if self.dls and self.dls[-1][3] and self.dls[-1][2]:
+            self._note_term(data, self.dls[-1][2][-1])
         if self.sig is not None:
             self._note_signature(data, self.sig)
         self._note_rdoc(data)
