@@ -165,7 +165,7 @@ def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
     return False
 
 
-class _HtmlText(HTMLParser):
+class HtmlText(HTMLParser):
     """Streams visible text into lines; tracks headings as sections and tables as pipe rows."""
 
     def __init__(
@@ -187,7 +187,7 @@ class _HtmlText(HTMLParser):
         self.after_prefix = False  # just wrote a list marker: breaks wait for the item's text
         self.space_pending = False
         self.br_pending = False  # the owed line break is a <br>'s
-        # Offsets of the "\n" of <br> line breaks (`_listing_breaks` keeps those that end a line of
+        # Offsets of the "\n" of <br> line breaks (`listing_breaks` keeps those that end a line of
         # a listing or an address, not a wrapped sentence). A <pre> block's lines are not marked
         # (one span per line of code cost 3 answers of 839, bench/data/session41/ingest13.md); only
         # its long runs are cut into pieces (`listing_cuts`), kept in `pre_ends`.
@@ -871,17 +871,17 @@ class _HtmlText(HTMLParser):
 def parse_html(
     html: str, filename: str, *, max_list_depth: int = DEFAULT_LIMITS.max_list_depth
 ) -> ParsedDocument:
-    parser = _read_html(html, filename, max_list_depth, texinfo_names=True)
+    parser = read_html(html, filename, max_list_depth, texinfo_names=True)
     if 0 < parser.texinfo_entries < REFERENCE_LIST_ENTRIES:
         # A page of a few texinfo definitions stays whole, as a short `<dl>` does: cut into
         # subsections, a short page's passages lost the context that ranks their answers
         # (bench/data/session52/ingest29.md, variant 1: -5 answers on development).
-        parser = _read_html(html, filename, max_list_depth, texinfo_names=False)
+        parser = read_html(html, filename, max_list_depth, texinfo_names=False)
     text = "".join(parser.out)
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = sorted(set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends))
+    ends = sorted(set(listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends))
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,
@@ -892,8 +892,8 @@ def parse_html(
     )
 
 
-def _read_html(html: str, filename: str, max_list_depth: int, *, texinfo_names: bool) -> _HtmlText:
-    parser = _HtmlText(filename, max_list_depth, texinfo_names=texinfo_names)
+def read_html(html: str, filename: str, max_list_depth: int, *, texinfo_names: bool) -> HtmlText:
+    parser = HtmlText(filename, max_list_depth, texinfo_names=texinfo_names)
     try:
         parser.feed(html)
         parser.close()
@@ -913,7 +913,7 @@ _WRAPPED_END = re.compile(
 )
 
 
-def _listing_breaks(text: str, breaks: list[int]) -> list[int]:
+def listing_breaks(text: str, breaks: list[int]) -> list[int]:
     """The <br> breaks that end a line of a listing, an address or a changelog ("Acme Corp" /
     "1 Main Street", "- fixed the parser" / "- new option"): each such line is its own fact span.
     A paragraph wrapped with <br> ("… taken with" / "food.") keeps its sentences whole."""

@@ -21,7 +21,7 @@ from evidence.records import ParsedDocument, Section
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _BACKTICKS = re.compile(r"`+")
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _NOT_PARAGRAPH = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|>|\||#)")
 
@@ -38,7 +38,7 @@ def markdown_sections(text: str) -> tuple[tuple[Section, ...], str]:
     for line in text.split("\n"):
         start = pos
         pos += len(line) + 1
-        fm = _FENCE.match(line)
+        fm = FENCE.match(line)
         if fence is not None:
             if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
                 fence = None
@@ -168,7 +168,7 @@ def tab_line_ends(text: str) -> tuple[int, ...]:
             if indent < _TAB_INDENT:
                 in_tab, fence = False, None
             else:
-                fm = _FENCE.match(line[_TAB_INDENT:])
+                fm = FENCE.match(line[_TAB_INDENT:])
                 if fence is None and fm:
                     ends.append(end)
                     fence = fm.group(1)
@@ -180,7 +180,7 @@ def tab_line_ends(text: str) -> tuple[int, ...]:
     return tuple(ends)
 
 
-def _code_ranges(text: str) -> list[tuple[int, int]]:
+def code_ranges(text: str) -> list[tuple[int, int]]:
     """Where `text` is code, in which a character reference is literal: fenced blocks, indented
     blocks (four spaces after a blank line) and inline code spans (a backtick run closed by one of
     the same length before a blank line). Lines may end in CRLF (an upload's source text)."""
@@ -193,7 +193,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     for raw in text.split("\n"):
         start, pos = pos, pos + len(raw) + 1
         line = raw.rstrip("\r")
-        fm = _FENCE.match(line)
+        fm = FENCE.match(line)
         if fence is not None:
             ranges.append((start, pos))
             if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
@@ -217,13 +217,13 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     runs: dict[int, list[int]] = {}
     for m in ticks:
         runs.setdefault(m.end() - m.start(), []).append(m.start())
-    # The block ranges stay apart from the inline spans found here: `_inside` bisects a sorted
+    # The block ranges stay apart from the inline spans found here: `inside_any` bisects a sorted
     # list, and a span's closing run (before `closed`) must not open another span.
     inline: list[tuple[int, int]] = []
     closed = 0
     for m in ticks:
         n = m.end() - m.start()
-        if m.start() < closed or (ranges and _inside(ranges, m.start())):
+        if m.start() < closed or (ranges and inside_any(ranges, m.start())):
             continue
         same = runs[n]
         k = bisect_right(same, m.start())
@@ -233,7 +233,7 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
     return sorted(ranges + inline)
 
 
-def _inside(ranges: list[tuple[int, int]], offset: int) -> bool:
+def inside_any(ranges: list[tuple[int, int]], offset: int) -> bool:
     i = bisect_right(ranges, (offset, float("inf"))) - 1
     return i >= 0 and ranges[i][0] <= offset < ranges[i][1]
 
@@ -248,11 +248,11 @@ def entity_edits(text: str) -> list[tuple[int, int, str]]:
     """(start, end, character) of every character reference outside code, not escaped (`\\&amp;`)."""
     if "&" not in text:
         return []
-    code = _code_ranges(text) if "`" in text or "    " in text or "\t" in text else []
+    code = code_ranges(text) if "`" in text or "    " in text or "\t" in text else []
     edits: list[tuple[int, int, str]] = []
     for m in _ENTITY.finditer(text):
         a = m.start()
-        if (a and text[a - 1] == "\\") or (code and _inside(code, a)):
+        if (a and text[a - 1] == "\\") or (code and inside_any(code, a)):
             continue
         char = html.unescape(m.group())
         if char != m.group() and _readable(char):

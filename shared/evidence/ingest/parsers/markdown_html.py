@@ -19,9 +19,9 @@ from evidence.ingest.offsets import SourceOffsets, line_starts
 
 # The HTML parser's reader and its <br> rule, shared so that a table reads the same in a Markdown
 # file as in a page (html.py holds no public entry point for a fragment).
-from evidence.ingest.parsers.html import _listing_breaks, _read_html
+from evidence.ingest.parsers.html import listing_breaks, read_html
 from evidence.ingest.parsers.invisible import edit_document
-from evidence.ingest.parsers.markdown import _FENCE, _code_ranges, _inside, atx_heading
+from evidence.ingest.parsers.markdown import FENCE, atx_heading, code_ranges, inside_any
 from evidence.records import ParsedDocument
 
 #: CommonMark's HTML blocks of type 6: a line opening (up to three spaces in) with one of these
@@ -49,13 +49,13 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
     after a line whose `<br>` tags are dropped (their edits among the first)."""
     lines = text.split("\n")
     starts = line_starts(lines)
-    code = _code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
+    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
     edits: list[_Edit] = []
     breaks: list[int] = []
     i = 0
     while i < len(lines):
         line, start = lines[i], starts[i]
-        if code and _inside(code, start):
+        if code and inside_any(code, start):
             i += 1
             continue
         if _BLOCK_START.match(line):
@@ -102,17 +102,17 @@ def _trailing_breaks(line: str) -> int:
 
 
 def _continues_block(line: str) -> bool:
-    return bool(line.strip()) and atx_heading(line) is None and _FENCE.match(line) is None
+    return bool(line.strip()) and atx_heading(line) is None and FENCE.match(line) is None
 
 
 def _render(block: str) -> tuple[str, tuple[int, ...]] | None:
     """An HTML block's text and line ends as the HTML parser writes them (None: unreadable)."""
     try:
-        parser = _read_html(block, "", DEFAULT_LIMITS.max_list_depth, texinfo_names=False)
+        parser = read_html(block, "", DEFAULT_LIMITS.max_list_depth, texinfo_names=False)
     except DocumentParseError:
         return None
     text = "".join(parser.out).rstrip("\n")
-    ends = set(_listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends)
+    ends = set(listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends)
     return _unlayout(text, {e for e in ends if e < len(text)})
 
 
@@ -180,5 +180,5 @@ def read_html_blocks(doc: ParsedDocument) -> ParsedDocument:
         ends.extend(a + shift + e for e in inner)
         shift += len(r) - (b - a)
     mapped_breaks.extend(x + shift for x in breaks[k:])
-    ends.extend(_listing_breaks(out.text, mapped_breaks))
+    ends.extend(listing_breaks(out.text, mapped_breaks))
     return replace(out, line_ends=tuple(sorted({*out.line_ends, *ends})))
