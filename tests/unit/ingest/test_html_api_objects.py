@@ -211,3 +211,19 @@ def test_each_rdoc_method_heads_a_subsection_named_by_its_name() -> None:
     assert spans["brew(leaves, minutes = 4)"] == "brew"
     assert spans["Steeps the leaves for minutes."] == "brew"
     assert "click to toggle source" not in doc.text
+
+
+def test_an_rdoc_method_source_listing_is_no_text() -> None:
+    """RDoc writes each method's source under its description, hidden until "click to toggle
+    source": the reader sees the description only, and the listing's lines (`def pour`, `nil`,
+    `end` …) were indexed as the method's text (four spans over 600 characters on one page)."""
+    page = (
+        "<html><body><h2>class Teapot::Kettle</h2>"
+        '<section class="method-section"><header><h3>Public Instance Methods</h3></header>'
+        + _rdoc_method("pour", "(cups)", "<p>Fills the cups in turn.</p>")
+        + "</section></body></html>"
+    )
+    doc = parse_bytes(page.encode(), filename="kettle.html")
+    assert "Fills the cups in turn." in doc.text
+    assert "def pour" not in doc.text
+    assert "nil" not in doc.text.split()

@@ -165,3 +165,26 @@ def test_a_short_definition_list_over_long_nested_lists_heads_a_tree() -> None:
     assert ("Group 0", 3) not in one and ("brew-0-0", 3) in one
     short = parse_bytes(_grouped_page(groups=3, options=4).encode(), filename="kettle.html")
     assert [s.name for s in short.sections] == ["kettle(1)", "Options", "Bugs"]
+
+
+def test_a_layout_table_of_one_text_cell_per_row_reads_as_paragraphs() -> None:
+    """A page that sets a paragraph beside an image (or a menu, or a one-cell box) in a table:
+    no row has more than one cell of text, so the table is layout. Each row is that cell's text,
+    a line of its own, sentence-split as prose; it was one `|  | … |` table-row span of a whole
+    paragraph. A table with two cells of text in a row is data and stays rows."""
+    html = (
+        "<html><body><h2>Kettles</h2>"
+        '<table><tr><td><img src="k.png"></td><td><p>A kettle boils water. It switches off by'
+        " itself when the water boils.</p></td></tr>"
+        '<tr><td><img src="t.png"></td><td>A teapot steeps the leaves.</td></tr></table>'
+        "<table><tr><td><table><tr><td>Spout care</td></tr></table></td></tr></table>"
+        "<table><tr><th>Model</th><th>Litres</th></tr><tr><td>Tall</td><td>1.7</td></tr></table>"
+        "</body></html>"
+    )
+    spans = [text for text, _ in _spans(html)]
+    assert "A kettle boils water." in spans
+    assert "It switches off by itself when the water boils." in spans
+    assert "A teapot steeps the leaves." in spans
+    assert "Spout care" in spans
+    assert not any(text.startswith("|") and "kettle" in text.lower() for text in spans)
+    assert "| Tall | 1.7 |" in spans

@@ -120,7 +120,7 @@ _SKIP_CLASSES = frozenset(
     {
         "headerlink", "copiable-anchor", "copiable-link", "anchor", "anchorjs-link", "permalink",
         "nav-panel", "navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "skip-link",
-        "method-click-advice",
+        "method-click-advice", "method-source-code",
     }
 )  # fmt: skip
 #: RDoc (Ruby's darkfish pages): each method or attribute is a `<div class="method-heading">`
@@ -230,6 +230,11 @@ class HtmlText(HTMLParser):
         self.lists: list[list[int]] = []  # per open list: [ordered, counter]
         self.row: list[str] | None = None
         self.cell: list[str] | None = None
+        # The open `<table>` (nested ones inside it counted in its region): [nesting depth, out
+        # index and offset where it starts, the recorded offsets' counts then, its rows as (out
+        # index, text cells)]. A table of at most one text cell per row is layout (`_end_table`).
+        self.table: list[Any] | None = None
+        self.layout_ends: list[int] = []
         self.heading: tuple[int, int, list[str]] | None = None  # (level, start, parts)
         self.heads: list[Heading] = []
         self.title_parts: list[str] | None = None
@@ -372,6 +377,9 @@ class HtmlText(HTMLParser):
         elif tag == "tr":
             self._break(1)
             self.row = []
+        elif tag == "table" and not self.grids and not self.pre_depth:
+            self._start_table()
+            self._start_block(tag, attrs)
         elif tag == "pre":
             self._break(2)
             if not self.pre_depth:
@@ -521,6 +529,8 @@ class HtmlText(HTMLParser):
         return layout
 
     def _start_in_table(self, tag: str) -> None:
+        if tag == "table" and self.table is not None:
+            self.table[0] += 1  # a table nested in a cell: part of the outer one's region
         if tag in ("td", "th"):
             if self.row is None:
                 self.row = []
@@ -591,6 +601,8 @@ class HtmlText(HTMLParser):
             self.pre_depth = max(self.pre_depth - 1, 0)
             self._break(2)
         else:
+            if tag == "table":
+                self._end_table()
             self._block_break(tag)
 
     def _end_in_table(self, tag: str) -> None:
@@ -601,6 +613,7 @@ class HtmlText(HTMLParser):
             self._flush_row()
         elif tag == "table":
             self._flush_row()
+            self._end_table()
             self._break(2)
 
     def _note_paragraph(self, data: str, para: list[Any]) -> None:
@@ -863,9 +876,52 @@ class HtmlText(HTMLParser):
         self._flush_cell()
         if self.row is not None and any(c for c in self.row):
             self._break(1)
+            self._start_text()
+            if self.table is not None and not self.grids:
+                self.table[4].append((len(self.out), [c for c in self.row if c]))
             self._write(table_row(self.row))
             self._break(1)
         self.row = None
+
+    def _recorded(self) -> tuple[int, ...]:
+        return (
+            len(self.heads), len(self.fact_heads), len(self.br_ends), len(self.pre_ends),
+            len(self.dt_ends), len(self.layout_ends),
+        )  # fmt: skip
+
+    def _start_table(self) -> None:
+        if self.table is not None:
+            self.table[0] += 1
+        else:
+            self.table = [1, len(self.out), self.length, self._recorded(), []]
+
+    def _end_table(self) -> None:
+        """A table whose every row has at most one cell of text (an image beside a paragraph, a
+        one-cell box) is layout, not data: each row is rewritten as that cell's text, its line
+        ending a span, so its paragraph is sentence-split as prose, not one table-row span of a
+        whole paragraph (as `markdown_html` does for Markdown's HTML tables). Only when nothing
+        but its rows was written or recorded since it started: no offset has to move."""
+        table = self.table
+        if table is None:
+            return
+        table[0] -= 1
+        if table[0] > 0:
+            return
+        self.table = None
+        _, first, start, recorded, rows = table
+        if not rows or any(len(cells) > 1 for _, cells in rows) or self._recorded() != recorded:
+            return
+        row_at = {index for index, _ in rows}
+        if any(k not in row_at and self.out[k].strip("\n") for k in range(first, len(self.out))):
+            return
+        for index, cells in rows:
+            self.out[index] = cells[0].replace("\\|", "|")
+        offset = start
+        for k in range(first, len(self.out)):
+            offset += len(self.out[k])
+            if k in row_at:
+                self.layout_ends.append(offset)  # the "\n" after the row, when text follows
+        self.length = offset
 
 
 def parse_html(
@@ -881,7 +937,12 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = sorted(set(listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends))
+    ends = sorted(
+        set(listing_breaks(text, parser.br_ends))
+        | set(parser.pre_ends)
+        | set(parser.dt_ends)
+        | {e for e in parser.layout_ends if e < len(text)}
+    )
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,

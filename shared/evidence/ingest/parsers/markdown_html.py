@@ -113,6 +113,7 @@ def _render(block: str) -> tuple[str, tuple[int, ...]] | None:
         return None
     text = "".join(parser.out).rstrip("\n")
     ends = set(listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends)
+    ends |= set(parser.layout_ends)  # a whole layout `<table>` is unlaid by the HTML parser itself
     return _unlayout(text, {e for e in ends if e < len(text)})
 
 
