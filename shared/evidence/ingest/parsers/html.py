@@ -377,9 +377,6 @@ class HtmlText(HTMLParser):
         elif tag == "tr":
             self._break(1)
             self.row = []
-        elif tag == "table" and not self.grids and not self.pre_depth:
-            self._start_table()
-            self._start_block(tag, attrs)
         elif tag == "pre":
             self._break(2)
             if not self.pre_depth:
@@ -493,6 +490,8 @@ class HtmlText(HTMLParser):
         if self.sig is not None or tag == "dt":
             self._note_signature_tag(tag, attrs)
         self._block_break(tag)
+        if tag == "table" and not self.grids and not self.pre_depth:
+            self._start_table()
         if tag == "dt" and not self.pre_depth:
             self.dt_pending = True
         if tag == "dl" and not self.pre_depth:
@@ -601,8 +600,8 @@ class HtmlText(HTMLParser):
             self.pre_depth = max(self.pre_depth - 1, 0)
             self._break(2)
         else:
-            if tag == "table":
-                self._end_table()
+            if tag == "table" and not self.grids and not self.pre_depth:
+                self._end_table()  # as its start was counted (`_start_block`)
             self._block_break(tag)
 
     def _end_in_table(self, tag: str) -> None:
