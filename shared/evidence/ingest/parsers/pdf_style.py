@@ -124,6 +124,9 @@ class StyleCollector:
         # A page's runs come in a handful of fonts: each is read once (its widths array is long).
         # The font is kept with its answer so that its id cannot be reused while the page is read.
         self._mono: dict[int, tuple[Any, bool]] = {}
+        # The keys of the lines set in a typewriter face, and how many runs they were read from:
+        # `monospaced` is asked line by line once the page is read, so they are read once.
+        self._code_keys: tuple[int, frozenset[str]] = (-1, frozenset())
 
     def visit(self, text: str, cm: Any, tm: Any, font: Any, font_size: float) -> None:
         if text:
@@ -135,10 +138,10 @@ class StyleCollector:
 
     def monospaced(self, line: str) -> bool:
         """Whether the page's text line (as read so far) is set in a typewriter face."""
-        key = _key(line)
-        return any(
-            _key(text) == key and _is_code(text, weights, mono) for text, weights, mono, _ in self.lines()
-        )
+        if self._code_keys[0] != len(self._runs):
+            keys = frozenset(_key(t) for t, weights, mono, _ in self.lines() if _is_code(t, weights, mono))
+            self._code_keys = (len(self._runs), keys)
+        return _key(line) in self._code_keys[1]
 
     def lines(self) -> list[tuple[str, Counter[tuple[float, bool]], int, str]]:
         """Each line's text, how many of its letters were set in each (size, bold), how many in a
