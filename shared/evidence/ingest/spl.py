@@ -293,9 +293,11 @@ def parse_spl(data: bytes, filename: str) -> ParsedDocument:
     )  # fmt: skip
     # A section titled by a question ("What is Lipravex?", "Questions or comments?": a medication
     # guide's or a drug facts label's) stays a fact span over its text, as a Markdown or HTML
-    # heading does (`markdown.question_headings`; imported from there, this module would import the
-    # parsers package, which imports it).
-    questions = tuple(s.char_start for s in sections if s.name.rstrip().endswith("?"))
+    # heading does. Imported here: at this module's import the parsers package, which imports it,
+    # is not yet whole.
+    from evidence.ingest.parsers.markdown import question_headings
+
+    questions = question_headings(sections)
     return ParsedDocument(
         text=text, title=title, sections=sections, fmt="spl", subject=subject, fact_headings=questions
     )
