@@ -82,13 +82,18 @@ def _heads_subsections(dl: list[Any]) -> bool:
 
 
 def _entry_name(joined: str) -> str:
-    """A reference list entry's name: its terms, comma-separated, as many as fit
-    `MAX_ENTRY_NAME_CHARS` (a row of fifteen synonyms names its entry by the first few)."""
-    terms = [t for t in (WS.sub(" ", part).strip() for part in joined.split(_TERM_SEP)) if t]
-    name = ", ".join(terms)
-    while len(terms) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
-        terms.pop()
-        name = ", ".join(terms) + ", …"
+    """A reference list entry's name: its terms (`fit_names`)."""
+    return fit_names([t for t in (WS.sub(" ", part).strip() for part in joined.split(_TERM_SEP)) if t])
+
+
+def fit_names(terms: list[str]) -> str:
+    """An entry's terms, comma-separated, as many as fit `MAX_ENTRY_NAME_CHARS` (a row of fifteen
+    synonyms names its entry by the first few, then "…"); a single term is left whole."""
+    names = list(terms)
+    name = ", ".join(names)
+    while len(names) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
+        names.pop()
+        name = ", ".join(names) + ", …"
     return name
 
 
@@ -320,6 +325,12 @@ class HtmlText(HTMLParser):
             self.heads.append((self.length, self.resume[0], self.resume[1]))
             self.fact_heads.append(self.length)  # no heading line: the section's text resumes
             self.resume = None
+
+    def _text_start(self) -> int:
+        """Where the next text written starts: the owed line breaks are written first, and a
+        pending space mid-line comes before it (`_write`)."""
+        self._start_text()
+        return self.length + (1 if self.space_pending and self._mid_line else 0)
 
     def _write(self, text: str) -> None:
         if not text:
@@ -621,8 +632,7 @@ class HtmlText(HTMLParser):
             if not para[3]:
                 para[2] = False
             if para[0] < 0:
-                self._start_text()
-                para[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+                para[0] = self._text_start()
         para[1].append(data)
 
     def _end_paragraph(self, start: int, parts: list[str], bold: bool, _open: int) -> None:
@@ -708,8 +718,7 @@ class HtmlText(HTMLParser):
         if rdoc is None or not data.strip():
             return
         if rdoc[0] < 0:
-            self._start_text()
-            rdoc[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+            rdoc[0] = self._text_start()
         if rdoc[3]:
             rdoc[1].append(data)
 
@@ -751,8 +760,7 @@ class HtmlText(HTMLParser):
         if not data.strip():
             return
         if sig[0] < 0:
-            self._start_text()
-            sig[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+            sig[0] = self._text_start()
         sig[4].append(data)
         if sig[3]:
             sig[1].append(data)
@@ -826,8 +834,7 @@ class HtmlText(HTMLParser):
         if self.para is not None:
             self._note_paragraph(data, self.para)
         if self.heading is not None and self.heading[1] < 0 and data.strip():
-            self._start_text()
-            start = self.length + (1 if self.space_pending and self._mid_line else 0)
+            start = self._text_start()
             self.heading = (self.heading[0], start, self.heading[2])
         if self.heading is not None:
             self.heading[2].append(data)
@@ -850,8 +857,7 @@ class HtmlText(HTMLParser):
     def _note_term(self, data: str, entry: list[Any]) -> None:
         """A definition list's term text, and where its entry's first term starts."""
         if entry[0] < 0 and data.strip():
-            self._start_text()
-            entry[0] = self.length + (1 if self.space_pending and self._mid_line else 0)
+            entry[0] = self._text_start()
         if entry[0] >= 0:
             entry[1].append(data)
 
@@ -881,6 +887,16 @@ class HtmlText(HTMLParser):
             self._write(table_row(self.row))
             self._break(1)
         self.row = None
+
+    def line_ends(self, text: str) -> set[int]:
+        """The line breaks of `text` (this parser's output) that end a span: a listing's or an
+        address's `<br>` lines, a long `<pre>` run's cuts, definition terms, layout table rows."""
+        return (
+            set(listing_breaks(text, self.br_ends))
+            | set(self.pre_ends)
+            | set(self.dt_ends)
+            | {e for e in self.layout_ends if e < len(text)}
+        )
 
     def _recorded(self) -> tuple[int, ...]:
         return (
@@ -936,12 +952,7 @@ def parse_html(
     if not text.strip():
         raise DocumentParseError(filename, "empty document (no visible text in the HTML)")
     sections = flat_sections(sorted(parser.heads), len(text))
-    ends = sorted(
-        set(listing_breaks(text, parser.br_ends))
-        | set(parser.pre_ends)
-        | set(parser.dt_ends)
-        | {e for e in parser.layout_ends if e < len(text)}
-    )
+    ends = sorted(parser.line_ends(text))
     return ParsedDocument(
         text=text,
         title=parser.title or parser.first_h1,

@@ -112,9 +112,8 @@ def _render(block: str) -> tuple[str, tuple[int, ...]] | None:
     except DocumentParseError:
         return None
     text = "".join(parser.out).rstrip("\n")
-    ends = set(listing_breaks(text, parser.br_ends)) | set(parser.pre_ends) | set(parser.dt_ends)
-    ends |= set(parser.layout_ends)  # a whole layout `<table>` is unlaid by the HTML parser itself
-    return _unlayout(text, {e for e in ends if e < len(text)})
+    # A whole layout `<table>` is unlaid by the HTML parser itself (its `layout_ends`).
+    return _unlayout(text, {e for e in parser.line_ends(text) if e < len(text)})
 
 
 #: A table row as the HTML parser writes it, and the separator between its cells.

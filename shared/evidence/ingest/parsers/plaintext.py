@@ -72,7 +72,12 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from evidence.ingest.offsets import SourceOffsets, line_starts
-from evidence.ingest.parsers.html import MAX_ENTRY_NAME_CHARS, REFERENCE_LIST_CHARS, REFERENCE_LIST_ENTRIES
+from evidence.ingest.parsers.html import (
+    MAX_ENTRY_NAME_CHARS,
+    REFERENCE_LIST_CHARS,
+    REFERENCE_LIST_ENTRIES,
+    fit_names,
+)
 from evidence.ingest.parsers.layout import (
     Heading,
     dot_leader,
@@ -1039,11 +1044,7 @@ def _entry_name(terms: list[str]) -> str:
     """An entry's name: its terms, each up to a column gap (a definition may start on the term's
     line, "-v    print more"), comma-separated, as many as fit `MAX_ENTRY_NAME_CHARS`; a single
     longer term is cut at a space."""
-    names = [_COLUMN_GAP.split(t.strip(), maxsplit=1)[0] for t in terms]
-    name = ", ".join(names)
-    while len(names) > 1 and len(name) > MAX_ENTRY_NAME_CHARS:
-        names.pop()
-        name = ", ".join(names) + ", …"
+    name = fit_names([_COLUMN_GAP.split(t.strip(), maxsplit=1)[0] for t in terms])
     if len(name) > MAX_ENTRY_NAME_CHARS:
         name = name[: max(name.rfind(" ", 0, MAX_ENTRY_NAME_CHARS), 1)].rstrip(" ,;:") + " …"
     return name
