@@ -117,6 +117,9 @@ _INLINE = frozenset(
     {"a", "b", "strong", "i", "em", "code", "span", "tt", "kbd", "var", "sup", "sub", "small", "u", "br"}
 )
 _MAX_BOLD_HEADING_WORDS = 10
+# A bold paragraph that is a numbered clause's title may end on its full stop ("1. Definitions.",
+# "2.1 Grant of Rights.": how licences title their clauses); one with a sentence inside is text.
+_NUMBERED_CLAUSE = re.compile(r"^\d{1,3}(?:\.\d{1,3})*\.?\s+[^.!?;:]+\.$")
 _LISTS = frozenset({"ul", "ol", "menu"})
 # Navigation bars and permalink marks by class: Sphinx and MkDocs (`headerlink`), texinfo
 # (`nav-panel`, `copiable-anchor`/`copiable-link`), DocBook (`navheader`/`navfooter`), rustdoc and
@@ -135,6 +138,12 @@ _RDOC_NAME = "method-name"
 # texinfo's `<div class="header">` is its "Next: … Previous: … Up: … [Index]" bar; elsewhere a
 # "header" class may hold the page's title, so it is skipped only in makeinfo's output.
 _TEXINFO_SKIP_CLASSES = frozenset({"header"})
+# rustdoc's controls: the right-hand column before every item's signature ("1.0.0 · Source":
+# `<span class="rightside">`, fell into the section of the item before, ~150 times on a type's
+# page), the page's own "Source" link (`<a class="src">`), the "Expand description" / "Show 12
+# methods" toggles (`<summary class="hideme">`) and its skip link; such class names are common
+# elsewhere, so only in rustdoc's pages.
+_RUSTDOC_SKIP_CLASSES = frozenset({"rightside", "src", "hideme", "skip-main-content"})
 # List items indent by two spaces per level up to this depth only: the indentation shows nesting,
 # and a file of 1,000 nested lists would otherwise write ~1,000 spaces per item (quadratic text).
 _MAX_INDENT_LEVELS = 8
@@ -142,8 +151,13 @@ _MAX_INDENT_LEVELS = 8
 # ends (one scan to the end of the file each: 20 KB of "<a " took 9 s). A few happen in a
 # truncated file; past this many the document is refused instead of scanned again and again.
 _MAX_UNTERMINATED = 8
-# What a permalink shows: an `<a href="#…">` holding only one of these is a mark, not text.
-_PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋"})
+# What a permalink shows: an `<a href="#…">` holding only one of these is a mark, not text (ⓘ:
+# rustdoc's "notable traits" tooltip, `<a href="#" class="tooltip">ⓘ</a>`, after a signature).
+_PERMALINK_MARKS = frozenset({"¶", "§", "#", "🔗", "⚓", "⁋", "ⓘ"})
+# The `_SKIP_CLASSES` that mark permalinks: on an `<a href="#…">` only its marks are dropped.
+_PERMALINK_CLASSES = frozenset(
+    {"headerlink", "copiable-anchor", "copiable-link", "anchor", "anchorjs-link", "permalink"}
+)
 
 
 #: CSS grid tables built of `div`s: javadoc's summary tables (`summary-table`, with a
@@ -159,8 +173,15 @@ def _classes(attrs: list[tuple[str, str | None]]) -> set[str]:
     return {c for key, value in attrs if key == "class" and value for c in value.lower().split()}
 
 
+# Pop-ups a page's script shows on demand, by id: mdBook's keyboard-shortcuts help ("Press ? to
+# show this help"), on every page of a book before its text, its `<h2>` heading the page.
+_SKIP_IDS = frozenset({"mdbook-help-container"})
+
+
 def _hidden(attrs: list[tuple[str, str | None]]) -> bool:
     for key, value in attrs:
+        if key == "id" and value in _SKIP_IDS:
+            return True
         if key == "hidden" or (key == "aria-hidden" and value == "true"):
             return True
         if key == "role" and value and value.strip().lower() in _SKIP_ROLES:
@@ -218,6 +239,7 @@ class HtmlText(HTMLParser):
         # An open RDoc method heading: [text start, name parts, its div depth, open name spans].
         self.rdoc: list[Any] | None = None
         self.last_head: tuple[int, str] = (1, "")  # the last heading's level and name, terms aside
+        self.bold_head: tuple[int, int, str] | None = None  # the last bold paragraph's heading
         # After a reference list, the section it interrupted, until the next heading: its text
         # there is no part of the list's last entry.
         self.resume: tuple[int, str] | None = None
@@ -246,6 +268,7 @@ class HtmlText(HTMLParser):
         self.title = ""
         self.first_h1 = ""
         self.texinfo = False  # made by makeinfo / texi2any (its <meta name="Generator">)
+        self.rustdoc = False  # made by rustdoc (likewise)
         # Made by a texinfo converter, texi2html included: its `<dt>`s may be definition lines
         # (unless `texinfo_names` is off: a page of few of them is read as if it had none).
         self.texinfo_names = texinfo_names
@@ -355,7 +378,7 @@ class HtmlText(HTMLParser):
             return
         self._note_rdoc_tag(tag, attrs)
         if tag == "p" and self.cell is None and self.row is None and not self.pre_depth:
-            self.para = [-1, [], True, 0]
+            self._start_paragraph()
         elif tag in _BOLD and self.para is not None:
             self.para[3] += 1
         elif tag not in _INLINE:
@@ -464,7 +487,7 @@ class HtmlText(HTMLParser):
             self._note_generator(attrs)
         if tag == "a":
             self.in_fragment_link = any(k == "href" and (v or "").startswith("#") for k, v in attrs)
-        if tag in _SKIP_TAGS or _hidden(attrs) or self._chrome(attrs):
+        if tag in _SKIP_TAGS or _hidden(attrs) or self._chrome(tag, attrs):
             if tag not in _VOID:
                 self.skip_tag, self.skip_depth = tag, 1
             return True
@@ -475,14 +498,24 @@ class HtmlText(HTMLParser):
         if (values.get("name") or "").lower() == "generator":
             content = (values.get("content") or "").lower()
             self.texinfo = self.texinfo or "makeinfo" in content or "texi2any" in content
+            self.rustdoc = self.rustdoc or content == "rustdoc"
             self.texinfo_defs = self.texinfo_names and (self.texinfo or "texi2html" in content)
 
-    def _chrome(self, attrs: list[tuple[str, str | None]]) -> bool:
+    def _chrome(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         """Navigation bars and permalinks, by their class."""
         classes = _classes(attrs)
         if not classes:
             return False
-        return bool(classes & _SKIP_CLASSES) or (self.texinfo and bool(classes & _TEXINFO_SKIP_CLASSES))
+        if tag == "a" and self.in_fragment_link and classes & _PERMALINK_CLASSES:
+            # A permalink may wrap the text it links to (mandoc: `<h1><a class="permalink"
+            # href="#NAME">NAME</a></h1>`, each option's `<dt>` too): not skipped, but as any
+            # `<a href="#…">` its lone mark (¶, §) is dropped in `handle_data`.
+            return False
+        return (
+            bool(classes & _SKIP_CLASSES)
+            or (self.texinfo and bool(classes & _TEXINFO_SKIP_CLASSES))
+            or (self.rustdoc and bool(classes & _RUSTDOC_SKIP_CLASSES))
+        )
 
     def _start_item(self) -> None:
         self._break(1)
@@ -626,6 +659,13 @@ class HtmlText(HTMLParser):
             self._end_table()
             self._break(2)
 
+    def _start_paragraph(self) -> None:
+        if self.para is not None:
+            # `</p>` left out: a `<p>` ends the open paragraph (as HTML implies), which may be a
+            # bold heading ("<p><b>3. Grant of Patent License.</b><p>").
+            self._end_paragraph(*self.para)
+        self.para = [-1, [], True, 0]
+
     def _note_paragraph(self, data: str, para: list[Any]) -> None:
         """The open paragraph's text, where it starts, and whether all of it is bold."""
         if data.strip():
@@ -643,10 +683,17 @@ class HtmlText(HTMLParser):
         name = WS.sub(" ", "".join(parts)).strip()
         if not bold or start < 0 or not name or len(name.split()) > _MAX_BOLD_HEADING_WORDS:
             return
-        if name[-1] in ".:;,!?" or not any(c.isalpha() for c in name):
+        if (name[-1] in ".:;,!?" and not _NUMBERED_CLAUSE.match(name)) or not any(c.isalpha() for c in name):
             return
-        level = min((self.heads[-1][1] + 1) if self.heads else 2, 6)
-        self.heads.append((start, level, name))
+        if self.heads and self.heads[-1] is self.bold_head:
+            # The next bold heading in a row is its sibling ("1. DEFINITIONS", "2. GRANT OF
+            # RIGHTS", …), not a subsection of it: each one level deeper named the previous
+            # clause as every later clause's parent, and ran them all down to level 6.
+            level = self.bold_head[1]
+        else:
+            level = min((self.heads[-1][1] + 1) if self.heads else 2, 6)
+        self.bold_head = (start, level, name)
+        self.heads.append(self.bold_head)
         self.last_head = (level, name)
 
     def _end_definition_list(self, dl: list[Any]) -> None:
