@@ -19,7 +19,8 @@ def _heads(html: str) -> list[tuple[int, str]]:
 
 def test_a_permalink_that_wraps_its_heading_text_keeps_the_text() -> None:
     """mandoc writes each section title and each option term inside `<a class="permalink">`: the
-    page had no section and no option names; a lone pilcrow permalink is still dropped."""
+    page had no section and no option names; a lone pilcrow permalink, or an icon font's glyph
+    (MkDocs' U+F0C1), is still dropped."""
     html = (
         "<html><body>"
         '<section><h1 class="Sh" id="NAME"><a class="permalink" href="#NAME">NAME</a></h1>'
@@ -28,12 +29,13 @@ def test_a_permalink_that_wraps_its_heading_text_keeps_the_text() -> None:
         '<dl class="Bl-tag"><dt id="s"><a class="permalink" href="#s"><b>-s</b></a></dt>'
         "<dd>Whistle when done.</dd></dl></section>"
         '<h2>Usage<a class="headerlink" href="#usage">¶</a></h2><p>Fill it first.</p>'
-        "</body></html>"
+        '<h2>Care<a class="headerlink" href="#care" title="Permanent link">\uf0c1</a></h2>'
+        "<p>Descale it.</p></body></html>"
     )
     doc = _parse(html)
-    assert [s.name for s in doc.sections] == ["NAME", "OPTIONS", "Usage"]
+    assert [s.name for s in doc.sections] == ["NAME", "OPTIONS", "Usage", "Care"]
     assert "-s\nWhistle when done." in [s.text for s in extract_spans(doc)]
-    assert "¶" not in doc.text
+    assert "¶" not in doc.text and "\uf0c1" not in doc.text
 
 
 def test_a_tooltip_mark_after_a_signature_is_no_part_of_its_name() -> None:

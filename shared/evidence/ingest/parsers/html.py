@@ -4,6 +4,7 @@ tables as pipe rows; site chrome (nav, scripts, hidden and landmark subtrees) dr
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from html.parser import HTMLParser
 from typing import Any
@@ -167,6 +168,12 @@ _GRID_CLASSES = frozenset({"summary-table", "details-table", "div-table", "css-t
 _GRID_HEADER = frozenset({"table-header", "th"})
 _GRID_LAST = frozenset({"col-last"})
 _COLUMN_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _permalink_mark(text: str) -> bool:
+    """A permalink's mark: one of `_PERMALINK_MARKS`, or an icon font's glyph (private-use code
+    points only: MkDocs' `headerlink` shows Font Awesome's U+F0C1)."""
+    return text in _PERMALINK_MARKS or (bool(text) and all(unicodedata.category(c) == "Co" for c in text))
 
 
 def _classes(attrs: list[tuple[str, str | None]]) -> set[str]:
@@ -509,7 +516,7 @@ class HtmlText(HTMLParser):
         if tag == "a" and self.in_fragment_link and classes & _PERMALINK_CLASSES:
             # A permalink may wrap the text it links to (mandoc: `<h1><a class="permalink"
             # href="#NAME">NAME</a></h1>`, each option's `<dt>` too): not skipped, but as any
-            # `<a href="#…">` its lone mark (¶, §) is dropped in `handle_data`.
+            # `<a href="#…">` its lone mark (¶, §, an icon font's glyph) is dropped in `handle_data`.
             return False
         return (
             bool(classes & _SKIP_CLASSES)
@@ -868,7 +875,7 @@ class HtmlText(HTMLParser):
         if self.title_parts is not None:
             self.title_parts.append(data)
             return
-        if self.skip_depth or (self.in_fragment_link and data.strip() in _PERMALINK_MARKS):
+        if self.skip_depth or (self.in_fragment_link and _permalink_mark(data.strip())):
             return
         if self.cell is not None:
             self.cell.append(data)
