@@ -106,3 +106,18 @@ def test_a_makefile_line_set_bold_is_no_heading_and_the_heading_over_it_stays() 
     ]
     doc = parse_bytes(make_pdf([page]), filename="build.pdf")
     assert [s.name for s in doc.sections] == ["Installing the fonts"]
+
+
+def test_contents_lines_ending_on_roman_page_numbers_are_spans_of_their_own() -> None:
+    """A book's part-level contents lines point to front-matter pages in roman numerals: each is a
+    span of its own, as an arabic-numbered entry is, instead of one run of leaders and titles."""
+    entries = [
+        "Quick Start Guide .............................. iii",
+        "User Manual .................................... iv",
+        "Technical Documentation ........................ viii",
+    ]
+    page: list[Line] = [*entries, "The manuals are released together with each version."]
+    doc = parse_bytes(make_pdf([page]), filename="book.pdf")
+    texts = [s.text for s in extract_spans(doc)]
+    for entry in entries:
+        assert entry in texts
