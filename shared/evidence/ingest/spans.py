@@ -61,8 +61,10 @@ _ALNUM = re.compile(r"\w")
 # A table of contents' entry: dot leaders, then a page number ("4.1.2.  Semantics . . . . 10").
 # One span per line; sentence-split, its leaders' dots would cut it into "Semantics ." fragments.
 # Its bounds (four dots, arabic pages) are the ones the extractor was measured with; the plain-text
-# parser's leader has the same shape with its own bounds, and one set for both is unmeasured.
-_CONTENTS_LINE = dot_leader(4, r"\d{1,4}")
+# parser's leader has the same shape with its own bounds, and one set for both is unmeasured. A
+# front-matter page in lower-case roman numerals ("Quick Start Guide ........ iii") ends an entry
+# too (session 54): a book's part-level contents lines otherwise ran into one span.
+_CONTENTS_LINE = dot_leader(4, r"(?:\d{1,4}|[ivxlc]{1,8})")
 
 _BLANK, _SKIP, _PROSE = 0, 1, 2
 

@@ -23,7 +23,7 @@ def test_a_contents_line_matches(line: str) -> None:
         "The value is 3.14",  # a decimal, not a leader
         "Wait... 10",  # too few dots for the bound
         "Scope .... page four",  # no page number at the end
-        "Preface ..... iv",  # roman pages are the parser's, not the extractor's
+        "Preface ..... iv",  # roman pages: not in this bound (spans._CONTENTS_LINE adds them apart)
     ],
 )
 def test_the_extractors_bounds_refuse(line: str) -> None:

@@ -86,13 +86,17 @@ _RUNNING_MAX_CHARS = 100
 
 def _page_zones(lines: Sequence[str]) -> list[tuple[str, int, int]]:
     """(end, rank, line index) of the lines at the top and bottom of a page: rank 0 is the outermost.
-    A page of fewer than three lines has no room for a header, so it has no zones."""
+    A page of fewer than three lines has no room for a header, so it has no zones. A bare page
+    number takes no room of its own: a journal's running head stacked over the folio in the margin
+    ("Shift work" / "interventions" / "163") is `_ZONE` lines besides it."""
     idx = [i for i, line in enumerate(lines) if line.strip()]
     if len(idx) < 3:
         return []
     # A short page's second line is as likely its content as a header's second line.
     zone = _ZONE if len(idx) >= 3 * _ZONE else 1
-    return [("top", r, idx[r]) for r in range(zone)] + [("bottom", r, idx[-1 - r]) for r in range(zone)]
+    top = zone + (zone > 1 and _PAGE_NUMBER.match(_running_key(lines[idx[0]])) is not None)
+    bottom = zone + (zone > 1 and _PAGE_NUMBER.match(_running_key(lines[idx[-1]])) is not None)
+    return [("top", r, idx[r]) for r in range(top)] + [("bottom", r, idx[-1 - r]) for r in range(bottom)]
 
 
 def _printed_number(line: str) -> int | None:
@@ -141,17 +145,26 @@ def running_lines(split: Sequence[Sequence[str]]) -> list[set[int]]:
     if len(split) < 2:
         return [set() for _ in split]
     counts: dict[tuple[str, str], int] = {}
-    for lines in split:
+    # A book's or a journal's left and right pages carry different running heads (the journal's
+    # name on one, the article's short title on the other): counted per side as well.
+    sided: dict[tuple[int, str, str], int] = {}
+    for page_no, lines in enumerate(split, start=1):
         for seen in {(where, _running_key(lines[i])) for where, _, i in _page_zones(lines)}:
             counts[seen] = counts.get(seen, 0) + 1
+            sided[(page_no % 2, *seen)] = sided.get((page_no % 2, *seen), 0) + 1
     need = max(3, (len(split) + 1) // 2)
+    need_side = {side: max(3, (len(split[1 - side :: 2]) + 1) // 2) for side in (0, 1)}
     offsets = _page_offset(split)
     out: list[set[int]] = []
     for page_no, lines in enumerate(split, start=1):
         drop = set()
+        side = page_no % 2
         for where, rank, i in _page_zones(lines):
             key = _running_key(lines[i])
-            if (counts.get((where, key), 0) >= need and len(key) <= _RUNNING_MAX_CHARS) or (
+            recurs = (
+                counts.get((where, key), 0) >= need or sided.get((side, where, key), 0) >= need_side[side]
+            )
+            if (recurs and len(key) <= _RUNNING_MAX_CHARS) or (
                 rank == 0
                 and (
                     _PAGE_NUMBER.match(key)

@@ -556,6 +556,11 @@ def _join_pages(page_texts: list[str]) -> tuple[str, list[int]]:
 _CODE_LINE = re.compile(
     r"::=|:=|->|==|(?<!:)//|/\*|\*/|^\s*[{}]|[{};]\s*$|<[A-Za-z_][^<>]*>|^\s*#\s*(?:include|define)\b"
 )
+# An assignment that appends or a substitution (`+=`, `$(`): a Makefile's or a shell script's line
+# ("EXTRA_DIST += $(FONTS)") set bold in a listing, which would otherwise be a heading. It only
+# keeps the line itself from heading a section: unlike `_CODE_LINE` it makes no line next to it
+# code (the bold section heading over such a listing stays a heading).
+_MAKE_LINE = re.compile(r"\+=|\$\(")
 
 
 def is_code_line(line: str) -> bool:
@@ -578,6 +583,7 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
             s.startswith("|")
             or FIGURE_CAPTION.match(s) is not None
             or is_code_line(s)
+            or _MAKE_LINE.search(s) is not None
             or _next_to_code(lines, i, styles)
         )
 
@@ -588,11 +594,16 @@ def _headings(text: str, styles: DocumentStyles | None = None) -> tuple[str, lis
     # a heading: it neither opens a heading nor is read as a wrapped heading's second line.
     styled = styled_headings(lines, styles, excluded, ends_group=caption) if styles is not None else {}
     listed = contents_names(lines)
+    # A numbered line set small is a footnote ("7 Ethiopian Aircraft Accident Investigation" over
+    # "Preliminary Report …, dated March 2019"), not a section. Only numbered ones: an ALL-CAPS
+    # title set small (a label's "HIGHLIGHTS OF PRESCRIBING INFORMATION" over 8 pt highlights)
+    # still heads its part.
     formal = {
         i
         for i, line in enumerate(lines)
         if (is_pdf_heading(line) or (line.strip() in listed and not caption(i)))
         and not _next_to_code(lines, i, styles)
+        and not (styles is not None and _numbered_level(line.strip()) and styles.set_small(line))
     }
     for i in figure_words(lines, styled, formal) | plot_titles(lines, styled):
         del styled[i]
@@ -634,18 +645,32 @@ def _heading_key(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
+#: Two or more unnumbered contents entries side by side, each a title and its page ("Environment 35
+#: Expressions 36": a contents page set in columns, read a row at a time).
+_PAGED_ROW = re.compile(r"^(?:[^\W\d][^\d]*?\s+\d{1,4}\s+)+[^\W\d][^\d]*?\s+\d{1,4}$")
+_PAGED_CELL = re.compile(r"([^\W\d][^\d]*?)\s+\d{1,4}(?:\s+|$)")
+
+
 def _without_paged_entries(heads: list[Heading]) -> list[Heading]:
     """`heads` without a contents list's entries set bold or large without dot leaders ("1
     Definitions and overview 1"): a heading ending on a page number whose title, with or without
-    its number, names a heading further on."""
+    its number, names a heading further on; or a row of such entries whose every title names a
+    heading further on (`_PAGED_ROW`)."""
     out: list[Heading] = []
-    for k, head in enumerate(heads):
-        m = _PAGED_ENTRY.match(head[2].strip())
+    later: Counter[str] = Counter(_heading_key(head[2]) for head in heads)
+    for head in heads:
+        later[_heading_key(head[2])] -= 1
+        name = head[2].strip()
+        m = _PAGED_ENTRY.match(name)
         if m is not None:
-            entry = head[2].strip()[: m.end("title")]
+            entry = name[: m.end("title")]
             keys = {_heading_key(m.group("title")), _heading_key(entry)}
-            if any(_heading_key(later[2]) in keys for later in heads[k + 1 :]):
+            if any(later[key] > 0 for key in keys):
                 continue
+        if _PAGED_ROW.match(name) and all(
+            later[_heading_key(title)] > 0 for title in _PAGED_CELL.findall(name)
+        ):
+            continue
         out.append(head)
     return out
 

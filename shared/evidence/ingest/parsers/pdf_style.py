@@ -223,6 +223,13 @@ class DocumentStyles:
     def style(self, line: str) -> LineStyle | None:
         return self._by_line.get(_key(line))
 
+    def set_small(self, line: str) -> bool:
+        """Whether the line is set smaller than the body by as much as a heading is set larger
+        (`SIZE_RATIO`): a footnote, a table's cell, a figure's label. No heading is."""
+        style = self.style(line)
+        body = self.body_size
+        return style is not None and body > 0 and style.size * SIZE_RATIO <= body
+
     def heading_style(self, line: str) -> LineStyle | None:
         """The line's style when its typography sets it apart as a heading."""
         style = self.style(line)
@@ -246,10 +253,20 @@ _OPEN_END = re.compile(
 
 #: A title trailing off ("4 Interactions of two factors,....."): the dots close no sentence.
 _TRAILING_ELLIPSIS = re.compile(r"[\s,;:]*(?:\.{3,}|\u2026)$")
+#: A contents entry's tail: a leader of dots (maybe spaced) or ellipsis characters, then a page
+#: number ("1.1. Why a revision? ........ 5", "Survey results…………… 14"). A contents page set
+#: in the headings' bold or size must not make each entry a section: the entry is text (its span
+#: is kept whole by `spans`), the heading is the one it points to.
+_CONTENTS_TAIL = re.compile(
+    r"(?:(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){4,}+|(?<!\u2026)\u2026{2,}+)[ \t.\u2026]*+\d{1,4}$"
+)
 
 
 def reads_like_heading(text: str) -> bool:
-    """Short, starts with a letter or digit, not a sentence (no closing full stop or comma)."""
+    """Short, starts with a letter or digit, not a sentence (no closing full stop or comma), not a
+    contents entry (a leader and a page number)."""
+    if _CONTENTS_TAIL.search(text.strip()):
+        return False
     s = _TRAILING_ELLIPSIS.sub("", text.strip())
     if not (2 <= len(s) <= MAX_HEADING_CHARS) or len(s.split()) > MAX_HEADING_WORDS:
         return False
