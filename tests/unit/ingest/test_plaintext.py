@@ -887,6 +887,9 @@ def test_box_drawing_rules_framing_entries_are_no_definition_terms() -> None:
     # rule headed a subsection named by its dashes. A line with no letter or digit names nothing.
     doc = parse_text(_framed_requests(12), filename="proto.txt")
     assert [s.name for s in doc.sections] == ["1. Requests", "2. Events"]
+    # A command named by punctuation is a term all the same.
+    text = _reference(12, filler=12).replace("   frob7 ticket [ level ]", "   #...")
+    assert "#..." in [s.name for s in parse_text(text, filename="a.txt").sections]
 
 
 def test_a_version_label_in_a_list_of_versions_is_no_numbered_heading() -> None:

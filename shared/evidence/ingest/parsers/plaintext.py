@@ -1104,6 +1104,8 @@ def _term_lines(lines: list[str], i: int, heading_lines: set[int]) -> int:
     return terms if ok else 0
 
 
+#: A line of box-drawing characters (U+2500-U+257F) and blanks.
+_BOX_RULE = re.compile(r"[\u2500-\u257f \t]+")
 _SENTENCE_DOT = re.compile(r"\w\.[\"')\u201d]*$")
 
 
@@ -1111,9 +1113,10 @@ def _term(line: str, heading_lines: set[int], i: int) -> bool:
     s = line.strip()
     return (
         bool(s)
-        # A line of box-drawing or other marks only ("┌───" over a request, "└───" under it: a
-        # protocol spec's frames) names nothing: it is a rule, not a term.
-        and any(c.isalnum() for c in s)
+        # A line of box-drawing characters only ("┌───" over a request, "└───" under it: a
+        # protocol spec's frames) names nothing: it is a rule, not a term ("#...", "--", a
+        # command reference's punctuation commands, are terms).
+        and not _BOX_RULE.fullmatch(s)
         and i not in heading_lines
         and len(s) <= MAX_TITLE_CHARS
         and not (_ITEM_MARK.match(line) or _SENTENCE_DOT.search(s))
