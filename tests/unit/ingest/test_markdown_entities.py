@@ -58,3 +58,12 @@ def test_text_between_code_spans_is_not_code() -> None:
     assert "Use `a` R&D `b` and `c &amp; d`." in text
     assert "x &amp; y" in text
     assert "more `e` Q&A `f`" in text
+
+
+def test_a_tilde_fenced_block_keeps_its_references_when_no_backtick_is_in_the_text() -> None:
+    # No backtick, no four-space run and no tab anywhere: only the "~~~" fence says code.
+    text, spans = _spans(
+        "# Escapes\n\nWrite &lt; as below.\n\n~~~\na &lt; b &amp;&amp; c\n~~~\n\nDone &amp; dusted.\n"
+    )
+    assert "a &lt; b &amp;&amp; c" in text
+    assert "Write < as below." in spans and "Done & dusted." in spans

@@ -90,3 +90,24 @@ def test_a_layout_table_of_one_text_cell_per_row_reads_as_paragraphs() -> None:
     assert ("A travel kettle boils half a litre.", SpanType.SENTENCE, "What we collect") in spans
     assert ("It folds flat for packing", SpanType.SENTENCE, "What we collect") in spans
     assert ("A jug kettle boils two litres.", SpanType.SENTENCE, "What we collect") in spans
+
+
+def test_a_cells_closing_tags_ending_a_markdown_paragraph_are_dropped() -> None:
+    """A blank line inside a cell ends the HTML block (CommonMark): the cell's paragraph is
+    Markdown, and the `</td>` closing it is markup, not a word of its last sentence. Tags inside
+    a line, and code, stay as written."""
+    source = (
+        "# Kettles\n\n"
+        '<table>\n  <tr>\n    <td><img src="k.png"/></td>\n    <td>\n\n'
+        "A steel kettle lasts ten years. Descale it monthly.</td> </tr>\n"
+        "  </table>\n\n"
+        "Keep `</td>` in code and </td> mid-line here.\n\n"
+        "```\nraw </td>\n```\n"
+    )
+    text, spans = _parse(source)
+    texts = [t for t, _, _ in spans]
+    assert "Descale it monthly." in texts
+    assert "Keep `</td>` in code and </td> mid-line here." in texts
+    assert "raw </td>" in text
+    crlf_text, _ = _parse(source.replace("\n", "\r\n"))
+    assert crlf_text == text

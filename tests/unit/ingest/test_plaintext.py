@@ -848,3 +848,136 @@ def test_a_version_line_on_every_page_is_no_running_header_when_it_differs_on_ea
     ]
     text = "".join(pages)
     assert "[Page" not in parse_text(text, filename="a.txt").text
+
+
+def test_sgr_escapes_read_as_nothing() -> None:
+    """A manual printed by grotty with colour escapes instead of overstrikes: bold as
+    "\\x1b[1m…\\x1b[22m", underline as "\\x1b[4m…\\x1b[24m". The numbered headings are read (the
+    escapes had glued "[1m" to each number) and the text holds no escape."""
+    text = (
+        "\x1b[1m1.  Basic Concepts\x1b[0m\n\n     Read the \x1b[4mmanual\x1b[24m first.\n\n"
+        "\x1b[1m1.1.  Pages\x1b[0m\n\n     A \x1b[1mpage\x1b[22m is one file.\n\n"
+        "\x1b[1m2.  More Concepts\x1b[0m\n\n     Then the rest.\n"
+    )
+    doc = parse_text(text, filename="intro.txt")
+    assert "\x1b" not in doc.text
+    assert [s.name for s in doc.sections] == ["1.  Basic Concepts", "1.1.  Pages", "2.  More Concepts"]
+    assert "Read the manual first." in doc.text and "A page is one file." in doc.text
+
+
+def _framed_requests(n: int) -> str:
+    """A made-up protocol spec: each request framed by box-drawing rules at the margin, its
+    fields indented under the top rule, its description indented under the bottom one."""
+    out = ["Kettle protocol", "", "1. Requests", "", "The requests follow.", ""]
+    prose = "The server boils the water and reports the temperature in tenths of a degree. " * 14
+    for k in range(n):
+        out += [
+            "\u250c\u2500\u2500\u2500",
+            f"    KettleRequest{k}",
+            "\twindow: WINDOW",
+            "\u2514\u2500\u2500\u2500",
+        ]
+        out += ["\tErrors: Window", ""] + ["\t" + line for line in textwrap.wrap(prose, 70)] + [""]
+    out += ["2. Events", "", "Events are sent when the water boils.", ""]
+    return "\n".join(out)
+
+
+def test_box_drawing_rules_framing_entries_are_no_definition_terms() -> None:
+    # 12 framed requests of over 10,000 characters: read as a term list, each "┌───" and "└───"
+    # rule headed a subsection named by its dashes. A line with no letter or digit names nothing.
+    doc = parse_text(_framed_requests(12), filename="proto.txt")
+    assert [s.name for s in doc.sections] == ["1. Requests", "2. Events"]
+    # A command named by punctuation is a term all the same.
+    text = _reference(12, filler=12).replace("   frob7 ticket [ level ]", "   #...")
+    assert "#..." in [s.name for s in parse_text(text, filename="a.txt").sections]
+
+
+def test_a_version_label_in_a_list_of_versions_is_no_numbered_heading() -> None:
+    # "1.5: Added Monitors" (Title Case) was a heading and set the numbering, so the next
+    # sentence-case clause ("11. Relationship with other extensions") no longer continued it.
+    text = (
+        "Kettle protocol\n\n10. Extension Versioning\n\nEach version added something:\n\n"
+        "\t1.0: Boils water.\n\n\t1.1: Added steam reports\n\n\t1.5: Added Whistles\n\n"
+        "\t1.6: Added timers and a child lock.\n\n"
+        "11. Relationship with other extensions\n\nNone of them.\n\n"
+        "12. Encoding\n\nAs the core protocol.\n"
+    )
+    assert [name for _, name in _names(text)] == [
+        "10. Extension Versioning",
+        "11. Relationship with other extensions",
+        "12. Encoding",
+    ]
+    # At the margin, a version line heads a changelog's release, as before.
+    log = "".join(f"1.9.{n}: Kettle Team\n{n + 1} May 2031\n- Fixed the lid.\n\n\n" for n in (9, 8, 7))
+    assert [name for _, name in _names(log)] == [
+        "1.9.9: Kettle Team",
+        "1.9.8: Kettle Team",
+        "1.9.7: Kettle Team",
+    ]
+
+
+def test_two_hyphens_typed_for_a_dash_separate_a_clause_number_from_its_title() -> None:
+    text = (
+        "Kettle Public Licence\n\nBy boiling water you accept these terms.\n\n"
+        "Section 1 -- Definitions.\n\n  a. Kettle means the appliance.\n\n"
+        "Section 2 -- Scope.\n\n  a. You may boil water.\n\n"
+        "Section 3 -- Term and Termination.\n\n  a. The licence lasts forever.\n"
+    )
+    assert [name for _, name in _names(text)] == [
+        "Section 1 -- Definitions",
+        "Section 2 -- Scope",
+        "Section 3 -- Term and Termination",
+    ]
+
+
+def test_a_missed_first_sub_heading_does_not_lose_its_siblings() -> None:
+    # "1.1.  kettled" (a title in lower case) is no heading; "1.2" (sentence case) must continue
+    # the numbering from "1": one level deeper, one number missed, as "4.1" → "4.3" is tolerated.
+    text = (
+        "Kettle manual\n\n1.  Introduction\n\nThe kettle suite.\n\n1.1.  kettled\n\nThe daemon.\n\n"
+        "1.2.  The water tank\n\nIt holds a litre.\n\n1.3.  Boiling the water\n\nPress the switch.\n\n"
+        "2.  Cleaning\n\nDescale it monthly.\n"
+    )
+    assert [name for _, name in _names(text)] == [
+        "1.  Introduction",
+        "1.2.  The water tank",
+        "1.3.  Boiling the water",
+        "2.  Cleaning",
+    ]
+
+
+def _kettle_manual() -> str:
+    """A made-up manual: Roman parts, the long one split by sentence-case lines standing alone."""
+    para = "\n".join(
+        textwrap.wrap("The kettle library boils water for the application and reports progress. " * 20, 72)
+    )
+    return (
+        "Kettle library manual\n\nI. Introduction\n\n" + para + "\n\nII. Boiling\n\n" + para + "\n\n"
+        "Setup\n\n" + para + "\n\n"
+        "You must supply the function\n\n    void boil(kettle *k);\n\n" + para + "\n\n"
+        "The example is:\n\nSee below\n\n" + para + "\n\n"
+        "Input transformations\n\n" + para + "\n\nM\tsrc/kettle.c\n\n" + para + "\n\n"
+        "Reading the temperature\n\n"
+        + para
+        + "\n\nIII. Cleaning\n\n"
+        + para
+        + "\n\nDescaling\n\n"
+        + para
+        + "\n\nDrying the lid\n\n"
+        + para
+        + "\n"
+    )
+
+
+def test_sentence_case_lines_standing_alone_split_a_long_section() -> None:
+    # Part II holds over 10,000 characters: its short lines standing alone over a paragraph at
+    # their margin head subsections under it. A lead-in over indented code, a line after a colon,
+    # a file list's tabbed line and the short part III (under 10,000 characters) head none.
+    assert _names(_kettle_manual()) == [
+        (2, "I. Introduction"),
+        (2, "II. Boiling"),
+        (3, "Setup"),
+        (3, "Input transformations"),
+        (3, "Reading the temperature"),
+        (2, "III. Cleaning"),
+    ]

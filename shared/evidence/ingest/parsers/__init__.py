@@ -76,7 +76,7 @@ def parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -
     """Parse already-decoded text (API `text` uploads; not JSONL records, which are stored as
     given) of a text format."""
     if fmt == "txt":
-        text = blank_field_dots(read_overstrikes(text))
+        text = blank_field_dots(read_overstrikes(read_sgr_escapes(text)))
     doc = _parse_text(text, filename=filename, fmt=fmt, title=title)
     if fmt == "html":
         # A heading that is a question ("What is Frobnix?", an FAQ's) stays a fact span over its
@@ -113,6 +113,19 @@ def read_overstrikes(text: str) -> str:
     """`text` with each overstrike read as the character printed last ("B\bB" → "B", "_\bw" → "w"),
     so an emboldened heading or an underlined word is its words."""
     return _OVERSTRUCK.sub("", text) if "\x08" in text else text
+
+
+#: A terminal's select-graphic-rendition sequence: grotty prints bold as "\x1b[1mword\x1b[22m" and
+#: underline as "\x1b[4mword\x1b[24m" (a manual printed to text with colour escapes, not
+#: overstrikes: groff's default since its SGR output).
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def read_sgr_escapes(text: str) -> str:
+    """`text` without its graphic-rendition escapes ("\x1b[1m1.  Introduction\x1b[0m" →
+    "1.  Introduction"), so an emboldened heading or an underlined word is its words, as
+    `read_overstrikes` makes nroff's overstruck ones."""
+    return _SGR.sub("", text) if "\x1b" in text else text
 
 
 def _parse_text(text: str, *, filename: str, fmt: str = "txt", title: str = "") -> ParsedDocument:

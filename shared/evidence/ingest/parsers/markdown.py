@@ -124,9 +124,31 @@ def parse_markdown(text: str, *, title: str = "") -> ParsedDocument:
         title=title or h1,
         sections=sections,
         fmt="md",
-        line_ends=tab_line_ends(text),
+        line_ends=tuple(sorted({*tab_line_ends(text), *link_definition_ends(text)})),
         fact_headings=question_headings(sections),
     )
+
+
+#: A link reference definition: "[CVE-2024-1234]: https://…" (a footnote's "[^1]: …" is text).
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[(?!\^)[^\]\n]{1,999}\]:[ \t]*\S")
+
+
+def link_definition_ends(text: str) -> tuple[int, ...]:
+    """The line breaks around each link reference definition outside code: a renderer draws none
+    of them (they only give links their targets), so each is a span of its own; run together, a
+    changelog's 185 CVE links were spans of up to 1,000 characters of URLs."""
+    if "]:" not in text:
+        return ()
+    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
+    ends: list[int] = []
+    pos = 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
+        if _LINK_DEFINITION.match(line) and not (code and inside_any(code, start)):
+            if start:
+                ends.append(start - 1)
+            ends.append(start + len(line))
+    return tuple(e for e in ends if e < len(text))
 
 
 def question_headings(sections: tuple[Section, ...]) -> tuple[int, ...]:
@@ -248,7 +270,9 @@ def entity_edits(text: str) -> list[tuple[int, int, str]]:
     """(start, end, character) of every character reference outside code, not escaped (`\\&amp;`)."""
     if "&" not in text:
         return []
-    code = code_ranges(text) if "`" in text or "    " in text or "\t" in text else []
+    # Every way code opens (a backtick or tilde fence, an inline span, an indented block) is
+    # looked for, as `markdown_html` does: a "~~~" block holds no backtick to set the search off.
+    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
     edits: list[tuple[int, int, str]] = []
     for m in _ENTITY.finditer(text):
         a = m.start()

@@ -39,6 +39,10 @@ _BLOCK_START = re.compile(rf"^ {{0,3}}</?(?:{_BLOCK_TAGS})(?=[ \t/>]|$)", re.IGN
 _STRUCTURE = re.compile(r"</?(?:table|dl|ul|ol|details)(?=[\s/>])", re.IGNORECASE)
 #: A `<br>` tag; those ending a line (a postal address written with them) are dropped.
 _BR = re.compile(r"<br[ \t]*/?>", re.IGNORECASE)
+#: A block tag's closing tag: a cell's `</td>` left at the end of its last paragraph when a blank
+#: line split the table (the Markdown between the HTML pieces stays Markdown, CommonMark's
+#: reading) is markup the renderer draws, not words: dropped where it ends a line, as a `<br>` is.
+_END_TAG = re.compile(rf"</(?:{_BLOCK_TAGS})[ \t]*>", re.IGNORECASE)
 
 #: (start, end, replacement, line ends inside the replacement) of one edit of the text.
 _Edit = tuple[int, int, str, tuple[int, ...]]
@@ -77,6 +81,10 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
             edits.append((start + cut, start + len(line), "", ()))
             if i + 1 < len(lines):
                 breaks.append(start + len(line))
+        else:
+            cut = _trailing_tags(line, _END_TAG)
+            if cut < len(line) and line[:cut].strip():
+                edits.append((start + cut, start + len(line), "", ()))
         i += 1
     return edits, breaks
 
@@ -85,6 +93,12 @@ def _trailing_breaks(line: str) -> int:
     """Where the run of `<br>` tags (and the blanks around them) ending `line` starts, or the
     line's length. Read from the end, tag by tag: a regex search for the run from each position
     rescanned every later tag (20 KB of `<br>` before a word took 3 s)."""
+    return _trailing_tags(line, _BR)
+
+
+def _trailing_tags(line: str, tag: re.Pattern[str]) -> int:
+    """Where the run of `tag` matches (and the blanks around them) ending `line` starts, or the
+    line's length (see `_trailing_breaks`)."""
     pos = len(line)
     cut = pos
     while True:
@@ -93,7 +107,7 @@ def _trailing_breaks(line: str) -> int:
         if not pos or line[pos - 1] != ">":
             return cut
         lt = line.rfind("<", 0, pos)
-        if lt < 0 or _BR.fullmatch(line, lt, pos) is None:
+        if lt < 0 or tag.fullmatch(line, lt, pos) is None:
             return cut
         pos = lt
         while pos and line[pos - 1] in " \t":

@@ -95,7 +95,8 @@ _NUMBERED = re.compile(
     r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}|[IVXLC]{1,6}|[A-Z](?:\.\d{1,3}){1,4}"
     # a closing parenthesis may follow a number as a dot does ("1) Guarding use of …": a policy's)
     r"|(?(kw)[A-Z](?![A-Za-z])|[A-Z](?=\.[ \t])))(?P<dot>\.?|(?<=\d)\))"
-    r"[ \t]*(?:[-\u2013\u2014:][ \t]*)?"
+    # a dash, or two hyphens typed for one ("Section 1 -- Definitions.": a licence in ASCII)
+    r"[ \t]*(?:(?:--|[-\u2013\u2014:])[ \t]*)?"
     # a title starts with a capital, or is a path naming what its section is about ("4)
     # /usr/share/<flavor>/site-lisp/": a policy's); it stops at its first dot, but for an
     # initialism's ("10. U.S. GOVERNMENT END USERS.")
@@ -205,6 +206,15 @@ def _numbered(
         return None
     if m.group("dot") and m.start("title") == m.end("dot"):
         return None  # "2.If the Recipient …": an item glued to its number, not a heading's title
+    if (
+        "." in num
+        and line[:1] in " \t"
+        and not (m.group("kw") or m.group("dot"))
+        and line[m.end("num") : m.end("num") + 1] == ":"
+    ):
+        # "\t1.5: Added Monitors": a version's label in an indented list of versions, no clause
+        # number (at the margin, "1.9.9: Ludovic Rousseau" heads a changelog's release: kept).
+        return None
     # A path's words start with no letter, so it would pass as Title Case: it counts only where it
     # continues the numbering, as a sentence-case title does (a list of paths is no outline).
     path = title.startswith("/")
@@ -253,17 +263,22 @@ def _outline_parts(num: str) -> tuple[int, ...]:
     return (first, *(int(x) for x in rest))
 
 
+#: How far an outline number may step past the one expected (missed headings tolerated).
+MAX_NUMBER_STEP = 3
+
+
 def _continues(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
     """Whether outline number `cur` may follow `prev`: one level deeper from 1 ("4" → "4.1"), or
-    the next number at a level (a missed heading or two tolerated: "4.1" → "4.2", "4.4" → "5")."""
+    the next number at a level, a missed heading or two tolerated either way ("4.1" → "4.2", "4.4"
+    → "5"; "1" → "1.2" when "1.1. man-db", a title in lower case, was no heading)."""
     if cur is None:
         return False
     if prev is None:
         return cur[-1] <= 1
-    if cur[:-1] == prev and cur[-1] <= 1:
+    if cur[:-1] == prev and cur[-1] <= MAX_NUMBER_STEP:
         return True
     k = len(cur) - 1
-    return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= 3
+    return k < len(prev) and cur[:k] == prev[:k] and 0 < cur[k] - prev[k] <= MAX_NUMBER_STEP
 
 
 def _next_number(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> bool:
@@ -581,6 +596,8 @@ def plaintext_headings(text: str) -> list[Heading]:
     heads = other + (numbered if len(numbered) >= 2 else [])
     if not heads:
         heads = _standalone_titles(lines, starts)
+    else:
+        heads = heads + _subheadings(lines, starts, sorted(heads))
     # A permalink's pilcrow that a web page printed to text keeps after each heading ("1.
     # Copyright¶") is no part of the heading's name.
     return sorted((at, level, name.removesuffix("\u00b6").rstrip()) for at, level, name in heads)
@@ -614,6 +631,78 @@ def _standalone_titles(lines: list[str], starts: list[int]) -> list[Heading]:
             continue
         out.append((starts[i], 2, s))
     return out if len(out) >= MIN_STANDALONE_TITLES else []
+
+
+#: What no title holds: a clause's punctuation, code's and markup's characters.
+_NO_TITLE_CHARS = re.compile(r"[,:;=<>{}\[\]#|*_`$\\]")
+
+
+def _subheading(lines: list[str], i: int) -> bool:
+    """A short line standing alone between blank lines at its paragraphs' margin, opening on a
+    capital, no closing mark, nothing of code in it, over a paragraph at its own margin (not over
+    indented code, which a lead-in such as "You must supply the function" stands over), after
+    text that does not lead in to it with a colon: "Setup", "Input transformations"."""
+    line = lines[i]
+    s = line.strip()
+    if not s or not s[0].isupper() or len(s) > MAX_TITLE_CHARS or len(s.split()) > MAX_TITLE_WORDS:
+        return False
+    if (
+        s[-1] in ".!?"
+        or _NO_TITLE_CHARS.search(s)
+        or _COLUMNS.search(s)
+        or _caps(s)
+        or _ITEM_MARK.match(line)
+    ):
+        return False
+    if "\t" in s or sum(c.isalpha() for c in s) < 3:
+        return False  # "M\tsrc/main.c": a tab between columns (a commit's file list); "OR"
+    if (i and lines[i - 1].strip()) or i + 1 >= len(lines) or lines[i + 1].strip():
+        return False
+    k = i - 1
+    while k >= 0 and not lines[k].strip():
+        k -= 1
+    if k >= 0 and lines[k].rstrip().endswith(":"):
+        return False
+    body = _next_text(lines, i + 1)
+    # The paragraph under it runs a full line at the title's margin: prose, not a list or code.
+    return (
+        bool(body)
+        and _indent(body) == _indent(line)
+        and len(body.strip()) >= 2 * len(s)
+        and body.strip()[0].isalpha()
+    )
+
+
+def _subheadings(lines: list[str], starts: list[int], heads: list[Heading]) -> list[Heading]:
+    """Sentence-case subheadings of a long section (a manual's part holding 44 % of it, its
+    "Setup", "Input transformations" … short lines standing alone: `_subheading`), each one level
+    under the section's heading, where that section holds at least `REFERENCE_LIST_CHARS`
+    characters (much text, the list rule's bound) and at least `MIN_STANDALONE_TITLES` of them."""
+    total = starts[-1] + len(lines[-1]) if lines else 0
+    taken = {at for at, _, _ in heads}
+    out: list[Heading] = []
+    bounds = [*(at for at, _, _ in heads), total]
+    i = 0
+    for n, (at, level, _) in enumerate(heads):
+        end = bounds[n + 1]
+        if end - at < REFERENCE_LIST_CHARS:
+            continue
+        while i < len(lines) and starts[i] <= at:
+            i += 1
+        # At the left margin, as its section's heading: a commit message's subject, indented
+        # under its "commit" line over its indented body, is no subheading of a changelog (and
+        # would cut the changelog's list of commits short: `reference_lists`).
+        if at != starts[i - 1]:
+            continue
+        found: list[Heading] = []
+        while i < len(lines) and starts[i] < end:
+            here = starts[i] + _indent(lines[i])
+            if here not in taken and not _indent(lines[i]) and _subheading(lines, i):
+                found.append((here, min(level + 1, 6), lines[i].strip()))
+            i += 1
+        if len(found) >= MIN_STANDALONE_TITLES:
+            out += found
+    return out
 
 
 #: A clause in running prose: "  1. You may copy and distribute verbatim copies of the …".
@@ -1015,6 +1104,8 @@ def _term_lines(lines: list[str], i: int, heading_lines: set[int]) -> int:
     return terms if ok else 0
 
 
+#: A line of box-drawing characters (U+2500-U+257F) and blanks.
+_BOX_RULE = re.compile(r"[\u2500-\u257f \t]+")
 _SENTENCE_DOT = re.compile(r"\w\.[\"')\u201d]*$")
 
 
@@ -1022,6 +1113,10 @@ def _term(line: str, heading_lines: set[int], i: int) -> bool:
     s = line.strip()
     return (
         bool(s)
+        # A line of box-drawing characters only ("┌───" over a request, "└───" under it: a
+        # protocol spec's frames) names nothing: it is a rule, not a term ("#...", "--", a
+        # command reference's punctuation commands, are terms).
+        and not _BOX_RULE.fullmatch(s)
         and i not in heading_lines
         and len(s) <= MAX_TITLE_CHARS
         and not (_ITEM_MARK.match(line) or _SENTENCE_DOT.search(s))
