@@ -60,6 +60,13 @@ BLIND_SETS = {
         "licences-lppl-vim-infozip-text",
         "technical-manual-postfix-html",
     },
+    # two generic-drug label PDFs (USAntibiotics amoxicillin, Laurus metformin) as one family, three
+    # OpenSSH protocol specifications as plain text with numbered sections, three Docutils pages in HTML
+    "qa-blind11": {
+        "drug-labels-amoxicillin-metformin-pdf",
+        "specification-openssh-protocol-text",
+        "technical-manual-docutils-html",
+    },
 }
 
 
