@@ -1025,7 +1025,8 @@ def test_a_long_sub_numbered_title_continuing_the_numbering_is_a_heading() -> No
         name
         for _, name in _names(
             "Kettle protocol\n\n1. Introduction\n\nText.\n\n"
-            "7.5. Requests that the kettle learned in its second protocol revision\n\nText.\n\n2. Events\n\nText.\n"
+            "7.5. Requests that the kettle learned in its second protocol revision\n\nText.\n\n"
+            "2. Events\n\nText.\n"
         )
     )
 

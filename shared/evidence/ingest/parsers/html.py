@@ -395,8 +395,7 @@ class HtmlText(HTMLParser):
         if (self.cell is not None or self.row is not None) and not self._leaves_layout_table(tag):
             self._start_in_table(tag)
         elif tag == "br":
-            if self.para is not None:
-                self._note_line_break(self.para)
+            self._note_line_break()
             if self.pre_depth:
                 self._write_raw_pre("\n")
             else:
@@ -601,7 +600,10 @@ class HtmlText(HTMLParser):
             # "</br>" breaks the line as "<br>" does: HTML's parsing rules read it so, as every
             # browser does ("<b>Apache License</b></br>Version 2.0": a Word page's title block).
             self.handle_starttag(tag, [])
-            return
+        else:
+            self._end_tag(tag)
+
+    def _end_tag(self, tag: str) -> None:
         if tag == "a":
             self.in_fragment_link = False
         self._end_rdoc_tag(tag)
@@ -691,9 +693,10 @@ class HtmlText(HTMLParser):
                 para[0] = self._text_start()
         para[1].append(data)
 
-    def _note_line_break(self, para: list[Any]) -> None:
+    def _note_line_break(self) -> None:
         """A `<br>` in the open paragraph: the first one after all-bold text closes a bold first line."""
-        if para[4] is None and para[2] and para[0] >= 0:
+        para = self.para
+        if para is not None and para[4] is None and para[2] and para[0] >= 0:
             para[4] = len(para[1])
 
     def _end_paragraph(
