@@ -130,3 +130,25 @@ def test_a_paragraph_whose_end_tag_is_left_out_can_still_be_a_heading() -> None:
         "<p>You may patent nothing.</p></body></html>"
     )
     assert _heads(html)[-1] == (2, "3. Grant of Patent Tea.")
+
+
+def test_an_end_tag_br_breaks_the_line() -> None:
+    """`</br>` (a stray end tag, as Word pages write it) breaks the line as `<br>` does."""
+    doc = _parse("<html><body><p>Tea Licence</br>Version 2.0, January 2004</p></body></html>")
+    assert "Tea Licence\nVersion 2.0" in doc.text
+
+
+def test_a_bold_first_line_of_a_paragraph_of_lines_is_a_heading() -> None:
+    """A title block: the bold first line, a `<br>` ending it, lines that are not bold under it.
+    A bold label ending on a colon, or a bold first line that text follows without a break, is no
+    heading."""
+    html = (
+        "<html><body><p><b>Coffee Licence</b></p><p><b>1. Beans.</b></p><p>Roast them.</p>"
+        "<p><b>Tea Licence</b><br>Version 2.0, January 2004<br>http://example.org/tea</p>"
+        "<p><b>1. Leaves.</b></p><p>Steep them.</p>"
+        "<p><b>Note:</b><br>Hot water.</p><p><b>Milk first</b> is a choice.<br>Or not.</p>"
+        "</body></html>"
+    )
+    assert [name for _, name in _heads(html)] == [
+        "Coffee Licence", "1. Beans.", "Tea Licence", "1. Leaves.",
+    ]  # fmt: skip

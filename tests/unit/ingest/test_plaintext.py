@@ -931,10 +931,11 @@ def test_two_hyphens_typed_for_a_dash_separate_a_clause_number_from_its_title() 
 
 
 def test_a_missed_first_sub_heading_does_not_lose_its_siblings() -> None:
-    # "1.1.  kettled" (a title in lower case) is no heading; "1.2" (sentence case) must continue
-    # the numbering from "1": one level deeper, one number missed, as "4.1" → "4.3" is tolerated.
+    # "1.1.  kettled(8)" (a title in lower case with a page reference) is no heading; "1.2"
+    # (sentence case) must continue the numbering from "1": one level deeper, one number missed,
+    # as "4.1" → "4.3" is tolerated.
     text = (
-        "Kettle manual\n\n1.  Introduction\n\nThe kettle suite.\n\n1.1.  kettled\n\nThe daemon.\n\n"
+        "Kettle manual\n\n1.  Introduction\n\nThe kettle suite.\n\n1.1.  kettled(8)\n\nThe daemon.\n\n"
         "1.2.  The water tank\n\nIt holds a litre.\n\n1.3.  Boiling the water\n\nPress the switch.\n\n"
         "2.  Cleaning\n\nDescale it monthly.\n"
     )
@@ -981,3 +982,69 @@ def test_sentence_case_lines_standing_alone_split_a_long_section() -> None:
         (3, "Reading the temperature"),
         (2, "III. Cleaning"),
     ]
+
+
+def _kettle_protocol(title_71: str, title_72: str) -> str:
+    return (
+        "Kettle protocol\n\n1. Introduction\n\nThe kettle protocol boils water.\n\n"
+        "7. Requests\n\nKettleBoil asks the kettle to boil.\n\n"
+        f"{title_71}\n\nKettleDescale asks it to descale.\n\n"
+        f"{title_72}\n\nKettleWhistle asks it to whistle.\n\n"
+        "8. Events\n\nKettleBoiled says it boiled.\n"
+    )
+
+
+def test_a_version_number_inside_a_numbered_title_is_part_of_it() -> None:
+    # The dots of "1.2" are no sentence's end: the title runs on past them.
+    text = _kettle_protocol("7.1. Requests added in version 1.2", "7.2. Requests added in version 1.3.1")
+    assert [name for _, name in _names(text)] == [
+        "1. Introduction",
+        "7. Requests",
+        "7.1. Requests added in version 1.2",
+        "7.2. Requests added in version 1.3.1",
+        "8. Events",
+    ]
+
+
+def test_a_long_sub_numbered_title_continuing_the_numbering_is_a_heading() -> None:
+    # Ten words, more than a heading's usual eight: a sub-number continuing the numbering, standing
+    # alone, may run as long as a parent title.
+    text = _kettle_protocol(
+        "7.1. Requests that the kettle learned in its second protocol revision",
+        "7.2. Requests that the kettle learned in its third protocol revision",
+    )
+    assert [name for _, name in _names(text)] == [
+        "1. Introduction",
+        "7. Requests",
+        "7.1. Requests that the kettle learned in its second protocol revision",
+        "7.2. Requests that the kettle learned in its third protocol revision",
+        "8. Events",
+    ]
+    # Not where it breaks the numbering ("7.5" under "1."), nor with no sub-number.
+    assert "7.5. Requests" not in " ".join(
+        name
+        for _, name in _names(
+            "Kettle protocol\n\n1. Introduction\n\nText.\n\n"
+            "7.5. Requests that the kettle learned in its second protocol revision\n\nText.\n\n"
+            "2. Events\n\nText.\n"
+        )
+    )
+
+
+def test_a_sub_numbered_title_in_lower_case_is_a_heading() -> None:
+    # "1.1.  kettled": a manual names its programs as they are spelled.
+    text = (
+        "Kettle manual\n\n1.  Introduction\n\nThe kettle suite.\n\n1.1.  kettled\n\nThe daemon.\n\n"
+        "1.2.  The water tank\n\nIt holds a litre.\n\n2.  Cleaning\n\nDescale it monthly.\n\n"
+        "2.1.  descale database location\n\nIn /var/lib/kettle.\n"
+    )
+    assert [name for _, name in _names(text)] == [
+        "1.  Introduction",
+        "1.1.  kettled",
+        "1.2.  The water tank",
+        "2.  Cleaning",
+        "2.1.  descale database location",
+    ]
+    # Not where it breaks the numbering, nor as a version's line in a list.
+    names = [name for _, name in _names(text.replace("2.1.  descale", "4.4.  descale"))]
+    assert "4.4.  descale database location" not in names

@@ -282,8 +282,10 @@ class HtmlText(HTMLParser):
         self.texinfo_defs = False
         self.texinfo_entries = 0  # definition lines named
         self.in_fragment_link = False  # inside <a href="#…">: a lone ¶ there is a permalink
-        # The open <p>: [text start, its text, all of it bold so far, open <b>/<strong>]. A short
-        # paragraph that is nothing but bold text is a heading (`_end_paragraph`).
+        # The open <p>: [text start, its text, all of it bold so far, open <b>/<strong>, how many
+        # of its text parts its first line holds when that line is all bold and a <br> ends it].
+        # A short paragraph that is nothing but bold text, or whose first line is, is a heading
+        # (`_end_paragraph`).
         self.para: list[Any] | None = None
 
     # Each construct parser returns -1 when its construct runs to the end of the input: count them.
@@ -393,6 +395,7 @@ class HtmlText(HTMLParser):
         if (self.cell is not None or self.row is not None) and not self._leaves_layout_table(tag):
             self._start_in_table(tag)
         elif tag == "br":
+            self._note_line_break()
             if self.pre_depth:
                 self._write_raw_pre("\n")
             else:
@@ -593,6 +596,14 @@ class HtmlText(HTMLParser):
             self.cell.append(" ")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "br":
+            # "</br>" breaks the line as "<br>" does: HTML's parsing rules read it so, as every
+            # browser does ("<b>Apache License</b></br>Version 2.0": a Word page's title block).
+            self.handle_starttag(tag, [])
+        else:
+            self._end_tag(tag)
+
+    def _end_tag(self, tag: str) -> None:
         if tag == "a":
             self.in_fragment_link = False
         self._end_rdoc_tag(tag)
@@ -671,7 +682,7 @@ class HtmlText(HTMLParser):
             # `</p>` left out: a `<p>` ends the open paragraph (as HTML implies), which may be a
             # bold heading ("<p><b>3. Grant of Patent License.</b><p>").
             self._end_paragraph(*self.para)
-        self.para = [-1, [], True, 0]
+        self.para = [-1, [], True, 0, None]
 
     def _note_paragraph(self, data: str, para: list[Any]) -> None:
         """The open paragraph's text, where it starts, and whether all of it is bold."""
@@ -682,11 +693,23 @@ class HtmlText(HTMLParser):
                 para[0] = self._text_start()
         para[1].append(data)
 
-    def _end_paragraph(self, start: int, parts: list[str], bold: bool, _open: int) -> None:
+    def _note_line_break(self) -> None:
+        """A `<br>` in the open paragraph: the first one after all-bold text closes a bold first line."""
+        para = self.para
+        if para is not None and para[4] is None and para[2] and para[0] >= 0:
+            para[4] = len(para[1])
+
+    def _end_paragraph(
+        self, start: int, parts: list[str], bold: bool, _open: int, first_line: int | None
+    ) -> None:
         """A paragraph of nothing but bold text, short and without a sentence's closing mark, is
         a heading one level under the last one ("<p><b>Maximum Number Of Columns</b></p>": how
-        many manuals title the items of a list)."""
+        many manuals title the items of a list). So is a paragraph's bold first line that a
+        `<br>` ends over lines that are not bold, on the same terms: a title block ("<p><b>Apache
+        License</b><br>Version 2.0, January 2004<br>…</p>")."""
         self.para = None
+        if not bold and first_line is not None:
+            parts, bold = parts[:first_line], True
         name = WS.sub(" ", "".join(parts)).strip()
         if not bold or start < 0 or not name or len(name.split()) > _MAX_BOLD_HEADING_WORDS:
             return

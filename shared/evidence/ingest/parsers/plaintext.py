@@ -104,7 +104,8 @@ _NUMBERED = re.compile(
     r"(?P<title>(?:[A-Z]|/(?=[\w<])|(?(kw)\((?=[A-Z][^()\n]*\)[ \t]*$)|(?!)))"
     # or for a file name's ("9) Usage of autoload in the site-start.d files.": a dot between
     # lower-case letters, a short extension after it, is no sentence's end)
-    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])"
+    # or for a version number's ("7.1. Extension Requests added in version 1.2 of the extension")
+    r"(?:[^.\n:;!?]|(?<=(?<![A-Za-z])[A-Z])\.(?=[A-Z]\.)|(?<=\.[A-Z])\.(?=[ \t][A-Z])|(?<=\d)\.(?=\d)"
     r"|(?<=[a-z])\.(?=[a-z]{1,4}\b)){0,78})"
     # a question's mark ends a title too ("2.1. What is the latest version?": an FAQ's entries)
     r"(?P<end>[.:?](?=[ \t]|$)|[ \t]*$)"
@@ -232,7 +233,14 @@ def _numbered(
     level = num.count(".") + 1
     heading = line[: m.end()].strip().rstrip(".:").strip()
     parts = _outline_parts(num) if not roman else _roman_parts(num)
-    return _Numbered(level, heading, parts, needs_sequence=not strict or bare, roman=roman)
+    # A title holding a version number ("1. ICU License - ICU 1.8.1 to ICU 57.1": a bundled
+    # licence's name in a list of them) counts only where it continues the numbering.
+    versioned = _VERSION_DOT.search(title) is not None
+    return _Numbered(level, heading, parts, needs_sequence=not strict or bare or versioned, roman=roman)
+
+
+#: A dot between digits inside a title: a version number's ("version 1.2", "ICU 57.1").
+_VERSION_DOT = re.compile(r"\d\.\d")
 
 
 #: A Roman numeral of I, V and X only, up to 39 ("XV"): a manual's or a contract's part numbers.
@@ -309,6 +317,36 @@ def _parent_heading(line: str, body: str, dot_ok: bool) -> _Numbered | None:
         return None
     sub = _numbered(body, loose=True)
     return found if sub is not None and sub.parts == (*found.parts, 1) else None
+
+
+def _long_sub_heading(line: str, dot_ok: bool, last: tuple[int, ...] | None) -> _Numbered | None:
+    """A sub-numbered line standing alone whose sentence-case title runs as long as a parent's
+    (up to `MAX_PARENT_TITLE_WORDS` words) where its number continues the numbering: "7.1.
+    Extension Requests added in version 1.2 of the extension" under "7. Extension Requests" (no
+    list item has a sub-number, see `MAX_PARENT_TITLE_WORDS`)."""
+    found = _numbered(line, loose=True, dot_ok=dot_ok, max_words=MAX_PARENT_TITLE_WORDS)
+    if found is None or found.parts is None or len(found.parts) < 2 or not _continues(last, found.parts):
+        return None
+    return found
+
+
+#: A sub-numbered title in lower case standing alone: "1.1.  man-db", "6.1.  index database
+#: location" (a manual naming its programs and files by their own spelling).
+_LOWER_SUB_HEADING = re.compile(
+    r"^(?P<num>\d{1,3}(?:\.\d{1,3}){1,4})\.?[ \t]+(?P<title>[a-z][\w\-]*(?:[ \t]+[\w\-]+)*)[ \t]*$"
+)
+
+
+def _lower_case_sub_heading(line: str) -> _Numbered | None:
+    """A sub-numbered line standing alone whose title is in lower case (`_LOWER_SUB_HEADING`, up
+    to `MAX_TITLE_WORDS` words, no closing mark), taken only where its number continues the
+    numbering (`needs_sequence`): a parent's first sub-heading, so its siblings continue from it."""
+    m = _LOWER_SUB_HEADING.match(line)
+    if not m or len(m.group("title").split()) > MAX_TITLE_WORDS:
+        return None
+    parts = _outline_parts(m.group("num"))
+    heading = line.strip()
+    return _Numbered(len(parts), heading, parts, needs_sequence=True)
 
 
 #: How many more lines an FAQ's question may wrap onto.
@@ -556,6 +594,10 @@ def plaintext_headings(text: str) -> list[Heading]:
             # removed." after "1. Call") skips numbers from it.
             long = _numbered(line, loose=True, dot_ok=True, max_words=MAX_PARENT_TITLE_WORDS)
             found = long if long is not None and _next_number(last, long.parts) else None
+        if found is None and loose and i not in contents:
+            found = _long_sub_heading(line, dot_ok, last)
+        if found is None and loose and i not in contents:
+            found = _lower_case_sub_heading(line)
         if found is None and loose and i not in contents:
             found = _parent_heading(line, body, dot_ok)
         answered = False
