@@ -1048,3 +1048,63 @@ def test_a_sub_numbered_title_in_lower_case_is_a_heading() -> None:
     # Not where it breaks the numbering, nor as a version's line in a list.
     names = [name for _, name in _names(text.replace("2.1.  descale", "4.4.  descale"))]
     assert "4.4.  descale database location" not in names
+
+
+def _kettle_faq(questions: int, headings: dict[int, str]) -> str:
+    """A made-up FAQ printed to text: numbered questions at the margin, each answer indented under
+    it by a tab; the questions numbered in `headings` are Title Case titles (numbered headings),
+    the others hold a semicolon (no numbered title: they are only a definition list's terms)."""
+    answer = "The element heats the water from below and the lid keeps the steam in until it boils. "
+    out = [
+        "Kettle questions and answers",
+        "",
+        "1.0\tGeneral Matters",
+        "",
+        "\tThese answers are about kettles.",
+        "",
+    ]
+    out += ["2.0\tKettle Problems", ""]
+    for n in range(1, questions + 1):
+        out += [headings.get(n, f"2.{n}\tI filled kettle {n}; why does it hiss"), ""]
+        out += ["\t" + line for line in textwrap.wrap(answer * 12, 60)]
+        out.append("")
+    out += ["3.0\tOrdering Kettles", "", "\tKettles are ordered by post.", ""]
+    return "\n".join(out)
+
+
+def test_a_numbered_heading_among_definition_terms_does_not_cut_the_list() -> None:
+    # "2.1 Filling Kettles" and "2.6 Kettle Care" are numbered headings standing as the questions
+    # around them do (a line at the margin over its indented answer): they are entries of the
+    # questions' list, so it keeps its 12 entries and 13,000 characters (over the `<dl>` bounds,
+    # 10 and 10,000) and every question heads a section; cut at the headings, the runs (0, 4 and
+    # 6 entries) were under the bounds and the questions headed nothing. A question takes the
+    # level of the heading before it, one deeper per number part more ("2.7.1" under "2.6"); one
+    # no number opens ("Descaling; read this first") is its sibling.
+    heads = {1: "2.1\tFilling Kettles", 6: "2.6\tKettle Care", 7: "2.7.1\tI descaled it; why does it hiss"}
+    heads[10] = "Descaling; read this first"
+    doc = parse_text(_kettle_faq(12, heads), filename="faq.txt")
+    names = [(s.level, s.name.replace("\t", " ")) for s in doc.sections]
+    top = names[1][0]
+    assert names[:4] == [
+        (top, "1.0 General Matters"),
+        (top, "2.0 Kettle Problems"),
+        (top, "2.1 Filling Kettles"),
+        (top, "2.2 I filled kettle 2; why does it hiss"),
+    ]
+    assert (top, "2.6 Kettle Care") in names
+    assert (top + 1, "2.7.1 I descaled it; why does it hiss") in names
+    assert (top, "Descaling; read this first") in names
+    assert (top, "2.12 I filled kettle 12; why does it hiss") in names
+    assert names[-1] == (top, "3.0 Ordering Kettles")
+    assert len(names) == 15
+    # Under the bounds (8 questions), the headings alone head sections.
+    short = [
+        s.name.replace("\t", " ") for s in parse_text(_kettle_faq(8, heads), filename="faq.txt").sections
+    ]
+    assert short == [
+        "1.0 General Matters",
+        "2.0 Kettle Problems",
+        "2.1 Filling Kettles",
+        "2.6 Kettle Care",
+        "3.0 Ordering Kettles",
+    ]

@@ -49,7 +49,10 @@ versions: each term on its own line or at the line start, its definition indente
 many entries and much text heads a subsection at each term, with the HTML `<dl>` rule's bounds
 (`reference_lists`); the term line stays in its fact span. A short list whose definitions hold a
 list that meets the bounds (a policy's 7 menu sections, one holding 40 subsections) is read as a
-tree: each level that meets them, or holds one that does, heads subsections under its entry's.
+tree: each level that meets them, or holds one that does, heads subsections under its entry's. A
+numbered heading standing as a term would, right before, between or after a run of terms (an
+FAQ's "4.2  Gcc Work-around for AIX 4.1x" among questions no heading rule took), is an entry of
+the list: it keeps its heading and counts towards the bounds, the other terms taking its level.
 
 **Paginated text** (pages split by form feeds, as RFCs and printed manuals are): the running
 header and footer lines, found by their repetition across pages (`layout.running_lines`), and the
@@ -66,6 +69,7 @@ GNU NEWS file's versions).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -1121,19 +1125,20 @@ class _ReferenceList:
     ends: list[int]  # line breaks right before a term: its entry is no part of the text above
 
 
-def _term_lines(lines: list[str], i: int, heading_lines: set[int]) -> int:
+def _term_lines(lines: list[str], i: int, heading_lines: set[int], own: int = -1) -> int:
     """How many lines from `i` are a definition list entry's terms (0: none). A term stands on its
     own line or at the line start, is no heading, list item or sentence ending on its dot, and has
     its definition under it indented deeper (blank lines may come between); it follows a blank
     line or the previous entry's definition, so a paragraph's last line over an indented block is
     no term. Several terms of one entry ("quit", "stop", "thanks" over one definition) stand on
     lines of their own right under one another, each a title's length (`MAX_TITLE_WORDS`), so a
-    wrapped paragraph over an indented block is no entry."""
+    wrapped paragraph over an indented block is no entry. The heading at line `own` is read as no
+    heading (`_heading_entry`)."""
     ind = _indent(lines[i])
     if i > 0 and lines[i - 1].strip() and _indent(lines[i - 1]) <= ind:
         return 0
     j = i
-    while j < len(lines) and _term(lines[j], heading_lines, j) and _indent(lines[j]) == ind:
+    while j < len(lines) and _term(lines[j], heading_lines, j, own) and _indent(lines[j]) == ind:
         j += 1
         if j < len(lines) and lines[j].strip() and _indent(lines[j]) > ind:
             break
@@ -1151,7 +1156,7 @@ _BOX_RULE = re.compile(r"[\u2500-\u257f \t]+")
 _SENTENCE_DOT = re.compile(r"\w\.[\"')\u201d]*$")
 
 
-def _term(line: str, heading_lines: set[int], i: int) -> bool:
+def _term(line: str, heading_lines: set[int], i: int, own: int = -1) -> bool:
     s = line.strip()
     return (
         bool(s)
@@ -1159,7 +1164,7 @@ def _term(line: str, heading_lines: set[int], i: int) -> bool:
         # protocol spec's frames) names nothing: it is a rule, not a term ("#...", "--", a
         # command reference's punctuation commands, are terms).
         and not _BOX_RULE.fullmatch(s)
-        and i not in heading_lines
+        and (i == own or i not in heading_lines)
         and len(s) <= MAX_TITLE_CHARS
         and not (_ITEM_MARK.match(line) or _SENTENCE_DOT.search(s))
     )
@@ -1196,6 +1201,7 @@ class _Entry:
     terms: int  # how many term lines
     end: int  # the first line after its definition
     nested: list[_TermList]  # the lists in its definition, outermost first
+    heading: bool = False  # a numbered heading standing as the list's entry (`_heading_entry`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1203,32 +1209,95 @@ class _TermList:
     entries: list[_Entry]
 
 
-def _term_lists(lines: list[str], lo: int, hi: int, heading_lines: set[int]) -> list[_TermList]:
+def _heading_entry(lines: list[str], k: int, heading_lines: set[int], numbered: list[int]) -> int:
+    """How many term lines the numbered heading at line `k` has as a list's entry (0: none): it
+    stands as a term would, on its own line over its definition indented deeper (`_term_lines`,
+    reading it as no heading)."""
+    at = bisect_left(numbered, k)
+    return _term_lines(lines, k, heading_lines, own=k) if at < len(numbered) and numbered[at] == k else 0
+
+
+#: A dotted number opening a line, before a blank ("4.2\tGcc …", "A.1. Scope", "3) …").
+_OPENING_NUMBER = re.compile(r"[ \t]*(?P<num>(?:\d{1,3}|[A-Z])(?:\.\d{1,3}){0,4})[.)]?[ \t]")
+
+
+def _depth(line: str) -> int | None:
+    """How many parts the number opening `line` has (`3.8.1` → 3; None: no number opens it)."""
+    m = _OPENING_NUMBER.match(line)
+    return m.group("num").count(".") + 1 if m else None
+
+
+def _entry_levels(
+    lines: list[str], entries: list[_Entry], heading_levels: dict[int, int], level: int
+) -> list[int]:
+    """The level of each entry of a list at `level`: a heading entry's own (`heading_levels`, by
+    line); with heading entries among them, the other terms are those headings' kin: each takes
+    the level of the heading entry before it (the first one's, before it), one deeper for each
+    number part more than it (`3.8.1` after the heading `3.8`), as numbered headings nest; a term
+    no number opens (`0.35-2 Maintainer <…>` among a changelog's `0.36 Maintainer <…>`) is its
+    sibling."""
+    heads = [e.at for e in entries if e.heading]
+    if not heads:
+        return [level] * len(entries)
+    out: list[int] = []
+    near = heads[0]
+    for e in entries:
+        near = e.at if e.heading else near
+        mine, theirs = _depth(lines[e.at]), _depth(lines[near]) or 1
+        out.append(
+            heading_levels[near] if mine is None else min(max(heading_levels[near] + mine - theirs, 1), 6)
+        )
+    return out
+
+
+def _term_lists(
+    lines: list[str], lo: int, hi: int, heading_lines: set[int], numbered: list[int]
+) -> list[_TermList]:
     """The outermost definition lists between lines `lo` and `hi` (runs of entries at one
-    indentation: see `_term_lines`), each entry with the lists nested in its definition."""
+    indentation: see `_term_lines`), each entry with the lists nested in its definition. A
+    numbered heading (a line of `numbered`, in order) standing as a term right before, between or right
+    after a run's entries is an entry of it (an FAQ's `4.2  Gcc Work-around for AIX 4.1x`,
+    taken as a heading, among questions that are not): one rule reading a line first says
+    nothing of the list's extent. A run starts at a term that is no heading, so headings alone
+    (an RFC's sections over their indented bodies) make no list."""
     out: list[_TermList] = []
-    i = lo
+
+    def text_from(k: int, stop: int) -> int:
+        while k < stop and not lines[k].strip():
+            k += 1
+        return k
+
+    i = floor = lo  # a heading entry before a run is after the run before it
     while i < hi:
         n = _term_lines(lines, i, heading_lines) if lines[i].strip() else 0
         if not n:
             i += 1
             continue
         ind = _indent(lines[i])
-        found: list[tuple[int, int, int]] = []
+        found: list[tuple[int, int, int, bool]] = []
+        for k in reversed(numbered[bisect_left(numbered, floor) : bisect_left(numbered, i)]):
+            m = _heading_entry(lines, k, heading_lines, numbered) if _indent(lines[k]) == ind else 0
+            nxt = found[0][0] if found else i
+            if not m or text_from(min(_entry_end(lines, k + m - 1, heading_lines), hi), hi) != nxt:
+                break
+            found.insert(0, (k, m, min(_entry_end(lines, k + m - 1, heading_lines), hi), True))
         end = min(_entry_end(lines, i + n - 1, heading_lines), hi)
-        found.append((i, n, end))
+        found.append((i, n, end, False))
         while end < hi:
-            k = end
-            while k < hi and not lines[k].strip():
-                k += 1
+            k = text_from(end, hi)
+            heading = False
             n = _term_lines(lines, k, heading_lines) if k < hi and _indent(lines[k]) == ind else 0
+            if not n and k < hi and _indent(lines[k]) == ind:
+                n, heading = _heading_entry(lines, k, heading_lines, numbered), True
             if not n:
                 break
             end = min(_entry_end(lines, k + n - 1, heading_lines), hi)
-            found.append((k, n, end))
-        entries = [_Entry(t, n, e, _term_lists(lines, t + n, e, heading_lines)) for t, n, e in found]
+            found.append((k, n, end, heading))
+        entries = [
+            _Entry(t, n, e, _term_lists(lines, t + n, e, heading_lines, numbered), h) for t, n, e, h in found
+        ]
         out.append(_TermList(entries))
-        i = end
+        i = floor = end
     return out
 
 
@@ -1252,6 +1321,9 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
     heading_lines = {
         i for i, line in enumerate(lines) if line.strip() and starts[i] + _indent(line) in head_at
     }
+    by_at = {h[0]: h for h in heads}
+    numbered = sorted(i for i in heading_lines if _OPENING_NUMBER.match(lines[i]))
+    heading_levels = {i: by_at[starts[i] + _indent(lines[i])][1] for i in numbered}
     out = _ReferenceList([], [], [])
 
     def first_text(k: int, hi: int) -> int:
@@ -1273,25 +1345,27 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
         or more) and, within each definition, at those of its nested lists that meet them too;
         `parent`'s section resumes after the list, before `hi`."""
         headed = len(tl.entries) >= 2
-        for e in tl.entries:
+        for e, mine in zip(tl.entries, _entry_levels(lines, tl.entries, heading_levels, level), strict=True):
             at = starts[e.at] + _indent(lines[e.at])
-            me: Heading | None = parent
-            if headed:
-                me = (at, level, _entry_name(lines[e.at : e.at + e.terms]))
+            me: Heading | None = by_at[at] if e.heading else parent
+            if headed and not e.heading:
+                me = (at, mine, _entry_name(lines[e.at : e.at + e.terms]))
                 out.heads.append(me)
                 out.facts.append(at)
                 if e.at > 0 and lines[e.at - 1].strip():
                     out.ends.append(starts[e.at] - 1)
+            # a heading entry's lists nest under it as under any heading (`min(…, 6)` below)
+            inner = min(mine + 1, 6) if e.heading else mine + 1 if headed else mine
             for n in e.nested:
                 if meets_bounds(n):
-                    head(n, level + 1 if headed else level, me, e.end)
+                    head(n, inner, me, e.end)
         k = first_text(tl.entries[-1].end, hi)
         if parent is not None and k < hi and k < len(lines) and k not in heading_lines:
             at = starts[k] + _indent(lines[k])
             out.heads.append((at, parent[1], parent[2]))
             out.facts.append(at)  # no heading line: the section's text resumes
 
-    for tl in _term_lists(lines, 0, len(lines), heading_lines):
+    for tl in _term_lists(lines, 0, len(lines), heading_lines, numbered):
         if meets_bounds(tl):
             first = starts[tl.entries[0].at] + _indent(lines[tl.entries[0].at])
             before = [h for h in heads if h[0] < first]
