@@ -47,6 +47,13 @@ _BULLET = re.compile(
     r")[ \t]++\S"
     # an item glued to its number ("1.If a Program is …", "(2)The notice …": a licence set so)
     r"|^[ \t]*+(?:\d{1,3}\.|\(\d{1,3}\))(?=[A-Z][a-z]|[A-Z]{2}|[\"\u201c])"
+    # A bug tracker's id opening a line of a NEWS file's list of fixed bugs: "[29305] nscd: …"
+    # or "306664  vex amd64->IR: …" (the id, then a column gap). Such a list has no bullet marks
+    # and no full stops, so its lines ran into one paragraph cut blindly at the span limit. Three
+    # digits at least in brackets: a footnote or reference mark ("[2] Compare …") is a small number.
+    r"|^[ \t]*+(?:\[\d{3,7}\][ \t]++|\d{4,7}[ \t]{2,}+)\S"
+    # One holder of a copyright list ("© 2004-2005 Adam Weinberger"): a line per holder, no marks.
+    r"|^[ \t]*+\u00a9[ \t]++\d"
 )
 _CAPTION = CAPTION  # `layout.CAPTION`: the PDF parser keeps these lines from headings
 _RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")
