@@ -435,7 +435,19 @@ def test_footnote_marks_and_prose_numbers_stay_prose() -> None:
     assert sentences(text) == [text]
 
 
-def test_copyright_holder_lines_are_items() -> None:
-    holders = "\n".join(f" \u00a9 {2001 + i}-{2004 + i} Contributor Number{i} Surname{i}" for i in range(40))
-    spans = [s.text for s in extract_spans(ParsedDocument(text=holders))]
-    assert len(spans) == 40 and spans[1] == "\u00a9 2002-2005 Contributor Number1 Surname1"
+def test_box_drawing_border_lines_end_a_span() -> None:
+    """A protocol's request frames are drawn with box-drawing borders: a border line ends the
+    frame's span, so the text after one frame does not run on into the next."""
+    top, bottom = "\u250c\u2500\u2500\u2500", "\u2514\u2500\u2500\u2500"
+    frame = f"{top}\n    FooQueryThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength\n{bottom}"
+    text = f"{frame}\n\tErrors: Window, Match\n{frame.replace('Query', 'Select')}\n\tErrors: Value"
+    assert sentences(text) == [
+        "FooQueryThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength",
+        "Errors: Window, Match",
+        "FooSelectThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength",
+        "Errors: Value",
+    ]
+    # a box-drawing glyph inside a line of text is no border
+    assert sentences("The states are \u2500\u2500\u2500 shown below\nin order.") == [
+        "The states are \u2500\u2500\u2500 shown below\nin order."
+    ]
