@@ -47,9 +47,17 @@ _BULLET = re.compile(
     r")[ \t]++\S"
     # an item glued to its number ("1.If a Program is …", "(2)The notice …": a licence set so)
     r"|^[ \t]*+(?:\d{1,3}\.|\(\d{1,3}\))(?=[A-Z][a-z]|[A-Z]{2}|[\"\u201c])"
+    # A bug tracker's id opening a line of a NEWS file's list of fixed bugs: "[29305] nscd: …"
+    # or "306664  vex amd64->IR: …" (the id, then a column gap). Such a list has no bullet marks
+    # and no full stops, so its lines ran into one paragraph cut blindly at the span limit. Three
+    # digits at least in brackets: a footnote or reference mark ("[2] Compare …") is a small number.
+    r"|^[ \t]*+(?:\[\d{3,7}\][ \t]++|\d{4,7}[ \t]{2,}+)\S"
 )
 _CAPTION = CAPTION  # `layout.CAPTION`: the PDF parser keeps these lines from headings
-_RULE = re.compile(r"^[ \t]*+([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+$")
+# A line of box-drawing characters only ("┌───", "└────┘") is a frame's border in a protocol's or a
+# diagram's plain text, as a line of dashes is a rule: it ends the span running through it, or one
+# frame ran on into the text and the frames after it.
+_RULE = re.compile(r"^[ \t]*+(?:([-*_=])[ \t]*+(?:\1[ \t]*+){2,}+|[\u2500-\u257f]{3,}+[ \t]*+)$")
 _FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})")
 #: An ATX heading's opening marks ("## "): no part of the heading's text.
 _ATX_MARK = re.compile(r"^ {0,3}#{1,6}[ \t]+")

@@ -411,3 +411,43 @@ def test_cjk_full_stops_and_marks_end_sentences_without_a_space_after_them() -> 
         "English follows.",
         "Then more.",
     ]
+
+
+def test_bug_tracker_lines_of_a_news_list_are_items() -> None:
+    """A NEWS file's list of fixed bugs has no bullet marks and no full stops: each line opening
+    with a tracker id is one item (its wrapped, indented line with it), not a slice of one run."""
+    bracketed = "\n".join(
+        f"  [{10000 + i}] widget: frobnicator loses state number {i} when the queue\n    is drained"
+        for i in range(12)
+    )
+    spans = [s.text for s in extract_spans(ParsedDocument(text=bracketed))]
+    assert len(spans) == 12
+    assert spans[3] == "[10003] widget: frobnicator loses state number 3 when the queue\n    is drained"
+    columns = "\n".join(f"{300100 + i}  gizmo: unhandled opcode 0x{i:02X} in the decoder" for i in range(15))
+    spans = [s.text for s in extract_spans(ParsedDocument(text=columns))]
+    assert len(spans) == 15 and spans[0] == "300100  gizmo: unhandled opcode 0x00 in the decoder"
+
+
+def test_footnote_marks_and_prose_numbers_stay_prose() -> None:
+    """A footnote mark is a small number and a year inside wrapped prose has one space after it:
+    neither opens an item."""
+    text = "The rule was set in\n2005 by the board and\n[2] kept since then by all members."
+    assert sentences(text) == [text]
+
+
+def test_box_drawing_border_lines_end_a_span() -> None:
+    """A protocol's request frames are drawn with box-drawing borders: a border line ends the
+    frame's span, so the text after one frame does not run on into the next."""
+    top, bottom = "\u250c\u2500\u2500\u2500", "\u2514\u2500\u2500\u2500"
+    frame = f"{top}\n    FooQueryThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength\n{bottom}"
+    text = f"{frame}\n\tErrors: Window, Match\n{frame.replace('Query', 'Select')}\n\tErrors: Value"
+    assert sentences(text) == [
+        "FooQueryThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength",
+        "Errors: Window, Match",
+        "FooSelectThing\n\t1\tCARD8\t\tmajor opcode\n\t2\t3\t\tlength",
+        "Errors: Value",
+    ]
+    # a box-drawing glyph inside a line of text is no border
+    assert sentences("The states are \u2500\u2500\u2500 shown below\nin order.") == [
+        "The states are \u2500\u2500\u2500 shown below\nin order."
+    ]
