@@ -139,7 +139,7 @@ def link_definition_ends(text: str) -> tuple[int, ...]:
     changelog's 185 CVE links were spans of up to 1,000 characters of URLs."""
     if "]:" not in text:
         return ()
-    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
+    code = code_ranges(text)
     ends: list[int] = []
     pos = 0
     for line in text.split("\n"):
@@ -205,7 +205,10 @@ def tab_line_ends(text: str) -> tuple[int, ...]:
 def code_ranges(text: str) -> list[tuple[int, int]]:
     """Where `text` is code, in which a character reference is literal: fenced blocks, indented
     blocks (four spaces after a blank line) and inline code spans (a backtick run closed by one of
-    the same length before a blank line). Lines may end in CRLF (an upload's source text)."""
+    the same length before a blank line). Lines may end in CRLF (an upload's source text). A text
+    without a backtick, a tilde fence, four spaces or a tab has none: it is not scanned."""
+    if not ("`" in text or "~~~" in text or "    " in text or "\t" in text):
+        return []
     ranges: list[tuple[int, int]] = []
     fence: str | None = None
     blank_before = True
@@ -270,9 +273,7 @@ def entity_edits(text: str) -> list[tuple[int, int, str]]:
     """(start, end, character) of every character reference outside code, not escaped (`\\&amp;`)."""
     if "&" not in text:
         return []
-    # Every way code opens (a backtick or tilde fence, an inline span, an indented block) is
-    # looked for, as `markdown_html` does: a "~~~" block holds no backtick to set the search off.
-    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
+    code = code_ranges(text)
     edits: list[tuple[int, int, str]] = []
     for m in _ENTITY.finditer(text):
         a = m.start()

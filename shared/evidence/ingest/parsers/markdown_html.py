@@ -53,7 +53,7 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
     after a line whose `<br>` tags are dropped (their edits among the first)."""
     lines = text.split("\n")
     starts = line_starts(lines)
-    code = code_ranges(text) if "`" in text or "~~~" in text or "    " in text or "\t" in text else []
+    code = code_ranges(text)
     edits: list[_Edit] = []
     breaks: list[int] = []
     i = 0
