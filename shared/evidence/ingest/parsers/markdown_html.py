@@ -76,7 +76,7 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
                     edits.append((start, end, *rendered))
             i = j
             continue
-        cut = _trailing_breaks(line)
+        cut = _trailing_tags(line, _BR)
         if cut < len(line):
             edits.append((start + cut, start + len(line), "", ()))
             if i + 1 < len(lines):
@@ -89,16 +89,10 @@ def _blocks(text: str) -> tuple[list[_Edit], list[int]]:
     return edits, breaks
 
 
-def _trailing_breaks(line: str) -> int:
-    """Where the run of `<br>` tags (and the blanks around them) ending `line` starts, or the
-    line's length. Read from the end, tag by tag: a regex search for the run from each position
-    rescanned every later tag (20 KB of `<br>` before a word took 3 s)."""
-    return _trailing_tags(line, _BR)
-
-
 def _trailing_tags(line: str, tag: re.Pattern[str]) -> int:
-    """Where the run of `tag` matches (and the blanks around them) ending `line` starts, or the
-    line's length (see `_trailing_breaks`)."""
+    """Where the run of `tag` matches (`<br>` tags, closing block tags) and the blanks around them
+    ending `line` starts, or the line's length. Read from the end, tag by tag: a regex search for
+    the run from each position rescanned every later tag (20 KB of `<br>` before a word took 3 s)."""
     pos = len(line)
     cut = pos
     while True:
