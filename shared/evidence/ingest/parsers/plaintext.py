@@ -305,10 +305,16 @@ def _next_number(prev: tuple[int, ...] | None, cur: tuple[int, ...] | None) -> b
     )
 
 
+def _first_text(lines: list[str], j: int, stop: int) -> int:
+    """The index of the first line from `j` on, before `stop`, that is not blank (`stop`: none)."""
+    while j < stop and not lines[j].strip():
+        j += 1
+    return j
+
+
 def _next_text(lines: list[str], j: int) -> str:
     """The first line from `j` on that is not blank ("" at the end): no copy of the rest."""
-    while j < len(lines) and not lines[j].strip():
-        j += 1
+    j = _first_text(lines, j, len(lines))
     return lines[j] if j < len(lines) else ""
 
 
@@ -1261,12 +1267,6 @@ def _term_lists(
     nothing of the list's extent. A run starts at a term that is no heading, so headings alone
     (an RFC's sections over their indented bodies) make no list."""
     out: list[_TermList] = []
-
-    def text_from(k: int, stop: int) -> int:
-        while k < stop and not lines[k].strip():
-            k += 1
-        return k
-
     i = floor = lo  # a heading entry before a run is after the run before it
     while i < hi:
         n = _term_lines(lines, i, heading_lines) if lines[i].strip() else 0
@@ -1277,14 +1277,16 @@ def _term_lists(
         found: list[tuple[int, int, int, bool]] = []
         for k in reversed(numbered[bisect_left(numbered, floor) : bisect_left(numbered, i)]):
             m = _heading_entry(lines, k, heading_lines, numbered) if _indent(lines[k]) == ind else 0
-            nxt = found[0][0] if found else i
-            if not m or text_from(min(_entry_end(lines, k + m - 1, heading_lines), hi), hi) != nxt:
+            if not m:
                 break
-            found.insert(0, (k, m, min(_entry_end(lines, k + m - 1, heading_lines), hi), True))
+            k_end = min(_entry_end(lines, k + m - 1, heading_lines), hi)
+            if _first_text(lines, k_end, hi) != (found[0][0] if found else i):
+                break
+            found.insert(0, (k, m, k_end, True))
         end = min(_entry_end(lines, i + n - 1, heading_lines), hi)
         found.append((i, n, end, False))
         while end < hi:
-            k = text_from(end, hi)
+            k = _first_text(lines, end, hi)
             heading = False
             n = _term_lines(lines, k, heading_lines) if k < hi and _indent(lines[k]) == ind else 0
             if not n and k < hi and _indent(lines[k]) == ind:
@@ -1326,11 +1328,6 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
     heading_levels = {i: by_at[starts[i] + _indent(lines[i])][1] for i in numbered}
     out = _ReferenceList([], [], [])
 
-    def first_text(k: int, hi: int) -> int:
-        while k < hi and not lines[k].strip():
-            k += 1
-        return k
-
     def meets_bounds(tl: _TermList) -> bool:
         """`tl` has the bounds' entries and characters itself, or a list nested in it has."""
         first_line, last_line = tl.entries[0].at, tl.entries[-1].end - 1
@@ -1359,7 +1356,7 @@ def reference_lists(text: str, heads: Sequence[Heading]) -> _ReferenceList:
             for n in e.nested:
                 if meets_bounds(n):
                     head(n, inner, me, e.end)
-        k = first_text(tl.entries[-1].end, hi)
+        k = _first_text(lines, tl.entries[-1].end, hi)
         if parent is not None and k < hi and k < len(lines) and k not in heading_lines:
             at = starts[k] + _indent(lines[k])
             out.heads.append((at, parent[1], parent[2]))
