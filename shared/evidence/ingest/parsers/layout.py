@@ -17,15 +17,21 @@ WS = re.compile(r"\s+")
 Heading = tuple[int, int, str]
 
 
+def leader_dots(min_dots: int) -> str:
+    """A dot leader's pattern: at least `min_dots` dots, each maybe spaced. A match starts only at
+    a run's first dot (the lookbehinds), so a line of dots is scanned once, not once per dot."""
+    return rf"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){{{min_dots},}}+"
+
+
 def dot_leader(min_dots: int, page: str, flags: int = 0) -> re.Pattern[str]:
-    """A contents line's tail: a dot leader (dots, each maybe spaced) and a page number at the end.
+    """A contents line's tail: a dot leader (`leader_dots`) and a page number at the end.
 
     The parser and the span extractor read contents lines for different ends (the parser keeps a
     leader line from becoming a heading, the extractor keeps it whole as one span), so each picks
-    its own leader length and page form; the shape is one. A match starts only at a run's first
-    dot (the lookbehinds), so a line of dots is scanned once, not once per dot.
+    its own leader length and page form; the shape is one (the PDF heading test's contents tail,
+    `pdf_style._CONTENTS_TAIL`, reads the same leader or an ellipsis one).
     """
-    return re.compile(rf"(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){{{min_dots},}}+[ \t]*+{page}[ \t]*+$", flags)
+    return re.compile(rf"{leader_dots(min_dots)}[ \t]*+{page}[ \t]*+$", flags)
 
 
 def _caption(labels: str) -> re.Pattern[str]:

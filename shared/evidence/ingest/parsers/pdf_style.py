@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from evidence.ingest.parsers.layout import leader_dots
+
 #: A heading is at least this much larger than the body text (11 pt body → 12.65 pt).
 SIZE_RATIO = 1.15
 #: Share of a line's letters in a bold face for the line to count as bold.
@@ -257,9 +259,7 @@ _TRAILING_ELLIPSIS = re.compile(r"[\s,;:]*(?:\.{3,}|\u2026)$")
 #: number ("1.1. Why a revision? ........ 5", "Survey results…………… 14"). A contents page set
 #: in the headings' bold or size must not make each entry a section: the entry is text (its span
 #: is kept whole by `spans`), the heading is the one it points to.
-_CONTENTS_TAIL = re.compile(
-    r"(?:(?<!\.)(?<!\.[ \t])(?:\.[ \t]?){4,}+|(?<!\u2026)\u2026{2,}+)[ \t.\u2026]*+\d{1,4}$"
-)
+_CONTENTS_TAIL = re.compile(rf"(?:{leader_dots(4)}|(?<!\u2026)\u2026{{2,}}+)[ \t.\u2026]*+\d{{1,4}}$")
 
 
 def reads_like_heading(text: str) -> bool:
